@@ -1,0 +1,192 @@
+#include "engine/allocator.h"
+
+#include <cuda_runtime.h>
+
+#include <cstdlib>
+#include <vector>
+
+#include "engine/stream.h"
+#include "kernels/cuda_check.h"
+#include "kernels/error.h"
+
+namespace kestrel {
+
+CachingAllocator::CachingAllocator(RawAlloc raw_alloc, RawFree raw_free)
+    : raw_alloc_(std::move(raw_alloc)), raw_free_(std::move(raw_free)) {}
+
+CachingAllocator::~CachingAllocator() {
+  std::lock_guard lock(mutex_);
+  release_cached_locked();
+}
+
+size_t CachingAllocator::round_size(size_t bytes) {
+  constexpr size_t kSmall = 512, kLarge = 2 << 20, kSmallLimit = 1 << 20;
+  if (bytes == 0) bytes = 1;
+  if (bytes <= kSmallLimit) return (bytes + kSmall - 1) / kSmall * kSmall;
+  return (bytes + kLarge - 1) / kLarge * kLarge;
+}
+
+void* CachingAllocator::allocate(size_t bytes, uintptr_t stream_key) {
+  const size_t size = round_size(bytes);
+  std::lock_guard lock(mutex_);
+  // Best fit on the same stream, wasting at most the request's own size.
+  auto it = cached_.lower_bound({stream_key, size});
+  if (it != cached_.end() && it->first.first == stream_key && it->first.second <= 2 * size) {
+    void* ptr = it->second;
+    const size_t block = it->first.second;
+    cached_.erase(it);
+    cached_size_.erase(ptr);
+    in_use_[ptr] = {block, stream_key};
+    stats_.allocated += block;
+    stats_.peak_allocated = std::max(stats_.peak_allocated, stats_.allocated);
+    return ptr;
+  }
+  void* ptr = raw_alloc_(size);
+  if (!ptr) {  // out of memory: give the cache back and try once more
+    release_cached_locked();
+    ptr = raw_alloc_(size);
+  }
+  KESTREL_CHECK(ptr, "out of memory allocating ", size, " bytes (", stats_.allocated,
+                " bytes in use, ", stats_.reserved,
+                " reserved); reduce --batch-size or --img-size");
+  ++stats_.raw_allocs;
+  stats_.reserved += size;
+  in_use_[ptr] = {size, stream_key};
+  stats_.allocated += size;
+  stats_.peak_allocated = std::max(stats_.peak_allocated, stats_.allocated);
+  return ptr;
+}
+
+void CachingAllocator::deallocate(void* ptr) {
+  std::lock_guard lock(mutex_);
+  auto it = in_use_.find(ptr);
+  KESTREL_CHECK(it != in_use_.end(), "deallocate of a pointer this allocator did not hand out");
+  stats_.allocated -= it->second.size;
+  cached_.insert({{it->second.stream, it->second.size}, ptr});
+  cached_size_[ptr] = it->second.size;
+  in_use_.erase(it);
+}
+
+void CachingAllocator::release_cached_locked() {
+  for (auto& [key, ptr] : cached_) {
+    raw_free_(ptr);
+    stats_.reserved -= key.second;
+    ++stats_.raw_frees;
+  }
+  cached_.clear();
+  cached_size_.clear();
+}
+
+void CachingAllocator::empty_cache() {
+  std::lock_guard lock(mutex_);
+  release_cached_locked();
+}
+
+AllocatorStats CachingAllocator::stats() const {
+  std::lock_guard lock(mutex_);
+  return stats_;
+}
+
+void CachingAllocator::reset_peak() {
+  std::lock_guard lock(mutex_);
+  stats_.peak_allocated = stats_.allocated;
+}
+
+namespace {
+
+// The process's allocators: one per CUDA device and one for pinned host memory. They live for the
+// whole process (like the devices they serve) and are created on first use.
+class AllocatorRegistry {
+ public:
+  static AllocatorRegistry& get() {
+    static AllocatorRegistry* registry = new AllocatorRegistry();  // never destroyed: tensors in
+    return *registry;  // static objects may free after main returns
+  }
+
+  CachingAllocator& cuda(int index) {
+    std::lock_guard lock(mutex_);
+    auto& slot = cuda_[index];
+    if (!slot) {
+      slot = std::make_unique<CachingAllocator>(
+          [index](size_t n) -> void* {
+            DeviceGuard guard(Device::cuda(index));
+            void* p = nullptr;
+            if (cudaMalloc(&p, n) != cudaSuccess) {
+              cudaGetLastError();
+              return nullptr;
+            }
+            return p;
+          },
+          [index](void* p) {
+            DeviceGuard guard(Device::cuda(index));
+            cudaFree(p);
+          });
+    }
+    return *slot;
+  }
+
+  CachingAllocator& pinned() {
+    std::lock_guard lock(mutex_);
+    if (!pinned_) {
+      pinned_ = std::make_unique<CachingAllocator>(
+          [](size_t n) -> void* {
+            void* p = nullptr;
+            if (cudaHostAlloc(&p, n, cudaHostAllocDefault) != cudaSuccess) {
+              cudaGetLastError();
+              return nullptr;
+            }
+            return p;
+          },
+          [](void* p) { cudaFreeHost(p); });
+    }
+    return *pinned_;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::unordered_map<int, std::unique_ptr<CachingAllocator>> cuda_;
+  std::unique_ptr<CachingAllocator> pinned_;
+};
+
+}  // namespace
+
+DataPtr allocate(Device device, size_t bytes, bool pinned) {
+  if (device.is_cuda()) {
+    KESTREL_CHECK(!pinned, "pinned memory is host memory: allocate it on the cpu device");
+    CachingAllocator& alloc = AllocatorRegistry::get().cuda(device.index);
+    auto key = reinterpret_cast<uintptr_t>(current_stream(device).handle());
+    void* p = alloc.allocate(bytes, key);
+    return DataPtr(p, [&alloc](void* q) { alloc.deallocate(q); });
+  }
+  if (pinned) {
+    KESTREL_CHECK(cuda_available(), "pinned host memory needs a CUDA device");
+    // A pinned block goes back to the pool only once asynchronous copies reading or writing it
+    // have finished: Storage waits for its last asynchronous use before releasing its memory.
+    CachingAllocator& alloc = AllocatorRegistry::get().pinned();
+    void* p = alloc.allocate(bytes, 0);
+    return DataPtr(p, [&alloc](void* q) { alloc.deallocate(q); });
+  }
+  constexpr size_t kAlign = 64;
+  size_t n = (std::max<size_t>(bytes, 1) + kAlign - 1) / kAlign * kAlign;
+  void* p = std::aligned_alloc(kAlign, n);
+  KESTREL_CHECK(p, "out of host memory allocating ", bytes, " bytes");
+  return DataPtr(p, [](void* q) { std::free(q); });
+}
+
+AllocatorStats allocator_stats(Device device, bool pinned) {
+  if (device.is_cuda()) return AllocatorRegistry::get().cuda(device.index).stats();
+  KESTREL_CHECK(pinned, "the plain CPU allocator keeps no stats; ask for pinned=true");
+  return AllocatorRegistry::get().pinned().stats();
+}
+
+void allocator_reset_peak(Device device, bool pinned) {
+  if (device.is_cuda()) return AllocatorRegistry::get().cuda(device.index).reset_peak();
+  if (pinned) AllocatorRegistry::get().pinned().reset_peak();
+}
+
+void allocator_empty_cache(Device device, bool pinned) {
+  if (device.is_cuda()) return AllocatorRegistry::get().cuda(device.index).empty_cache();
+  if (pinned) AllocatorRegistry::get().pinned().empty_cache();
+}
+
+}  // namespace kestrel

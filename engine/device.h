@@ -1,0 +1,39 @@
+// Where a tensor lives: the CPU or one CUDA device.
+#pragma once
+#include <string>
+
+namespace kestrel {
+
+struct Device {
+  enum class Kind { CPU, CUDA };
+  Kind kind = Kind::CPU;
+  int index = 0;
+
+  static Device cpu() { return {Kind::CPU, 0}; }
+  static Device cuda(int i = 0) { return {Kind::CUDA, i}; }
+  // "cpu", "cuda", "cuda:1", or a bare index "0" as the reference's --device accepts.
+  static Device parse(const std::string& text);
+
+  bool is_cpu() const { return kind == Kind::CPU; }
+  bool is_cuda() const { return kind == Kind::CUDA; }
+  std::string str() const;
+  bool operator==(const Device&) const = default;
+};
+
+// Number of usable CUDA devices; 0 when there is no driver or no device (never throws).
+int cuda_device_count();
+bool cuda_available();
+
+// Makes a CUDA device current for the scope (no-op for the CPU).
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(Device d);
+  ~DeviceGuard();
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  int previous_ = -1;
+};
+
+}  // namespace kestrel

@@ -1,0 +1,17 @@
+// Small helpers every op uses: argument checks and the stream to launch on.
+#pragma once
+#include <cuda_runtime.h>
+
+#include "engine/autograd.h"
+#include "engine/stream.h"
+#include "engine/tensor.h"
+
+namespace kestrel::ops {
+
+// Same device and dtype (and shape unless same_shape=false); the message names the op.
+void check_compatible(const char* op, const Tensor& a, const Tensor& b, bool same_shape = true);
+
+// The current stream of t's device (nullptr on the CPU).
+inline cudaStream_t stream_of(const Tensor& t) { return current_stream(t.device()).handle(); }
+
+}  // namespace kestrel::ops

@@ -1,0 +1,30 @@
+// The memory behind one or more tensors (views share a Storage).
+#pragma once
+#include <cstddef>
+#include <optional>
+
+#include "engine/allocator.h"
+#include "engine/device.h"
+#include "engine/stream.h"
+
+namespace kestrel {
+
+struct Storage {
+  Storage(Device device, size_t nbytes, bool pinned = false)
+      : device(device), nbytes(nbytes), pinned(pinned), data(allocate(device, nbytes, pinned)) {}
+  ~Storage() {
+    // Pinned memory in flight in an asynchronous copy must not go back to the pool before the
+    // copy has finished.
+    if (last_async_use) last_async_use->synchronize();
+  }
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+
+  Device device;
+  size_t nbytes;
+  bool pinned;
+  DataPtr data;
+  std::optional<Event> last_async_use;
+};
+
+}  // namespace kestrel

@@ -1,0 +1,92 @@
+#include "engine/stream.h"
+
+#include <unordered_map>
+
+#include "kernels/cuda_check.h"
+
+namespace kestrel {
+namespace {
+
+// Current stream per device for this thread; absent = the default stream.
+thread_local std::unordered_map<int, Stream> t_current;
+
+}  // namespace
+
+Stream Stream::create(Device device, int priority) {
+  KESTREL_CHECK(device.is_cuda(), "Stream::create needs a CUDA device, got ", device.str());
+  DeviceGuard guard(device);
+  Stream s;
+  s.device_ = device;
+  KESTREL_CUDA_CHECK(cudaStreamCreateWithPriority(&s.handle_, cudaStreamNonBlocking, priority));
+  cudaStream_t h = s.handle_;
+  s.owner_ = std::shared_ptr<void>(nullptr, [h](void*) { cudaStreamDestroy(h); });
+  return s;
+}
+
+Stream Stream::default_stream(Device device) {
+  Stream s;
+  s.device_ = device;
+  return s;
+}
+
+void Stream::synchronize() const {
+  if (!device_.is_cuda()) return;
+  DeviceGuard guard(device_);
+  KESTREL_CUDA_CHECK(cudaStreamSynchronize(handle_));
+}
+
+Stream current_stream(Device device) {
+  if (!device.is_cuda()) return Stream();
+  auto it = t_current.find(device.index);
+  return it == t_current.end() ? Stream::default_stream(device) : it->second;
+}
+
+void set_current_stream(const Stream& stream) {
+  if (stream.device().is_cuda()) t_current[stream.device().index] = stream;
+}
+
+StreamGuard::StreamGuard(const Stream& stream) : previous_(current_stream(stream.device())) {
+  set_current_stream(stream);
+}
+
+StreamGuard::~StreamGuard() { set_current_stream(previous_); }
+
+Event::Event(Device device, bool timing) : device_(device) {
+  if (!device.is_cuda()) return;
+  DeviceGuard guard(device);
+  KESTREL_CUDA_CHECK(cudaEventCreateWithFlags(&handle_, timing ? 0 : cudaEventDisableTiming));
+  cudaEvent_t h = handle_;
+  owner_ = std::shared_ptr<void>(nullptr, [h](void*) { cudaEventDestroy(h); });
+}
+
+void Event::record(const Stream& stream) {
+  if (!handle_) return;
+  DeviceGuard guard(device_);
+  KESTREL_CUDA_CHECK(cudaEventRecord(handle_, stream.handle()));
+}
+
+void Event::wait(const Stream& stream) const {
+  if (!handle_) return;
+  DeviceGuard guard(stream.device());
+  KESTREL_CUDA_CHECK(cudaStreamWaitEvent(stream.handle(), handle_, 0));
+}
+
+void Event::synchronize() const {
+  if (handle_) KESTREL_CUDA_CHECK(cudaEventSynchronize(handle_));
+}
+
+bool Event::query() const {
+  if (!handle_) return true;
+  cudaError_t e = cudaEventQuery(handle_);
+  if (e == cudaErrorNotReady) return false;
+  KESTREL_CUDA_CHECK(e);
+  return true;
+}
+
+float Event::elapsed_ms(const Event& end) const {
+  float ms = 0;
+  KESTREL_CUDA_CHECK(cudaEventElapsedTime(&ms, handle_, end.handle_));
+  return ms;
+}
+
+}  // namespace kestrel

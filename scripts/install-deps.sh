@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Installs the Debian packages Kestrel builds against, only those missing. Idempotent.
+# cuDNN, cuBLAS and NCCL come from the CUDA toolkit at /usr/local/cuda (or $CUDA_HOME).
+set -euo pipefail
+
+packages=(
+  cmake g++ make pkg-config
+  libgtest-dev libgmock-dev libbenchmark-dev
+  libopenblas-dev
+  libyaml-cpp-dev
+  libgloo-dev
+  libopencv-core-dev libopencv-imgproc-dev libopencv-imgcodecs-dev
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if ((${#missing[@]} == 0)); then
+  echo "install-deps: all ${#packages[@]} packages present"
+else
+  echo "install-deps: installing ${missing[*]}"
+  sudo_cmd=()
+  if [[ $(id -u) -ne 0 ]]; then sudo_cmd=(sudo); fi
+  export DEBIAN_FRONTEND=noninteractive
+  "${sudo_cmd[@]}" apt-get update -qq
+  "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+cuda_home=${CUDA_HOME:-/usr/local/cuda}
+if [[ ! -x "$cuda_home/bin/nvcc" ]]; then
+  echo "install-deps: no nvcc under $cuda_home; install the CUDA 13 toolkit or set CUDA_HOME" >&2
+  exit 1
+fi
