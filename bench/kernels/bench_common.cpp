@@ -1,0 +1,113 @@
+#include "bench/kernels/bench_common.h"
+
+#include <cuda_runtime.h>
+
+#include <chrono>
+#include <cstdlib>
+
+#include "engine/stream.h"
+#include "kernels/cuda_check.h"
+
+namespace kestrel::bench {
+namespace {
+
+double env_or(const char* name, double fallback) {
+  const char* v = std::getenv(name);
+  return v ? std::atof(v) : fallback;
+}
+
+// Published dense peaks divided by (SM count x boost clock), i.e. FLOP per SM per clock:
+//   sm_90 H100 SXM: 989 TFLOP/s bf16 / (132 SMs x 1.83 GHz) = 4096; fp32 67 TFLOP/s -> 256.
+//   sm_80 A100:     312 TFLOP/s bf16 / (108 SMs x 1.41 GHz) = 2048; fp32 19.5 TFLOP/s -> 128.
+//   sm_86 / sm_89:  512 tensor, 256 fp32.
+// The device's own SM count and clock then give its peak (an H200 has the H100's SMs and clock).
+struct ArchRate {
+  int major, minor;
+  double tensor_flop_per_sm_clock, fp32_flop_per_sm_clock;
+};
+constexpr ArchRate kRates[] = {
+    {9, 0, 4096, 256},
+    {8, 0, 2048, 128},
+    {8, 6, 512, 256},
+    {8, 9, 512, 256},
+};
+
+}  // namespace
+
+DevicePeak device_peak(Device device) {
+  DevicePeak p;
+  if (device.is_cpu()) {
+    p.name = "cpu";
+    p.bandwidth_bytes_per_s = env_or("KESTREL_CPU_PEAK_GBS", 20.0) * 1e9;
+    p.fp32_flop_per_s = env_or("KESTREL_CPU_PEAK_GFLOPS", 50.0) * 1e9;
+    p.tensor_flop_per_s = p.fp32_flop_per_s;
+    return p;
+  }
+  cudaDeviceProp prop{};
+  KESTREL_CUDA_CHECK(cudaGetDeviceProperties(&prop, device.index));
+  p.name = prop.name;
+  int mem_clock_khz = 0, bus_width_bits = 0, clock_khz = 0;
+  cudaDeviceGetAttribute(&mem_clock_khz, cudaDevAttrMemoryClockRate, device.index);
+  cudaDeviceGetAttribute(&bus_width_bits, cudaDevAttrGlobalMemoryBusWidth, device.index);
+  cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, device.index);
+  // Double data rate: two transfers per memory clock.
+  p.bandwidth_bytes_per_s = 2.0 * mem_clock_khz * 1e3 * (bus_width_bits / 8.0);
+  for (const ArchRate& r : kRates) {
+    if (r.major == prop.major && r.minor == prop.minor) {
+      const double sm_clock = prop.multiProcessorCount * clock_khz * 1e3;
+      p.tensor_flop_per_s = r.tensor_flop_per_sm_clock * sm_clock;
+      p.fp32_flop_per_s = r.fp32_flop_per_sm_clock * sm_clock;
+    }
+  }
+  return p;
+}
+
+Case::Case(benchmark::State& state, Device device, DType dtype, const std::string& shape)
+    : state_(state), device_(device), dtype_(dtype) {
+  if (device.is_cuda() && !cuda_available()) {
+    skipped_ = true;
+    state.SkipWithError("no CUDA device");
+    return;
+  }
+  state.SetLabel(str("shape=", shape, " dtype=", dtype_name(dtype), " device=", device.str()));
+}
+
+void Case::run(const std::function<void()>& fn) {
+  fn();  // warm-up: allocator caches, cuDNN algorithm search
+  if (device_.is_cuda()) {
+    Stream stream = current_stream(device_);
+    stream.synchronize();
+    Event start(device_, true), stop(device_, true);
+    for (auto _ : state_) {
+      start.record(stream);
+      fn();
+      stop.record(stream);
+      stop.synchronize();
+      state_.SetIterationTime(start.elapsed_ms(stop) / 1e3);
+    }
+  } else {
+    for (auto _ : state_) {
+      auto t0 = std::chrono::steady_clock::now();
+      fn();
+      auto t1 = std::chrono::steady_clock::now();
+      state_.SetIterationTime(std::chrono::duration<double>(t1 - t0).count());
+    }
+  }
+}
+
+void Case::report_bytes(double bytes) {
+  const DevicePeak peak = device_peak(device_);
+  state_.counters["bytes_per_s"] =
+      benchmark::Counter(bytes, benchmark::Counter::kIsIterationInvariantRate);
+  state_.counters["peak_bytes_per_s"] = peak.bandwidth_bytes_per_s;
+}
+
+void Case::report_flops(double flops) {
+  const DevicePeak peak = device_peak(device_);
+  const bool tensor = dtype_ == DType::BF16 || dtype_ == DType::F16;
+  state_.counters["flop_per_s"] =
+      benchmark::Counter(flops, benchmark::Counter::kIsIterationInvariantRate);
+  state_.counters["peak_flop_per_s"] = tensor ? peak.tensor_flop_per_s : peak.fp32_flop_per_s;
+}
+
+}  // namespace kestrel::bench
