@@ -1,2 +1,53 @@
-#include <iostream>
-int main() { std::cout << "kestrel\n"; return 0; }
+// kestrel: the one command-line interface.
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "kernels/error.h"
+#include "yolo/cli/args.h"
+#include "yolo/cli/commands.h"
+
+namespace {
+
+const kestrel::cli::Command* const kCommands[] = {&kestrel::cli::kModelCommand,
+                                                  &kestrel::cli::kDemoCommand};
+
+void print_overview(FILE* out) {
+  std::fprintf(out, "usage: kestrel <command> [flags]\n\ncommands:\n");
+  for (const auto* c : kCommands) std::fprintf(out, "  %-8s %s\n", c->name, c->summary);
+  std::fprintf(out, "\n`kestrel <command> --help` shows a command's flags.\n");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
+    print_overview(argc < 2 ? stderr : stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  const std::string name = argv[1];
+  const kestrel::cli::Command* command = nullptr;
+  for (const auto* c : kCommands)
+    if (name == c->name) command = c;
+  if (!command) {
+    std::fprintf(stderr, "kestrel: unknown command '%s'\n\n", name.c_str());
+    print_overview(stderr);
+    return 2;
+  }
+  std::vector<std::string> args(argv + 2, argv + argc);
+  for (const auto& a : args) {
+    if (a == "--help" || a == "-h") {
+      std::printf("%s", command->usage);
+      return 0;
+    }
+  }
+  try {
+    return command->run(args);
+  } catch (const kestrel::cli::UsageError& e) {
+    std::fprintf(stderr, "kestrel %s: %s\n\n%s", command->name, e.what(), command->usage);
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "kestrel %s: error: %s\n", command->name, e.what());
+    return 1;
+  }
+}

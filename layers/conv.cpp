@@ -1,0 +1,67 @@
+#include "layers/conv.h"
+
+#include <cmath>
+
+#include "engine/autograd.h"
+#include "engine/ops/batchnorm.h"
+#include "engine/ops/conv.h"
+#include "engine/ops/elementwise.h"
+
+namespace kestrel::layers {
+
+Conv2d::Conv2d(int64_t c1, int64_t c2, int64_t k, int64_t s, int64_t p, bool with_bias,
+               Generator& gen)
+    : in_channels(c1), out_channels(c2), kernel(k), stride(s), padding(p) {
+  KESTREL_CHECK(c1 > 0 && c2 > 0 && k > 0 && s > 0 && p >= 0, "Conv2d(", c1, ", ", c2, ", k=", k,
+                ", s=", s, ", p=", p, "): channels, kernel and stride must be positive");
+  const double bound = 1.0 / std::sqrt(static_cast<double>(c1 * k * k));
+  weight = Tensor::empty({c2, k, k, c1});
+  gen.fill_uniform(weight, -bound, bound);
+  weight.set_requires_grad();
+  register_parameter("weight", &weight, /*ohwi_conv_weight=*/true);
+  if (with_bias) {
+    bias = Tensor::empty({c2});
+    gen.fill_uniform(bias, -bound, bound);
+    bias.set_requires_grad();
+    register_parameter("bias", &bias);
+  }
+}
+
+Tensor Conv2d::forward(const Tensor& x) {
+  Tensor w = weight, b = bias;
+  if (x.dtype() != weight.dtype()) {  // mixed precision: compute in the activations' type
+    w = weight.to(x.dtype());
+    if (b.defined()) b = bias.to(x.dtype());
+  }
+  Tensor y = ops::conv2d(x, w, b, ops::Conv2dParams{stride, stride, padding, padding});
+  last_macs_ = y.numel() * in_channels * kernel * kernel;
+  return y;
+}
+
+BatchNorm2d::BatchNorm2d(int64_t channels, double eps, double momentum)
+    : eps(eps), momentum(momentum) {
+  weight = Tensor::ones({channels}).set_requires_grad();
+  bias = Tensor::zeros({channels}).set_requires_grad();
+  running_mean = Tensor::zeros({channels});
+  running_var = Tensor::ones({channels});
+  num_batches_tracked = Tensor::zeros({}, DType::I64);
+  register_parameter("weight", &weight);
+  register_parameter("bias", &bias);
+  register_buffer("running_mean", &running_mean);
+  register_buffer("running_var", &running_var);
+  register_buffer("num_batches_tracked", &num_batches_tracked, /*host_resident=*/true);
+}
+
+Tensor BatchNorm2d::forward(const Tensor& x) {
+  if (is_training()) num_batches_tracked.data<int64_t>()[0] += 1;
+  return ops::batch_norm(x, weight, bias, running_mean, running_var, is_training(), momentum, eps);
+}
+
+Conv::Conv(int64_t c1, int64_t c2, int64_t k, int64_t s, std::optional<int64_t> p, Generator& gen) {
+  conv = register_module("conv", std::make_shared<Conv2d>(c1, c2, k, s, p.value_or(k / 2), false, gen));
+  bn = register_module("bn", std::make_shared<BatchNorm2d>(c2, 1e-3, 0.03));
+}
+
+Tensor Conv::forward(const Tensor& x) { return ops::silu(bn->forward(conv->forward(x))); }
+
+}  // namespace kestrel::layers

@@ -1,0 +1,53 @@
+// Convolution layers: Conv2d (weights OHWI in memory, NHWC activations), BatchNorm2d, and the
+// reference's Conv block (conv without bias -> BN -> SiLU).
+#pragma once
+#include <optional>
+
+#include "engine/random.h"
+#include "layers/module.h"
+
+namespace kestrel::layers {
+
+class Conv2d : public UnaryModule {
+ public:
+  // The reference's nn.Conv2d default initialisation: weight and bias uniform in
+  // ±1/sqrt(fan_in) (kaiming_uniform with a = sqrt(5)), drawn from `gen`.
+  Conv2d(int64_t c1, int64_t c2, int64_t k, int64_t s, int64_t p, bool bias, Generator& gen);
+  Tensor forward(const Tensor& x) override;
+  std::string type_name() const override { return "torch.nn.modules.conv.Conv2d"; }
+
+  // Multiply-accumulates of the last forward (for the model's GFLOPs figure).
+  int64_t last_macs() const { return last_macs_; }
+
+  Tensor weight;  // [c2, k, k, c1]
+  Tensor bias;    // [c2] or undefined
+  int64_t in_channels, out_channels, kernel, stride, padding;
+
+ private:
+  int64_t last_macs_ = 0;
+};
+
+class BatchNorm2d : public UnaryModule {
+ public:
+  BatchNorm2d(int64_t channels, double eps, double momentum);
+  Tensor forward(const Tensor& x) override;
+  std::string type_name() const override { return "torch.nn.modules.batchnorm.BatchNorm2d"; }
+
+  Tensor weight, bias;                   // parameters, fp32
+  Tensor running_mean, running_var;      // buffers, fp32
+  Tensor num_batches_tracked;            // buffer, int64 scalar, kept on the CPU
+  double eps, momentum;
+};
+
+// Conv(c1, c2, k, s, p=None -> k/2): Conv2d without bias, BN (eps 1e-3, momentum 0.03), SiLU.
+class Conv : public UnaryModule {
+ public:
+  Conv(int64_t c1, int64_t c2, int64_t k, int64_t s, std::optional<int64_t> p, Generator& gen);
+  Tensor forward(const Tensor& x) override;
+  std::string type_name() const override { return "models.common.Conv"; }
+
+  std::shared_ptr<Conv2d> conv;
+  std::shared_ptr<BatchNorm2d> bn;
+};
+
+}  // namespace kestrel::layers

@@ -1,0 +1,89 @@
+// The model yaml parser: the shipped files, the structure checks and their messages.
+#include "yolo/model_config.h"
+
+#include "tests/support/testing.h"
+
+using namespace kestrel;
+using namespace kestrel::yolo;
+
+namespace {
+
+const char* kTiny = R"(
+nc: 3
+depth_multiple: 0.33
+width_multiple: 0.25
+anchors:
+  - [10,13, 16,30, 33,23]
+backbone:
+  [[-1, 1, Conv, [64, 3, 2]],
+   [-1, 3, C3, [64]],
+  ]
+head:
+  [[[-1, 0], 1, Concat, [1]],
+   [[2], 1, Detect, [nc, anchors]],
+  ]
+)";
+
+std::string error_of(const std::string& yaml) {
+  try {
+    parse_model_config(yaml, "bad.yaml");
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST(ModelConfig, ParsesRowsAndAnchors) {
+  ModelConfig c = parse_model_config(kTiny, "dir/tiny.yaml");
+  EXPECT_EQ(c.name, "tiny");
+  EXPECT_EQ(c.nc, 3);
+  EXPECT_DOUBLE_EQ(c.depth_multiple, 0.33);
+  ASSERT_EQ(c.anchors.size(), 1u);
+  EXPECT_EQ(c.anchors_per_level, 3);
+  ASSERT_EQ(c.rows.size(), 4u);
+  EXPECT_EQ(c.rows[1].module, "C3");
+  EXPECT_EQ(c.rows[1].number, 3);
+  EXPECT_EQ(c.rows[2].from, (std::vector<int>{-1, 0}));
+  EXPECT_TRUE(c.rows[2].from_is_list);
+  EXPECT_EQ(c.rows[3].args[0].text, "nc");
+}
+
+TEST(ModelConfig, LoadsEveryShippedModel) {
+  for (const char* size : {"n", "s", "m", "l", "x"}) {
+    ModelConfig p5 = load_model_config(std::string("models/yolov5") + size + ".yaml");
+    EXPECT_EQ(p5.rows.size(), 25u) << size;
+    EXPECT_EQ(p5.anchors.size(), 3u);
+    ModelConfig p6 = load_model_config(std::string("models/yolov5") + size + "6.yaml");
+    EXPECT_EQ(p6.rows.size(), 34u) << size;
+    EXPECT_EQ(p6.anchors.size(), 4u);
+  }
+}
+
+TEST(ModelConfig, AnchorCountInsteadOfList) {
+  std::string yaml = kTiny;
+  yaml.replace(yaml.find("anchors:\n  - [10,13, 16,30, 33,23]"),
+               std::string("anchors:\n  - [10,13, 16,30, 33,23]").size(), "anchors: 3");
+  ModelConfig c = parse_model_config(yaml, "count.yaml");
+  EXPECT_TRUE(c.anchors.empty());
+  EXPECT_EQ(c.anchors_per_level, 3);
+}
+
+TEST(ModelConfig, RefusesBrokenFilesWithTheFileNamed) {
+  EXPECT_NE(error_of("nc: [").find("bad.yaml: not valid YAML"), std::string::npos);
+  EXPECT_NE(error_of("- 1").find("bad.yaml"), std::string::npos);
+  std::string no_nc = kTiny;
+  no_nc.replace(no_nc.find("nc: 3"), 5, "");
+  EXPECT_NE(error_of(no_nc).find("missing `nc`"), std::string::npos);
+  std::string bad_from = kTiny;
+  bad_from.replace(bad_from.find("[[2], 1, Detect"), 15, "[[7], 1, Detect");
+  EXPECT_NE(error_of(bad_from).find("does not name an earlier layer"), std::string::npos);
+  std::string bad_row = kTiny;
+  bad_row.replace(bad_row.find("[-1, 3, C3, [64]]"), 17, "[-1, 3, C3]");
+  EXPECT_NE(error_of(bad_row).find("backbone row 1 (layer 1)"), std::string::npos);
+  std::string odd_anchors = kTiny;
+  odd_anchors.replace(odd_anchors.find("33,23]"), 6, "33]");
+  EXPECT_NE(error_of(odd_anchors).find("w,h pairs"), std::string::npos);
+  EXPECT_THROW(load_model_config("models/no_such_model.yaml"), Error);
+}

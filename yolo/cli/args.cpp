@@ -1,0 +1,75 @@
+#include "yolo/cli/args.h"
+
+#include <algorithm>
+
+namespace kestrel::cli {
+namespace {
+
+std::string canonical(std::string name) {
+  std::replace(name.begin(), name.end(), '_', '-');
+  return name;
+}
+
+}  // namespace
+
+Args::Args(const std::vector<std::string>& argv, const std::map<std::string, bool>& spec) {
+  for (size_t i = 0; i < argv.size(); ++i) {
+    const std::string& a = argv[i];
+    if (a.rfind("--", 0) != 0 || a.size() == 2)
+      throw UsageError("unexpected argument '" + a + "'");
+    std::string name = a.substr(2), value;
+    const size_t eq = name.find('=');
+    const bool inline_value = eq != std::string::npos;
+    if (inline_value) {
+      value = name.substr(eq + 1);
+      name = name.substr(0, eq);
+    }
+    name = canonical(name);
+    auto it = spec.find(name);
+    if (it == spec.end()) throw UsageError("unknown flag --" + name);
+    if (values_.count(name)) throw UsageError("--" + name + " given twice");
+    if (it->second && !inline_value) {
+      if (i + 1 >= argv.size()) throw UsageError("--" + name + " needs a value");
+      value = argv[++i];
+    } else if (!it->second && inline_value) {
+      throw UsageError("--" + name + " takes no value");
+    }
+    values_[name] = value;
+  }
+}
+
+std::string Args::get(const std::string& name, const std::string& fallback) const {
+  auto it = values_.find(name);
+  return it == values_.end() ? fallback : it->second;
+}
+
+int64_t Args::get_int(const std::string& name, int64_t fallback) const {
+  auto v = get_optional_int(name);
+  return v ? *v : fallback;
+}
+
+std::optional<int64_t> Args::get_optional_int(const std::string& name) const {
+  auto it = values_.find(name);
+  if (it == values_.end()) return std::nullopt;
+  try {
+    size_t used = 0;
+    int64_t v = std::stoll(it->second, &used);
+    if (used == it->second.size()) return v;
+  } catch (const std::exception&) {
+  }
+  throw UsageError("--" + name + " expects an integer, got '" + it->second + "'");
+}
+
+double Args::get_double(const std::string& name, double fallback) const {
+  auto it = values_.find(name);
+  if (it == values_.end()) return fallback;
+  try {
+    size_t used = 0;
+    double v = std::stod(it->second, &used);
+    if (used == it->second.size()) return v;
+  } catch (const std::exception&) {
+  }
+  throw UsageError("--" + name + " expects a number, got '" + it->second + "'");
+}
+
+}  // namespace kestrel::cli

@@ -1,0 +1,34 @@
+// Command-line flags in the reference's style: --name value, --name=value, boolean --flag.
+// Every flag a command accepts is declared; anything else is a usage error (exit status 2).
+#pragma once
+#include <map>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace kestrel::cli {
+
+// A wrong command line: main() prints the message and the command's usage, and exits 2.
+class UsageError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+class Args {
+ public:
+  // spec: flag name (without dashes) -> true if it takes a value. Dashes and underscores in
+  // given names are interchangeable (--img-size, --img_size), as in the reference.
+  Args(const std::vector<std::string>& argv, const std::map<std::string, bool>& spec);
+
+  bool has(const std::string& name) const { return values_.count(name) != 0; }
+  std::string get(const std::string& name, const std::string& fallback) const;
+  int64_t get_int(const std::string& name, int64_t fallback) const;
+  double get_double(const std::string& name, double fallback) const;
+  std::optional<int64_t> get_optional_int(const std::string& name) const;
+
+ private:
+  std::map<std::string, std::string> values_;
+};
+
+}  // namespace kestrel::cli

@@ -1,0 +1,22 @@
+// The CLI's subcommands. Each takes the arguments after its name and returns the exit status;
+// errors are thrown (kestrel::Error: exit 1; cli::UsageError: usage and exit 2).
+#pragma once
+#include <string>
+#include <vector>
+
+namespace kestrel::cli {
+
+struct Command {
+  const char* name;
+  const char* summary;
+  const char* usage;
+  int (*run)(const std::vector<std::string>& args);
+};
+
+int run_model(const std::vector<std::string>& args);
+int run_demo(const std::vector<std::string>& args);
+
+extern const Command kModelCommand;
+extern const Command kDemoCommand;
+
+}  // namespace kestrel::cli

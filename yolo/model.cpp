@@ -1,0 +1,285 @@
+#include "yolo/model.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+
+#include "engine/autograd.h"
+
+namespace kestrel::yolo {
+namespace {
+
+// The reference's nn.Sequential of layers ("model.0", "model.1", ...); layers are heterogeneous
+// (Concat and Detect take several inputs), so the model routes them itself.
+class LayerSequence : public layers::Module {
+ public:
+  void append(std::shared_ptr<layers::Module> m) { register_module(std::to_string(count_++), m); }
+  std::string type_name() const override { return "torch.nn.modules.container.Sequential"; }
+
+ private:
+  int count_ = 0;
+};
+
+std::string python_number(double v) {
+  if (v == std::floor(v) && std::abs(v) < 1e15) return std::to_string(static_cast<int64_t>(v));
+  char buf[32];
+  auto res = std::to_chars(buf, buf + sizeof buf, v);
+  return std::string(buf, res.ptr);
+}
+
+std::string python_list(const std::vector<std::string>& items) {
+  std::string s = "[";
+  for (size_t i = 0; i < items.size(); ++i) s += (i ? ", " : "") + items[i];
+  return s + "]";
+}
+
+std::string arg_text(const ConfigArg& a) {
+  if (a.is_list) {
+    std::vector<std::string> items;
+    for (const auto& i : a.items) items.push_back(arg_text(i));
+    return python_list(items);
+  }
+  if (a.text == "None" || a.text == "True" || a.text == "False") return a.text;
+  char* end = nullptr;
+  std::strtod(a.text.c_str(), &end);
+  if (!a.text.empty() && *end == '\0') return a.text;
+  return "'" + a.text + "'";
+}
+
+}  // namespace
+
+int64_t round_half_even(double x) { return static_cast<int64_t>(std::nearbyint(x)); }
+
+int64_t make_divisible(double x, int64_t divisor) {
+  return static_cast<int64_t>(std::ceil(x / static_cast<double>(divisor))) * divisor;
+}
+
+DetectionModel::DetectionModel(const ModelConfig& config, std::optional<int> nc, uint64_t seed)
+    : config_(config) {
+  if (nc) {
+    KESTREL_CHECK(*nc >= 1, "--nc must be at least 1, got ", *nc);
+    config_.nc = *nc;
+  }
+  Generator gen(seed);
+  build(gen);
+
+  // Strides from a forward pass of a 256x256 image, in training mode as the reference does.
+  const int64_t s = 256;
+  std::vector<Tensor> out;
+  {
+    autograd::NoGradGuard no_grad;
+    out = forward(Tensor::zeros({1, s, s, config_.input_channels}));
+  }
+  std::vector<double> strides;
+  for (const Tensor& o : out) strides.push_back(static_cast<double>(s) / o.size(2));
+  detect_->set_strides(strides);
+}
+
+void DetectionModel::build(Generator& gen) {
+  auto container = std::make_shared<LayerSequence>();
+  container_ = register_module("model", container);
+  const double gd = config_.depth_multiple, gw = config_.width_multiple;
+  const int64_t na = config_.anchors_per_level;
+  const int64_t no = na * (config_.nc + 5);
+  std::vector<int64_t> ch;  // output channels per layer
+  const int64_t input_ch = config_.input_channels;
+
+  for (size_t i = 0; i < config_.rows.size(); ++i) {
+    const LayerRow& row = config_.rows[i];
+    const std::string& w = row.where;
+    std::vector<int> from;
+    for (int f : row.from) from.push_back(f < 0 ? static_cast<int>(i) + f : f);
+    auto in_ch = [&](int f) { return f < 0 && i == 0 ? input_ch : ch[f]; };
+    const int64_t c_in = i == 0 ? input_ch : in_ch(from[0]);
+    const int n = row.number > 1 ? static_cast<int>(std::max<int64_t>(round_half_even(row.number * gd), 1))
+                                 : row.number;
+    auto arg = [&](size_t k) -> const ConfigArg* { return k < row.args.size() ? &row.args[k] : nullptr; };
+    auto scaled = [&](int64_t c2) { return c2 != no ? make_divisible(c2 * gw, 8) : c2; };
+
+    std::shared_ptr<layers::Module> module;
+    std::vector<std::string> args;
+    int64_t c_out = c_in;
+    auto repeat = [&](auto make) -> std::shared_ptr<layers::Module> {
+      if (n == 1) return make();
+      auto seq = std::make_shared<layers::Sequential>();
+      for (int r = 0; r < n; ++r) seq->append(make());
+      return seq;
+    };
+
+    if (row.module == "Conv") {
+      KESTREL_CHECK(arg(0) && row.args.size() <= 4, w, ": Conv takes [c2, k, s, p]");
+      c_out = scaled(arg(0)->as_int(w));
+      const int64_t k = arg(1) ? arg(1)->as_int(w) : 1;
+      const int64_t st = arg(2) ? arg(2)->as_int(w) : 1;
+      std::optional<int64_t> p;
+      if (arg(3) && !arg(3)->is_none()) p = arg(3)->as_int(w);
+      module = repeat([&] { return std::make_shared<layers::Conv>(c_in, c_out, k, st, p, gen); });
+      args = {std::to_string(c_in), std::to_string(c_out)};
+      for (size_t k2 = 1; k2 < row.args.size(); ++k2) args.push_back(arg_text(row.args[k2]));
+    } else if (row.module == "C3" || row.module == "Bottleneck") {
+      KESTREL_CHECK(arg(0) && row.args.size() <= 2, w, ": ", row.module, " takes [c2, shortcut]");
+      c_out = scaled(arg(0)->as_int(w));
+      const bool shortcut = arg(1) ? arg(1)->as_bool(w) : true;
+      if (row.module == "C3") {
+        module = std::make_shared<layers::C3>(c_in, c_out, n, shortcut, gen);
+        args = {std::to_string(c_in), std::to_string(c_out), std::to_string(n)};
+      } else {
+        module = repeat([&] { return std::make_shared<layers::Bottleneck>(c_in, c_out, shortcut, 0.5, gen); });
+        args = {std::to_string(c_in), std::to_string(c_out)};
+      }
+      if (arg(1)) args.push_back(arg_text(*arg(1)));
+    } else if (row.module == "SPPF") {
+      KESTREL_CHECK(arg(0) && row.args.size() <= 2, w, ": SPPF takes [c2, k]");
+      c_out = scaled(arg(0)->as_int(w));
+      const int64_t k = arg(1) ? arg(1)->as_int(w) : 5;
+      module = repeat([&] { return std::make_shared<layers::SPPF>(c_in, c_out, k, gen); });
+      args = {std::to_string(c_in), std::to_string(c_out), std::to_string(k)};
+    } else if (row.module == "nn.Upsample") {
+      KESTREL_CHECK(row.args.size() == 3 && arg(0)->is_none() && arg(1)->as_int(w) == 2 &&
+                        arg(2)->text == "nearest",
+                    w, ": only nn.Upsample [None, 2, 'nearest'] is supported");
+      module = repeat([&] { return std::make_shared<layers::Upsample>(); });
+      for (const auto& a : row.args) args.push_back(arg_text(a));
+    } else if (row.module == "Concat") {
+      KESTREL_CHECK(row.args.size() == 1 && arg(0)->as_int(w) == 1, w,
+                    ": only Concat [1] (channels) is supported");
+      c_out = 0;
+      for (int f : from) c_out += ch[f];
+      module = std::make_shared<layers::Concat>();
+      args = {"1"};
+    } else if (row.module == "Detect") {
+      KESTREL_CHECK(!detect_, w, ": only one Detect layer is supported");
+      KESTREL_CHECK(i + 1 == config_.rows.size(), w, ": Detect must be the last layer");
+      std::vector<int64_t> level_ch;
+      for (int f : from) level_ch.push_back(ch[f]);
+      std::vector<std::vector<double>> anchors = config_.anchors;
+      if (anchors.empty()) {  // a count only: placeholders until AutoAnchor, as the reference
+        for (size_t l = 0; l < from.size(); ++l) {
+          std::vector<double> level;
+          for (int64_t k = 0; k < 2 * na; ++k) level.push_back(static_cast<double>(k));
+          anchors.push_back(level);
+        }
+      }
+      detect_ = std::make_shared<layers::Detect>(config_.nc, anchors, level_ch, gen);
+      module = detect_;
+      std::vector<std::string> levels, chs;
+      for (const auto& l : anchors) {
+        std::vector<std::string> v;
+        for (double x : l) v.push_back(python_number(x));
+        levels.push_back(python_list(v));
+      }
+      for (int64_t c : level_ch) chs.push_back(std::to_string(c));
+      args = {std::to_string(config_.nc), python_list(levels), python_list(chs)};
+      c_out = no;
+    } else {
+      KESTREL_FAIL(w, ": unsupported module '", row.module,
+                   "'; Kestrel builds Conv, C3, Bottleneck, SPPF, nn.Upsample, Concat and Detect");
+    }
+
+    container->append(module);
+    layers_.push_back({module, from});
+    std::vector<std::string> from_text;
+    for (int f : row.from) from_text.push_back(std::to_string(f));
+    table_.push_back({static_cast<int>(i), row.from_is_list ? python_list(from_text) : from_text[0],
+                      n, module->parameter_count(), module->type_name(), python_list(args)});
+    ch.push_back(c_out);
+  }
+  KESTREL_CHECK(detect_, config_.path, ": no Detect layer");
+  saved_.assign(layers_.size(), false);
+  for (size_t i = 0; i < layers_.size(); ++i)
+    for (int f : layers_[i].from)
+      if (f != static_cast<int>(i) - 1) saved_[f] = true;
+}
+
+std::vector<Tensor> DetectionModel::run(const Tensor& x) {
+  KESTREL_CHECK(x.dim() == 4 && x.size(3) == config_.input_channels, "model input must be NHWC ",
+                "(batch, height, width, ", config_.input_channels, "), got ", x.describe());
+  std::vector<Tensor> outputs(layers_.size());
+  Tensor previous = x;
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    const Layer& layer = layers_[i];
+    auto input = [&](int f) { return f == static_cast<int>(i) - 1 ? previous : outputs[f]; };
+    if (auto* unary = dynamic_cast<layers::UnaryModule*>(layer.module.get())) {
+      previous = unary->forward(i == 0 ? x : input(layer.from[0]));
+    } else {
+      std::vector<Tensor> ins;
+      for (int f : layer.from) ins.push_back(input(f));
+      if (auto* cat = dynamic_cast<layers::Concat*>(layer.module.get())) {
+        previous = cat->forward(ins);
+      } else {
+        return detect_->forward(ins);
+      }
+    }
+    if (saved_[i]) outputs[i] = previous;
+  }
+  KESTREL_FAIL("model has no Detect layer");
+}
+
+std::vector<Tensor> DetectionModel::forward(const Tensor& x) { return run(x); }
+
+DetectionModel::Prediction DetectionModel::predict(const Tensor& x) {
+  Prediction p;
+  p.raw = run(x);
+  p.boxes = detect_->decode(p.raw);
+  return p;
+}
+
+int64_t DetectionModel::layer_count() const {
+  // Conv blocks share one SiLU module in the reference; it counts once.
+  bool has_conv = false;
+  for (const auto& row : config_.rows)
+    has_conv = has_conv || row.module == "Conv" || row.module == "C3" ||
+               row.module == "Bottleneck" || row.module == "SPPF";
+  return module_count() + (has_conv ? 1 : 0);
+}
+
+double DetectionModel::gflops(int64_t img_size) {
+  // As the reference: profile one stride-sized image, scale to img_size².
+  const int64_t s = std::max<int64_t>(32, static_cast<int64_t>(*std::max_element(
+                                              detect_->strides.begin(), detect_->strides.end())));
+  const bool was_training = is_training();
+  train(false);
+  {
+    autograd::NoGradGuard no_grad;
+    forward(Tensor::zeros({1, s, s, config_.input_channels}));
+  }
+  train(was_training);
+  int64_t macs = 0;
+  visit([&](layers::Module& m) {
+    if (auto* c = dynamic_cast<layers::Conv2d*>(&m)) macs += c->last_macs();
+  });
+  return 2.0 * static_cast<double>(macs) / 1e9 * (img_size / static_cast<double>(s)) *
+         (img_size / static_cast<double>(s));
+}
+
+std::string DetectionModel::summary(int64_t img_size) {
+  std::string name = config_.name;
+  if (name.rfind("yolov5", 0) == 0) name = "YOLOv5" + name.substr(6);
+  if (name.empty()) name = "Model";
+  int64_t grads = 0;
+  for (const Tensor& p : parameters())
+    if (p.requires_grad()) grads += p.numel();
+  char flops[32];
+  std::snprintf(flops, sizeof flops, "%.1f", gflops(img_size));
+  return str(name, " summary: ", layer_count(), " layers, ", parameter_count(), " parameters, ",
+             grads, " gradients, ", flops, " GFLOPs");
+}
+
+std::string DetectionModel::describe(int64_t img_size) {
+  std::ostringstream os;
+  char line[512];
+  std::snprintf(line, sizeof line, "\n%3s%18s%3s%10s  %-40s%-30s\n", "", "from", "n", "params",
+                "module", "arguments");
+  os << line;
+  for (const LayerInfo& l : table_) {
+    std::snprintf(line, sizeof line, "%3d%18s%3d%10lld  %-40s%-30s\n", l.index, l.from.c_str(),
+                  l.number, static_cast<long long>(l.params), l.type.c_str(), l.args.c_str());
+    os << line;
+  }
+  os << summary(img_size) << "\n";
+  return os.str();
+}
+
+}  // namespace kestrel::yolo

@@ -1,0 +1,76 @@
+// DetectionModel: a YOLOv5 model built from a ModelConfig (the reference's parse_model and
+// DetectionModel): layers wired by their `from` indices, Detect last, strides found by a forward
+// pass, anchors in stride units, the reference's initialisation.
+#pragma once
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "layers/blocks.h"
+#include "layers/detect.h"
+#include "yolo/model_config.h"
+
+namespace kestrel::yolo {
+
+// One line of the model table.
+struct LayerInfo {
+  int index;
+  std::string from;  // "-1", "[-1, 6]"
+  int number;        // repeats after the depth gain
+  int64_t params;
+  std::string type;
+  std::string args;  // the resolved arguments, as the reference prints them
+};
+
+class DetectionModel : public layers::Module {
+ public:
+  // nc overrides the yaml's class count when given. seed drives the weight initialisation.
+  DetectionModel(const ModelConfig& config, std::optional<int> nc = std::nullopt,
+                 uint64_t seed = 0);
+  std::string type_name() const override { return "models.yolo.DetectionModel"; }
+
+  // x: NHWC float images (batch, h, w, ch). Raw Detect outputs per level, (bs, na, ny, nx, no).
+  std::vector<Tensor> forward(const Tensor& x);
+  // Decoded detections (bs, N, no) with xywh in pixels, plus the raw outputs.
+  struct Prediction {
+    Tensor boxes;
+    std::vector<Tensor> raw;
+  };
+  Prediction predict(const Tensor& x);
+
+  const ModelConfig& config() const { return config_; }
+  layers::Detect& detect() { return *detect_; }
+  const std::vector<double>& strides() const { return detect_->strides; }
+  const std::vector<LayerInfo>& layer_table() const { return table_; }
+
+  // The reference's count of modules (len(list(model.modules()))), parameters, and the GFLOPs of
+  // one image of img_size x img_size (2 x multiply-accumulates of the convolutions).
+  int64_t layer_count() const;
+  double gflops(int64_t img_size);
+  // "<name> summary: <L> layers, <P> parameters, <G> gradients, <F> GFLOPs"
+  std::string summary(int64_t img_size);
+  // The table and the summary line, as `kestrel model` prints them.
+  std::string describe(int64_t img_size);
+
+ private:
+  struct Layer {
+    std::shared_ptr<layers::Module> module;
+    std::vector<int> from;  // absolute indices
+  };
+  void build(Generator& gen);
+  std::vector<Tensor> run(const Tensor& x);
+
+  ModelConfig config_;
+  std::shared_ptr<layers::Module> container_;  // "model": holds the layers, for state-dict names
+  std::vector<Layer> layers_;
+  std::vector<bool> saved_;  // outputs a later layer reads
+  std::shared_ptr<layers::Detect> detect_;
+  std::vector<LayerInfo> table_;
+};
+
+// Python's round(): halves to even, as the reference's depth gain uses.
+int64_t round_half_even(double x);
+// The reference's make_divisible(x, 8): the next multiple of the divisor at or above x.
+int64_t make_divisible(double x, int64_t divisor);
+
+}  // namespace kestrel::yolo

@@ -1,0 +1,181 @@
+#include "yolo/model_config.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "kernels/error.h"
+
+namespace kestrel::yolo {
+namespace {
+
+ConfigArg to_arg(const YAML::Node& node, const std::string& where) {
+  ConfigArg a;
+  if (node.IsSequence()) {
+    a.is_list = true;
+    for (const auto& item : node) a.items.push_back(to_arg(item, where));
+  } else if (node.IsScalar()) {
+    a.text = node.Scalar();
+  } else if (node.IsNull()) {
+    a.text = "None";
+  } else {
+    KESTREL_FAIL(where, ": arguments must be scalars or lists");
+  }
+  return a;
+}
+
+std::vector<int> parse_from(const YAML::Node& node, const std::string& where, bool& is_list) {
+  std::vector<int> from;
+  is_list = node.IsSequence();
+  try {
+    if (is_list) {
+      for (const auto& v : node) from.push_back(v.as<int>());
+    } else {
+      from.push_back(node.as<int>());
+    }
+  } catch (const YAML::Exception&) {
+    KESTREL_FAIL(where, ": `from` must be an integer or a list of integers");
+  }
+  KESTREL_CHECK(!from.empty(), where, ": `from` is an empty list");
+  return from;
+}
+
+void parse_rows(const YAML::Node& section, const char* section_name, const std::string& source,
+                ModelConfig& cfg) {
+  KESTREL_CHECK(section && section.IsSequence(), source, ": `", section_name,
+                "` must be a list of [from, number, module, args] rows");
+  int row_index = 0;
+  for (const auto& row : section) {
+    const int layer = static_cast<int>(cfg.rows.size());
+    LayerRow r;
+    r.where = str(source, ", ", section_name, " row ", row_index++, " (layer ", layer, ")");
+    KESTREL_CHECK(row.IsSequence() && row.size() == 4, r.where,
+                  ": expected [from, number, module, args]");
+    r.from = parse_from(row[0], r.where, r.from_is_list);
+    try {
+      r.number = row[1].as<int>();
+      r.module = row[2].as<std::string>();
+    } catch (const YAML::Exception&) {
+      KESTREL_FAIL(r.where, ": `number` must be an integer and `module` a name");
+    }
+    KESTREL_CHECK(r.number >= 1, r.where, ": `number` must be at least 1, got ", r.number);
+    KESTREL_CHECK(row[3].IsSequence(), r.where, ": `args` must be a list");
+    for (const auto& a : row[3]) r.args.push_back(to_arg(a, r.where));
+    for (int f : r.from) {
+      const int target = f < 0 ? layer + f : f;
+      KESTREL_CHECK((target >= 0 && target < layer) || (layer == 0 && f == -1), r.where,
+                    ": `from` ", f, " does not name an earlier layer");
+    }
+    cfg.rows.push_back(std::move(r));
+  }
+}
+
+template <class T>
+T required(const YAML::Node& root, const char* key, const std::string& source) {
+  KESTREL_CHECK(root[key], source, ": missing `", key, "`");
+  try {
+    return root[key].as<T>();
+  } catch (const YAML::Exception&) {
+    KESTREL_FAIL(source, ": `", key, "` has the wrong type");
+  }
+}
+
+}  // namespace
+
+int64_t ConfigArg::as_int(const std::string& where) const {
+  try {
+    KESTREL_CHECK(!is_list, "");
+    size_t used = 0;
+    int64_t v = std::stoll(text, &used);
+    KESTREL_CHECK(used == text.size(), "");
+    return v;
+  } catch (const std::exception&) {
+    KESTREL_FAIL(where, ": expected an integer argument, got '", text, "'");
+  }
+}
+
+double ConfigArg::as_double(const std::string& where) const {
+  try {
+    KESTREL_CHECK(!is_list, "");
+    size_t used = 0;
+    double v = std::stod(text, &used);
+    KESTREL_CHECK(used == text.size(), "");
+    return v;
+  } catch (const std::exception&) {
+    KESTREL_FAIL(where, ": expected a number, got '", text, "'");
+  }
+}
+
+bool ConfigArg::as_bool(const std::string& where) const {
+  if (!is_list && (text == "True" || text == "true")) return true;
+  if (!is_list && (text == "False" || text == "false")) return false;
+  KESTREL_FAIL(where, ": expected True or False, got '", text, "'");
+}
+
+ModelConfig parse_model_config(const std::string& yaml_text, const std::string& source) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(yaml_text);
+  } catch (const YAML::Exception& e) {
+    KESTREL_FAIL(source, ": not valid YAML (", e.what(), ")");
+  }
+  KESTREL_CHECK(root.IsMap(), source, ": a model yaml is a mapping with nc, depth_multiple, ",
+                "width_multiple, anchors, backbone and head");
+  ModelConfig cfg;
+  cfg.path = source;
+  cfg.name = std::filesystem::path(source).stem().string();
+  cfg.nc = required<int>(root, "nc", source);
+  KESTREL_CHECK(cfg.nc >= 1, source, ": nc must be at least 1, got ", cfg.nc);
+  cfg.depth_multiple = required<double>(root, "depth_multiple", source);
+  cfg.width_multiple = required<double>(root, "width_multiple", source);
+  KESTREL_CHECK(cfg.depth_multiple > 0 && cfg.width_multiple > 0, source,
+                ": depth_multiple and width_multiple must be positive");
+  if (root["ch"]) cfg.input_channels = required<int>(root, "ch", source);
+  if (root["activation"]) {
+    const std::string act = required<std::string>(root, "activation", source);
+    KESTREL_CHECK(act == "nn.SiLU()", source, ": activation '", act,
+                  "' is not supported; Kestrel's Conv uses SiLU (remove the key)");
+  }
+
+  const YAML::Node anchors = root["anchors"];
+  KESTREL_CHECK(anchors, source, ": missing `anchors`");
+  if (anchors.IsScalar()) {
+    cfg.anchors_per_level = required<int>(root, "anchors", source);
+    KESTREL_CHECK(cfg.anchors_per_level >= 1, source, ": anchors must be at least 1");
+  } else {
+    KESTREL_CHECK(anchors.IsSequence() && anchors.size() > 0, source,
+                  ": `anchors` must be a count or a list of [w,h, w,h, ...] per level");
+    for (const auto& level : anchors) {
+      std::vector<double> pairs;
+      try {
+        for (const auto& v : level) pairs.push_back(v.as<double>());
+      } catch (const YAML::Exception&) {
+        KESTREL_FAIL(source, ": anchors must be numbers");
+      }
+      KESTREL_CHECK(!pairs.empty() && pairs.size() % 2 == 0, source,
+                    ": each anchor level needs w,h pairs, got ", pairs.size(), " numbers");
+      KESTREL_CHECK(cfg.anchors.empty() || pairs.size() == cfg.anchors[0].size(), source,
+                    ": every anchor level needs the same number of anchors");
+      cfg.anchors.push_back(std::move(pairs));
+    }
+    cfg.anchors_per_level = static_cast<int>(cfg.anchors[0].size() / 2);
+  }
+  parse_rows(root["backbone"], "backbone", source, cfg);
+  parse_rows(root["head"], "head", source, cfg);
+  KESTREL_CHECK(!cfg.rows.empty() && cfg.rows.back().module == "Detect", source,
+                ": the last head row must be Detect");
+  return cfg;
+}
+
+ModelConfig load_model_config(const std::string& path) {
+  std::ifstream in(path);
+  KESTREL_CHECK(in, "cannot read model config '", path,
+                "': check the path (the shipped ones are in models/, e.g. models/yolov5s.yaml)");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return parse_model_config(ss.str(), path);
+}
+
+}  // namespace kestrel::yolo

@@ -1,0 +1,101 @@
+#include "yolo/weights.h"
+
+#include <set>
+
+#include "engine/autograd.h"
+#include "engine/safetensors.h"
+
+namespace kestrel::yolo {
+namespace {
+
+// OHWI (memory) <-> OIHW (file) for 4-d conv weights.
+Tensor to_file_layout(const layers::StateEntry& e) {
+  return e.ohwi_conv_weight ? e.slot->permute({0, 3, 1, 2}) : *e.slot;
+}
+
+Shape file_shape(const layers::StateEntry& e) {
+  const Shape& s = e.slot->shape();
+  return e.ohwi_conv_weight ? Shape{s[0], s[3], s[1], s[2]} : s;
+}
+
+// Copies a file tensor (file layout, any float type) into the entry's slot.
+void assign(const layers::StateEntry& e, const Tensor& file_tensor) {
+  autograd::NoGradGuard no_grad;
+  Tensor src = e.ohwi_conv_weight ? file_tensor.permute({0, 2, 3, 1}) : file_tensor;
+  e.slot->copy_(src);
+}
+
+bool dtype_compatible(DType model, const std::string& file) {
+  static const std::set<std::string> floats = {"F16", "BF16", "F32", "F64"};
+  if (is_floating(model)) return floats.count(file) != 0;
+  return (model == DType::I64 && file == "I64") || (model == DType::I32 && file == "I32") ||
+         (model == DType::U8 && file == "U8");
+}
+
+}  // namespace
+
+void save_weights(layers::Module& model, const std::string& path, DType dtype,
+                  const std::map<std::string, std::string>& metadata) {
+  KESTREL_CHECK(dtype == DType::F32 || dtype == DType::F16, "save_weights: weights are stored as ",
+                "float32 or float16, not ", dtype_name(dtype));
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  autograd::NoGradGuard no_grad;
+  for (const layers::StateEntry& e : model.state_entries()) {
+    Tensor t = to_file_layout(e);
+    if (is_floating(t.dtype()) && t.dtype() != dtype) t = t.to(dtype);
+    tensors.emplace_back(e.name, t);
+  }
+  save_safetensors(path, tensors, metadata);
+}
+
+void load_weights(layers::Module& model, const std::string& path) {
+  SafetensorsFile file = load_safetensors(path);
+  std::vector<layers::StateEntry> entries = model.state_entries();
+  std::vector<std::string> problems;
+  std::set<std::string> expected;
+  for (const layers::StateEntry& e : entries) {
+    expected.insert(e.name);
+    if (!file.contains(e.name)) {
+      problems.push_back("missing " + e.name);
+      continue;
+    }
+    const SafetensorsEntry& fe = file.entry(e.name);
+    if (fe.shape != file_shape(e))
+      problems.push_back(str(e.name, ": shape ", shape_str(fe.shape), " in the file, ",
+                             shape_str(file_shape(e)), " in the model"));
+    else if (!dtype_compatible(e.slot->dtype(), fe.dtype))
+      problems.push_back(str(e.name, ": dtype ", fe.dtype, " in the file, ",
+                             dtype_name(e.slot->dtype()), " in the model"));
+  }
+  for (const std::string& name : file.names())
+    if (!expected.count(name)) problems.push_back("unexpected " + name);
+  if (!problems.empty()) {
+    std::string list;
+    const size_t shown = std::min<size_t>(problems.size(), 20);
+    for (size_t i = 0; i < shown; ++i) list += "\n  " + problems[i];
+    if (problems.size() > shown) list += str("\n  ... and ", problems.size() - shown, " more");
+    KESTREL_FAIL("weights '", path, "' do not fit this model (", problems.size(), " mismatches):",
+                 list, "\nuse weights saved from the same model yaml and --nc, or start from ",
+                 "them with transfer (train --weights) to copy what matches");
+  }
+  for (const layers::StateEntry& e : entries) assign(e, file.get(e.name));
+}
+
+TransferResult transfer_weights(layers::Module& model, const std::string& path,
+                                const std::vector<std::string>& exclude) {
+  SafetensorsFile file = load_safetensors(path);
+  TransferResult r;
+  for (const layers::StateEntry& e : model.state_entries()) {
+    ++r.total;
+    bool skip = false;
+    for (const std::string& x : exclude) skip = skip || e.name.find(x) != std::string::npos;
+    if (skip || !file.contains(e.name)) continue;
+    const SafetensorsEntry& fe = file.entry(e.name);
+    if (fe.shape != file_shape(e) || !dtype_compatible(e.slot->dtype(), fe.dtype)) continue;
+    assign(e, file.get(e.name));
+    ++r.transferred;
+  }
+  return r;
+}
+
+}  // namespace kestrel::yolo

@@ -1,0 +1,31 @@
+// Model weights in safetensors under the reference's state-dict names ("model.0.conv.weight",
+// "model.0.bn.num_batches_tracked", "model.24.anchors", ...), conv weights OIHW in the file
+// whatever the layout in memory.
+#pragma once
+#include <map>
+#include <string>
+#include <vector>
+
+#include "layers/module.h"
+
+namespace kestrel::yolo {
+
+// Floating-point tensors are written as `dtype` (F32 or F16); integer buffers keep their type.
+void save_weights(layers::Module& model, const std::string& path, DType dtype = DType::F32,
+                  const std::map<std::string, std::string>& metadata = {});
+
+// Every model tensor must be in the file with the same shape and a compatible dtype (any float
+// type for float tensors), and the file must hold nothing else; otherwise one error lists every
+// mismatch. Values are converted to the model's dtype and device.
+void load_weights(layers::Module& model, const std::string& path);
+
+// As the reference does when fine-tuning from another model: copies the tensors whose names
+// and shapes match (names containing any of `exclude` are skipped), leaves the rest as they are.
+struct TransferResult {
+  int transferred = 0;
+  int total = 0;  // tensors in the model's state
+};
+TransferResult transfer_weights(layers::Module& model, const std::string& path,
+                                const std::vector<std::string>& exclude = {});
+
+}  // namespace kestrel::yolo
