@@ -193,7 +193,7 @@ void DetectionModel::build(Generator& gen) {
       if (f != static_cast<int>(i) - 1) saved_[f] = true;
 }
 
-std::vector<Tensor> DetectionModel::run(const Tensor& x) {
+std::vector<Tensor> DetectionModel::run(const Tensor& x, std::vector<Shape>* shapes) {
   KESTREL_CHECK(x.dim() == 4 && x.size(3) == config_.input_channels, "model input must be NHWC ",
                 "(batch, height, width, ", config_.input_channels, "), got ", x.describe());
   std::vector<Tensor> outputs(layers_.size());
@@ -209,15 +209,24 @@ std::vector<Tensor> DetectionModel::run(const Tensor& x) {
       if (auto* cat = dynamic_cast<layers::Concat*>(layer.module.get())) {
         previous = cat->forward(ins);
       } else {
-        return detect_->forward(ins);
+        std::vector<Tensor> out = detect_->forward(ins);
+        if (shapes) shapes->push_back(out[0].shape());
+        return out;
       }
     }
+    if (shapes) shapes->push_back(previous.shape());
     if (saved_[i]) outputs[i] = previous;
   }
   KESTREL_FAIL("model has no Detect layer");
 }
 
 std::vector<Tensor> DetectionModel::forward(const Tensor& x) { return run(x); }
+
+std::vector<Shape> DetectionModel::layer_output_shapes(const Tensor& x) {
+  std::vector<Shape> shapes;
+  run(x, &shapes);
+  return shapes;
+}
 
 DetectionModel::Prediction DetectionModel::predict(const Tensor& x) {
   Prediction p;

@@ -37,6 +37,8 @@ class DetectionModel : public layers::Module {
     std::vector<Tensor> raw;
   };
   Prediction predict(const Tensor& x);
+  // The output shape of every layer for input x (Detect: its first level's), NHWC.
+  std::vector<Shape> layer_output_shapes(const Tensor& x);
 
   const ModelConfig& config() const { return config_; }
   layers::Detect& detect() { return *detect_; }
@@ -58,7 +60,7 @@ class DetectionModel : public layers::Module {
     std::vector<int> from;  // absolute indices
   };
   void build(Generator& gen);
-  std::vector<Tensor> run(const Tensor& x);
+  std::vector<Tensor> run(const Tensor& x, std::vector<Shape>* shapes = nullptr);
 
   ModelConfig config_;
   std::shared_ptr<layers::Module> container_;  // "model": holds the layers, for state-dict names

@@ -85,6 +85,27 @@ TEST(Model, OutputShapesAt640And320) {
   EXPECT_EQ(p.boxes.shape(), (Shape{2, 3 * (40 * 40 + 20 * 20 + 10 * 10), 8}));
 }
 
+TEST(Model, EveryLayerOutputShapeOfYolov5s) {
+  DetectionModel m = build("yolov5s");
+  autograd::NoGradGuard no_grad;
+  m.train(false);
+  for (int64_t size : {320, 640}) {
+    std::vector<Shape> shapes = m.layer_output_shapes(Tensor::zeros({1, size, size, 3}));
+    ASSERT_EQ(shapes.size(), 25u);
+    // (stride, channels) of layers 0..23 in yolov5s, then Detect's P3 output.
+    const int64_t expect[24][2] = {{2, 32},   {4, 64},   {4, 64},   {8, 128},  {8, 128},
+                                   {16, 256}, {16, 256}, {32, 512}, {32, 512}, {32, 512},
+                                   {32, 256}, {16, 256}, {16, 512}, {16, 256}, {16, 128},
+                                   {8, 128},  {8, 256},  {8, 128},  {16, 128}, {16, 256},
+                                   {16, 256}, {32, 256}, {32, 512}, {32, 512}};
+    for (int i = 0; i < 24; ++i) {
+      const int64_t s = size / expect[i][0];
+      EXPECT_EQ(shapes[i], (Shape{1, s, s, expect[i][1]})) << "layer " << i << " at " << size;
+    }
+    EXPECT_EQ(shapes[24], (Shape{1, 3, size / 8, size / 8, 85}));
+  }
+}
+
 TEST(Model, NcOverrideChangesTheHeadOnly) {
   DetectionModel m = build("yolov5s", 3);
   EXPECT_EQ(m.detect().no, 8);
