@@ -69,7 +69,13 @@ Case::Case(benchmark::State& state, Device device, DType dtype, const std::strin
     state.SkipWithError("no CUDA device");
     return;
   }
-  state.SetLabel(str("shape=", shape, " dtype=", dtype_name(dtype), " device=", device.str()));
+  label_ = str("shape=", shape, " dtype=", dtype_name(dtype), " device=", device.str());
+  state.SetLabel(label_);
+}
+
+void Case::add_label(const std::string& key, const std::string& value) {
+  label_ += str(" ", key, "=", value);
+  state_.SetLabel(label_);
 }
 
 void Case::run(const std::function<void()>& fn) {

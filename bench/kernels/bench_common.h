@@ -46,11 +46,14 @@ class Case {
   // Throughput counters for one iteration's work; percentages use the device's peak.
   void report_bytes(double bytes_per_iteration);
   void report_flops(double flops_per_iteration);
+  // Appends " key=value" to the result's label (bench_main prints known keys, e.g. algo).
+  void add_label(const std::string& key, const std::string& value);
 
  private:
   benchmark::State& state_;
   Device device_;
   DType dtype_;
+  std::string label_;
   bool skipped_ = false;
 };
 

@@ -55,6 +55,8 @@ class JsonLinesReporter : public benchmark::BenchmarkReporter {
         if (double peak = counter("peak_flop_per_s"); peak > 0)
           std::printf(",\"pct_peak_flops\":%.1f", 100.0 * fl / peak);
       }
+      if (std::string algo = label_field(r.report_label, "algo"); !algo.empty())
+        std::printf(",\"algo\":\"%s\"", escape(algo).c_str());
       std::printf("}\n");
       std::fflush(stdout);
     }

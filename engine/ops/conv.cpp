@@ -1,0 +1,235 @@
+#include "engine/ops/conv.h"
+
+#include <cstdint>
+#include <optional>
+
+#include "engine/ops/common.h"
+
+namespace kestrel::ops {
+namespace {
+
+using kernels::Conv2dShape;
+using kernels::ConvPass;
+
+// The most workspace an algorithm may use, offered to cuDNN's one-time search of a configuration.
+// The block goes back to the caching allocator afterwards and serves the next search.
+constexpr size_t kSearchWorkspaceBytes = size_t(256) << 20;
+
+std::string params_str(const Conv2dParams& p) {
+  return str("stride (", p.stride_h, ", ", p.stride_w, ") and padding (", p.pad_h, ", ", p.pad_w,
+             ")");
+}
+
+// Validates the geometry of a convolution and returns it in the kernels' terms.
+Conv2dShape conv_shape(const Shape& x, const Shape& w, const Conv2dParams& p) {
+  KESTREL_CHECK(x.size() == 4, "conv2d: the input must be 4-D NHWC [N, H, W, C], got ",
+                shape_str(x), "; add a batch dimension with reshape");
+  KESTREL_CHECK(w.size() == 4, "conv2d: the weight must be 4-D OHWI [O, KH, KW, C], got ",
+                shape_str(w), "; OIHW weights convert with permute({0, 2, 3, 1})");
+  for (int64_t d : x)
+    KESTREL_CHECK(d > 0, "conv2d: the input ", shape_str(x), " has an empty dimension");
+  for (int64_t d : w)
+    KESTREL_CHECK(d > 0, "conv2d: the weight ", shape_str(w), " has an empty dimension");
+  KESTREL_CHECK(x[3] == w[3], "conv2d: the input has ", x[3], " channels (NHWC ", shape_str(x),
+                ") but the OHWI weight ", shape_str(w), " expects ", w[3],
+                "; check the layer's input channels");
+  KESTREL_CHECK(p.stride_h >= 1 && p.stride_w >= 1 && p.pad_h >= 0 && p.pad_w >= 0,
+                "conv2d: strides must be >= 1 and padding >= 0, got ", params_str(p));
+  const Conv2dShape s{.n = x[0], .h = x[1], .w = x[2], .c = x[3], .o = w[0], .kh = w[1],
+                      .kw = w[2], .stride_h = p.stride_h, .stride_w = p.stride_w,
+                      .pad_h = p.pad_h, .pad_w = p.pad_w};
+  KESTREL_CHECK(s.out_h() > 0 && s.out_w() > 0, "conv2d: empty output: the ", x[1], "x", x[2],
+                " input with ", params_str(p), " is smaller than the ", w[1], "x", w[2],
+                " kernel; use a larger input, more padding or a smaller kernel");
+  return s;
+}
+
+void check_dtype(const char* op, const Tensor& t) {
+  if (t.device().is_cpu())
+    KESTREL_CHECK(t.dtype() == DType::F32 || t.dtype() == DType::F64, op,
+                  " on the CPU supports float32 and float64, got ", t.describe(),
+                  "; cast with .to(DType::F32)");
+  else
+    KESTREL_CHECK(t.dtype() == DType::F32 || t.dtype() == DType::F16 || t.dtype() == DType::BF16,
+                  op, " on CUDA supports float32, float16 and bfloat16, got ", t.describe(),
+                  "; cast with .to(dtype)");
+}
+
+void check_output_grad(const char* op, const Tensor& dy, const Conv2dShape& s) {
+  const Shape expected{s.n, s.out_h(), s.out_w(), s.o};
+  KESTREL_CHECK(dy.shape() == expected, op, ": the output gradient must be ", shape_str(expected),
+                " for this convolution, got ", dy.describe());
+}
+
+// Contiguous data starting 16-byte aligned: cuDNN's vectorized kernels need it, and an algorithm
+// cached for aligned buffers may not run on others. A view may start anywhere in its storage.
+// Detached first, so that a copy made here records no autograd history.
+Tensor dense(const Tensor& t) {
+  Tensor c = t.detach().contiguous();
+  if (c.device().is_cpu() || reinterpret_cast<uintptr_t>(c.data_ptr()) % 16 == 0) return c;
+  Tensor copy = Tensor::empty(c.shape(), c.dtype(), c.device());
+  copy.copy_(c);
+  return copy;
+}
+
+// The algorithm for a pass of this configuration (buffer order as in kernels/conv2d.h): from the
+// cache, or from a timed search on these very buffers, which overwrites `out`, the first time the
+// configuration is seen. The caller holds a DeviceGuard for dev.
+kernels::Conv2dAlgo cudnn_algo(ConvPass pass, DType t, const Conv2dShape& s,
+                               const Conv2dParams& p, Device dev, const void* in0,
+                               const void* in1, void* out) {
+  if (std::optional<kernels::Conv2dAlgo> cached =
+          kernels::conv2d_cached_algo_cuda(pass, t, s, p.allow_tf32))
+    return *cached;
+  Tensor scratch;
+  try {
+    scratch = Tensor::empty({int64_t(kSearchWorkspaceBytes)}, DType::U8, dev);
+  } catch (const Error&) {
+    // Short of memory: the search then considers only algorithms that need no workspace.
+  }
+  return kernels::conv2d_find_algo_cuda(pass, t, s, p.allow_tf32, in0, in1, out,
+                                        scratch.defined() ? scratch.data_ptr() : nullptr,
+                                        scratch.defined() ? kSearchWorkspaceBytes : 0,
+                                        current_stream(dev).handle());
+}
+
+void run_cudnn(ConvPass pass, DType t, const Conv2dShape& s, const kernels::Conv2dAlgo& algo,
+               Device dev, const void* in0, const void* in1, void* out, bool accumulate) {
+  Tensor workspace;
+  if (algo.workspace_bytes > 0)
+    workspace = Tensor::empty({int64_t(algo.workspace_bytes)}, DType::U8, dev);
+  kernels::conv2d_run_cuda(pass, t, s, algo, in0, in1, out, accumulate,
+                           workspace.defined() ? workspace.data_ptr() : nullptr,
+                           current_stream(dev).handle());
+}
+
+// A backward pass on CUDA: no accumulation, so the search may scribble on `out` first.
+void cudnn_pass(ConvPass pass, DType t, const Conv2dShape& s, const Conv2dParams& p, Device dev,
+                const void* in0, const void* in1, void* out) {
+  DeviceGuard guard(dev);
+  const kernels::Conv2dAlgo algo = cudnn_algo(pass, t, s, p, dev, in0, in1, out);
+  run_cudnn(pass, t, s, algo, dev, in0, in1, out, false);
+}
+
+struct Conv2dBackward : autograd::Node {
+  Conv2dParams params;
+  Shape x_shape, w_shape;
+  autograd::SavedTensor x;  // kept only when the weight needs a gradient
+  autograd::SavedTensor w;  // kept only when the input needs a gradient
+  std::vector<Tensor> apply(std::vector<Tensor>& g) override {
+    Tensor dy = dense(g[0]);
+    Tensor dx = next_edges[0].fn ? conv2d_backward_data(dy, w.unpack(), x_shape, params) : Tensor();
+    Tensor dw =
+        next_edges[1].fn ? conv2d_backward_filter(x.unpack(), dy, w_shape, params) : Tensor();
+    Tensor db = next_edges[2].fn ? conv2d_backward_bias(dy) : Tensor();
+    return {dx, dw, db};
+  }
+  void release_saved() override {
+    x.release();
+    w.release();
+  }
+  std::string name() const override { return "Conv2dBackward"; }
+};
+
+}  // namespace
+
+Tensor conv2d(const Tensor& x_, const Tensor& w_, const Tensor& b_, const Conv2dParams& p) {
+  check_compatible("conv2d", x_, w_, false);
+  const Conv2dShape s = conv_shape(x_.shape(), w_.shape(), p);
+  check_dtype("conv2d", x_);
+  if (b_.defined()) {
+    check_compatible("conv2d (bias)", x_, b_, false);
+    KESTREL_CHECK(b_.dim() == 1 && b_.size(0) == s.o, "conv2d: the bias must be [", s.o,
+                  "] to match the weight ", w_.describe(), ", got ", b_.describe());
+  }
+  Tensor x = dense(x_), w = dense(w_), b = b_.defined() ? dense(b_) : Tensor();
+  Tensor y = Tensor::empty({s.n, s.out_h(), s.out_w(), s.o}, x.dtype(), x.device());
+  if (x.device().is_cpu()) {
+    kernels::conv2d_forward_cpu(x.dtype(), s, x.data_ptr(), w.data_ptr(),
+                                b.defined() ? b.data_ptr() : nullptr, y.data_ptr());
+  } else {
+    DeviceGuard guard(x.device());
+    const kernels::Conv2dAlgo algo = cudnn_algo(ConvPass::Forward, x.dtype(), s, p, x.device(),
+                                                x.data_ptr(), w.data_ptr(), y.data_ptr());
+    // The bias goes in first and the convolution accumulates onto it after the search.
+    if (b.defined())
+      kernels::conv2d_fill_bias_cuda(x.dtype(), s.n * s.out_h() * s.out_w(), s.o, b.data_ptr(),
+                                     y.data_ptr(), stream_of(y));
+    run_cudnn(ConvPass::Forward, x.dtype(), s, algo, x.device(), x.data_ptr(), w.data_ptr(),
+              y.data_ptr(), b.defined());
+  }
+  if (auto node = autograd::make_node<Conv2dBackward>({&x_, &w_, &b_})) {
+    node->params = p;
+    node->x_shape = x_.shape();
+    node->w_shape = w_.shape();
+    if (w_.requires_grad()) node->x = autograd::SavedTensor(x);
+    if (x_.requires_grad()) node->w = autograd::SavedTensor(w);
+    autograd::set_history(y, node);
+  }
+  return y;
+}
+
+Tensor conv2d_backward_data(const Tensor& dy_, const Tensor& w_, const Shape& x_shape,
+                            const Conv2dParams& p) {
+  check_compatible("conv2d backward-data", dy_, w_, false);
+  const Conv2dShape s = conv_shape(x_shape, w_.shape(), p);
+  check_dtype("conv2d backward-data", w_);
+  check_output_grad("conv2d backward-data", dy_, s);
+  Tensor dy = dense(dy_), w = dense(w_);
+  Tensor dx = Tensor::empty(x_shape, w.dtype(), w.device());
+  if (w.device().is_cpu())
+    kernels::conv2d_backward_data_cpu(w.dtype(), s, dy.data_ptr(), w.data_ptr(), dx.data_ptr());
+  else
+    cudnn_pass(ConvPass::BackwardData, w.dtype(), s, p, w.device(), dy.data_ptr(), w.data_ptr(),
+               dx.data_ptr());
+  return dx;
+}
+
+Tensor conv2d_backward_filter(const Tensor& x_, const Tensor& dy_, const Shape& weight_shape,
+                              const Conv2dParams& p) {
+  check_compatible("conv2d backward-filter", x_, dy_, false);
+  const Conv2dShape s = conv_shape(x_.shape(), weight_shape, p);
+  check_dtype("conv2d backward-filter", x_);
+  check_output_grad("conv2d backward-filter", dy_, s);
+  Tensor x = dense(x_), dy = dense(dy_);
+  Tensor dw = Tensor::empty(weight_shape, x.dtype(), x.device());
+  if (x.device().is_cpu())
+    kernels::conv2d_backward_filter_cpu(x.dtype(), s, x.data_ptr(), dy.data_ptr(), dw.data_ptr());
+  else
+    cudnn_pass(ConvPass::BackwardFilter, x.dtype(), s, p, x.device(), x.data_ptr(),
+               dy.data_ptr(), dw.data_ptr());
+  return dw;
+}
+
+Tensor conv2d_backward_bias(const Tensor& dy_) {
+  KESTREL_CHECK(dy_.defined() && dy_.dim() == 4,
+                "conv2d backward-bias: the output gradient must be 4-D NHWC, got ",
+                dy_.defined() ? dy_.describe() : "an undefined tensor");
+  check_dtype("conv2d backward-bias", dy_);
+  Tensor dy = dense(dy_);
+  const int64_t rows = dy.size(0) * dy.size(1) * dy.size(2), channels = dy.size(3);
+  Tensor db = Tensor::empty({channels}, dy.dtype(), dy.device());
+  if (dy.device().is_cpu()) {
+    kernels::conv2d_backward_bias_cpu(dy.dtype(), rows, channels, dy.data_ptr(), db.data_ptr());
+  } else {
+    DeviceGuard guard(dy.device());
+    Tensor partials = Tensor::empty({kernels::conv2d_bias_grad_partials(rows, channels)},
+                                    DType::F32, dy.device());
+    kernels::conv2d_backward_bias_cuda(dy.dtype(), rows, channels, dy.data_ptr(), db.data_ptr(),
+                                       partials.data<float>(), stream_of(dy));
+  }
+  return db;
+}
+
+std::string conv2d_algorithm(ConvPass pass, const Tensor& x, const Tensor& weight,
+                             const Conv2dParams& p) {
+  check_compatible("conv2d_algorithm", x, weight, false);
+  const Conv2dShape s = conv_shape(x.shape(), weight.shape(), p);
+  if (x.device().is_cpu()) return "im2col_gemm";
+  DeviceGuard guard(x.device());
+  std::optional<kernels::Conv2dAlgo> algo =
+      kernels::conv2d_cached_algo_cuda(pass, x.dtype(), s, p.allow_tf32);
+  return algo ? algo->name : "";
+}
+
+}  // namespace kestrel::ops

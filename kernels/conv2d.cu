@@ -1,0 +1,227 @@
+// cuDNN convolutions: NHWC activations and OHWI filters (cuDNN's NHWC filter format). The
+// algorithm of each pass is found once per (device, dtype, shape, stride, padding, TF32 flag) by
+// timing cuDNN's candidates on real buffers, then cached for the process.
+//
+// Determinism: among the timed algorithms the fastest deterministic one wins. The ones cuDNN
+// marks non-deterministic (backward-filter algorithms 0 and 3, backward-data algorithm 0: they
+// accumulate with atomics, so results change from run to run) are used only when cuDNN offers
+// nothing else for a configuration, and Conv2dAlgo::deterministic then says so.
+#include <algorithm>
+#include <array>
+#include <map>
+#include <mutex>
+#include <utility>
+
+#include "kernels/conv2d.h"
+#include "kernels/conv2d_cudnn.h"
+
+namespace kestrel::kernels {
+namespace {
+
+// Float32 without TF32 must ask for FMA math explicitly: CUDNN_DEFAULT_MATH lets cuDNN run float
+// data on TF32 tensor cores on sm_80 and newer.
+bool fma_only(DType t, bool allow_tf32) { return t == DType::F32 && !allow_tf32; }
+cudnnMathType_t search_math(DType t, bool allow_tf32) {
+  return fma_only(t, allow_tf32) ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH;
+}
+
+const char* algo_name(ConvPass pass, int algo) {
+  static const char* const fwd[] = {"implicit_gemm", "implicit_precomp_gemm", "gemm", "direct",
+                                    "fft", "fft_tiling", "winograd", "winograd_nonfused"};
+  static const char* const data[] = {"algo_0", "algo_1", "fft", "fft_tiling", "winograd",
+                                     "winograd_nonfused"};
+  static const char* const filter[] = {"algo_0",    "algo_1",           "fft",       "algo_3",
+                                       "winograd", "winograd_nonfused", "fft_tiling"};
+  switch (pass) {
+    case ConvPass::Forward: return algo >= 0 && algo < 8 ? fwd[algo] : "unknown";
+    case ConvPass::BackwardData: return algo >= 0 && algo < 6 ? data[algo] : "unknown";
+    case ConvPass::BackwardFilter: return algo >= 0 && algo < 7 ? filter[algo] : "unknown";
+  }
+  return "unknown";
+}
+
+const char* math_name(int math) {
+  switch (math) {
+    case CUDNN_TENSOR_OP_MATH: return "tensor_op";
+    case CUDNN_FMA_MATH: return "fma";
+    default: return "default";
+  }
+}
+
+// Checked as well as cuDNN's own determinism flag: these accumulate with atomics.
+bool uses_atomics(ConvPass pass, int algo) {
+  if (pass == ConvPass::BackwardData) return algo == CUDNN_CONVOLUTION_BWD_DATA_ALGO_0;
+  if (pass == ConvPass::BackwardFilter)
+    return algo == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0 ||
+           algo == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_3;
+  return false;
+}
+
+// cuDNN returns the timed candidates fastest first; take the first that ran, deterministic if any.
+template <class Perf>
+Conv2dAlgo choose(ConvPass pass, const Perf* perf, int count, bool keep_fma) {
+  const Perf* best = nullptr;
+  for (int deterministic_only = 1; deterministic_only >= 0 && !best; --deterministic_only)
+    for (int i = 0; i < count && !best; ++i) {
+      const bool deterministic =
+          perf[i].determinism == CUDNN_DETERMINISTIC && !uses_atomics(pass, int(perf[i].algo));
+      if (perf[i].status == CUDNN_STATUS_SUCCESS && (deterministic || !deterministic_only))
+        best = &perf[i];
+    }
+  KESTREL_CHECK(best, "conv2d on CUDA: cuDNN has no working algorithm for the ",
+                conv_pass_name(pass),
+                " pass of this configuration (all candidates failed or needed more workspace "
+                "than was offered); free device memory or change the layer's shape");
+  Conv2dAlgo a;
+  a.algo = int(best->algo);
+  // The timed math type, except that FMA-only float32 never runs with a looser math type.
+  a.math_type = keep_fma ? int(CUDNN_FMA_MATH) : int(best->mathType);
+  a.workspace_bytes = best->memory;
+  a.deterministic = best->determinism == CUDNN_DETERMINISTIC && !uses_atomics(pass, a.algo);
+  return a;
+}
+
+size_t workspace_size(ConvPass pass, cudnnHandle_t h, const cudnn::ConvDescriptors& d,
+                      int algo) {
+  size_t bytes = 0;
+  switch (pass) {
+    case ConvPass::Forward:
+      KESTREL_CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(
+          h, d.x.get(), d.w.get(), d.conv.get(), d.y.get(), cudnnConvolutionFwdAlgo_t(algo),
+          &bytes));
+      break;
+    case ConvPass::BackwardData:
+      KESTREL_CUDNN_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(
+          h, d.w.get(), d.y.get(), d.conv.get(), d.x.get(), cudnnConvolutionBwdDataAlgo_t(algo),
+          &bytes));
+      break;
+    case ConvPass::BackwardFilter:
+      KESTREL_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(
+          h, d.x.get(), d.y.get(), d.conv.get(), d.w.get(),
+          cudnnConvolutionBwdFilterAlgo_t(algo), &bytes));
+      break;
+  }
+  return bytes;
+}
+
+using AlgoKey = std::array<int64_t, 15>;
+
+AlgoKey key_of(ConvPass pass, DType t, const Conv2dShape& s, bool allow_tf32) {
+  return {cudnn::current_device(), int64_t(pass), int64_t(t), fma_only(t, allow_tf32) ? 0 : 1,
+          s.n, s.h, s.w, s.c, s.o, s.kh, s.kw, s.stride_h, s.stride_w, s.pad_h, s.pad_w};
+}
+
+// Process-wide, like the algorithms it remembers; never destroyed, so that it outlives every
+// thread that may still run a convolution during exit.
+class AlgoCache {
+ public:
+  static AlgoCache& get() {
+    static AlgoCache* cache = new AlgoCache();
+    return *cache;
+  }
+  std::optional<Conv2dAlgo> find(const AlgoKey& key) {
+    std::lock_guard lock(mutex_);
+    auto it = algos_.find(key);
+    if (it == algos_.end()) return std::nullopt;
+    return it->second;
+  }
+  // The first algorithm stored for a key stays, so threads that searched concurrently agree.
+  Conv2dAlgo insert(const AlgoKey& key, Conv2dAlgo algo) {
+    std::lock_guard lock(mutex_);
+    return algos_.emplace(key, std::move(algo)).first->second;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::map<AlgoKey, Conv2dAlgo> algos_;
+};
+
+}  // namespace
+
+const char* conv_pass_name(ConvPass pass) {
+  switch (pass) {
+    case ConvPass::Forward: return "forward";
+    case ConvPass::BackwardData: return "backward-data";
+    case ConvPass::BackwardFilter: return "backward-filter";
+  }
+  return "unknown";
+}
+
+std::optional<Conv2dAlgo> conv2d_cached_algo_cuda(ConvPass pass, DType t, const Conv2dShape& s,
+                                                  bool allow_tf32) {
+  return AlgoCache::get().find(key_of(pass, t, s, allow_tf32));
+}
+
+Conv2dAlgo conv2d_find_algo_cuda(ConvPass pass, DType t, const Conv2dShape& s, bool allow_tf32,
+                                 const void* in0, const void* in1, void* out, void* scratch,
+                                 size_t scratch_bytes, cudaStream_t stream) {
+  const bool keep_fma = fma_only(t, allow_tf32);
+  cudnn::ConvDescriptors d(t, s, search_math(t, allow_tf32));
+  cudnnHandle_t h = cudnn::handle(stream);
+  int count = 0;
+  Conv2dAlgo algo;
+  switch (pass) {
+    case ConvPass::Forward: {
+      cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+      KESTREL_CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithmEx(
+          h, d.x.get(), in0, d.w.get(), in1, d.conv.get(), d.y.get(), out,
+          CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &count, perf, scratch, scratch_bytes));
+      algo = choose(pass, perf, count, keep_fma);
+      break;
+    }
+    case ConvPass::BackwardData: {
+      cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+      KESTREL_CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithmEx(
+          h, d.w.get(), in1, d.y.get(), in0, d.conv.get(), d.x.get(), out,
+          CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &count, perf, scratch, scratch_bytes));
+      algo = choose(pass, perf, count, keep_fma);
+      break;
+    }
+    case ConvPass::BackwardFilter: {
+      cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+      KESTREL_CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithmEx(
+          h, d.x.get(), in0, d.y.get(), in1, d.conv.get(), d.w.get(), out,
+          CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &count, perf, scratch, scratch_bytes));
+      algo = choose(pass, perf, count, keep_fma);
+      break;
+    }
+  }
+  // The workspace for the math type the algorithm will run with; the timed figure may differ.
+  KESTREL_CUDNN_CHECK(
+      cudnnSetConvolutionMathType(d.conv.get(), cudnnMathType_t(algo.math_type)));
+  algo.workspace_bytes = std::max(algo.workspace_bytes, workspace_size(pass, h, d, algo.algo));
+  algo.name = std::string(algo_name(pass, algo.algo)) + "/" + math_name(algo.math_type);
+  return AlgoCache::get().insert(key_of(pass, t, s, allow_tf32), std::move(algo));
+}
+
+void conv2d_run_cuda(ConvPass pass, DType t, const Conv2dShape& s, const Conv2dAlgo& algo,
+                     const void* in0, const void* in1, void* out, bool accumulate,
+                     void* workspace, cudaStream_t stream) {
+  cudnn::ConvDescriptors d(t, s, cudnnMathType_t(algo.math_type));
+  cudnnHandle_t h = cudnn::handle(stream);
+  // out = one * result + beta * out, in float (the type of the factors for float, half and
+  // bfloat16 data).
+  const float one = 1.0f, beta = accumulate ? 1.0f : 0.0f;
+  switch (pass) {
+    case ConvPass::Forward:
+      KESTREL_CUDNN_CHECK(cudnnConvolutionForward(
+          h, &one, d.x.get(), in0, d.w.get(), in1, d.conv.get(),
+          cudnnConvolutionFwdAlgo_t(algo.algo), workspace, algo.workspace_bytes, &beta, d.y.get(),
+          out));
+      break;
+    case ConvPass::BackwardData:
+      KESTREL_CUDNN_CHECK(cudnnConvolutionBackwardData(
+          h, &one, d.w.get(), in1, d.y.get(), in0, d.conv.get(),
+          cudnnConvolutionBwdDataAlgo_t(algo.algo), workspace, algo.workspace_bytes, &beta,
+          d.x.get(), out));
+      break;
+    case ConvPass::BackwardFilter:
+      KESTREL_CUDNN_CHECK(cudnnConvolutionBackwardFilter(
+          h, &one, d.x.get(), in0, d.y.get(), in1, d.conv.get(),
+          cudnnConvolutionBwdFilterAlgo_t(algo.algo), workspace, algo.workspace_bytes, &beta,
+          d.w.get(), out));
+      break;
+  }
+}
+
+}  // namespace kestrel::kernels

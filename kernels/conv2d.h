@@ -1,0 +1,104 @@
+// 2-D convolution (dilation 1, one group): NHWC activations, OHWI filters, optional bias.
+//
+//   y[n, oh, ow, o] = bias[o] + sum_{ki, kj, c} x[n, oh*sh - ph + ki, ow*sw - pw + kj, c]
+//                                               * w[o, ki, kj, c]
+//
+// with x read as zero outside the image. The CPU reference lowers it to GEMMs over the im2col
+// matrix of one image at a time, (OH*OW) x (KH*KW*C), whose column order matches the OHWI filter
+// viewed as O x (KH*KW*C). CUDA runs cuDNN, with the algorithm of each pass chosen once per
+// configuration by timing, and its own deterministic kernels for the bias.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "kernels/dtype.h"
+
+namespace kestrel::kernels {
+
+// Output length of one spatial dimension; 0 when the padded input is shorter than the kernel
+// (plain integer division would round that negative span up to a bogus positive size).
+KESTREL_HD inline int64_t conv_out_size(int64_t in, int64_t kernel, int64_t stride, int64_t pad) {
+  const int64_t span = in + 2 * pad - kernel;
+  return span < 0 ? 0 : span / stride + 1;
+}
+
+struct Conv2dShape {
+  int64_t n = 1, h = 1, w = 1, c = 1;  // input  [N, H, W, C]
+  int64_t o = 1, kh = 1, kw = 1;       // filter [O, KH, KW, C]
+  int64_t stride_h = 1, stride_w = 1, pad_h = 0, pad_w = 0;
+
+  KESTREL_HD int64_t out_h() const { return conv_out_size(h, kh, stride_h, pad_h); }
+  KESTREL_HD int64_t out_w() const { return conv_out_size(w, kw, stride_w, pad_w); }
+  // Length of one im2col row = one filter's elements = the GEMM reduction for the forward pass.
+  KESTREL_HD int64_t patch() const { return kh * kw * c; }
+  // Input row / column that filter tap ki / kj of output row oh / column ow reads (may fall in
+  // the padding: < 0 or >= h / w).
+  KESTREL_HD int64_t in_row(int64_t oh, int64_t ki) const { return oh * stride_h - pad_h + ki; }
+  KESTREL_HD int64_t in_col(int64_t ow, int64_t kj) const { return ow * stride_w - pad_w + kj; }
+};
+
+// ---- CPU reference (float and double; contiguous buffers) --------------------------------------
+// y = conv(x, w) + bias; bias may be null.
+void conv2d_forward_cpu(DType t, const Conv2dShape& s, const void* x, const void* w,
+                        const void* bias, void* y);
+// dx = d(sum y * dy)/dx: the transposed convolution of dy with w.
+void conv2d_backward_data_cpu(DType t, const Conv2dShape& s, const void* dy, const void* w,
+                              void* dx);
+// dw = sum over images of dy^T . im2col(x).
+void conv2d_backward_filter_cpu(DType t, const Conv2dShape& s, const void* x, const void* dy,
+                                void* dw);
+// db[c] = sum_r dy[r, c] over the NHWC gradient viewed as rows = N*OH*OW, channels = O.
+void conv2d_backward_bias_cpu(DType t, int64_t rows, int64_t channels, const void* dy, void* db);
+
+// ---- CUDA (float, half, bfloat16 data; float accumulation) -------------------------------------
+enum class ConvPass { Forward, BackwardData, BackwardFilter };
+const char* conv_pass_name(ConvPass pass);
+
+// The cuDNN algorithm chosen for one pass of one configuration.
+struct Conv2dAlgo {
+  int algo = 0;       // cudnnConvolution{Fwd,BwdData,BwdFilter}Algo_t of the pass
+  int math_type = 0;  // cudnnMathType_t to run it with
+  size_t workspace_bytes = 0;
+  bool deterministic = true;  // false only when cuDNN offered no deterministic algorithm
+  std::string name;           // e.g. "implicit_precomp_gemm", for logs and benchmark labels
+};
+
+// Every CUDA pass takes its buffers in this order (all contiguous, 16-byte aligned):
+//   Forward:        in0 = x,  in1 = w,  out = y
+//   BackwardData:   in0 = dy, in1 = w,  out = dx
+//   BackwardFilter: in0 = x,  in1 = dy, out = dw
+// allow_tf32 lets float32 data run on TF32 tensor cores (10-bit mantissa products); it has no
+// effect on half types, which always use tensor cores with float accumulation.
+
+// The algorithm cached for this configuration on the current device, if it was searched before.
+std::optional<Conv2dAlgo> conv2d_cached_algo_cuda(ConvPass pass, DType t, const Conv2dShape& s,
+                                                  bool allow_tf32);
+// Times cuDNN's algorithms for the pass on these buffers (overwriting `out`), with `scratch`
+// (scratch_bytes of device memory, may be null) bounding the workspace an algorithm may use;
+// caches and returns the fastest deterministic one (the fastest of any kind if cuDNN offers no
+// deterministic algorithm). Blocks the host until the timing runs have finished.
+Conv2dAlgo conv2d_find_algo_cuda(ConvPass pass, DType t, const Conv2dShape& s, bool allow_tf32,
+                                 const void* in0, const void* in1, void* out, void* scratch,
+                                 size_t scratch_bytes, cudaStream_t stream);
+// Runs the pass with `algo`: out = result, or out += result with accumulate, computed in float
+// and rounded once. workspace holds algo.workspace_bytes (may be null when that is 0).
+void conv2d_run_cuda(ConvPass pass, DType t, const Conv2dShape& s, const Conv2dAlgo& algo,
+                     const void* in0, const void* in1, void* out, bool accumulate,
+                     void* workspace, cudaStream_t stream);
+
+// y[r, c] = bias[c] over y viewed as rows x channels (NHWC: rows = N*OH*OW). The forward pass
+// then accumulates the convolution onto it, so the output is rounded once, not twice.
+void conv2d_fill_bias_cuda(DType t, int64_t rows, int64_t channels, const void* bias, void* y,
+                           cudaStream_t stream);
+// Float partial sums conv2d_backward_bias_cuda needs as workspace for this shape.
+int64_t conv2d_bias_grad_partials(int64_t rows, int64_t channels);
+// db[c] = sum_r dy[r, c], in a fixed order that depends only on the shape (no atomics: bitwise
+// reproducible). partials: conv2d_bias_grad_partials(rows, channels) floats of device memory.
+void conv2d_backward_bias_cuda(DType t, int64_t rows, int64_t channels, const void* dy, void* db,
+                               float* partials, cudaStream_t stream);
+
+}  // namespace kestrel::kernels
