@@ -1,0 +1,211 @@
+#include "engine/ops/batchnorm.h"
+
+#include "engine/ops/common.h"
+#include "kernels/batchnorm.h"
+
+namespace kestrel::ops {
+namespace {
+
+using kernels::BatchNormShape;
+
+// Statistics and parameters are float32 next to any activation dtype except float64 (gradcheck).
+DType param_dtype(DType x) { return x == DType::F64 ? DType::F64 : DType::F32; }
+
+BatchNormShape shape_of(const Tensor& x) { return {x.numel() / x.size(3), x.size(3)}; }
+
+const float* f32(const Tensor& t) { return t.defined() ? t.data<float>() : nullptr; }
+
+Tensor workspace_for(BatchNormShape s, Device device) {
+  return Tensor::empty({kernels::batch_norm_workspace_floats(s)}, DType::F32, device);
+}
+
+// Packed [count, mean[C], biased var[C]] of x's channels.
+Tensor local_moments(const Tensor& x) {
+  const BatchNormShape s = shape_of(x);
+  Tensor moments = Tensor::empty({kernels::moments_size(s.channels)}, param_dtype(x.dtype()),
+                                 x.device());
+  if (x.device().is_cpu()) {
+    kernels::batch_norm_stats_cpu(x.dtype(), x.data_ptr(), s, moments.data_ptr());
+  } else {
+    DeviceGuard guard(x.device());
+    kernels::batch_norm_stats_cuda(x.dtype(), x.data_ptr(), s, moments.data<float>(),
+                                   workspace_for(s, x.device()).data<float>(), stream_of(x));
+  }
+  return moments;
+}
+
+Tensor forward_raw(const Tensor& x, const Tensor& mean, const Tensor& var, const Tensor& weight,
+                   const Tensor& bias, double eps) {
+  const BatchNormShape s = shape_of(x);
+  Tensor y = Tensor::empty_like(x);
+  if (x.device().is_cpu()) {
+    kernels::batch_norm_forward_cpu(x.dtype(), x.data_ptr(), s, mean.data_ptr(), var.data_ptr(),
+                                    weight.data_ptr(), bias.data_ptr(), eps, y.data_ptr());
+  } else {
+    DeviceGuard guard(x.device());
+    kernels::batch_norm_forward_cuda(x.dtype(), x.data_ptr(), s, f32(mean), f32(var), f32(weight),
+                                     f32(bias), eps, y.data_ptr(), stream_of(x));
+  }
+  return y;
+}
+
+void update_running(const Tensor& moments, double momentum, const Tensor& running_mean,
+                    const Tensor& running_var) {
+  const int64_t channels = running_mean.numel();
+  if (moments.device().is_cpu()) {
+    kernels::batch_norm_update_running_cpu(moments.dtype(), channels, moments.data_ptr(), momentum,
+                                           running_mean.data_ptr(), running_var.data_ptr());
+  } else {
+    DeviceGuard guard(moments.device());
+    kernels::batch_norm_update_running_cuda(channels, f32(moments), momentum,
+                                            running_mean.data<float>(),
+                                            running_var.data<float>(), stream_of(moments));
+  }
+}
+
+// [sum(dy)[C], sum(dy * xhat)[C]]
+Tensor backward_reduce(const Tensor& dy, const Tensor& x, const Tensor& mean, const Tensor& var,
+                       double eps) {
+  const BatchNormShape s = shape_of(x);
+  Tensor sums = Tensor::empty({2 * s.channels}, mean.dtype(), x.device());
+  if (x.device().is_cpu()) {
+    kernels::batch_norm_backward_reduce_cpu(x.dtype(), dy.data_ptr(), x.data_ptr(), s,
+                                            mean.data_ptr(), var.data_ptr(), eps, sums.data_ptr());
+  } else {
+    DeviceGuard guard(x.device());
+    kernels::batch_norm_backward_reduce_cuda(x.dtype(), dy.data_ptr(), x.data_ptr(), s, f32(mean),
+                                             f32(var), eps, sums.data<float>(),
+                                             workspace_for(s, x.device()).data<float>(),
+                                             stream_of(x));
+  }
+  return sums;
+}
+
+// sums and count undefined: eval-mode statistics, constants for the gradient.
+Tensor backward_apply(const Tensor& dy, const Tensor& x, const Tensor& mean, const Tensor& var,
+                      const Tensor& weight, double eps, const Tensor& sums, const Tensor& count) {
+  const BatchNormShape s = shape_of(x);
+  Tensor dx = Tensor::empty_like(x);
+  if (x.device().is_cpu()) {
+    kernels::batch_norm_backward_apply_cpu(
+        x.dtype(), dy.data_ptr(), x.data_ptr(), s, mean.data_ptr(), var.data_ptr(),
+        weight.data_ptr(), eps, sums.defined() ? sums.data_ptr() : nullptr,
+        count.defined() ? count.data_ptr() : nullptr, dx.data_ptr());
+  } else {
+    DeviceGuard guard(x.device());
+    kernels::batch_norm_backward_apply_cuda(x.dtype(), dy.data_ptr(), x.data_ptr(), s, f32(mean),
+                                            f32(var), f32(weight), eps, f32(sums), f32(count),
+                                            dx.data_ptr(), stream_of(x));
+  }
+  return dx;
+}
+
+struct BatchNormBackward : autograd::Node {
+  autograd::SavedTensor x, weight, mean, var;
+  autograd::SavedTensor count;  // training only: the rows the batch statistics cover
+  double eps = 0;
+
+  std::vector<Tensor> apply(std::vector<Tensor>& g) override {
+    const Tensor xs = x.unpack(), w = weight.unpack(), mu = mean.unpack(), v = var.unpack();
+    const Tensor n = count.unpack();
+    Tensor dy = g[0].contiguous();
+    KESTREL_CHECK(dy.dtype() == xs.dtype() && dy.shape() == xs.shape(),
+                  "batch_norm backward: gradient ", dy.describe(), " does not match the input ",
+                  xs.describe());
+    const bool need_dx = next_edges[0].fn != nullptr;
+    const bool need_params = next_edges[1].fn || next_edges[2].fn;
+    const bool training = n.defined();
+    // Batch statistics depend on x, so dx needs the sums too; running statistics do not.
+    const bool need_sums = need_params || (need_dx && training);
+    Tensor sums = need_sums ? backward_reduce(dy, xs, mu, v, eps) : Tensor();
+    Tensor dx = need_dx ? backward_apply(dy, xs, mu, v, w, eps, training ? sums : Tensor(), n)
+                        : Tensor();
+    const int64_t c = xs.size(3);
+    Tensor dweight = next_edges[1].fn ? sums.slice(0, c, 2 * c) : Tensor();
+    Tensor dbias = next_edges[2].fn ? sums.slice(0, 0, c) : Tensor();
+    return {dx, dweight, dbias};
+  }
+  void release_saved() override {
+    x.release();
+    weight.release();
+    mean.release();
+    var.release();
+    count.release();
+  }
+  std::string name() const override { return "BatchNormBackward"; }
+};
+
+void check_param(const Tensor& t, const char* name, const Tensor& x) {
+  const DType p = param_dtype(x.dtype());
+  KESTREL_CHECK(t.defined(), "batch_norm: ", name, " is undefined; pass a [", x.size(3),
+                "] tensor");
+  KESTREL_CHECK(t.device() == x.device(), "batch_norm: ", name, " ", t.describe(),
+                " is not on the input's device ", x.device().str(), "; move it with .to(device)");
+  KESTREL_CHECK(t.dtype() == p, "batch_norm: ", name, " ", t.describe(), " must be ", dtype_name(p),
+                " for ", dtype_name(x.dtype()), " input (parameters and statistics stay in master "
+                "precision); cast it with .to(DType::", p == DType::F64 ? "F64" : "F32", ")");
+  KESTREL_CHECK(t.dim() == 1 && t.size(0) == x.size(3), "batch_norm: ", name, " ", t.describe(),
+                " must have shape [", x.size(3), "], one value per channel of ", x.describe());
+  KESTREL_CHECK(t.is_contiguous(), "batch_norm: ", name, " ", t.describe(),
+                " must be contiguous; call .contiguous() first");
+}
+
+void check_args(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                const Tensor& running_mean, const Tensor& running_var, bool training,
+                double momentum, double eps) {
+  KESTREL_CHECK(x.defined(), "batch_norm: the input is undefined");
+  KESTREL_CHECK(x.dim() == 4, "batch_norm: expected an NHWC input [N, H, W, C], got ",
+                x.describe(), "; reshape it to 4 dimensions");
+  const DType t = x.dtype();
+  if (x.device().is_cpu())
+    KESTREL_CHECK(t == DType::F32 || t == DType::F64,
+                  "batch_norm on the CPU supports float32 and float64 input, got ", x.describe(),
+                  "; cast with .to(DType::F32)");
+  else
+    KESTREL_CHECK(t == DType::F32 || t == DType::F16 || t == DType::BF16,
+                  "batch_norm on CUDA supports float32, float16 and bfloat16 input, got ",
+                  x.describe());
+  KESTREL_CHECK(x.size(3) > 0, "batch_norm: the input ", x.describe(), " has no channels");
+  check_param(weight, "weight", x);
+  check_param(bias, "bias", x);
+  check_param(running_mean, "running_mean", x);
+  check_param(running_var, "running_var", x);
+  KESTREL_CHECK(eps > 0, "batch_norm: eps must be positive, got ", eps, " (YOLOv5 uses 1e-3)");
+  KESTREL_CHECK(momentum >= 0 && momentum <= 1, "batch_norm: momentum must lie in [0, 1], got ",
+                momentum, " (YOLOv5 uses 0.03)");
+  KESTREL_CHECK(!training || x.numel() / x.size(3) > 1, "batch_norm: training needs more than one "
+                "value per channel to estimate a variance, got ", x.describe(),
+                "; use a larger batch or eval mode");
+}
+
+}  // namespace
+
+Tensor batch_norm(const Tensor& x_, const Tensor& weight_, const Tensor& bias_,
+                  const Tensor& running_mean, const Tensor& running_var, bool training,
+                  double momentum, double eps) {
+  check_args(x_, weight_, bias_, running_mean, running_var, training, momentum, eps);
+  const Tensor x = x_.contiguous(), weight = weight_.contiguous(), bias = bias_.contiguous();
+  Tensor mean = running_mean, var = running_var, count;
+  if (training) {
+    const Tensor moments = local_moments(x);
+    const int64_t c = x.size(3);
+    count = moments.slice(0, 0, 1);
+    mean = moments.slice(0, 1, 1 + c);
+    var = moments.slice(0, 1 + c, 1 + 2 * c);
+    update_running(moments, momentum, running_mean, running_var);
+  }
+  Tensor y = x.numel() > 0 ? forward_raw(x, mean, var, weight, bias, eps) : Tensor::empty_like(x);
+  if (auto node = autograd::make_node<BatchNormBackward>({&x_, &weight_, &bias_})) {
+    node->x = autograd::SavedTensor(x);
+    node->weight = autograd::SavedTensor(weight);
+    // Eval mode: the running statistics change under later training steps, so keep a copy.
+    node->mean = autograd::SavedTensor(training ? mean : mean.clone());
+    node->var = autograd::SavedTensor(training ? var : var.clone());
+    node->count = autograd::SavedTensor(count);
+    node->eps = eps;
+    autograd::set_history(y, node);
+  }
+  return y;
+}
+
+}  // namespace kestrel::ops
