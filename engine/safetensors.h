@@ -1,0 +1,59 @@
+// Reading and writing the safetensors format, the reference implementation's weight files:
+//   8-byte little-endian u64 N | N bytes of UTF-8 JSON header | raw little-endian tensor data.
+// The header maps each tensor name to {"dtype", "shape", "data_offsets": [begin, end]} (offsets
+// relative to the start of the data section) plus an optional "__metadata__" string map.
+// Loading checks everything the reference checks (and a little more) and refuses a bad file with
+// a message naming the file and the problem; it never reads outside the file.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "engine/tensor.h"
+
+namespace kestrel {
+
+// Writes `tensors` (any device, any strides; copied to contiguous host data one at a time) to
+// `path`, sorted by name with data in that order, header padded with spaces to a multiple of 8
+// bytes as the reference writer does. Writes path + ".tmp", flushes it to disk, then renames it
+// over `path`, so a crash leaves either the old file or the new one, never a torn one.
+void save_safetensors(const std::string& path,
+                      const std::vector<std::pair<std::string, Tensor>>& tensors,
+                      const std::map<std::string, std::string>& metadata = {});
+
+// One tensor's header entry. dtype is spelled as in the file ("F32", "BF16", "F8_E4M3", ...).
+struct SafetensorsEntry {
+  std::string dtype;
+  Shape shape;
+  uint64_t begin = 0;  // byte offsets into the data section
+  uint64_t end = 0;
+};
+
+// A loaded file: header validated, data section held in memory (copies share it).
+class SafetensorsFile {
+ public:
+  const std::string& path() const { return path_; }
+  const std::vector<std::string>& names() const { return names_; }  // in header order
+  const std::map<std::string, std::string>& metadata() const { return metadata_; }
+  bool contains(const std::string& name) const { return entries_.count(name) != 0; }
+  const SafetensorsEntry& entry(const std::string& name) const;
+  // A new tensor with the stored values. Dtypes the format defines but Kestrel has no tensor type
+  // for (BOOL, I8, U16, F8_E4M3, ...) are refused here, naming the dtype; the rest of the file
+  // stays readable.
+  Tensor get(const std::string& name, Device device = Device::cpu()) const;
+
+ private:
+  friend SafetensorsFile load_safetensors(const std::string& path);
+  std::string path_;
+  std::vector<std::string> names_;
+  std::map<std::string, SafetensorsEntry> entries_;
+  std::map<std::string, std::string> metadata_;
+  std::shared_ptr<const std::vector<char>> data_;
+};
+
+SafetensorsFile load_safetensors(const std::string& path);
+
+}  // namespace kestrel
