@@ -123,6 +123,7 @@ const std::shared_ptr<Storage>& Tensor::storage() const { KESTREL_NEED_DEFINED()
 
 bool Tensor::is_contiguous() const {
   const Shape& sh = shape();
+  if (shape_numel(sh) == 0) return true;  // no element to be out of place
   int64_t expected = 1;
   for (int64_t d = dim() - 1; d >= 0; --d) {
     if (sh[d] == 1) continue;

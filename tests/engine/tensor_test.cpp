@@ -78,3 +78,11 @@ TEST(Device, Parse) {
   EXPECT_THROW(Device::parse("gpu"), Error);
   EXPECT_THROW(Device::parse("cuda:x"), Error);
 }
+
+TEST(Tensor, EmptyTensorsAreContiguousAndFillable) {
+  Tensor t = Tensor::zeros({2, 3, 0, 5});
+  EXPECT_TRUE(t.is_contiguous());
+  EXPECT_EQ(t.numel(), 0);
+  t.fill_(1.0);
+  EXPECT_TRUE(t.to_double_vector().empty());
+}
