@@ -1,0 +1,52 @@
+#include "kernels/dispatch.h"
+#include "kernels/layout.h"
+
+namespace kestrel::kernels {
+namespace {
+
+// The CUDA kernel's tiling and element orders, with a local buffer for shared memory, so the
+// tests of this reference check the indexing both versions share.
+template <class U>
+void transpose_typed(const U* src, U* dst, const TransposeShape& s) {
+  const TransposeTiling t = transpose_tiling(s);
+  U buffer[kTileCapacity];
+  for (int64_t id = 0; id < t.count(s); ++id) {
+    const TileSpan span = tile_span(s, t, id);
+    const U* from = src + transpose_src(span.b, span.r0, span.c0, s.rows, s.cols);
+    U* to = dst + transpose_dst(span.b, span.r0, span.c0, s.rows, s.cols);
+    int r, c;
+    for (int e = 0; e < span.rows * span.cols; ++e) {
+      tile_load_element(span, e, r, c);
+      buffer[r * t.pitch + c] = from[r * s.cols + c];
+    }
+    for (int e = 0; e < span.rows * span.cols; ++e) {
+      tile_store_element(span, e, r, c);
+      to[c * s.rows + r] = buffer[r * t.pitch + c];
+    }
+  }
+}
+
+}  // namespace
+
+void transpose_batched_cpu(size_t elem_size, const void* src, void* dst, const TransposeShape& s) {
+  if (s.batch * s.rows * s.cols == 0) return;
+  switch (elem_size) {
+    case 1: return transpose_typed(static_cast<const uint8_t*>(src), static_cast<uint8_t*>(dst), s);
+    case 2:
+      return transpose_typed(static_cast<const uint16_t*>(src), static_cast<uint16_t*>(dst), s);
+    case 4:
+      return transpose_typed(static_cast<const uint32_t*>(src), static_cast<uint32_t*>(dst), s);
+    case 8:
+      return transpose_typed(static_cast<const uint64_t*>(src), static_cast<uint64_t*>(dst), s);
+  }
+  KESTREL_FAIL("transpose_batched_cpu: element size ", elem_size, " is not 1, 2, 4 or 8 bytes");
+}
+
+void images_to_input_cpu(const uint8_t* src, DType t, void* dst_, int64_t n, double scale) {
+  KESTREL_DISPATCH_CPU_FLOAT(t, T, "images_to_input", {
+    T* dst = static_cast<T*>(dst_);
+    for (int64_t i = 0; i < n; ++i) dst[i] = scaled_pixel<T>(src[i], scale);
+  });
+}
+
+}  // namespace kestrel::kernels
