@@ -63,6 +63,8 @@ Tensor Tensor::reshape(const Shape& requested) const {
       KESTREL_CHECK(infer < 0, "reshape: only one dimension may be -1, got ", shape_str(requested));
       infer = static_cast<int64_t>(i);
     } else {
+      KESTREL_CHECK(shape[i] >= 0, "reshape: invalid size ", shape[i], " in ", shape_str(requested),
+                    "; sizes are >= 0 with at most one -1");
       known *= shape[i];
     }
   }
