@@ -10,6 +10,7 @@ packages=(
   libyaml-cpp-dev
   libgloo-dev
   libopencv-core-dev libopencv-imgproc-dev libopencv-imgcodecs-dev
+  libturbojpeg0-dev libpng-dev
 )
 
 missing=()

@@ -1,0 +1,67 @@
+// Collective communication between the ranks of a data-parallel job.
+//
+// One ProcessGroup per rank, used from one issuing thread: every rank issues the same collectives
+// in the same order (NCCL deadlocks otherwise, and Gloo would pair the wrong buffers). Collectives
+// are asynchronous and work in place on contiguous tensors. Backends: "gloo" (TCP; CPU tensors,
+// and CUDA tensors staged through pinned host memory) and "nccl" (CUDA tensors, on the group's
+// communication stream).
+#pragma once
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "engine/stream.h"
+#include "engine/tensor.h"
+
+namespace kestrel::dist {
+
+enum class ReduceOp { Sum, Average };
+
+// A started collective.
+class Work {
+ public:
+  virtual ~Work() = default;
+  // Orders later work after the collective without blocking the host where possible: for a CUDA
+  // tensor the device's current stream waits for it; for a CPU tensor the host waits.
+  virtual void wait() = 0;
+  // Blocks the host until the collective has finished (its result is readable on the host).
+  virtual void synchronize() = 0;
+  virtual bool is_completed() = 0;
+};
+
+class ProcessGroup {
+ public:
+  virtual ~ProcessGroup() = default;
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  virtual std::string backend() const = 0;
+
+  virtual std::shared_ptr<Work> all_reduce(const Tensor& t, ReduceOp op = ReduceOp::Sum) = 0;
+  virtual std::shared_ptr<Work> broadcast(const Tensor& t, int root) = 0;
+  // out holds size() * in.numel() elements: rank r's `in` lands at offset r * in.numel().
+  virtual std::shared_ptr<Work> all_gather(const Tensor& out, const Tensor& in) = 0;
+  virtual std::shared_ptr<Work> barrier() = 0;
+
+ protected:
+  ProcessGroup(int rank, int size) : rank_(rank), size_(size) {}
+
+ private:
+  int rank_, size_;
+};
+
+// Where this process sits in the job and how to reach rank 0's store.
+struct DistOptions {
+  int rank = 0;
+  int world_size = 1;
+  int local_rank = 0;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 29500;
+  std::chrono::seconds timeout{300};  // a dead or stuck peer fails collectives after this long
+};
+
+// Connects to the other ranks (rank 0 hosts the rendezvous store) and returns the group.
+// backend: "gloo" or "nccl"; device: the device this rank computes on.
+std::shared_ptr<ProcessGroup> init_process_group(const std::string& backend,
+                                                 const DistOptions& options, Device device);
+
+}  // namespace kestrel::dist

@@ -1,0 +1,207 @@
+#include "yolo/data/image_codec.h"
+
+#include <png.h>
+#include <turbojpeg.h>
+
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+
+#include "kernels/error.h"
+
+namespace kestrel::yolo::data {
+namespace {
+
+constexpr uint8_t kPngSignature[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+
+ImageFormat sniff(const std::vector<uint8_t>& b) {
+  if (b.size() >= 3 && b[0] == 0xFF && b[1] == 0xD8 && b[2] == 0xFF) return ImageFormat::Jpeg;
+  if (b.size() >= 8 && std::memcmp(b.data(), kPngSignature, 8) == 0) return ImageFormat::Png;
+  return ImageFormat::Unknown;
+}
+
+uint16_t read16(const uint8_t* p, bool little) {
+  return little ? static_cast<uint16_t>(p[0] | p[1] << 8) : static_cast<uint16_t>(p[0] << 8 | p[1]);
+}
+uint32_t read32(const uint8_t* p, bool little) {
+  return little ? (p[0] | p[1] << 8 | p[2] << 16 | static_cast<uint32_t>(p[3]) << 24)
+                : (static_cast<uint32_t>(p[0]) << 24 | p[1] << 16 | p[2] << 8 | p[3]);
+}
+
+struct TjHandle {
+  tjhandle h;
+  explicit TjHandle(bool compress) : h(compress ? tjInitCompress() : tjInitDecompress()) {}
+  ~TjHandle() {
+    if (h) tjDestroy(h);
+  }
+};
+
+bool orientation_swaps_sides(int o) { return o >= 5 && o <= 8; }
+
+// libpng's simplified API: errors come back as return values (no longjmp through our frames).
+cv::Mat decode_png(const std::vector<uint8_t>& bytes, const std::string& path, bool header_only,
+                   ImageInfo* info) {
+  png_image image{};
+  image.version = PNG_IMAGE_VERSION;
+  KESTREL_CHECK(png_image_begin_read_from_memory(&image, bytes.data(), bytes.size()),
+                "corrupt PNG '", path, "': ", image.message);
+  if (info) {
+    info->width = static_cast<int>(image.width);
+    info->height = static_cast<int>(image.height);
+  }
+  if (header_only) {
+    png_image_free(&image);
+    return {};
+  }
+  image.format = PNG_FORMAT_BGR;  // grey, palette, 16-bit and alpha all come out as 8-bit BGR
+  cv::Mat out(static_cast<int>(image.height), static_cast<int>(image.width), CV_8UC3);
+  KESTREL_CHECK(png_image_finish_read(&image, nullptr, out.data, 0, nullptr), "corrupt PNG '",
+                path, "': ", image.message);
+  return out;
+}
+
+void write_atomically(const std::string& path, const uint8_t* data, size_t n) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary);
+    KESTREL_CHECK(out, "cannot write '", tmp, "': check the directory exists and is writable");
+    out.write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(n));
+    KESTREL_CHECK(out.good(), "writing '", tmp, "' failed (disk full?)");
+  }
+  std::filesystem::rename(tmp, path);
+}
+
+}  // namespace
+
+std::vector<uint8_t> read_file_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  KESTREL_CHECK(in, "cannot read '", path, "': check the path and permissions");
+  const std::streamsize n = in.tellg();
+  std::vector<uint8_t> bytes(static_cast<size_t>(std::max<std::streamsize>(n, 0)));
+  in.seekg(0);
+  if (n > 0) in.read(reinterpret_cast<char*>(bytes.data()), n);
+  KESTREL_CHECK(in.good() || n == 0, "reading '", path, "' failed");
+  return bytes;
+}
+
+int jpeg_exif_orientation(const std::vector<uint8_t>& b) {
+  size_t p = 2;  // after SOI
+  while (p + 4 <= b.size() && b[p] == 0xFF) {
+    const uint8_t marker = b[p + 1];
+    if (marker == 0xDA || marker == 0xD9) break;  // image data starts: no EXIF before it
+    const size_t len = static_cast<size_t>(b[p + 2]) << 8 | b[p + 3];
+    if (len < 2 || p + 2 + len > b.size()) break;
+    const uint8_t* seg = b.data() + p + 4;
+    const size_t seg_len = len - 2;
+    if (marker == 0xE1 && seg_len >= 14 && std::memcmp(seg, "Exif\0\0", 6) == 0) {
+      const uint8_t* tiff = seg + 6;
+      const size_t tiff_len = seg_len - 6;
+      const bool little = tiff[0] == 'I' && tiff[1] == 'I';
+      if (!little && !(tiff[0] == 'M' && tiff[1] == 'M')) return 1;
+      const uint32_t ifd = read32(tiff + 4, little);
+      if (ifd + 2 > tiff_len) return 1;
+      const uint16_t entries = read16(tiff + ifd, little);
+      for (uint16_t e = 0; e < entries; ++e) {
+        const size_t at = ifd + 2 + 12 * static_cast<size_t>(e);
+        if (at + 12 > tiff_len) return 1;
+        if (read16(tiff + at, little) == 0x0112) {
+          const uint16_t v = read16(tiff + at + 8, little);
+          return v >= 1 && v <= 8 ? v : 1;
+        }
+      }
+      return 1;
+    }
+    p += 2 + len;
+  }
+  return 1;
+}
+
+cv::Mat apply_exif_orientation(const cv::Mat& image, int o) {
+  cv::Mat out;
+  switch (o) {
+    case 2: cv::flip(image, out, 1); break;
+    case 3: cv::rotate(image, out, cv::ROTATE_180); break;
+    case 4: cv::flip(image, out, 0); break;
+    case 5: cv::transpose(image, out); break;
+    case 6: cv::rotate(image, out, cv::ROTATE_90_CLOCKWISE); break;
+    case 7: cv::transpose(image, out); cv::rotate(out, out, cv::ROTATE_180); break;
+    case 8: cv::rotate(image, out, cv::ROTATE_90_COUNTERCLOCKWISE); break;
+    default: out = image;
+  }
+  return out;
+}
+
+ImageInfo probe_image(const std::vector<uint8_t>& bytes, const std::string& path) {
+  KESTREL_CHECK(!bytes.empty(), "'", path, "' is an empty file");
+  ImageInfo info;
+  info.format = sniff(bytes);
+  if (info.format == ImageFormat::Jpeg) {
+    TjHandle tj(false);
+    int w = 0, h = 0, sub = 0, cs = 0;
+    KESTREL_CHECK(tjDecompressHeader3(tj.h, bytes.data(), bytes.size(), &w, &h, &sub, &cs) == 0,
+                  "corrupt JPEG '", path, "': ", tjGetErrorStr2(tj.h));
+    info.exif_orientation = jpeg_exif_orientation(bytes);
+    info.width = orientation_swaps_sides(info.exif_orientation) ? h : w;
+    info.height = orientation_swaps_sides(info.exif_orientation) ? w : h;
+    info.truncated = bytes.size() < 4 || bytes[bytes.size() - 2] != 0xFF || bytes.back() != 0xD9;
+  } else if (info.format == ImageFormat::Png) {
+    decode_png(bytes, path, true, &info);
+  } else {
+    KESTREL_FAIL("'", path, "' is not a JPEG or PNG image; Kestrel reads those two formats ",
+                 "(convert others, e.g. with `convert in.tif out.png`)");
+  }
+  return info;
+}
+
+cv::Mat decode_image(const std::vector<uint8_t>& bytes, const std::string& path) {
+  ImageInfo info = probe_image(bytes, path);
+  if (info.format == ImageFormat::Png) return decode_png(bytes, path, false, nullptr);
+  TjHandle tj(false);
+  const bool swapped = orientation_swaps_sides(info.exif_orientation);
+  const int w = swapped ? info.height : info.width, h = swapped ? info.width : info.height;
+  cv::Mat image(h, w, CV_8UC3);
+  const int rc = tjDecompress2(tj.h, bytes.data(), bytes.size(), image.data, w, 0, h, TJPF_BGR,
+                               TJFLAG_ACCURATEDCT);
+  // libjpeg-turbo reports recoverable damage (e.g. premature end of data) as a warning.
+  KESTREL_CHECK(rc == 0 || tjGetErrorCode(tj.h) == TJERR_WARNING, "corrupt JPEG '", path, "': ",
+                tjGetErrorStr2(tj.h));
+  return apply_exif_orientation(image, info.exif_orientation);
+}
+
+cv::Mat read_image(const std::string& path) { return decode_image(read_file_bytes(path), path); }
+
+void write_jpeg(const std::string& path, const cv::Mat& bgr, int quality) {
+  KESTREL_CHECK(bgr.type() == CV_8UC3 && !bgr.empty(), "write_jpeg: '", path,
+                "' needs a non-empty 8-bit 3-channel image");
+  cv::Mat img = bgr.isContinuous() ? bgr : bgr.clone();
+  TjHandle tj(true);
+  unsigned char* out = nullptr;
+  unsigned long size = 0;
+  const int rc = tjCompress2(tj.h, img.data, img.cols, 0, img.rows, TJPF_BGR, &out, &size,
+                             TJSAMP_420, quality, TJFLAG_ACCURATEDCT);
+  std::unique_ptr<unsigned char, void (*)(unsigned char*)> owned(out, tjFree);
+  KESTREL_CHECK(rc == 0, "JPEG encoding of '", path, "' failed: ", tjGetErrorStr2(tj.h));
+  write_atomically(path, out, size);
+}
+
+void write_png(const std::string& path, const cv::Mat& bgr) {
+  KESTREL_CHECK(bgr.type() == CV_8UC3 && !bgr.empty(), "write_png: '", path,
+                "' needs a non-empty 8-bit 3-channel image");
+  png_image image{};
+  image.version = PNG_IMAGE_VERSION;
+  image.width = static_cast<png_uint_32>(bgr.cols);
+  image.height = static_cast<png_uint_32>(bgr.rows);
+  image.format = PNG_FORMAT_BGR;
+  png_alloc_size_t size = 0;
+  cv::Mat img = bgr.isContinuous() ? bgr : bgr.clone();
+  KESTREL_CHECK(png_image_write_get_memory_size(image, size, 0, img.data, 0, nullptr),
+                "PNG encoding of '", path, "' failed: ", image.message);
+  std::vector<uint8_t> buffer(size);
+  KESTREL_CHECK(png_image_write_to_memory(&image, buffer.data(), &size, 0, img.data, 0, nullptr),
+                "PNG encoding of '", path, "' failed: ", image.message);
+  write_atomically(path, buffer.data(), size);
+}
+
+}  // namespace kestrel::yolo::data

@@ -1,0 +1,43 @@
+// Image files in and out, without OpenCV's imgcodecs (whose dependency closure, GDAL and all,
+// is ~200 MB and would not fit the relocatable bundle): JPEG through libjpeg-turbo, PNG through
+// libpng. Decoded images are 8-bit BGR cv::Mat (OpenCV core is the container), with the EXIF
+// orientation applied as the reference's cv2.imread does.
+#pragma once
+#include <opencv2/core.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace kestrel::yolo::data {
+
+enum class ImageFormat { Jpeg, Png, Unknown };
+
+struct ImageInfo {
+  ImageFormat format = ImageFormat::Unknown;
+  int width = 0, height = 0;  // after the EXIF orientation
+  int exif_orientation = 1;   // 1..8
+  bool truncated = false;     // a JPEG without its end-of-image marker (FF D9)
+};
+
+// Reads a whole file; throws kestrel::Error naming the path when it cannot.
+std::vector<uint8_t> read_file_bytes(const std::string& path);
+
+// Header-level checks and size, without decoding pixels. Throws kestrel::Error (naming `path`)
+// for empty files, unsupported formats and unreadable headers.
+ImageInfo probe_image(const std::vector<uint8_t>& bytes, const std::string& path);
+
+// Full decode to BGR, orientation applied. Throws kestrel::Error naming `path` on corrupt data.
+cv::Mat decode_image(const std::vector<uint8_t>& bytes, const std::string& path);
+cv::Mat read_image(const std::string& path);
+
+// BGR 8-bit, 3 channels. JPEG quality 1..100. Written to path + ".tmp" then renamed.
+void write_jpeg(const std::string& path, const cv::Mat& bgr, int quality = 95);
+void write_png(const std::string& path, const cv::Mat& bgr);
+
+// The EXIF orientation (1..8) found in a JPEG's APP1 segment, 1 when absent or unreadable.
+int jpeg_exif_orientation(const std::vector<uint8_t>& bytes);
+// Applies an EXIF orientation to an image as viewers do (6: rotate 90° clockwise, ...).
+cv::Mat apply_exif_orientation(const cv::Mat& image, int orientation);
+
+}  // namespace kestrel::yolo::data
