@@ -11,6 +11,7 @@ packages=(
   libgloo-dev
   libopencv-core-dev libopencv-imgproc-dev libopencv-imgcodecs-dev
   libturbojpeg0-dev libpng-dev
+  patchelf xz-utils
 )
 
 missing=()

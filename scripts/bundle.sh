@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Packs a relocatable bundle for CUDA machines that have a driver and the CUDA libraries but no
+# package manager or network: the kestrel binary, the test and benchmark binaries, the model
+# yaml files, run-gpu-suite.sh, and every shared library they need that is neither part of the
+# base system (glibc, libstdc++, libgcc) nor of the CUDA install (CUDA runtime, cuBLAS, cuDNN,
+# NCCL, the driver). Binaries get RPATH $ORIGIN/../lib.
+#
+#   scripts/bundle.sh OUTDIR        # build directory from $BUILD_DIR (default: build)
+#
+# Writes OUTDIR/kestrel-bundle.tar.xz and prints its size.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build_dir=${BUILD_DIR:-$root/build}
+out_dir=${1:?usage: scripts/bundle.sh OUTDIR}
+command -v patchelf >/dev/null || { echo "bundle: patchelf is missing; run scripts/install-deps.sh" >&2; exit 1; }
+[[ -x "$build_dir/kestrel" ]] || { echo "bundle: no $build_dir/kestrel; build first (scripts/build.sh)" >&2; exit 1; }
+
+stage=$(mktemp -d)
+trap 'rm -rf "$stage"' EXIT
+bundle=$stage/kestrel
+mkdir -p "$bundle/bin/tests" "$bundle/lib" "$bundle/models" "$out_dir"
+
+cp "$build_dir/kestrel" "$bundle/bin/"
+[[ -x "$build_dir/bench_kernels" ]] && cp "$build_dir/bench_kernels" "$bundle/bin/"
+find "$build_dir" -maxdepth 1 -type f -name '*_test' -perm -u+x -exec cp {} "$bundle/bin/tests/" \;
+cp "$root"/models/*.yaml "$bundle/models/"
+cp "$root/scripts/run-gpu-suite.sh" "$bundle/"
+[[ -f "$root/tests/slow.txt" ]] && cp "$root/tests/slow.txt" "$bundle/"
+
+# Libraries the bundle must not carry: the base system and the CUDA install.
+excluded='^(linux-vdso|ld-linux|libc\.so|libm\.so|libdl\.so|libpthread\.so|librt\.so|libutil\.so|libstdc\+\+\.so|libgcc_s\.so|libcuda\.so|libcudart\.so|libcublas\.so|libcublasLt\.so|libcudnn[a-z_]*\.so|libnccl\.so|libnvrtc|libnvJitLink)'
+binaries=("$bundle"/bin/kestrel "$bundle"/bin/bench_kernels "$bundle"/bin/tests/*)
+for bin in "${binaries[@]}"; do
+  [[ -f "$bin" ]] || continue
+  ldd "$bin" | awk '/=>/ {print $1, $3}' | while read -r name path; do
+    [[ "$name" =~ $excluded ]] && continue
+    [[ "$path" == "not" || -z "$path" ]] && { echo "bundle: $bin needs $name, not found" >&2; exit 1; }
+    [[ -f "$bundle/lib/$name" ]] || cp -L "$path" "$bundle/lib/$name"
+  done
+done
+
+for bin in "$bundle"/bin/kestrel "$bundle"/bin/bench_kernels; do
+  [[ -f "$bin" ]] && patchelf --set-rpath '$ORIGIN/../lib' "$bin"
+done
+for bin in "$bundle"/bin/tests/*; do patchelf --set-rpath '$ORIGIN/../../lib' "$bin"; done
+for lib in "$bundle"/lib/*; do patchelf --set-rpath '$ORIGIN' "$lib"; done
+strip --strip-unneeded "$bundle"/bin/kestrel "$bundle"/bin/bench_kernels "$bundle"/bin/tests/* 2>/dev/null || true
+
+archive="$out_dir/kestrel-bundle.tar.xz"
+tar -C "$stage" -cf - kestrel | xz -T0 -9 > "$archive.tmp"
+mv "$archive.tmp" "$archive"
+echo "bundle: $archive ($(du -h "$archive" | cut -f1); $(ls "$bundle/lib" | wc -l) libraries, $(ls "$bundle/bin/tests" | wc -l) test binaries)"
