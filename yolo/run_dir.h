@@ -1,0 +1,30 @@
+// The run directory as the reference lays it out: runs/train/exp, exp2, ... with weights/,
+// hyp.yaml, opt.yaml and results.csv (the reference's columns and number format).
+#pragma once
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace kestrel::yolo {
+
+// project/name if it does not exist (or exist_ok), else project/name2, name3, ... Not created.
+std::string increment_path(const std::string& path, bool exist_ok = false);
+
+// Appends one row per epoch; the header is written with the first row, as the reference does
+// ('%20s' names, '%20.5g' values, comma separated).
+class ResultsCsv {
+ public:
+  static const std::vector<std::string>& columns();  // without "epoch"
+  explicit ResultsCsv(std::string path) : path_(std::move(path)) {}
+  void append(int epoch, const std::vector<double>& values) const;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// "key: value" lines of (name, text) pairs in order: opt.yaml.
+void write_yaml_pairs(const std::string& path,
+                      const std::vector<std::pair<std::string, std::string>>& pairs);
+
+}  // namespace kestrel::yolo
