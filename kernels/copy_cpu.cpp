@@ -6,10 +6,31 @@
 namespace kestrel::kernels {
 namespace {
 
+// Walks the shape with a multi-index counter (no division per element): the innermost
+// dimension is a strided inner loop, the outer ones advance like an odometer.
 template <class U>
 void copy_typed(const U* src, const StridedLayout& sl, U* dst, const StridedLayout& dl) {
-  const int64_t n = sl.numel();
-  for (int64_t i = 0; i < n; ++i) dst[dl.offset_of(i)] = src[sl.offset_of(i)];
+  if (sl.numel() == 0) return;
+  if (sl.rank == 0) {
+    dst[0] = src[0];
+    return;
+  }
+  const int last = sl.rank - 1;
+  const int64_t inner = sl.shape[last], ss = sl.stride[last], ds = dl.stride[last];
+  int64_t index[kMaxDims] = {};
+  int64_t so = 0, dof = 0;
+  const int64_t rows = sl.numel() / inner;
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t j = 0; j < inner; ++j) dst[dof + j * ds] = src[so + j * ss];
+    for (int d = last - 1; d >= 0; --d) {  // odometer step over the outer dimensions
+      so += sl.stride[d];
+      dof += dl.stride[d];
+      if (++index[d] < sl.shape[d]) break;
+      so -= sl.stride[d] * sl.shape[d];
+      dof -= dl.stride[d] * dl.shape[d];
+      index[d] = 0;
+    }
+  }
 }
 
 }  // namespace
