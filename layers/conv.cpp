@@ -54,6 +54,7 @@ BatchNorm2d::BatchNorm2d(int64_t channels, double eps, double momentum)
 
 Tensor BatchNorm2d::forward(const Tensor& x) {
   if (is_training()) num_batches_tracked.data<int64_t>()[0] += 1;
+  if (norm) return norm(x, weight, bias, running_mean, running_var, is_training(), momentum, eps);
   return ops::batch_norm(x, weight, bias, running_mean, running_var, is_training(), momentum, eps);
 }
 

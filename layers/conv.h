@@ -1,6 +1,7 @@
 // Convolution layers: Conv2d (weights OHWI in memory, NHWC activations), BatchNorm2d, and the
 // reference's Conv block (conv without bias -> BN -> SiLU).
 #pragma once
+#include <functional>
 #include <optional>
 
 #include "engine/random.h"
@@ -29,6 +30,12 @@ class Conv2d : public UnaryModule {
 
 class BatchNorm2d : public UnaryModule {
  public:
+  // The normalisation itself, replaceable so that data-parallel training can swap in SyncBN
+  // (dist/sync_batchnorm.h) without layers/ knowing about process groups.
+  using NormFn = std::function<Tensor(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                                      const Tensor& running_mean, const Tensor& running_var,
+                                      bool training, double momentum, double eps)>;
+
   BatchNorm2d(int64_t channels, double eps, double momentum);
   Tensor forward(const Tensor& x) override;
   std::string type_name() const override { return "torch.nn.modules.batchnorm.BatchNorm2d"; }
@@ -37,6 +44,7 @@ class BatchNorm2d : public UnaryModule {
   Tensor running_mean, running_var;      // buffers, fp32
   Tensor num_batches_tracked;            // buffer, int64 scalar, kept on the CPU
   double eps, momentum;
+  NormFn norm;  // empty: ops::batch_norm
 };
 
 // Conv(c1, c2, k, s, p=None -> k/2): Conv2d without bias, BN (eps 1e-3, momentum 0.03), SiLU.

@@ -48,18 +48,19 @@ void save_weights(layers::Module& model, const std::string& path, DType dtype,
   save_safetensors(path, tensors, metadata);
 }
 
-void load_weights(layers::Module& model, const std::string& path) {
+void load_weights(layers::Module& model, const std::string& path, const std::string& prefix) {
   SafetensorsFile file = load_safetensors(path);
   std::vector<layers::StateEntry> entries = model.state_entries();
   std::vector<std::string> problems;
   std::set<std::string> expected;
   for (const layers::StateEntry& e : entries) {
-    expected.insert(e.name);
-    if (!file.contains(e.name)) {
-      problems.push_back("missing " + e.name);
+    const std::string name = prefix + e.name;
+    expected.insert(name);
+    if (!file.contains(name)) {
+      problems.push_back("missing " + name);
       continue;
     }
-    const SafetensorsEntry& fe = file.entry(e.name);
+    const SafetensorsEntry& fe = file.entry(name);
     if (fe.shape != file_shape(e))
       problems.push_back(str(e.name, ": shape ", shape_str(fe.shape), " in the file, ",
                              shape_str(file_shape(e)), " in the model"));
@@ -68,7 +69,7 @@ void load_weights(layers::Module& model, const std::string& path) {
                              dtype_name(e.slot->dtype()), " in the model"));
   }
   for (const std::string& name : file.names())
-    if (!expected.count(name)) problems.push_back("unexpected " + name);
+    if (name.rfind(prefix, 0) == 0 && !expected.count(name)) problems.push_back("unexpected " + name);
   if (!problems.empty()) {
     std::string list;
     const size_t shown = std::min<size_t>(problems.size(), 20);
@@ -78,21 +79,33 @@ void load_weights(layers::Module& model, const std::string& path) {
                  list, "\nuse weights saved from the same model yaml and --nc, or start from ",
                  "them with transfer (train --weights) to copy what matches");
   }
-  for (const layers::StateEntry& e : entries) assign(e, file.get(e.name));
+  for (const layers::StateEntry& e : entries) assign(e, file.get(prefix + e.name));
+}
+
+std::string load_inference_weights(layers::Module& model, const std::string& path) {
+  SafetensorsFile file = load_safetensors(path);
+  std::string prefix;
+  if (file.contains("ema.model.0.conv.weight"))
+    prefix = "ema.";
+  else if (file.contains("model.model.0.conv.weight"))
+    prefix = "model.";
+  load_weights(model, path, prefix);
+  return prefix;
 }
 
 TransferResult transfer_weights(layers::Module& model, const std::string& path,
-                                const std::vector<std::string>& exclude) {
+                                const std::vector<std::string>& exclude, const std::string& prefix) {
   SafetensorsFile file = load_safetensors(path);
   TransferResult r;
   for (const layers::StateEntry& e : model.state_entries()) {
     ++r.total;
     bool skip = false;
     for (const std::string& x : exclude) skip = skip || e.name.find(x) != std::string::npos;
-    if (skip || !file.contains(e.name)) continue;
-    const SafetensorsEntry& fe = file.entry(e.name);
+    const std::string name = prefix + e.name;
+    if (skip || !file.contains(name)) continue;
+    const SafetensorsEntry& fe = file.entry(name);
     if (fe.shape != file_shape(e) || !dtype_compatible(e.slot->dtype(), fe.dtype)) continue;
-    assign(e, file.get(e.name));
+    assign(e, file.get(name));
     ++r.transferred;
   }
   return r;

@@ -17,7 +17,13 @@ void save_weights(layers::Module& model, const std::string& path, DType dtype = 
 // Every model tensor must be in the file with the same shape and a compatible dtype (any float
 // type for float tensors), and the file must hold nothing else; otherwise one error lists every
 // mismatch. Values are converted to the model's dtype and device.
-void load_weights(layers::Module& model, const std::string& path);
+// `prefix` selects one module's tensors in a file holding several (a checkpoint's "ema." or
+// "model."); names without it are then ignored.
+void load_weights(layers::Module& model, const std::string& path, const std::string& prefix = "");
+
+// For inference (val, detect): a training checkpoint's EMA weights (as the reference's best.pt
+// holds the EMA), else its model weights, else a plain weights file. Returns the prefix used.
+std::string load_inference_weights(layers::Module& model, const std::string& path);
 
 // As the reference does when fine-tuning from another model: copies the tensors whose names
 // and shapes match (names containing any of `exclude` are skipped), leaves the rest as they are.
@@ -26,6 +32,7 @@ struct TransferResult {
   int total = 0;  // tensors in the model's state
 };
 TransferResult transfer_weights(layers::Module& model, const std::string& path,
-                                const std::vector<std::string>& exclude = {});
+                                const std::vector<std::string>& exclude = {},
+                                const std::string& prefix = "");
 
 }  // namespace kestrel::yolo

@@ -1,0 +1,129 @@
+// `kestrel train`: the reference train.py's flags, plus --amp, the launcher flags
+// (--nproc-per-node, --nnodes, --node-rank, --master-addr, --master-port), --bucket-cap-mb,
+// --no-overlap and --trace. With --nproc-per-node N > 1 this process becomes the launcher and
+// starts N workers running the same command.
+#include <sstream>
+
+#include "dist/launcher.h"
+#include "yolo/cli/args.h"
+#include "yolo/cli/commands.h"
+#include "yolo/trainer.h"
+
+namespace kestrel::cli {
+namespace {
+
+const std::map<std::string, bool> kFlags = {
+    {"data", true},        {"cfg", true},          {"weights", true},       {"hyp", true},
+    {"epochs", true},      {"batch-size", true},   {"img-size", true},      {"imgsz", true},
+    {"img", true},         {"rect", false},        {"resume", false},       {"resume-from", true},
+    {"nosave", false},     {"noval", false},       {"noautoanchor", false}, {"noplots", false},
+    {"cache", true},       {"device", true},       {"multi-scale", false},  {"single-cls", false},
+    {"optimizer", true},   {"sync-bn", false},     {"workers", true},       {"project", true},
+    {"name", true},        {"exist-ok", false},    {"cos-lr", false},       {"label-smoothing", true},
+    {"patience", true},    {"freeze", true},       {"save-period", true},   {"seed", true},
+    {"deterministic", false}, {"amp", true},       {"nproc-per-node", true}, {"nnodes", true},
+    {"node-rank", true},   {"master-addr", true},  {"master-port", true},   {"bucket-cap-mb", true},
+    {"no-overlap", false}, {"trace", true},        {"dist-timeout", true},  {"max-batches", true}};
+
+std::vector<int> parse_int_list(const std::string& text, const char* flag) {
+  std::vector<int> out;
+  std::stringstream ss(text);
+  for (std::string part; std::getline(ss, part, ',');) {
+    try {
+      out.push_back(std::stoi(part));
+    } catch (const std::exception&) {
+      throw UsageError(std::string("--") + flag + " expects integers like 10 or 0,1,2, got '" + text + "'");
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+const Command kTrainCommand = {
+    "train", "train a YOLOv5 model (reference train.py flags)",
+    "usage: kestrel train [--data D.yaml|synthetic] [--cfg models/yolov5s.yaml] [--weights W]\n"
+    "                     [--hyp H.yaml] [--epochs 100] [--batch-size 16] [--img-size 640] [--rect]\n"
+    "                     [--resume | --resume-from PATH] [--nosave] [--noval] [--noautoanchor]\n"
+    "                     [--noplots] [--cache ram] [--device cpu|0|0,1] [--multi-scale]\n"
+    "                     [--single-cls] [--optimizer SGD|Adam|AdamW] [--sync-bn] [--workers 8]\n"
+    "                     [--project runs/train] [--name exp] [--exist-ok] [--cos-lr]\n"
+    "                     [--label-smoothing 0.0] [--patience 100] [--freeze N|i,j,..]\n"
+    "                     [--save-period -1] [--seed 0] [--deterministic] [--amp bf16|fp16|off]\n"
+    "                     [--nproc-per-node N] [--nnodes M --node-rank R --master-addr A\n"
+    "                     --master-port P] [--bucket-cap-mb 4] [--no-overlap] [--trace FILE]\n"
+    "                     [--dist-timeout 300]\n"
+    "  --batch-size is the total over all ranks; --data defaults to the built-in synthetic set.\n",
+    run_train};
+
+int run_train(const std::vector<std::string>& argv) {
+  Args args(argv, kFlags);
+  yolo::TrainOptions o;
+  o.data = args.get("data", "synthetic");
+  o.cfg = args.get("cfg", o.cfg);
+  o.weights = args.get("weights", "");
+  o.hyp = args.get("hyp", "");
+  o.epochs = static_cast<int>(args.get_int("epochs", o.epochs));
+  o.batch_size = static_cast<int>(args.get_int("batch-size", o.batch_size));
+  o.img_size = static_cast<int>(args.get_int("img-size", args.get_int("imgsz", args.get_int("img", o.img_size))));
+  o.rect = args.has("rect");
+  if (args.has("resume") && args.has("resume-from")) throw UsageError("give --resume or --resume-from, not both");
+  if (args.has("resume")) o.resume = "";
+  if (args.has("resume-from")) o.resume = args.get("resume-from", "");
+  o.nosave = args.has("nosave");
+  o.noval = args.has("noval");
+  o.noautoanchor = args.has("noautoanchor");
+  o.noplots = args.has("noplots");
+  o.cache = args.get("cache", "");
+  if (!o.cache.empty() && o.cache != "ram") throw UsageError("--cache supports ram");
+  o.device = args.get("device", "");
+  o.multi_scale = args.has("multi-scale");
+  o.single_cls = args.has("single-cls");
+  o.optimizer = args.get("optimizer", o.optimizer);
+  if (o.optimizer != "SGD" && o.optimizer != "Adam" && o.optimizer != "AdamW")
+    throw UsageError("--optimizer must be SGD, Adam or AdamW");
+  o.sync_bn = args.has("sync-bn");
+  o.workers = static_cast<int>(args.get_int("workers", o.workers));
+  o.project = args.get("project", o.project);
+  o.name = args.get("name", o.name);
+  o.exist_ok = args.has("exist-ok");
+  o.cos_lr = args.has("cos-lr");
+  o.label_smoothing = args.get_double("label-smoothing", 0.0);
+  o.patience = static_cast<int>(args.get_int("patience", o.patience));
+  if (args.has("freeze")) o.freeze = parse_int_list(args.get("freeze", ""), "freeze");
+  o.save_period = static_cast<int>(args.get_int("save-period", -1));
+  o.seed = static_cast<uint64_t>(args.get_int("seed", 0));
+  o.deterministic = args.has("deterministic");
+  o.amp = args.get("amp", "");
+  o.bucket_cap_mb = args.get_double("bucket-cap-mb", o.bucket_cap_mb);
+  o.no_overlap = args.has("no-overlap");
+  o.trace = args.get("trace", "");
+  o.dist_timeout = args.get_double("dist-timeout", 300);
+  o.max_batches = static_cast<int>(args.get_int("max-batches", 0));
+  if (o.epochs < 1 || o.batch_size < 1 || o.img_size < 32 || o.workers < 0)
+    throw UsageError("--epochs and --batch-size must be >= 1, --img-size >= 32, --workers >= 0");
+  if (o.label_smoothing < 0 || o.label_smoothing >= 1) throw UsageError("--label-smoothing must be in [0, 1)");
+  if (o.bucket_cap_mb <= 0) throw UsageError("--bucket-cap-mb must be positive");
+  if (o.sync_bn && o.device == "cpu" && !args.has("nproc-per-node"))
+    throw UsageError("--sync-bn needs several processes (--nproc-per-node N)");
+
+  const int nproc = static_cast<int>(args.get_int("nproc-per-node", 1));
+  if (nproc < 1) throw UsageError("--nproc-per-node must be >= 1");
+  if (nproc > 1 || args.has("nnodes")) {
+    dist::LaunchOptions l;
+    l.nproc_per_node = nproc;
+    l.nnodes = static_cast<int>(args.get_int("nnodes", 1));
+    l.node_rank = static_cast<int>(args.get_int("node-rank", 0));
+    l.master_addr = args.get("master-addr", "127.0.0.1");
+    l.master_port = static_cast<int>(args.get_int("master-port", 29500));
+    l.log_dir = o.project;
+    l.command = {dist::current_executable().string(), "train"};
+    for (const auto& a : dist::strip_launcher_flags(argv)) l.command.push_back(a);
+    dist::LaunchResult r = dist::launch_workers(l);
+    if (r.exit_code != 0) std::fprintf(stderr, "kestrel train: %s\n", r.message.c_str());
+    return r.exit_code;
+  }
+  return yolo::train(o);
+}
+
+}  // namespace kestrel::cli

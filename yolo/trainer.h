@@ -1,0 +1,51 @@
+// The training loop of the reference's train.py: data, model, optimizer groups, warmup and
+// one-cycle schedule, EMA, AMP, accumulation, per-epoch validation on the EMA, checkpoints,
+// results.csv and plots, early stopping, resume, and data-parallel training (Reducer, SyncBN,
+// rank-0-only logging and checkpoints) when the process is one rank of several.
+#pragma once
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace kestrel::yolo {
+
+struct TrainOptions {
+  std::string data;     // dataset yaml, or "synthetic" (default)
+  std::string cfg = "models/yolov5s.yaml";
+  std::string weights;  // safetensors to start from ("" = scratch)
+  std::string hyp;      // hyp yaml ("" = the built-in scratch-low values)
+  int epochs = 100;
+  int batch_size = 16;  // total over all ranks
+  int img_size = 640;
+  bool rect = false;
+  std::optional<std::string> resume;  // checkpoint path ("" = the latest last.safetensors)
+  bool nosave = false, noval = false, noautoanchor = false, noplots = false;
+  std::string cache;  // "" or "ram"
+  std::string device;  // "", "cpu", "0", "0,1"
+  bool multi_scale = false, single_cls = false;
+  std::string optimizer = "SGD";
+  bool sync_bn = false;
+  int workers = 8;
+  std::string project = "runs/train", name = "exp";
+  bool exist_ok = false, cos_lr = false;
+  double label_smoothing = 0.0;
+  int patience = 100;
+  std::vector<int> freeze;  // layer indices (a single N means the first N layers)
+  int save_period = -1;
+  uint64_t seed = 0;
+  bool deterministic = false;
+  std::string amp;  // "bf16" | "fp16" | "off"; "" = bf16 on sm_80+ GPUs, off on the CPU
+  double bucket_cap_mb = 4.0;
+  bool no_overlap = false;
+  std::string trace;  // Chrome trace file of the last step's timeline
+  double dist_timeout = 300;
+  int max_batches = 0;  // testing aid: stop each epoch after this many batches (0 = all)
+
+  // The options as opt.yaml lists them (reference flag names).
+  std::vector<std::pair<std::string, std::string>> to_pairs() const;
+};
+
+// Runs training; returns the process exit status. Output (rank 0 only) goes to stdout.
+int train(const TrainOptions& options);
+
+}  // namespace kestrel::yolo

@@ -1,0 +1,65 @@
+// Validation as the reference's val.py run(): rectangular letterboxed batches, the model in eval
+// mode, NMS (multi-label), boxes mapped back to the original images, the correct-matrix at 10 IoU
+// thresholds, ap_per_class, the printed table and speed line. `kestrel val` and the trainer's
+// per-epoch validation (on the EMA model) both call it.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "yolo/data/loader.h"
+#include "yolo/loss.h"
+#include "yolo/metrics.h"
+#include "yolo/model.h"
+
+namespace kestrel::yolo {
+
+struct ValOptions {
+  int img_size = 640;
+  int batch_size = 32;
+  double conf_thres = 0.001;
+  double iou_thres = 0.6;
+  int64_t max_det = 300;
+  bool single_cls = false;
+  DType compute_dtype = DType::F32;  // bf16 / fp16 for --half on CUDA
+  int workers = 8;
+  bool verbose = false;       // per-class rows
+  std::string save_dir;       // where plots / json / txt go ("" = nowhere)
+  bool plots = false;         // val_batch0_labels/pred.jpg, confusion matrix, PR curve
+  bool save_json = false;     // COCO-format detections (predictions.json)
+  bool save_txt = false;      // labels/<image>.txt per image (class x y w h conf, normalised)
+  bool coco_ids = false;      // map classes to the 91 COCO category ids in the json
+};
+
+struct ValResult {
+  ValMetrics metrics;
+  double box_loss = 0, obj_loss = 0, cls_loss = 0;  // mean over batches (when a loss was given)
+  double ms_pre = 0, ms_inf = 0, ms_nms = 0;        // per image
+  int64_t images = 0, instances = 0;
+  std::string table;  // the printed table and speed line
+};
+
+class Validator {
+ public:
+  Validator(std::vector<data::ImageRecord> records, std::vector<std::string> names, int nc,
+            const ValOptions& options, Device device, int stride);
+  // Runs the model (switched to eval for the duration, gradients off) over the split. `loss`
+  // (optional) adds the validation losses, as during training.
+  ValResult run(DetectionModel& model, ComputeLoss* loss = nullptr);
+  int64_t size() const { return pipeline_->size(); }
+  void set_plots(bool on) { options_.plots = on; }
+  void set_verbose(bool on) { options_.verbose = on; }
+
+ private:
+  std::vector<std::string> names_;
+  int nc_;
+  ValOptions options_;
+  Device device_;
+  std::shared_ptr<const data::AugmentPipeline> pipeline_;
+  std::unique_ptr<data::Loader> loader_;
+};
+
+// The 80 -> 91 COCO category id mapping (coco80_to_coco91_class in the reference).
+const std::vector<int>& coco80_to_91();
+
+}  // namespace kestrel::yolo
