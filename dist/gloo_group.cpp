@@ -1,0 +1,327 @@
+#include "dist/gloo_group.h"
+
+#include <gloo/allgather.h>
+#include <gloo/allreduce.h>
+#include <gloo/barrier.h>
+#include <gloo/broadcast.h>
+#include <gloo/common/error.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/hash_store.h>
+#include <gloo/transport/tcp/device.h>
+
+#include <csignal>
+#include <optional>
+
+#include "engine/stream.h"
+#include "kernels/error.h"
+
+namespace kestrel::dist {
+
+// A queued collective: finished by the worker thread, waited on by the issuing thread. Host and
+// device are both up to date once it is finished (staged results are copied back before), so
+// wait() blocks the host in either case.
+class GlooWork : public Work {
+ public:
+  void wait() override { synchronize(); }
+  void synchronize() override {
+    std::unique_lock<std::mutex> lock(mutex_);
+    finished_cv_.wait(lock, [this] { return finished_; });
+    if (!error_.empty()) throw Error(error_);
+  }
+  bool is_completed() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return finished_;
+  }
+  void finish(std::string error) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    finished_ = true;
+    error_ = std::move(error);
+    finished_cv_.notify_all();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable finished_cv_;
+  bool finished_ = false;
+  std::string error_;
+};
+
+namespace {
+
+// Gloo's rendezvous (pair addresses) through our store, under a prefix of its own.
+class GlooStoreAdapter : public gloo::rendezvous::Store {
+ public:
+  explicit GlooStoreAdapter(TcpStore& store) : store_(store) {}
+  void set(const std::string& key, const std::vector<char>& data) override {
+    store_.set("gloo/" + key, std::string(data.begin(), data.end()));
+  }
+  std::vector<char> get(const std::string& key) override {
+    std::string v = store_.get("gloo/" + key);
+    return std::vector<char>(v.begin(), v.end());
+  }
+  void wait(const std::vector<std::string>& keys) override { wait(keys, store_.timeout()); }
+  void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& t) override {
+    std::vector<std::string> prefixed;
+    for (const std::string& k : keys) prefixed.push_back("gloo/" + k);
+    store_.wait(prefixed, t);
+  }
+
+ private:
+  TcpStore& store_;
+};
+
+// Half types travel and add as f32: Gloo has no bf16, and one rounding at the end beats one per
+// partial sum.
+DType wire_dtype(DType t) { return t == DType::F16 || t == DType::BF16 ? DType::F32 : t; }
+
+// The host memory a collective works on for one tensor: the tensor itself when it is a CPU tensor
+// of the wire type, else a host copy in the wire type (pinned for CUDA tensors).
+struct HostBuffer {
+  Tensor original;
+  DType wire;
+  Tensor host;
+  std::optional<Event> ready;  // CUDA: the device-to-host copy on the issuing stream
+
+  // Issuing thread. with_values: the collective reads the tensor (not for all_gather's output).
+  HostBuffer(const Tensor& t, DType wire, bool with_values) : original(t), wire(wire) {
+    if (t.device().is_cpu()) {
+      if (wire == t.dtype()) host = t;
+      return;  // a converted CPU copy is made on the worker, when the values are final
+    }
+    host = Tensor::empty(t.shape(), wire, Device::cpu(), /*pinned=*/true);
+    if (!with_values) return;
+    DeviceGuard guard(t.device());
+    host.copy_(t, /*non_blocking=*/true);
+    ready.emplace(t.device());
+    ready->record(current_stream(t.device()));
+  }
+
+  // Worker thread, before the collective.
+  void load() {
+    if (ready) ready->synchronize();
+    if (!host.defined()) {
+      host = Tensor::empty(original.shape(), wire, Device::cpu());
+      host.copy_(original);
+    }
+  }
+
+  // Worker thread, after the collective: results back into the tensor, finished on return.
+  void store_back(std::map<int, Stream>& copy_streams) {
+    if (host.is_same(original)) return;
+    if (original.device().is_cpu()) return original.copy_(host);
+    const Device dev = original.device();
+    auto it = copy_streams.find(dev.index);
+    if (it == copy_streams.end()) it = copy_streams.emplace(dev.index, Stream::create(dev)).first;
+    StreamGuard stream_guard(it->second);
+    original.copy_(host, /*non_blocking=*/true);
+    it->second.synchronize();
+  }
+};
+
+template <class T>
+void sum_into(void* out, const void* a, const void* b, size_t n) {
+  auto* o = static_cast<T*>(out);
+  const auto* x = static_cast<const T*>(a);
+  const auto* y = static_cast<const T*>(b);
+  for (size_t i = 0; i < n; ++i) o[i] = static_cast<T>(x[i] + y[i]);
+}
+
+template <class T>
+void all_reduce_typed(const std::shared_ptr<gloo::Context>& ctx, T* data, size_t n, ReduceOp op,
+                      uint32_t tag) {
+  gloo::AllreduceOptions opts(ctx);
+  opts.setOutput(data, n);
+  opts.setReduceFunction(&sum_into<T>);
+  opts.setTag(tag);
+  gloo::allreduce(opts);
+  if constexpr (std::is_floating_point_v<T>) {
+    if (op == ReduceOp::Average)
+      for (size_t i = 0; i < n; ++i) data[i] /= static_cast<T>(ctx->size);
+  }
+}
+
+void all_reduce_host(const std::shared_ptr<gloo::Context>& ctx, const Tensor& t, ReduceOp op,
+                     uint32_t tag) {
+  const size_t n = static_cast<size_t>(t.numel());
+  switch (t.dtype()) {
+    case DType::F32:
+      return all_reduce_typed(ctx, t.data<float>(), n, op, tag);
+    case DType::F64:
+      return all_reduce_typed(ctx, t.data<double>(), n, op, tag);
+    case DType::I32:
+      return all_reduce_typed(ctx, t.data<int32_t>(), n, op, tag);
+    case DType::I64:
+      return all_reduce_typed(ctx, t.data<int64_t>(), n, op, tag);
+    case DType::U8:
+      return all_reduce_typed(ctx, t.data<uint8_t>(), n, op, tag);
+    default:
+      KESTREL_FAIL("gloo all_reduce: no host reduction for ", dtype_name(t.dtype()));
+  }
+}
+
+void check_tensor(const Tensor& t, const char* op) {
+  KESTREL_CHECK(t.defined(), "gloo ", op, ": the tensor is undefined");
+  KESTREL_CHECK(t.is_contiguous(), "gloo ", op,
+                ": collectives work in place on contiguous "
+                "tensors, got a strided ",
+                t.describe(), "; call .contiguous() first");
+}
+
+}  // namespace
+
+GlooProcessGroup::GlooProcessGroup(std::shared_ptr<TcpStore> store, const DistOptions& options)
+    : ProcessGroup(options.rank, options.world_size),
+      store_(std::move(store)),
+      timeout_(options.timeout) {
+  KESTREL_CHECK(store_ || options.world_size == 1, "GlooProcessGroup: a group of ",
+                options.world_size, " ranks needs a rendezvous store");
+  // Gloo writes to its sockets with writev(), which raises SIGPIPE when a peer has died; the
+  // default action would kill this rank silently instead of failing the collective with a clear
+  // message. Ignore it unless the program installed its own handler.
+  struct sigaction current {};
+  if (::sigaction(SIGPIPE, nullptr, &current) == 0 && current.sa_handler == SIG_DFL)
+    ::signal(SIGPIPE, SIG_IGN);
+  try {
+    // Peers reach this rank at the address it reaches the store from.
+    gloo::transport::tcp::attr attr(store_ ? store_->local_address().c_str() : "127.0.0.1");
+    auto device = gloo::transport::tcp::CreateDevice(attr);
+    auto context = std::make_shared<gloo::rendezvous::Context>(rank(), size());
+    context->setTimeout(timeout_);
+    if (store_) {
+      GlooStoreAdapter adapter(*store_);
+      context->connectFullMesh(adapter, device);
+    } else {
+      gloo::rendezvous::HashStore local;
+      context->connectFullMesh(local, device);
+    }
+    context_ = context;
+  } catch (const gloo::Exception& e) {
+    KESTREL_FAIL("rank ", rank(), ": could not connect the Gloo process group of ", size(),
+                 " ranks: ", e.what(), "; a peer may have died or be unreachable; see its log");
+  }
+  worker_ = std::thread([this] { worker_loop(); });
+}
+
+GlooProcessGroup::~GlooProcessGroup() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  queued_.notify_all();
+  worker_.join();
+}
+
+std::shared_ptr<Work> GlooProcessGroup::enqueue(std::string what, std::function<void()> run) {
+  auto work = std::make_shared<GlooWork>();
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    queue_.push_back({work, std::move(what), std::move(run)});
+  }
+  queued_.notify_one();
+  return work;
+}
+
+void GlooProcessGroup::worker_loop() {
+  for (;;) {
+    Task task;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      queued_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+      if (queue_.empty()) return;
+      task = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    std::string error;
+    if (!failure_.empty()) {
+      error = str("rank ", rank(), ": gloo ", task.what,
+                  " was not run because an earlier "
+                  "collective failed: ",
+                  failure_);
+    } else {
+      try {
+        task.run();
+      } catch (const gloo::Exception& e) {
+        error = str("rank ", rank(), ": gloo ", task.what, " failed (timeout ",
+                    format_duration(timeout_), "): ", e.what(),
+                    "; a peer may have died or be stuck; see its log");
+      } catch (const std::exception& e) {
+        error = str("rank ", rank(), ": gloo ", task.what, " failed: ", e.what());
+      }
+      if (!error.empty()) failure_ = error;
+    }
+    // Staging copies of CUDA tensors may hold the caller's memory: drop them before finishing.
+    task.run = nullptr;
+    task.work->finish(std::move(error));
+  }
+}
+
+std::shared_ptr<Work> GlooProcessGroup::all_reduce(const Tensor& t, ReduceOp op) {
+  check_tensor(t, "all_reduce");
+  KESTREL_CHECK(op == ReduceOp::Sum || is_floating(t.dtype()),
+                "gloo all_reduce: Average of the integer tensor ", t.describe(),
+                " would truncate; reduce with Sum and divide as you need");
+  auto buffer = std::make_shared<HostBuffer>(t, wire_dtype(t.dtype()), true);
+  return enqueue("all_reduce of " + t.describe(), [this, buffer, op] {
+    const uint32_t tag = next_tag();
+    buffer->load();
+    if (buffer->host.numel() > 0) all_reduce_host(context_, buffer->host, op, tag);
+    buffer->store_back(copy_streams_);
+  });
+}
+
+std::shared_ptr<Work> GlooProcessGroup::broadcast(const Tensor& t, int root) {
+  check_tensor(t, "broadcast");
+  KESTREL_CHECK(root >= 0 && root < size(), "gloo broadcast: root ", root,
+                " is not a rank of this group of ", size());
+  auto buffer = std::make_shared<HostBuffer>(t, t.dtype(), true);
+  return enqueue(str("broadcast from rank ", root, " of ", t.describe()), [this, buffer, root] {
+    const uint32_t tag = next_tag();
+    buffer->load();
+    const size_t bytes = buffer->host.numel() * buffer->host.element_size();
+    if (bytes > 0) {
+      gloo::BroadcastOptions opts(context_);
+      opts.setOutput(static_cast<uint8_t*>(buffer->host.data_ptr()), bytes);
+      opts.setRoot(root);
+      opts.setTag(tag);
+      gloo::broadcast(opts);
+    }
+    buffer->store_back(copy_streams_);
+  });
+}
+
+std::shared_ptr<Work> GlooProcessGroup::all_gather(const Tensor& out, const Tensor& in) {
+  check_tensor(out, "all_gather");
+  check_tensor(in, "all_gather");
+  KESTREL_CHECK(out.dtype() == in.dtype() && out.device() == in.device() &&
+                    out.numel() == in.numel() * size(),
+                "gloo all_gather: out must hold ", size(),
+                " x in.numel() elements of in's type "
+                "on in's device; got out ",
+                out.describe(), " and in ", in.describe());
+  // Raw bytes move unchanged: no wire conversion.
+  auto src = std::make_shared<HostBuffer>(in, in.dtype(), true);
+  auto dst = std::make_shared<HostBuffer>(out, out.dtype(), false);
+  return enqueue("all_gather of " + in.describe(), [this, src, dst] {
+    const uint32_t tag = next_tag();
+    src->load();
+    const size_t bytes = src->host.numel() * src->host.element_size();
+    if (bytes > 0) {
+      gloo::AllgatherOptions opts(context_);
+      opts.setInput(static_cast<uint8_t*>(src->host.data_ptr()), bytes);
+      opts.setOutput(static_cast<uint8_t*>(dst->host.data_ptr()), bytes * size());
+      opts.setTag(tag);
+      gloo::allgather(opts);
+    }
+    dst->store_back(copy_streams_);
+  });
+}
+
+std::shared_ptr<Work> GlooProcessGroup::barrier() {
+  return enqueue("barrier", [this] {
+    gloo::BarrierOptions opts(context_);
+    opts.setTag(next_tag());
+    gloo::barrier(opts);
+  });
+}
+
+}  // namespace kestrel::dist

@@ -1,0 +1,241 @@
+#include "dist/launcher.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "kernels/error.h"
+
+extern char** environ;
+
+namespace kestrel::dist {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Worker {
+  int rank = 0, local_rank = 0;
+  pid_t pid = -1;
+  bool running = false;
+  std::filesystem::path log;  // empty for rank 0 (inherits the terminal)
+};
+
+// Restores the calling thread's signal mask when the launcher returns or throws.
+class SignalBlock {
+ public:
+  explicit SignalBlock(const sigset_t& set) { pthread_sigmask(SIG_BLOCK, &set, &previous_); }
+  ~SignalBlock() { pthread_sigmask(SIG_SETMASK, &previous_, nullptr); }
+  const sigset_t& previous() const { return previous_; }
+
+ private:
+  sigset_t previous_;
+};
+
+std::vector<std::string> worker_environment(const LaunchOptions& o, int rank, int local_rank) {
+  const std::vector<std::pair<std::string, std::string>> ours = {
+      {"RANK", std::to_string(rank)},
+      {"WORLD_SIZE", std::to_string(o.nnodes * o.nproc_per_node)},
+      {"LOCAL_RANK", std::to_string(local_rank)},
+      {"LOCAL_WORLD_SIZE", std::to_string(o.nproc_per_node)},
+      {"MASTER_ADDR", o.master_addr},
+      {"MASTER_PORT", std::to_string(o.master_port)}};
+  std::vector<std::string> env;
+  for (char** e = environ; *e; ++e) {
+    std::string entry(*e);
+    bool replaced = false;
+    for (const auto& [name, value] : ours) replaced |= entry.rfind(name + "=", 0) == 0;
+    if (!replaced) env.push_back(entry);
+  }
+  for (const auto& [name, value] : ours) env.push_back(name + "=" + value);
+  return env;
+}
+
+std::vector<char*> c_strings(std::vector<std::string>& strings) {
+  std::vector<char*> out;
+  for (std::string& s : strings) out.push_back(s.data());
+  out.push_back(nullptr);
+  return out;
+}
+
+// Starts one worker. Between fork and exec the child only makes async-signal-safe calls.
+pid_t spawn(const LaunchOptions& o, Worker& w, const sigset_t& original_mask) {
+  std::vector<std::string> args = o.command, env = worker_environment(o, w.rank, w.local_rank);
+  std::vector<char*> argv = c_strings(args), envp = c_strings(env);
+  const std::string exec_failed = "kestrel launcher: cannot execute " + o.command[0] + "\n";
+  int log_fd = -1;
+  if (!w.log.empty()) {
+    log_fd = ::open(w.log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    KESTREL_CHECK(log_fd >= 0, "launcher: cannot create the log file ", w.log.string(),
+                  " for rank ", w.rank, ": ", std::strerror(errno));
+  }
+  const pid_t parent = ::getpid();
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    if (log_fd >= 0) {
+      ::dup2(log_fd, STDOUT_FILENO);
+      ::dup2(log_fd, STDERR_FILENO);
+    }
+    // A launcher killed outright (SIGKILL) must not leave orphaned workers holding GPUs.
+    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (::getppid() != parent) ::_exit(1);
+    pthread_sigmask(SIG_SETMASK, &original_mask, nullptr);
+    ::execve(argv[0], argv.data(), envp.data());
+    ssize_t ignored = ::write(STDERR_FILENO, exec_failed.data(), exec_failed.size());
+    (void)ignored;
+    ::_exit(127);
+  }
+  if (log_fd >= 0) ::close(log_fd);
+  KESTREL_CHECK(pid > 0, "launcher: fork() failed for rank ", w.rank, ": ", std::strerror(errno));
+  return pid;
+}
+
+std::string log_tail(const std::filesystem::path& path, size_t max_lines) {
+  std::ifstream in(path);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) {
+    lines.push_back(line);
+    if (lines.size() > max_lines) lines.erase(lines.begin());
+  }
+  std::string out;
+  for (const std::string& l : lines) out += "  | " + l + "\n";
+  return out;
+}
+
+std::string describe_exit(int status) {
+  if (WIFEXITED(status)) return str("exited with code ", WEXITSTATUS(status));
+  const int sig = WTERMSIG(status);
+  return str("was killed by signal ", sig, " (", ::strsignal(sig), ")");
+}
+
+int exit_code_of(int status) {
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+}  // namespace
+
+std::vector<std::string> strip_launcher_flags(const std::vector<std::string>& args) {
+  static const char* const kFlags[] = {"--nproc-per-node", "--nnodes", "--node-rank",
+                                       "--master-addr", "--master-port"};
+  std::vector<std::string> out;
+  for (size_t i = 0; i < args.size(); ++i) {
+    bool launcher_flag = false, takes_next = false;
+    for (const char* f : kFlags) {
+      if (args[i] == f) launcher_flag = takes_next = true;
+      if (args[i].rfind(std::string(f) + "=", 0) == 0) launcher_flag = true;
+    }
+    if (!launcher_flag) out.push_back(args[i]);
+    if (takes_next) ++i;
+  }
+  return out;
+}
+
+std::filesystem::path current_executable() {
+  return std::filesystem::read_symlink("/proc/self/exe");
+}
+
+LaunchResult launch_workers(const LaunchOptions& o) {
+  KESTREL_CHECK(o.nproc_per_node >= 1, "--nproc-per-node must be at least 1, got ",
+                o.nproc_per_node);
+  KESTREL_CHECK(o.nnodes >= 1, "--nnodes must be at least 1, got ", o.nnodes);
+  KESTREL_CHECK(o.node_rank >= 0 && o.node_rank < o.nnodes, "--node-rank must lie in [0, ",
+                o.nnodes, "), got ", o.node_rank);
+  KESTREL_CHECK(o.master_port > 0 && o.master_port < 65536,
+                "--master-port must lie in 1..65535, got ", o.master_port);
+  KESTREL_CHECK(!o.command.empty(), "launcher: no worker command given");
+
+  std::vector<Worker> workers(o.nproc_per_node);
+  for (int l = 0; l < o.nproc_per_node; ++l) {
+    workers[l].local_rank = l;
+    workers[l].rank = o.node_rank * o.nproc_per_node + l;
+    if (workers[l].rank != 0) {
+      std::filesystem::create_directories(o.log_dir.empty() ? "." : o.log_dir);
+      workers[l].log = o.log_dir / str("rank", workers[l].rank, ".log");
+    }
+  }
+
+  sigset_t handled;
+  sigemptyset(&handled);
+  for (int s : {SIGINT, SIGTERM, SIGCHLD}) sigaddset(&handled, s);
+  SignalBlock block(handled);
+
+  LaunchResult result;
+  bool stopping = false;
+  Clock::time_point kill_at;
+  auto signal_running = [&](int sig) {
+    for (Worker& w : workers)
+      if (w.running) ::kill(w.pid, sig);
+  };
+  auto stop_all = [&](int sig) {
+    signal_running(sig);
+    if (!stopping) kill_at = Clock::now() + o.grace;
+    stopping = true;
+  };
+
+  for (Worker& w : workers) {
+    try {
+      w.pid = spawn(o, w, block.previous());
+      w.running = true;
+    } catch (...) {
+      stop_all(SIGKILL);
+      for (Worker& v : workers)
+        if (v.running) ::waitpid(v.pid, nullptr, 0);
+      throw;
+    }
+  }
+
+  int interrupted = 0;
+  auto any_running = [&] {
+    for (const Worker& w : workers)
+      if (w.running) return true;
+    return false;
+  };
+  while (any_running()) {
+    const timespec tick{0, 100'000'000};
+    const int sig = ::sigtimedwait(&handled, nullptr, &tick);
+    if (sig == SIGINT || sig == SIGTERM) {
+      if (!interrupted) interrupted = sig;
+      stop_all(sig);
+    }
+    for (Worker& w : workers) {
+      int status = 0;
+      if (!w.running || ::waitpid(w.pid, &status, WNOHANG) != w.pid) continue;
+      w.running = false;
+      const bool failed = !WIFEXITED(status) || WEXITSTATUS(status) != 0;
+      if (!failed || interrupted || result.failed_rank >= 0) continue;
+      result.failed_rank = w.rank;
+      result.exit_code = exit_code_of(status);
+      int others = 0;
+      for (const Worker& v : workers) others += v.running;
+      result.message =
+          str("rank ", w.rank, " (local rank ", w.local_rank, ", pid ", w.pid, ") ",
+              describe_exit(status), "; stopping the other ", others, " local worker(s)");
+      result.message += w.log.empty() ? std::string("; its output is above")
+                                      : str("; its log is ", w.log.string(), ", ending with:\n",
+                                            log_tail(w.log, 20));
+      stop_all(SIGTERM);
+    }
+    if (stopping && Clock::now() >= kill_at) signal_running(SIGKILL);
+  }
+  // Consume signals that arrived after the last worker exited, so unblocking cannot kill us.
+  const timespec zero{0, 0};
+  for (int sig; (sig = ::sigtimedwait(&handled, nullptr, &zero)) > 0;)
+    if ((sig == SIGINT || sig == SIGTERM) && !interrupted && result.failed_rank < 0)
+      interrupted = sig;
+
+  if (interrupted && result.failed_rank < 0) {
+    result.exit_code = 128 + interrupted;
+    result.message = str("received ", interrupted == SIGINT ? "SIGINT" : "SIGTERM",
+                         ": forwarded it to the workers, which have stopped");
+  }
+  if (!result.message.empty()) std::cerr << "kestrel launcher: " << result.message << std::endl;
+  return result;
+}
+
+}  // namespace kestrel::dist

@@ -1,0 +1,328 @@
+#include "dist/nccl_group.h"
+
+#include <condition_variable>
+#include <cstring>
+#include <iostream>
+#include <mutex>
+
+#include "kernels/cuda_check.h"
+#include "kernels/error.h"
+
+namespace kestrel::dist {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+class NcclWork;
+
+struct NcclProcessGroup::State {
+  int rank = 0;
+  Device device;
+  milliseconds timeout{0};
+  std::mutex mutex;  // guards every call on the communicator, and the fields below
+  std::condition_variable stop_cv;
+  bool stopping = false;
+  ncclComm_t comm = nullptr;
+  bool aborted = false;
+  std::string failure;  // the first error; every later call throws it
+  std::vector<std::shared_ptr<NcclWork>> in_flight;
+
+  // Records the error, tells the log at once (the issuing thread may be busy elsewhere), and
+  // aborts the communicator so that its kernels stop waiting for peers.
+  void fail_locked(const std::string& message) {
+    if (failure.empty()) {
+      failure = message;
+      std::cerr << "kestrel: " << message << std::endl;
+    }
+    if (comm && !aborted) {
+      ncclCommAbort(comm);
+      aborted = true;
+    }
+  }
+
+  // A non-blocking communicator answers ncclInProgress until an operation is fully issued; waits
+  // for it to settle, up to the timeout.
+  ncclResult_t settle_locked(ncclResult_t r) {
+    const auto deadline = Clock::now() + timeout;
+    while (r == ncclInProgress && Clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+      ncclCommGetAsyncError(comm, &r);
+    }
+    return r;
+  }
+};
+
+class NcclWork : public Work {
+ public:
+  NcclWork(std::shared_ptr<NcclProcessGroup::State> state, std::string what, Event done,
+           std::vector<Tensor> keep_alive, bool host_wait)
+      : state_(std::move(state)),
+        what_(std::move(what)),
+        done_(std::move(done)),
+        keep_alive_(std::move(keep_alive)),
+        host_wait_(host_wait),
+        started_(Clock::now()) {}
+
+  void wait() override {
+    if (host_wait_) return synchronize();
+    throw_if_failed();
+    done_.wait(current_stream(state_->device));
+  }
+  void synchronize() override {
+    while (!done_.query()) {
+      throw_if_failed();
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+    throw_if_failed();  // an aborted collective also "finishes", with garbage
+  }
+  bool is_completed() override {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    return !state_->failure.empty() || done_.query();
+  }
+
+  const std::string& what() const { return what_; }
+  bool finished() const { return done_.query(); }
+  Clock::duration age() const { return Clock::now() - started_; }
+
+ private:
+  void throw_if_failed() {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    KESTREL_CHECK(state_->failure.empty(), state_->failure);
+  }
+
+  std::shared_ptr<NcclProcessGroup::State> state_;
+  std::string what_;
+  Event done_;
+  std::vector<Tensor> keep_alive_;  // the tensors' memory must outlive the collective
+  bool host_wait_;
+  Clock::time_point started_;
+};
+
+namespace {
+
+ncclDataType_t nccl_type(DType t) {
+  switch (t) {
+    case DType::F32:
+      return ncclFloat32;
+    case DType::F64:
+      return ncclFloat64;
+    case DType::F16:
+      return ncclFloat16;
+    case DType::BF16:
+      return ncclBfloat16;
+    case DType::I32:
+      return ncclInt32;
+    case DType::I64:
+      return ncclInt64;
+    case DType::U8:
+      return ncclUint8;
+  }
+  KESTREL_FAIL("nccl: unknown dtype");
+}
+
+// Checks the issued work and times it, until told to stop.
+void watchdog_loop(const std::shared_ptr<NcclProcessGroup::State>& s) {
+  DeviceGuard guard(s->device);
+  std::unique_lock<std::mutex> lock(s->mutex);
+  while (!s->stop_cv.wait_for(lock, milliseconds(20), [&] { return s->stopping; })) {
+    try {
+      // Finished work lets go of its tensors (after an abort too: aborted kernels finish).
+      std::erase_if(s->in_flight, [](const auto& w) { return w->finished(); });
+      if (s->aborted) continue;
+      ncclResult_t async = ncclSuccess;
+      ncclCommGetAsyncError(s->comm, &async);
+      if (async != ncclSuccess && async != ncclInProgress) {
+        s->fail_locked(str("rank ", s->rank, ": NCCL reported an error: ",
+                           ncclGetErrorString(async), " (", ncclGetLastError(s->comm),
+                           "); the communicator was aborted; a peer may have died; see its log"));
+        continue;
+      }
+      for (const auto& w : s->in_flight) {
+        if (w->age() < s->timeout) continue;
+        s->fail_locked(str("rank ", s->rank, ": timed out after ", format_duration(s->timeout),
+                           " waiting for NCCL ", w->what(),
+                           "; the communicator was aborted; a "
+                           "peer may have died or be stuck; see its log"));
+        break;
+      }
+    } catch (const std::exception& e) {
+      s->fail_locked(str("rank ", s->rank, ": CUDA error while checking NCCL work: ", e.what()));
+    }
+  }
+}
+
+}  // namespace
+
+NcclProcessGroup::NcclProcessGroup(std::shared_ptr<TcpStore> store, const DistOptions& options,
+                                   Device device)
+    : ProcessGroup(options.rank, options.world_size),
+      store_(std::move(store)),
+      device_(device),
+      state_(std::make_shared<State>()) {
+  KESTREL_CHECK(device.is_cuda(), "NcclProcessGroup needs a CUDA device, got ", device.str());
+  KESTREL_CHECK(store_ || size() == 1, "NcclProcessGroup: a group of ", size(),
+                " ranks needs a rendezvous store");
+  state_->rank = rank();
+  state_->device = device;
+  state_->timeout = options.timeout;
+
+  ncclUniqueId id;
+  if (rank() == 0) {
+    ncclResult_t r = ncclGetUniqueId(&id);
+    KESTREL_CHECK(r == ncclSuccess, "rank 0: ncclGetUniqueId failed: ", ncclGetErrorString(r));
+    if (store_) store_->set("nccl/id", std::string(id.internal, sizeof id.internal));
+  } else {
+    const std::string bytes = store_->get("nccl/id");
+    KESTREL_CHECK(bytes.size() == sizeof id.internal, "rank ", rank(),
+                  ": malformed NCCL unique id in the rendezvous store (", bytes.size(), " bytes)");
+    std::memcpy(id.internal, bytes.data(), bytes.size());
+  }
+
+  DeviceGuard guard(device);
+  int least = 0, greatest = 0;
+  KESTREL_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+  stream_ = Stream::create(device, greatest);  // communication should not queue behind compute
+
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;  // so that a missing peer cannot block us past the timeout
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  ncclResult_t r = ncclCommInitRankConfig(&state_->comm, size(), id, rank(), &config);
+  if (state_->comm) r = state_->settle_locked(r);
+  if (r != ncclSuccess) {
+    const std::string why = r == ncclInProgress
+                                ? str("did not finish within ", format_duration(state_->timeout),
+                                      "; a peer may have died or not started; see its log")
+                                : str("failed: ", ncclGetErrorString(r));
+    if (state_->comm) ncclCommAbort(state_->comm);
+    KESTREL_FAIL("rank ", rank(), ": NCCL communicator setup for ", size(), " ranks on ",
+                 device.str(), " ", why);
+  }
+  watchdog_ = std::thread(watchdog_loop, state_);
+}
+
+NcclProcessGroup::~NcclProcessGroup() {
+  {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    state_->stopping = true;
+  }
+  state_->stop_cv.notify_all();
+  watchdog_.join();
+  // Destructors must not throw: problems here are reported and the communicator aborted.
+  DeviceGuard guard(device_);
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  if (state_->aborted) return;
+  const auto deadline = Clock::now() + state_->timeout;
+  cudaError_t e;
+  while ((e = cudaStreamQuery(stream_.handle())) == cudaErrorNotReady && Clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  ncclResult_t r = ncclInternalError;
+  if (e == cudaSuccess) r = state_->settle_locked(ncclCommFinalize(state_->comm));
+  if (r == ncclSuccess) {
+    ncclCommDestroy(state_->comm);
+  } else {
+    std::cerr << "kestrel: rank " << rank() << ": NCCL work still pending at shutdown; aborting "
+              << "the communicator" << std::endl;
+    ncclCommAbort(state_->comm);
+  }
+  state_->in_flight.clear();
+}
+
+void NcclProcessGroup::check_tensor(const Tensor& t, const char* op) const {
+  KESTREL_CHECK(t.defined() && t.device() == device_, "nccl ", op, ": the group works on ",
+                device_.str(), " tensors, got ",
+                t.defined() ? t.describe() : "an undefined tensor");
+  KESTREL_CHECK(t.is_contiguous(), "nccl ", op,
+                ": collectives work in place on contiguous "
+                "tensors, got a strided ",
+                t.describe(), "; call .contiguous() first");
+}
+
+std::shared_ptr<Work> NcclProcessGroup::launch(
+    const std::string& what, std::vector<Tensor> keep_alive,
+    const std::function<ncclResult_t(ncclComm_t, cudaStream_t)>& call, bool host_wait) {
+  DeviceGuard guard(device_);
+  Event ready(device_);
+  ready.record(current_stream(device_));
+  ready.wait(stream_);
+  Event done(device_);
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  KESTREL_CHECK(state_->failure.empty(), "rank ", rank(), ": cannot start NCCL ", what,
+                ": the process group failed earlier: ", state_->failure);
+  ncclResult_t r = state_->settle_locked(call(state_->comm, stream_.handle()));
+  if (r != ncclSuccess) {
+    const std::string message =
+        r == ncclInProgress
+            ? str("rank ", rank(), ": NCCL ", what, " could not be issued within ",
+                  format_duration(state_->timeout), "; a peer may have died; see its log")
+            : str("rank ", rank(), ": NCCL ", what, " failed: ", ncclGetErrorString(r), " (",
+                  ncclGetLastError(state_->comm), ")");
+    state_->fail_locked(message);
+    KESTREL_FAIL(message);
+  }
+  done.record(stream_);
+  auto work = std::make_shared<NcclWork>(state_, what, done, std::move(keep_alive), host_wait);
+  state_->in_flight.push_back(work);
+  return work;
+}
+
+std::shared_ptr<Work> NcclProcessGroup::all_reduce(const Tensor& t, ReduceOp op) {
+  check_tensor(t, "all_reduce");
+  KESTREL_CHECK(op == ReduceOp::Sum || is_floating(t.dtype()),
+                "nccl all_reduce: Average of the integer tensor ", t.describe(),
+                " would truncate; reduce with Sum and divide as you need");
+  const ncclRedOp_t nccl_op = op == ReduceOp::Sum ? ncclSum : ncclAvg;
+  return launch(
+      "all_reduce of " + t.describe(), {t},
+      [&](ncclComm_t comm, cudaStream_t s) {
+        return ncclAllReduce(t.data_ptr(), t.data_ptr(), t.numel(), nccl_type(t.dtype()), nccl_op,
+                             comm, s);
+      },
+      false);
+}
+
+std::shared_ptr<Work> NcclProcessGroup::broadcast(const Tensor& t, int root) {
+  check_tensor(t, "broadcast");
+  KESTREL_CHECK(root >= 0 && root < size(), "nccl broadcast: root ", root,
+                " is not a rank of this group of ", size());
+  return launch(
+      str("broadcast from rank ", root, " of ", t.describe()), {t},
+      [&](ncclComm_t comm, cudaStream_t s) {
+        return ncclBroadcast(t.data_ptr(), t.data_ptr(), t.numel(), nccl_type(t.dtype()), root,
+                             comm, s);
+      },
+      false);
+}
+
+std::shared_ptr<Work> NcclProcessGroup::all_gather(const Tensor& out, const Tensor& in) {
+  check_tensor(out, "all_gather");
+  check_tensor(in, "all_gather");
+  KESTREL_CHECK(out.dtype() == in.dtype() && out.numel() == in.numel() * size(),
+                "nccl all_gather: out must hold ", size(),
+                " x in.numel() elements of in's type; "
+                "got out ",
+                out.describe(), " and in ", in.describe());
+  return launch(
+      "all_gather of " + in.describe(), {out, in},
+      [&](ncclComm_t comm, cudaStream_t s) {
+        return ncclAllGather(in.data_ptr(), out.data_ptr(), in.numel(), nccl_type(in.dtype()), comm,
+                             s);
+      },
+      false);
+}
+
+std::shared_ptr<Work> NcclProcessGroup::barrier() {
+  // NCCL has no barrier: a one-element all-reduce orders every rank behind every other.
+  Tensor token;
+  {
+    StreamGuard on_comm(stream_);
+    token = Tensor::zeros({1}, DType::I32, device_);
+  }
+  return launch(
+      "barrier", {token},
+      [&](ncclComm_t comm, cudaStream_t s) {
+        return ncclAllReduce(token.data_ptr(), token.data_ptr(), 1, ncclInt32, ncclSum, comm, s);
+      },
+      true);
+}
+
+}  // namespace kestrel::dist

@@ -1,0 +1,50 @@
+#include "dist/process_group.h"
+
+#include "dist/gloo_group.h"
+#include "dist/nccl_group.h"
+#include "dist/store.h"
+#include "kernels/error.h"
+
+namespace kestrel::dist {
+
+std::shared_ptr<ProcessGroup> init_process_group(const std::string& backend,
+                                                 const DistOptions& options, Device device) {
+  KESTREL_CHECK(backend == "gloo" || backend == "nccl", "init_process_group: unknown backend '",
+                backend,
+                "'; use \"gloo\" (CPU, or CUDA staged through the host) or \"nccl\" (CUDA)");
+  KESTREL_CHECK(options.world_size >= 1 && options.rank >= 0 && options.rank < options.world_size,
+                "init_process_group: rank ", options.rank, " is not in a world of ",
+                options.world_size);
+  KESTREL_CHECK(options.timeout.count() > 0,
+                "init_process_group: the timeout must be positive, "
+                "got ",
+                options.timeout.count(), " s; pass --dist-timeout SECONDS");
+  KESTREL_CHECK(backend != "nccl" || device.is_cuda(),
+                "init_process_group: the nccl backend "
+                "needs a CUDA device, got ",
+                device.str(), "; use the gloo backend on the CPU");
+  // A single rank needs no rendezvous, so single-process runs never bind a port.
+  std::shared_ptr<TcpStore> store;
+  if (options.world_size > 1)
+    store = std::make_shared<TcpStore>(options.master_addr, options.master_port, options.rank == 0,
+                                       options.rank, options.timeout);
+  std::shared_ptr<ProcessGroup> group;
+  if (backend == "nccl")
+    group = std::make_shared<NcclProcessGroup>(store, options, device);
+  else
+    group = std::make_shared<GlooProcessGroup>(store, options);
+  // Some ranks may still be reading rendezvous keys when others are connected. Rank 0 hosts the
+  // store, so it returns only once every rank has said it is done with it: a rank 0 that exits
+  // early can then no longer cut the others off mid-rendezvous.
+  if (store) {
+    store->set("joined/" + std::to_string(options.rank), "");
+    if (options.rank == 0) {
+      std::vector<std::string> joined;
+      for (int r = 0; r < options.world_size; ++r) joined.push_back("joined/" + std::to_string(r));
+      store->wait(joined);
+    }
+  }
+  return group;
+}
+
+}  // namespace kestrel::dist

@@ -1,0 +1,77 @@
+#include "dist/reducer_state.h"
+
+#include <algorithm>
+
+#include "kernels/error.h"
+
+namespace kestrel::dist {
+
+BucketPlan BucketPlan::build(const std::vector<ParamInfo>& params, const std::vector<int>& order,
+                             int64_t cap_bytes) {
+  KESTREL_CHECK(cap_bytes > 0, "reducer: the bucket cap must be positive, got ", cap_bytes,
+                " bytes");
+  KESTREL_CHECK(order.size() == params.size(), "reducer: a layout order of ", order.size(),
+                " entries for ", params.size(), " parameters");
+  std::vector<bool> seen(params.size(), false);
+  for (int p : order) {
+    KESTREL_CHECK(p >= 0 && p < static_cast<int>(params.size()) && !seen[p],
+                  "reducer: layout order names parameter ", p, " twice or out of range");
+    seen[p] = true;
+  }
+  BucketPlan plan;
+  plan.order = order;
+  plan.slots.resize(params.size());
+  int groups = 0;
+  for (const ParamInfo& p : params) groups = std::max(groups, p.group + 1);
+  plan.group_numel.assign(groups, 0);
+  std::vector<int> open(groups, -1);  // the bucket each group is filling
+  for (int p : order) {
+    const ParamInfo& info = params[p];
+    const int64_t bytes = info.numel * info.element_size;
+    int& b = open[info.group];
+    if (b < 0 || plan.buckets[b].bytes + bytes > cap_bytes) {
+      b = static_cast<int>(plan.buckets.size());
+      plan.buckets.push_back({info.group, plan.group_numel[info.group], 0, 0, {}});
+    }
+    Bucket& bucket = plan.buckets[b];
+    plan.slots[p] = {b, plan.group_numel[info.group]};
+    plan.group_numel[info.group] += info.numel;
+    bucket.numel += info.numel;
+    bucket.bytes += bytes;
+    bucket.params.push_back(p);
+  }
+  return plan;
+}
+
+void ReadyTracker::reset() {
+  pending_.clear();
+  for (const Bucket& b : plan_->buckets) pending_.push_back(static_cast<int>(b.params.size()));
+  ready_.assign(plan_->slots.size(), false);
+  arrivals_.clear();
+  next_launch_ = 0;
+}
+
+std::vector<int> ReadyTracker::mark_ready(int param) {
+  KESTREL_CHECK(param >= 0 && param < static_cast<int>(ready_.size()), "reducer: parameter index ",
+                param, " out of range");
+  KESTREL_CHECK(!ready_[param], "reducer: parameter ", param,
+                "'s gradient became ready twice in "
+                "one step (two backward passes without finalize()); call finalize() after each "
+                "synchronised backward, or accumulate under no_sync");
+  ready_[param] = true;
+  arrivals_.push_back(param);
+  --pending_[plan_->slots[param].bucket];
+  std::vector<int> launch;
+  while (next_launch_ < static_cast<int>(pending_.size()) && pending_[next_launch_] == 0)
+    launch.push_back(next_launch_++);
+  return launch;
+}
+
+std::vector<int> ReadyTracker::unready_params() const {
+  std::vector<int> out;
+  for (int p : plan_->order)
+    if (!ready_[p]) out.push_back(p);
+  return out;
+}
+
+}  // namespace kestrel::dist

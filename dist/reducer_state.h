@@ -1,0 +1,70 @@
+// The Reducer's bookkeeping, apart from tensors and transport (as PyTorch's DDP separates them):
+// which parameter lives where in the flat gradient buffers, which bucket it belongs to, and which
+// buckets may be launched once a parameter's gradient is ready.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+namespace kestrel::dist {
+
+// What the layout needs to know about one parameter.
+struct ParamInfo {
+  int64_t numel = 0;
+  int64_t element_size = 0;  // bytes
+  int group = 0;             // flat buffer it goes into (one per dtype)
+};
+
+struct Bucket {
+  int group = 0;
+  int64_t offset = 0;  // first element within the group's flat buffer
+  int64_t numel = 0;
+  int64_t bytes = 0;
+  std::vector<int> params;  // in layout order
+};
+
+struct ParamSlot {
+  int bucket = -1;
+  int64_t offset = 0;  // first element within its group's flat buffer
+};
+
+// Parameters laid out in `order` (every parameter exactly once), each group's parameters packed
+// back to back in that order, cut into buckets of at most cap_bytes (a parameter larger than the
+// cap gets a bucket of its own). Buckets are numbered in order of their first parameter, so
+// launching them in index order follows `order`.
+struct BucketPlan {
+  std::vector<Bucket> buckets;
+  std::vector<ParamSlot> slots;      // indexed by parameter
+  std::vector<int64_t> group_numel;  // size of each flat buffer
+  std::vector<int> order;
+
+  static BucketPlan build(const std::vector<ParamInfo>& params, const std::vector<int>& order,
+                          int64_t cap_bytes);
+};
+
+// Per-step readiness: counts each bucket's missing gradients and hands out buckets to launch,
+// strictly in index order, so every rank issues its collectives in the same sequence even if its
+// gradients arrive in another order.
+class ReadyTracker {
+ public:
+  explicit ReadyTracker(const BucketPlan* plan) : plan_(plan) { reset(); }
+  void reset();
+  // Marks param ready; returns the buckets that can now be launched (possibly none). Throws if the
+  // parameter was already marked in this step.
+  std::vector<int> mark_ready(int param);
+  bool is_ready(int param) const { return ready_[param]; }
+  bool bucket_ready(int bucket) const { return pending_[bucket] == 0; }
+  bool all_launched() const { return next_launch_ == static_cast<int>(plan_->buckets.size()); }
+  // Parameters not yet marked, in layout order.
+  std::vector<int> unready_params() const;
+  // Arrival order of this step's marked parameters.
+  const std::vector<int>& arrivals() const { return arrivals_; }
+
+ private:
+  const BucketPlan* plan_;
+  std::vector<int> pending_;  // per bucket
+  std::vector<bool> ready_;   // per param
+  std::vector<int> arrivals_;
+  int next_launch_ = 0;
+};
+
+}  // namespace kestrel::dist

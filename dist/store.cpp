@@ -1,0 +1,365 @@
+#include "dist/store.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <charconv>
+#include <condition_variable>
+#include <cstring>
+#include <map>
+#include <thread>
+
+#include "kernels/error.h"
+
+namespace kestrel::dist {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+// Requests and replies share one frame: a one-byte code, then a count of byte strings, each
+// preceded by its 32-bit length (both ends run the same binary, so host byte order is fine).
+namespace {
+
+enum class Command : uint8_t { Set, Get, Add, Wait };
+
+constexpr uint8_t kReplyOk = 0;
+constexpr uint8_t kReplyError = 1;
+
+struct Frame {
+  uint8_t code = 0;
+  std::vector<std::string> args;
+};
+
+std::string encode(const Frame& f) {
+  std::string out(1, static_cast<char>(f.code));
+  auto put_u32 = [&out](uint32_t v) { out.append(reinterpret_cast<const char*>(&v), 4); };
+  put_u32(static_cast<uint32_t>(f.args.size()));
+  for (const std::string& a : f.args) {
+    put_u32(static_cast<uint32_t>(a.size()));
+    out += a;
+  }
+  return out;
+}
+
+bool send_all(int fd, const std::string& bytes) {
+  size_t sent = 0;
+  while (sent < bytes.size()) {
+    ssize_t n = ::send(fd, bytes.data() + sent, bytes.size() - sent, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    sent += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+enum class ReadStatus { Ok, Closed, TimedOut };
+
+// Reads exactly n bytes; with a deadline, gives up once it passes.
+ReadStatus read_exact(int fd, char* dst, size_t n, const Clock::time_point* deadline) {
+  size_t got = 0;
+  while (got < n) {
+    if (deadline) {
+      auto left = std::chrono::duration_cast<milliseconds>(*deadline - Clock::now()).count();
+      if (left <= 0) return ReadStatus::TimedOut;
+      pollfd p{fd, POLLIN, 0};
+      int r = ::poll(&p, 1, static_cast<int>(std::min<int64_t>(left, 1 << 30)));
+      if (r < 0 && errno == EINTR) continue;
+      if (r < 0) return ReadStatus::Closed;
+      if (r == 0) return ReadStatus::TimedOut;
+    }
+    ssize_t k = ::recv(fd, dst + got, n - got, 0);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) return ReadStatus::Closed;
+    got += static_cast<size_t>(k);
+  }
+  return ReadStatus::Ok;
+}
+
+ReadStatus read_frame(int fd, Frame& f, const Clock::time_point* deadline) {
+  char code;
+  uint32_t count;
+  if (auto s = read_exact(fd, &code, 1, deadline); s != ReadStatus::Ok) return s;
+  if (auto s = read_exact(fd, reinterpret_cast<char*>(&count), 4, deadline); s != ReadStatus::Ok)
+    return s;
+  // Anything else connecting to the port (a scanner, a wrong client) must not make us allocate
+  // gigabytes: such frames end the connection.
+  constexpr uint32_t kMaxArgs = 1 << 16, kMaxBytes = 1 << 28;
+  if (count > kMaxArgs) return ReadStatus::Closed;
+  f.code = static_cast<uint8_t>(code);
+  f.args.assign(count, std::string());
+  for (std::string& a : f.args) {
+    uint32_t len;
+    if (auto s = read_exact(fd, reinterpret_cast<char*>(&len), 4, deadline); s != ReadStatus::Ok)
+      return s;
+    if (len > kMaxBytes) return ReadStatus::Closed;
+    a.resize(len);
+    if (auto s = read_exact(fd, a.data(), len, deadline); s != ReadStatus::Ok) return s;
+  }
+  return ReadStatus::Ok;
+}
+
+std::string quote_keys(const std::vector<std::string>& keys) {
+  std::string s = keys.size() == 1 ? "key " : "keys ";
+  for (size_t i = 0; i < keys.size(); ++i) s += (i ? ", '" : "'") + keys[i] + "'";
+  return s;
+}
+
+// A connected TCP socket to host:port, or -1 with `error` set when this attempt failed. The
+// connect itself is bounded by the deadline (a silent remote host would otherwise block minutes).
+int try_connect(const sockaddr_in& addr, Clock::time_point deadline, std::string& error) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0) {
+    error = std::strerror(errno);
+    return -1;
+  }
+  int r = ::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr);
+  if (r < 0 && errno == EINPROGRESS) {
+    auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now()).count();
+    pollfd p{fd, POLLOUT, 0};
+    if (::poll(&p, 1, static_cast<int>(std::max<int64_t>(left, 1))) == 1) {
+      int so_error = 0;
+      socklen_t len = sizeof so_error;
+      ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &so_error, &len);
+      errno = so_error;
+      r = so_error == 0 ? 0 : -1;
+    } else {
+      errno = ETIMEDOUT;
+    }
+  }
+  if (r < 0) {
+    error = std::strerror(errno);
+    ::close(fd);
+    return -1;
+  }
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  int one = 1;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  return fd;
+}
+
+}  // namespace
+
+std::string format_duration(milliseconds d) {
+  if (d.count() < 1000) return str(d.count(), " ms");
+  if (d.count() % 1000 == 0) return str(d.count() / 1000, " s");
+  return str(static_cast<double>(d.count()) / 1000.0, " s");
+}
+
+// --- the host side -----------------------------------------------------------------------------
+
+// One thread accepts connections, one thread per connection serves its requests; requests that
+// wait for keys sleep on a condition variable until a set/add provides them.
+class StoreServer {
+ public:
+  explicit StoreServer(int port) {
+    listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    KESTREL_CHECK(listen_fd_ >= 0, "rendezvous store: socket() failed: ", std::strerror(errno));
+    int one = 1;
+    ::setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_ANY);
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    if (::bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+      int err = errno;
+      ::close(listen_fd_);
+      KESTREL_CHECK(err != EADDRINUSE, "rank 0: cannot host the rendezvous store: port ", port,
+                    " is already in use (another job, or a previous run that has not exited, "
+                    "holds it); use another --master-port (or MASTER_PORT)");
+      KESTREL_FAIL("rank 0: cannot host the rendezvous store on port ", port, ": ",
+                   std::strerror(err), "; use another --master-port (or MASTER_PORT)");
+    }
+    KESTREL_CHECK(::listen(listen_fd_, SOMAXCONN) == 0,
+                  "rendezvous store: listen() failed: ", std::strerror(errno));
+    acceptor_ = std::thread([this] { accept_loop(); });
+  }
+
+  ~StoreServer() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stopping_ = true;
+      for (int fd : client_fds_) ::shutdown(fd, SHUT_RDWR);
+    }
+    changed_.notify_all();
+    ::shutdown(listen_fd_, SHUT_RDWR);  // wakes accept()
+    acceptor_.join();
+    for (std::thread& t : handlers_) t.join();
+    for (int fd : client_fds_) ::close(fd);
+    ::close(listen_fd_);
+  }
+
+ private:
+  void accept_loop() {
+    for (;;) {
+      int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+      std::unique_lock<std::mutex> lock(mutex_);
+      if (stopping_) {
+        if (fd >= 0) ::close(fd);
+        return;
+      }
+      if (fd < 0) {  // a connection reset before we accepted it, or out of descriptors
+        lock.unlock();
+        std::this_thread::sleep_for(milliseconds(10));
+        continue;
+      }
+      int one = 1;
+      ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+      client_fds_.push_back(fd);
+      handlers_.emplace_back([this, fd] { serve(fd); });
+    }
+  }
+
+  void serve(int fd) {
+    Frame req;
+    while (read_frame(fd, req, nullptr) == ReadStatus::Ok) {
+      Frame reply = handle(req);
+      if (reply.code == kReplyError && reply.args.empty()) return;  // stopping
+      if (!send_all(fd, encode(reply))) return;
+    }
+  }
+
+  bool has_all(const std::vector<std::string>& keys) const {
+    for (const std::string& k : keys)
+      if (!data_.count(k)) return false;
+    return true;
+  }
+
+  Frame handle(const Frame& req) {
+    using C = Command;
+    std::unique_lock<std::mutex> lock(mutex_);
+    const auto command = static_cast<C>(req.code);
+    if (command == C::Set && req.args.size() == 2) {
+      data_[req.args[0]] = req.args[1];
+      changed_.notify_all();
+      return {kReplyOk, {}};
+    }
+    if (command == C::Add && req.args.size() == 2) {
+      int64_t value = 0, delta = 0;
+      auto it = data_.find(req.args[0]);
+      const std::string& old = it == data_.end() ? "0" : it->second;
+      auto [p, ec] = std::from_chars(old.data(), old.data() + old.size(), value);
+      if (ec != std::errc() || p != old.data() + old.size())
+        return {kReplyError, {"the value is not an integer, so add() cannot change it"}};
+      std::from_chars(req.args[1].data(), req.args[1].data() + req.args[1].size(), delta);
+      data_[req.args[0]] = std::to_string(value + delta);
+      changed_.notify_all();
+      return {kReplyOk, {data_[req.args[0]]}};
+    }
+    if (command == C::Get || command == C::Wait) {
+      changed_.wait(lock, [&] { return stopping_ || has_all(req.args); });
+      if (stopping_) return {kReplyError, {}};
+      if (command == C::Get && req.args.size() == 1) return {kReplyOk, {data_[req.args[0]]}};
+      return {kReplyOk, {}};
+    }
+    return {kReplyError, {str("malformed request (code ", int(req.code), ")")}};
+  }
+
+  int listen_fd_ = -1;
+  std::thread acceptor_;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::map<std::string, std::string> data_;
+  bool stopping_ = false;
+  std::vector<int> client_fds_;
+  std::vector<std::thread> handlers_;
+};
+
+// --- the client side ---------------------------------------------------------------------------
+
+TcpStore::TcpStore(const std::string& master_addr, int port, bool is_host, int rank,
+                   milliseconds timeout)
+    : master_addr_(master_addr), port_(port), rank_(rank), timeout_(timeout) {
+  KESTREL_CHECK(port > 0 && port < 65536, "rendezvous store: master port ", port,
+                " is not a TCP port; pass --master-port in 1..65535");
+  KESTREL_CHECK(timeout.count() > 0, "rendezvous store: the timeout must be positive, got ",
+                timeout.count(), " ms");
+  if (is_host) server_ = std::make_unique<StoreServer>(port);
+
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  int gai = ::getaddrinfo(master_addr.c_str(), nullptr, &hints, &found);
+  KESTREL_CHECK(gai == 0 && found, "rank ", rank, ": cannot resolve the master address '",
+                master_addr, "': ", ::gai_strerror(gai), "; check --master-addr (or MASTER_ADDR)");
+  sockaddr_in addr = *reinterpret_cast<sockaddr_in*>(found->ai_addr);
+  ::freeaddrinfo(found);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+
+  // The host may not be listening yet: retry until the timeout.
+  const auto deadline = Clock::now() + timeout;
+  std::string error;
+  while ((fd_ = try_connect(addr, deadline, error)) < 0 && Clock::now() < deadline)
+    std::this_thread::sleep_for(milliseconds(50));
+  KESTREL_CHECK(fd_ >= 0, "rank ", rank, ": could not reach the rendezvous store at ", endpoint(),
+                " within ", format_duration(timeout), " (last error: ", error,
+                "); is rank 0 running, and do --master-addr/--master-port (MASTER_ADDR/"
+                "MASTER_PORT) name it?");
+
+  sockaddr_in local{};
+  socklen_t len = sizeof local;
+  ::getsockname(fd_, reinterpret_cast<sockaddr*>(&local), &len);
+  char text[INET_ADDRSTRLEN] = {};
+  ::inet_ntop(AF_INET, &local.sin_addr, text, sizeof text);
+  local_address_ = text;
+}
+
+TcpStore::~TcpStore() {
+  if (fd_ >= 0) ::close(fd_);
+  server_.reset();
+}
+
+std::string TcpStore::endpoint() const { return str(master_addr_, ":", port_); }
+
+std::vector<std::string> TcpStore::request(uint8_t command, const std::vector<std::string>& args,
+                                           milliseconds timeout, const std::string& what) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  KESTREL_CHECK(!broken_, "rank ", rank_, ": the connection to the rendezvous store at ",
+                endpoint(), " is unusable after an earlier timeout or error");
+  const auto deadline = Clock::now() + timeout;
+  Frame reply;
+  ReadStatus status = ReadStatus::Closed;
+  if (send_all(fd_, encode({command, args}))) status = read_frame(fd_, reply, &deadline);
+  if (status != ReadStatus::Ok) broken_ = true;
+  KESTREL_CHECK(status != ReadStatus::TimedOut, "rank ", rank_, ": timed out after ",
+                format_duration(timeout), " waiting for ", what, " in the rendezvous store at ",
+                endpoint(), "; a peer may have died or not started; see its log");
+  KESTREL_CHECK(status == ReadStatus::Ok, "rank ", rank_,
+                ": lost the connection to the rendezvous store at ", endpoint(), " during ", what,
+                "; rank 0 hosts the store: did it exit? see its log");
+  KESTREL_CHECK(reply.code == kReplyOk, "rank ", rank_, ": the rendezvous store refused ", what,
+                ": ", reply.args.empty() ? std::string("shutting down") : reply.args[0]);
+  return reply.args;
+}
+
+void TcpStore::set(const std::string& key, const std::string& value) {
+  request(uint8_t(Command::Set), {key, value}, timeout_, "setting " + quote_keys({key}));
+}
+
+std::string TcpStore::get(const std::string& key) {
+  auto reply = request(uint8_t(Command::Get), {key}, timeout_, quote_keys({key}));
+  KESTREL_CHECK(reply.size() == 1, "rendezvous store: malformed reply to get('", key, "')");
+  return reply[0];
+}
+
+int64_t TcpStore::add(const std::string& key, int64_t delta) {
+  auto reply = request(uint8_t(Command::Add), {key, std::to_string(delta)}, timeout_,
+                       "adding to " + quote_keys({key}));
+  KESTREL_CHECK(reply.size() == 1, "rendezvous store: malformed reply to add('", key, "')");
+  return std::stoll(reply[0]);
+}
+
+void TcpStore::wait(const std::vector<std::string>& keys) { wait(keys, timeout_); }
+
+void TcpStore::wait(const std::vector<std::string>& keys, milliseconds timeout) {
+  request(uint8_t(Command::Wait), keys, timeout, quote_keys(keys));
+}
+
+}  // namespace kestrel::dist

@@ -1,0 +1,258 @@
+#include "dist/gloo_group.h"
+
+#include <gtest/gtest.h>
+
+#include <csignal>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <thread>
+
+#include "dist/env.h"
+#include "kernels/error.h"
+#include "tests/dist/spawn.h"
+#include "tests/support/testing.h"
+
+namespace kestrel::dist {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+const DType kAllTypes[] = {DType::F32, DType::F64, DType::F16, DType::BF16,
+                           DType::I32, DType::I64, DType::U8};
+
+// Small integers: exact in every dtype, and so are their sums over three ranks.
+double value(DType t, int rank, int64_t i) {
+  if (t == DType::U8) return static_cast<double>((i * 5 + rank * 3) % 60);
+  return static_cast<double>((i * 7 + rank * 3) % 11 - 5);
+}
+
+Tensor filled(DType t, int rank, int64_t n) {
+  Tensor x = Tensor::empty({n}, t);
+  for (int64_t i = 0; i < n; ++i) store_from_double(x.data_ptr(), t, i, value(t, rank, i));
+  return x;
+}
+
+// Relative tolerance of one rounding to the dtype (sums are exact; only the average rounds).
+double rounding(DType t) {
+  switch (t) {
+    case DType::F16:
+      return 1e-3;  // 2^-11 relative, with margin
+    case DType::BF16:
+      return 8e-3;  // 2^-8
+    case DType::F32:
+      return 1e-6;
+    default:
+      return 1e-12;
+  }
+}
+
+std::shared_ptr<ProcessGroup> worker_group() {
+  DistFlags flags;
+  if (const char* t = std::getenv("KESTREL_TEST_TIMEOUT"))
+    flags.timeout = std::chrono::seconds(std::atoi(t));
+  else
+    flags.timeout = 10s;
+  return init_process_group("gloo", resolve_dist_options(flags, process_environment()),
+                            Device::cpu());
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+void expect_all_ok(const std::vector<testing::RankResult>& results) {
+  for (const auto& r : results) EXPECT_TRUE(r.ok()) << testing::describe(results);
+}
+
+// --- worker bodies (run as separate processes) ---------------------------------------------------
+
+TEST(GlooWorker, DISABLED_AllReduce) {
+  auto pg = worker_group();
+  const int world = pg->size();
+  for (DType t : kAllTypes) {
+    for (int64_t n : {1, 7, 1001, 300001}) {  // odd sizes; the largest spans several segments
+      for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Average}) {
+        if (op == ReduceOp::Average && !is_floating(t)) continue;
+        Tensor x = filled(t, pg->rank(), n);
+        pg->all_reduce(x, op)->wait();
+        Tensor expected = Tensor::empty({n}, DType::F64);
+        for (int64_t i = 0; i < n; ++i) {
+          double s = 0;
+          for (int r = 0; r < world; ++r) s += value(t, r, i);
+          if (t == DType::U8) s = static_cast<double>(static_cast<uint8_t>(s));  // wraps mod 256
+          expected.data<double>()[i] = op == ReduceOp::Sum ? s : s / world;
+        }
+        const double rtol = op == ReduceOp::Sum ? 0.0 : rounding(t);
+        ASSERT_TRUE(testing::all_close(x, expected, 0.0, rtol))
+            << dtype_name(t) << " n=" << n << (op == ReduceOp::Sum ? " sum" : " average");
+      }
+    }
+  }
+}
+
+TEST(GlooWorker, DISABLED_BroadcastGatherBarrier) {
+  auto pg = worker_group();
+  const int world = pg->size(), rank = pg->rank();
+  for (DType t : kAllTypes) {
+    Tensor x = filled(t, rank, 1001);
+    pg->broadcast(x, 1)->wait();
+    ASSERT_TRUE(testing::all_close(x, filled(t, 1, 1001), 0.0, 0.0)) << dtype_name(t);
+
+    Tensor in = filled(t, rank, 7);
+    Tensor out = Tensor::zeros({world * 7}, t);
+    pg->all_gather(out, in)->wait();
+    for (int r = 0; r < world; ++r)
+      ASSERT_TRUE(testing::all_close(out.slice(0, r * 7, (r + 1) * 7), filled(t, r, 7), 0.0, 0.0))
+          << dtype_name(t) << " block of rank " << r;
+  }
+  // Rank 0 arrives late and leaves a mark first: nobody may pass the barrier before the mark.
+  const std::filesystem::path mark = std::string(std::getenv("KESTREL_TEST_OUT")) + "/mark";
+  if (rank == 0) {
+    std::this_thread::sleep_for(300ms);
+    std::ofstream(mark) << "set";
+  }
+  pg->barrier()->wait();
+  EXPECT_TRUE(std::filesystem::exists(mark)) << "rank " << rank << " left the barrier early";
+}
+
+TEST(GlooWorker, DISABLED_AsyncWorkRunsInIssueOrder) {
+  auto pg = worker_group();
+  const int world = pg->size();
+  std::vector<Tensor> xs;
+  std::vector<std::shared_ptr<Work>> works;
+  for (int k = 0; k < 6; ++k) {
+    xs.push_back(Tensor::full({1000 + 333 * k}, k + 1.0, DType::F32));
+    works.push_back(pg->all_reduce(xs.back()));
+  }
+  Tensor b = Tensor::full({5}, pg->rank() + 10.0, DType::F64);
+  works.push_back(pg->broadcast(b, 0));
+  works.back()->wait();
+  for (auto& w : works) EXPECT_TRUE(w->is_completed());  // FIFO: all earlier ones are done
+  for (int k = 0; k < 6; ++k) {
+    works[k]->wait();
+    EXPECT_TRUE(testing::all_close(
+        xs[k], Tensor::full(xs[k].shape(), (k + 1.0) * world, DType::F32), 0.0, 0.0));
+  }
+  EXPECT_TRUE(testing::all_close(b, Tensor::full({5}, 10.0, DType::F64), 0.0, 0.0));
+}
+
+// Rank 1 dies after the first collective; the others must fail within the timeout, not hang.
+TEST(GlooWorker, DISABLED_PeerDies) {
+  auto pg = worker_group();
+  Tensor x = Tensor::ones({1001});
+  pg->all_reduce(x)->wait();
+  if (pg->rank() == 1) std::raise(SIGKILL);
+  const auto start = Clock::now();
+  const std::string msg = error_of([&] { pg->all_reduce(x)->wait(); });
+  std::cerr << "the expected error: " << msg << std::endl;
+  EXPECT_LT(std::chrono::duration<double>(Clock::now() - start).count(), 3.0 + 2.0);
+  EXPECT_NE(msg.find("rank " + std::to_string(pg->rank()) + ": gloo all_reduce of float32[1001]"),
+            std::string::npos)
+      << msg;
+  EXPECT_NE(msg.find("a peer may have died"), std::string::npos) << msg;
+  // Later collectives fail at once, naming the first failure.
+  const std::string later = error_of([&] { pg->barrier()->wait(); });
+  EXPECT_NE(later.find("earlier collective failed"), std::string::npos) << later;
+}
+
+// Rank 1 stays alive but never joins: rank 0 times out.
+TEST(GlooWorker, DISABLED_PeerStuck) {
+  auto pg = worker_group();
+  if (pg->rank() == 1) {
+    std::this_thread::sleep_for(3s);
+    std::_Exit(0);
+  }
+  Tensor x = Tensor::ones({17});
+  const auto start = Clock::now();
+  const std::string msg = error_of([&] { pg->all_reduce(x)->wait(); });
+  const double took = std::chrono::duration<double>(Clock::now() - start).count();
+  std::cerr << "the expected error: " << msg << std::endl;
+  EXPECT_GE(took, 0.9);
+  EXPECT_LT(took, 2.9);  // before the stuck rank would have woken up
+  EXPECT_NE(msg.find("rank 0: gloo all_reduce"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("timeout 1 s"), std::string::npos) << msg;
+}
+
+// --- tests -------------------------------------------------------------------------------------
+
+TEST(GlooGroup, AllReduceAllTypesAndOddSizes) {
+  expect_all_ok(testing::run_ranks("GlooWorker.DISABLED_AllReduce", 3, testing::free_port()));
+}
+
+TEST(GlooGroup, BroadcastAllGatherBarrier) {
+  const auto dir = testing::temp_dir("gloo");
+  expect_all_ok(testing::run_ranks("GlooWorker.DISABLED_BroadcastGatherBarrier", 3,
+                                   testing::free_port(), {"KESTREL_TEST_OUT=" + dir.string()}));
+  std::filesystem::remove_all(dir);
+}
+
+TEST(GlooGroup, AsyncWorkRunsInIssueOrder) {
+  expect_all_ok(
+      testing::run_ranks("GlooWorker.DISABLED_AsyncWorkRunsInIssueOrder", 2, testing::free_port()));
+}
+
+TEST(GlooGroup, ADeadPeerFailsTheOthersWithinTheTimeout) {
+  const auto results = testing::run_ranks("GlooWorker.DISABLED_PeerDies", 3, testing::free_port(),
+                                          {"KESTREL_TEST_TIMEOUT=3"});
+  EXPECT_TRUE(results[0].ok()) << testing::describe(results);
+  EXPECT_TRUE(results[1].killed_by(SIGKILL)) << testing::describe(results);
+  EXPECT_TRUE(results[2].ok()) << testing::describe(results);
+}
+
+TEST(GlooGroup, AStuckPeerTimesOut) {
+  const auto results = testing::run_ranks("GlooWorker.DISABLED_PeerStuck", 2, testing::free_port(),
+                                          {"KESTREL_TEST_TIMEOUT=1"});
+  EXPECT_TRUE(results[0].ok()) << testing::describe(results);
+}
+
+TEST(GlooGroup, AMissingPeerFailsStartUpWithinTheTimeout) {
+  DistOptions o;
+  o.world_size = 2;  // rank 1 never comes
+  o.master_port = testing::free_port();
+  o.timeout = 1s;
+  const auto start = Clock::now();
+  const std::string msg = error_of([&] { init_process_group("gloo", o, Device::cpu()); });
+  EXPECT_LT(std::chrono::duration<double>(Clock::now() - start).count(), 4.0);
+  EXPECT_NE(msg.find("rank 0: timed out after 1 s waiting for key 'gloo/1'"), std::string::npos)
+      << msg;
+}
+
+TEST(GlooGroup, SingleRankNeedsNoNetworkAndChecksItsInput) {
+  DistOptions o;  // world size 1: no store, no port
+  auto pg = init_process_group("gloo", o, Device::cpu());
+  EXPECT_EQ(pg->backend(), "gloo");
+  Tensor x = Tensor::full({3}, 2.5, DType::BF16);
+  pg->all_reduce(x, ReduceOp::Average)->wait();
+  EXPECT_TRUE(testing::all_close(x, Tensor::full({3}, 2.5, DType::F64), 0.0, 0.0));
+  Tensor out = Tensor::zeros({3}, DType::BF16);
+  pg->all_gather(out, x)->wait();
+  EXPECT_TRUE(testing::all_close(out, x, 0.0, 0.0));
+  pg->barrier()->wait();
+
+  Tensor strided = Tensor::zeros({4, 4}).slice(1, 0, 4, 2);
+  EXPECT_NE(error_of([&] { pg->all_reduce(strided); }).find("contiguous"), std::string::npos);
+  EXPECT_NE(error_of([&] {
+              pg->all_reduce(Tensor::zeros({2}, DType::I32), ReduceOp::Average);
+            }).find("would truncate"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { pg->broadcast(x, 1); }).find("root 1"), std::string::npos);
+  EXPECT_NE(error_of([&] {
+              pg->all_gather(Tensor::zeros({4}, DType::BF16), x);
+            }).find("out must hold 1 x in.numel()"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { init_process_group("mpi", o, Device::cpu()); }).find("unknown backend"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { init_process_group("nccl", o, Device::cpu()); })
+                .find("the nccl backend needs a CUDA device"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace kestrel::dist

@@ -1,0 +1,136 @@
+// The NCCL process group on one GPU (world size 1): every collective, stream ordering between the
+// caller's stream and the communication stream, input checks, and the watchdog's timeout.
+#include <cuda_runtime.h>
+
+#include <thread>
+
+#include "dist/nccl_group.h"
+#include "kernels/error.h"
+#include "tests/support/testing.h"
+
+namespace kestrel::dist {
+namespace {
+
+using namespace std::chrono_literals;
+
+const DType kAllTypes[] = {DType::F32, DType::F64, DType::F16, DType::BF16,
+                           DType::I32, DType::I64, DType::U8};
+
+// Holds a stream for `ms` milliseconds: work queued behind it waits, so ordering becomes visible.
+void block_stream(const Stream& s, int ms) {
+  auto* delay = new int(ms);
+  KESTREL_CHECK(cudaLaunchHostFunc(
+                    s.handle(),
+                    [](void* p) {
+                      std::this_thread::sleep_for(std::chrono::milliseconds(*static_cast<int*>(p)));
+                      delete static_cast<int*>(p);
+                    },
+                    delay) == cudaSuccess,
+                "cudaLaunchHostFunc failed");
+}
+
+std::shared_ptr<ProcessGroup> one_rank_group(std::chrono::seconds timeout = 30s) {
+  DistOptions o;
+  o.timeout = timeout;
+  return init_process_group("nccl", o, Device::cuda(0));
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(NcclGroup, CollectivesOnEveryDtype) {
+  KESTREL_SKIP_WITHOUT_CUDA();
+  auto pg = one_rank_group();
+  EXPECT_EQ(pg->backend(), "nccl");
+  const Device gpu = Device::cuda(0);
+  for (DType t : kAllTypes) {
+    // Values in [0, 50): exact in every dtype, u8 included.
+    Tensor host = testing::random_tensor({1001}, 7, DType::F64, 0.0, 50.0).to(DType::I32).to(t);
+    Tensor x = host.to(gpu);
+    pg->all_reduce(x)->wait();  // one rank: the sum is the value itself
+    EXPECT_TRUE(testing::all_close(x, host, 0.0, 0.0)) << dtype_name(t);
+    if (is_floating(t)) {
+      pg->all_reduce(x, ReduceOp::Average)->wait();
+      EXPECT_TRUE(testing::all_close(x, host, 0.0, 0.0)) << dtype_name(t);
+    }
+    pg->broadcast(x, 0)->wait();
+    EXPECT_TRUE(testing::all_close(x, host, 0.0, 0.0)) << dtype_name(t);
+    Tensor out = Tensor::zeros({1001}, t, gpu);
+    pg->all_gather(out, x)->synchronize();
+    EXPECT_TRUE(testing::all_close(out, host, 0.0, 0.0)) << dtype_name(t);
+  }
+  auto b = pg->barrier();
+  b->wait();
+  EXPECT_TRUE(b->is_completed());
+}
+
+TEST(NcclGroup, CollectivesFollowTheCallersStream) {
+  KESTREL_SKIP_WITHOUT_CUDA();
+  auto pg = one_rank_group();
+  const Device gpu = Device::cuda(0);
+  Stream compute = Stream::create(gpu);
+  StreamGuard guard(compute);
+  Tensor in = Tensor::zeros({4097}, DType::F32, gpu);
+  Tensor out = Tensor::zeros({4097}, DType::F32, gpu);
+  compute.synchronize();
+  // The fill runs only after 300 ms; an all_gather that did not wait for it would copy zeros.
+  block_stream(compute, 300);
+  in.fill_(7.0);
+  auto work = pg->all_gather(out, in);
+  EXPECT_FALSE(work->is_completed());
+  work->wait();  // the compute stream now waits for the gather, the host does not
+  Tensor result = Tensor::empty({4097}, DType::F32, gpu);
+  result.copy_(out);  // on the compute stream, after the gather
+  EXPECT_TRUE(testing::all_close(result, Tensor::full({4097}, 7.0, DType::F64), 0.0, 0.0));
+  EXPECT_TRUE(work->is_completed());
+}
+
+TEST(NcclGroup, RefusesTensorsItCannotWorkOn) {
+  KESTREL_SKIP_WITHOUT_CUDA();
+  auto pg = one_rank_group();
+  const Device gpu = Device::cuda(0);
+  EXPECT_NE(error_of([&] { pg->all_reduce(Tensor::zeros({3})); }).find("cuda:0 tensors"),
+            std::string::npos);
+  Tensor strided = Tensor::zeros({4, 4}, DType::F32, gpu).slice(1, 0, 4, 2);
+  EXPECT_NE(error_of([&] { pg->all_reduce(strided); }).find("contiguous"), std::string::npos);
+  EXPECT_NE(error_of([&] {
+              pg->all_reduce(Tensor::zeros({2}, DType::I64, gpu), ReduceOp::Average);
+            }).find("would truncate"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { pg->broadcast(Tensor::zeros({2}, DType::F32, gpu), 1); }).find("root 1"),
+            std::string::npos);
+  EXPECT_THROW(init_process_group("nccl", DistOptions{}, Device::cpu()), Error);
+}
+
+// Runs last: the group it aborts stays aborted. A collective stuck behind a blocked stream for
+// longer than the timeout is aborted by the watchdog, and waiting on it throws instead of hanging.
+TEST(NcclGroup, WatchdogAbortsAStuckCollective) {
+  KESTREL_SKIP_WITHOUT_CUDA();
+  auto pg = one_rank_group(1s);
+  const Device gpu = Device::cuda(0);
+  Stream compute = Stream::create(gpu);
+  StreamGuard guard(compute);
+  Tensor x = Tensor::ones({64}, DType::F32, gpu);
+  compute.synchronize();
+  block_stream(compute, 3000);
+  auto work = pg->all_reduce(x);
+  const auto start = std::chrono::steady_clock::now();
+  const std::string msg = error_of([&] { work->synchronize(); });
+  const double took =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_LT(took, 2.9);  // before the stream would have unblocked by itself
+  EXPECT_NE(msg.find("rank 0: timed out after 1 s waiting for NCCL all_reduce of float32[64]"),
+            std::string::npos)
+      << msg;
+  EXPECT_NE(error_of([&] { pg->barrier(); }).find("failed earlier"), std::string::npos);
+  compute.synchronize();  // let the blocked stream drain before the tensors go away
+}
+
+}  // namespace
+}  // namespace kestrel::dist

@@ -1,0 +1,299 @@
+// The Reducer on in-process ranks (tests/dist/fake_group.h): bucket layout, in-order launching,
+// averaging, overlap, accumulation, unused parameters, re-layout, misuse.
+//
+// The model is a chain of elementwise products, loss = sum(x * w_0 * w_1 * ... * w_{k-1}), whose
+// gradients are known in closed form: dL/dw_j = x * prod_{i != j} w_i. Backward reaches w_{k-1}
+// first and w_0 last, so the reverse registration order is also the arrival order unless a test
+// multiplies in another order on purpose.
+#include "dist/reducer.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "dist/reducer_state.h"
+#include "engine/ops/elementwise.h"
+#include "engine/ops/reduce.h"
+#include "tests/dist/fake_group.h"
+#include "tests/support/testing.h"
+
+namespace kestrel::dist {
+namespace {
+
+using testing::FakeGroup;
+using testing::run_ranks;
+
+constexpr int64_t kN = 16;  // elements per parameter: 128 bytes in float64
+
+struct Chain {
+  std::vector<Tensor> w;
+  NamedTensors named;
+};
+
+// Identical parameters on every rank (same seed), as after the initial broadcast.
+Chain make_chain(int k) {
+  Chain c;
+  for (int i = 0; i < k; ++i) {
+    Tensor w = kestrel::testing::random_tensor({kN}, 100 + i, DType::F64, 0.5, 1.5);
+    w.set_requires_grad(true);
+    c.w.push_back(w);
+    std::string name = "w";
+    name += std::to_string(i);  // (GCC 12 warns falsely about "w" + to_string)
+    c.named.push_back({name, w});
+  }
+  return c;
+}
+
+Tensor rank_input(int rank, int micro = 0) {
+  return kestrel::testing::random_tensor({kN}, 7 + 31 * rank + 1000 * micro, DType::F64);
+}
+
+// sum(x * w_order[0] * w_order[1] * ...); backward reaches the last factor first.
+Tensor chain_loss(const Chain& c, const Tensor& x, const std::vector<int>& order) {
+  Tensor y = x;
+  for (int i : order) y = ops::mul(y, c.w[i]);
+  return ops::sum_all(y);
+}
+
+std::vector<int> forward_order(int k) {
+  std::vector<int> o(k);
+  for (int i = 0; i < k; ++i) o[i] = i;
+  return o;
+}
+
+// dL/dw_j for one input, in double, independent of autograd.
+std::vector<double> expected_grad(const Chain& c, const Tensor& x, int j) {
+  std::vector<double> g = x.to_double_vector();
+  for (size_t i = 0; i < c.w.size(); ++i)
+    if (static_cast<int>(i) != j) {
+      const std::vector<double> w = c.w[i].to_double_vector();
+      for (int64_t e = 0; e < kN; ++e) g[e] *= w[e];
+    }
+  return g;
+}
+
+void expect_near(const std::vector<double>& got, const std::vector<double>& want) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-12) << "element " << i;
+}
+
+// The average over ranks of dL/dw_j, summed over `micro` micro-batches per rank.
+std::vector<double> averaged_grad(const Chain& c, int ranks, int j, int micro = 1) {
+  std::vector<double> sum(kN, 0.0);
+  for (int r = 0; r < ranks; ++r)
+    for (int m = 0; m < micro; ++m) {
+      const std::vector<double> g = expected_grad(c, rank_input(r, m), j);
+      for (int64_t e = 0; e < kN; ++e) sum[e] += g[e] / ranks;
+    }
+  return sum;
+}
+
+ReducerOptions one_param_per_bucket() {
+  ReducerOptions o;
+  o.bucket_cap_mb = 200.0 / (1024.0 * 1024.0);  // 200 bytes: one 128-byte parameter per bucket
+  return o;
+}
+
+TEST(BucketPlanTest, PacksGroupsInOrderAndCutsAtTheCap) {
+  // Parameters 0..4; 1 and 3 are of a second dtype group; 4 exceeds the cap on its own.
+  const std::vector<ParamInfo> params = {{10, 4, 0}, {6, 8, 1}, {10, 4, 0}, {6, 8, 1}, {40, 4, 0}};
+  const BucketPlan plan = BucketPlan::build(params, {4, 3, 2, 1, 0}, 96);
+  ASSERT_EQ(plan.buckets.size(), 3u);
+  // Bucket 0: param 4 alone (160 bytes > cap); param 2 would overflow it and opens bucket 2.
+  // Bucket 1: group 1, params 3 and 1 (exactly 96 bytes). Bucket 2: params 2 and 0 (80 bytes).
+  EXPECT_EQ(plan.buckets[0].params, std::vector<int>({4}));
+  EXPECT_EQ(plan.buckets[1].params, std::vector<int>({3, 1}));
+  EXPECT_EQ(plan.buckets[2].params, std::vector<int>({2, 0}));
+  EXPECT_EQ(plan.buckets[1].group, 1);
+  EXPECT_EQ(plan.group_numel, std::vector<int64_t>({60, 12}));
+  EXPECT_EQ(plan.slots[4].offset, 0);
+  EXPECT_EQ(plan.slots[2].offset, 40);
+  EXPECT_EQ(plan.slots[0].offset, 50);
+  EXPECT_EQ(plan.slots[1].offset, 6);
+  EXPECT_EQ(plan.buckets[2].offset, 40);
+  EXPECT_EQ(plan.buckets[2].numel, 20);
+  EXPECT_THROW(BucketPlan::build(params, {0, 1, 2, 3, 3}, 96), Error);
+  EXPECT_THROW(BucketPlan::build(params, {0, 1, 2, 3, 4}, 0), Error);
+}
+
+TEST(ReadyTrackerTest, LaunchesBucketsStrictlyInIndexOrder) {
+  const std::vector<ParamInfo> params(4, ParamInfo{4, 4, 0});
+  const BucketPlan plan = BucketPlan::build(params, {0, 1, 2, 3}, 32);  // [0,1] [2,3]
+  ASSERT_EQ(plan.buckets.size(), 2u);
+  ReadyTracker t(&plan);
+  EXPECT_TRUE(t.mark_ready(3).empty());
+  EXPECT_TRUE(t.mark_ready(2).empty());  // bucket 1 complete, but bucket 0 goes first
+  EXPECT_TRUE(t.bucket_ready(1));
+  EXPECT_TRUE(t.mark_ready(0).empty());
+  EXPECT_EQ(t.mark_ready(1), std::vector<int>({0, 1}));
+  EXPECT_TRUE(t.all_launched());
+  EXPECT_THROW(t.mark_ready(1), Error);
+  EXPECT_EQ(t.arrivals(), std::vector<int>({3, 2, 0, 1}));
+  t.reset();
+  EXPECT_EQ(t.unready_params(), std::vector<int>({0, 1, 2, 3}));
+}
+
+TEST(ReducerTest, AveragesGradientsInPlaceInsideOneFlatBuffer) {
+  constexpr int kRanks = 3, kParams = 5;
+  run_ranks(kRanks, [&](std::shared_ptr<FakeGroup> group) {
+    Chain c = make_chain(kParams);
+    Reducer reducer(c.named, group, one_param_per_bucket());
+    EXPECT_EQ(reducer.bucket_layout().size(), static_cast<size_t>(kParams));
+    for (int step = 0; step < 2; ++step) {
+      reducer.zero_grad();
+      reducer.prepare_for_backward();
+      chain_loss(c, rank_input(group->rank()), forward_order(kParams)).backward();
+      reducer.finalize();
+      for (int j = 0; j < kParams; ++j) {
+        SCOPED_TRACE("w" + std::to_string(j) + " step " + std::to_string(step));
+        expect_near(c.w[j].grad().to_double_vector(), averaged_grad(c, kRanks, j));
+        // AccumulateGrad added into the reducer's view: one storage holds every gradient.
+        EXPECT_EQ(c.w[j].grad().storage(), c.w[0].grad().storage());
+      }
+    }
+    EXPECT_EQ(group->all_reduces, 2 * kParams);
+    EXPECT_TRUE(reducer.unused_parameters().empty());
+  });
+}
+
+TEST(ReducerTest, OverlapLaunchesBucketsBeforeBackwardEndsAndNoOverlapAfter) {
+  constexpr int kRanks = 2, kParams = 6;
+  for (bool overlap : {true, false}) {
+    SCOPED_TRACE(overlap ? "overlap" : "no overlap");
+    run_ranks(kRanks, [&](std::shared_ptr<FakeGroup> group) {
+      Chain c = make_chain(kParams);
+      ReducerOptions options = one_param_per_bucket();
+      options.overlap = overlap;
+      Reducer reducer(c.named, group, options);
+      reducer.prepare_for_backward();
+      chain_loss(c, rank_input(group->rank()), forward_order(kParams)).backward();
+      reducer.finalize();
+      const StepTimeline& t = reducer.last_timeline();
+      ASSERT_EQ(t.buckets.size(), static_cast<size_t>(kParams));
+      for (const BucketTiming& b : t.buckets) {
+        EXPECT_GE(b.ready_us, t.backward_start_us);
+        EXPECT_GE(b.launch_us, b.ready_us);
+        EXPECT_GE(b.done_us, b.launch_us);
+        EXPECT_LE(b.done_us, t.finalize_end_us);
+      }
+      if (overlap) {
+        // Every bucket but the last is launched while backward still has parameters to reach.
+        for (int b = 0; b + 1 < kParams; ++b) EXPECT_LT(t.buckets[b].launch_us, t.backward_end_us);
+        EXPECT_GT(overlap_efficiency(t), 0.0);
+      } else {
+        for (const BucketTiming& b : t.buckets) EXPECT_GE(b.launch_us, t.backward_end_us);
+        EXPECT_EQ(overlap_efficiency(t), 0.0);
+      }
+      for (int j = 0; j < kParams; ++j)
+        expect_near(c.w[j].grad().to_double_vector(), averaged_grad(c, kRanks, j));
+    });
+  }
+}
+
+TEST(ReducerTest, NoSyncAccumulatesLocallyAndTheSyncStepReducesTheSum) {
+  constexpr int kRanks = 2, kParams = 3, kMicro = 3;
+  run_ranks(kRanks, [&](std::shared_ptr<FakeGroup> group) {
+    Chain c = make_chain(kParams);
+    Reducer reducer(c.named, group, one_param_per_bucket());
+    {
+      NoSyncGuard no_sync(reducer);
+      for (int m = 0; m + 1 < kMicro; ++m) {
+        reducer.prepare_for_backward();  // no-ops while sync is off
+        chain_loss(c, rank_input(group->rank(), m), forward_order(kParams)).backward();
+        reducer.finalize();
+      }
+    }
+    EXPECT_EQ(group->all_reduces, 0);
+    reducer.prepare_for_backward();
+    chain_loss(c, rank_input(group->rank(), kMicro - 1), forward_order(kParams)).backward();
+    reducer.finalize();
+    EXPECT_EQ(group->all_reduces, kParams);
+    for (int j = 0; j < kParams; ++j)
+      expect_near(c.w[j].grad().to_double_vector(), averaged_grad(c, kRanks, j, kMicro));
+  });
+}
+
+TEST(ReducerTest, UnusedParametersAreReducedAtFinalizeInsteadOfHanging) {
+  constexpr int kRanks = 2, kParams = 4;
+  run_ranks(kRanks, [&](std::shared_ptr<FakeGroup> group) {
+    Chain c = make_chain(kParams);
+    Reducer reducer(c.named, group, one_param_per_bucket());
+    reducer.prepare_for_backward();
+    // w1 takes no part in this forward.
+    chain_loss(c, rank_input(group->rank()), {0, 2, 3}).backward();
+    reducer.finalize();
+    EXPECT_EQ(reducer.unused_parameters(), std::vector<std::string>({"w1"}));
+    expect_near(c.w[1].grad().to_double_vector(), std::vector<double>(kN, 0.0));
+    // The used parameters' gradients are those of the three-factor chain.
+    Chain used;
+    for (int i : {0, 2, 3}) used.w.push_back(c.w[i]);
+    for (int u = 0; u < 3; ++u)
+      expect_near(c.w[u == 0 ? 0 : u + 1].grad().to_double_vector(),
+                  averaged_grad(used, kRanks, u));
+    EXPECT_EQ(group->all_reduces, kParams);
+  });
+}
+
+TEST(ReducerTest, RelaysOutBucketsOnceInTheObservedArrivalOrder) {
+  constexpr int kRanks = 2, kParams = 4;
+  run_ranks(kRanks, [&](std::shared_ptr<FakeGroup> group) {
+    Chain c = make_chain(kParams);
+    Reducer reducer(c.named, group, one_param_per_bucket());
+    using Layout = std::vector<std::vector<std::string>>;
+    EXPECT_EQ(reducer.bucket_layout(), Layout({{"w3"}, {"w2"}, {"w1"}, {"w0"}}));
+    // Multiplying in reverse makes backward reach w0 first.
+    const std::vector<int> order = {3, 2, 1, 0};
+    for (int step = 0; step < 2; ++step) {
+      reducer.zero_grad();
+      reducer.prepare_for_backward();
+      chain_loss(c, rank_input(group->rank()), order).backward();
+      reducer.finalize();
+      EXPECT_EQ(reducer.bucket_layout(), Layout({{"w0"}, {"w1"}, {"w2"}, {"w3"}}));
+      // Gradients survive the move into the new layout, and the next step fills it correctly.
+      for (int j = 0; j < kParams; ++j)
+        expect_near(c.w[j].grad().to_double_vector(), averaged_grad(c, kRanks, j));
+    }
+    // Step 2 launched bucket 0 (w0, first to arrive) before backward ended.
+    const StepTimeline& t = reducer.last_timeline();
+    EXPECT_LT(t.buckets[0].launch_us, t.backward_end_us);
+    EXPECT_EQ(group->broadcasts, 1);  // rank 0's order, once
+  });
+}
+
+TEST(ReducerTest, RestoresTheViewWhenAnOptimizerResetGrad) {
+  run_ranks(2, [&](std::shared_ptr<FakeGroup> group) {
+    Chain c = make_chain(2);
+    Reducer reducer(c.named, group);
+    c.w[0].set_grad(Tensor());  // "set_to_none": AccumulateGrad will allocate a fresh tensor
+    reducer.prepare_for_backward();
+    chain_loss(c, rank_input(group->rank()), forward_order(2)).backward();
+    reducer.finalize();
+    EXPECT_EQ(c.w[0].grad().storage(), c.w[1].grad().storage());
+    expect_near(c.w[0].grad().to_double_vector(), averaged_grad(c, 2, 0));
+  });
+}
+
+TEST(ReducerTest, RefusesMisuseWithClearErrors) {
+  run_ranks(1, [&](std::shared_ptr<FakeGroup> group) {
+    Chain c = make_chain(2);
+    Reducer reducer(c.named, group);
+    // Backward without prepare_for_backward(): the hook refuses.
+    EXPECT_THROW(chain_loss(c, rank_input(0), forward_order(2)).backward(), Error);
+    reducer.prepare_for_backward();
+    EXPECT_THROW(reducer.prepare_for_backward(), Error);
+    EXPECT_THROW(reducer.zero_grad(), Error);
+    chain_loss(c, rank_input(0), forward_order(2)).backward();
+    // A second backward in the same step would race the launched buckets.
+    EXPECT_THROW(chain_loss(c, rank_input(0), forward_order(2)).backward(), Error);
+    reducer.finalize();
+    EXPECT_THROW(reducer.finalize(), Error);
+    Tensor frozen = Tensor::zeros({3});
+    EXPECT_THROW(Reducer({{"frozen", frozen}}, group), Error);
+    ReducerOptions bad;
+    bad.bucket_cap_mb = 0;
+    EXPECT_THROW(Reducer(c.named, group, bad), Error);
+  });
+}
+
+}  // namespace
+}  // namespace kestrel::dist
