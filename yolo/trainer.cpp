@@ -16,6 +16,7 @@
 #include "dist/env.h"
 #include "dist/reducer.h"
 #include "dist/sync_batchnorm.h"
+#include "dist/timeline.h"
 #include "engine/allocator.h"
 #include "engine/autograd.h"
 #include "engine/ops/elementwise.h"
@@ -458,11 +459,18 @@ int train(const TrainOptions& requested) {
   Generator scale_gen(o.seed + 1 + rank.rank, 11);
   const bool tty = isatty(STDOUT_FILENO);
   data::BatchUploader uploader(device);
+  dist::NamedTensors device_buffers;
+  for (auto& b : model->named_buffers())
+    if (b.second.device() == device) device_buffers.push_back(b);
+  std::unique_ptr<dist::TraceWriter> trace;
+  if (!o.trace.empty()) trace = std::make_unique<dist::TraceWriter>(rank.rank);
 
   for (int epoch = start_epoch; epoch < o.epochs && !stopped; ++epoch) {
     model->train(true);
     loader.start_epoch(epoch);
     double mloss[3] = {0, 0, 0};
+    double overlap_sum = 0;
+    int64_t overlap_steps = 0;
     int64_t seen_batches = 0, epoch_nan = 0;
     out.line(str("\n", std::string(6, ' '), "Epoch    GPU_mem   box_loss   obj_loss   cls_loss  Instances       Size"));
     const auto t_epoch = Clock::now();
@@ -481,6 +489,7 @@ int train(const TrainOptions& requested) {
       Tensor x = ops::images_to_input(db.images, compute);
 
       const bool step_now = schedule.step_due(ni);
+      if (reducer && !o.sync_bn) dist::broadcast_tensors(*rank.group, device_buffers, 0);  // DDP broadcast_buffers
       if (reducer) {
         reducer->set_sync(step_now);
         reducer->prepare_for_backward();
@@ -496,7 +505,15 @@ int train(const TrainOptions& requested) {
         continue;
       }
       scaler.scale(total).backward();
-      if (reducer) reducer->finalize();
+      if (reducer) {
+        reducer->finalize();
+        if (step_now) {
+          const dist::StepTimeline& t = reducer->last_timeline();
+          overlap_sum += dist::overlap_efficiency(t);
+          ++overlap_steps;
+          if (trace) trace->add(t);
+        }
+      }
 
       if (step_now) {
         scaler.unscale(optimizer);
@@ -532,6 +549,20 @@ int train(const TrainOptions& requested) {
                   " produced a NaN/Inf loss; lower lr0 (--hyp), use --amp off or check the labels");
     if (epoch_nan) out.line("WARNING: ", epoch_nan, " steps with a NaN/Inf loss were skipped this epoch");
 
+    if (rank.world > 1) {
+      // Every rank must hold the same model and optimizer state: compare checksums, abort loudly.
+      dist::NamedTensors state = model->named_parameters();
+      for (auto& t : optimizer.state_tensors())
+        if (t.second.device() == device) state.push_back(t);
+      dist::check_sync(*rank.group, state, str("parameters and optimizer state after epoch ", epoch));
+      if (overlap_steps)
+        out.line(str("DDP: ", rank.world, " ranks, overlap efficiency ",
+                     short_number(100.0 * overlap_sum / overlap_steps), "% of all-reduce time hidden behind backward"));
+      if (trace) {
+        const std::string path = rank.world > 1 ? str(o.trace, ".rank", rank.rank) : o.trace;
+        trace->write(path);
+      }
+    }
     std::vector<double> lrs;
     for (const auto& g : optimizer.groups()) lrs.push_back(g.lr);
     schedule.epoch_end();
