@@ -9,7 +9,7 @@ packages=(
   libopenblas-dev
   libyaml-cpp-dev
   libgloo-dev
-  libopencv-core-dev libopencv-imgproc-dev libopencv-imgcodecs-dev
+  libopencv-core-dev libopencv-imgproc-dev
   libturbojpeg0-dev libpng-dev
   patchelf xz-utils
 )

@@ -55,6 +55,7 @@ class JsonLinesReporter : public benchmark::BenchmarkReporter {
         if (double peak = counter("peak_flop_per_s"); peak > 0)
           std::printf(",\"pct_peak_flops\":%.1f", 100.0 * fl / peak);
       }
+      if (double ips = counter("images_per_s"); ips > 0) std::printf(",\"images_per_s\":%.1f", ips);
       if (std::string algo = label_field(r.report_label, "algo"); !algo.empty())
         std::printf(",\"algo\":\"%s\"", escape(algo).c_str());
       std::printf("}\n");

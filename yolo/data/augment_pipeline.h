@@ -1,0 +1,90 @@
+// One sample the way the reference's LoadImagesAndLabels.__getitem__ makes it: mosaic (+ mixup)
+// and random perspective when training, letterbox to the image size or the rectangular batch
+// shape otherwise, then HSV and flips when training; the image comes out RGB. The images can be
+// kept in RAM (--cache ram). Every random draw comes from the Generator of (seed, rank, epoch,
+// index), so a sample does not depend on which thread makes it or when.
+#pragma once
+#include <array>
+#include <cstdint>
+#include <opencv2/core.hpp>
+#include <string>
+#include <vector>
+
+#include "engine/random.h"
+#include "yolo/data/augment.h"
+#include "yolo/data/image_io.h"
+#include "yolo/data/records.h"
+#include "yolo/hyp.h"
+
+namespace kestrel::yolo::data {
+
+struct PipelineOptions {
+  int img_size = 640;   // a multiple of stride
+  bool augment = false;  // training augmentations (mosaic, perspective, HSV, flips, mixup)
+  bool rect = false;     // rectangular batches (sorted by aspect ratio); disables mosaic
+  int batch_size = 16;   // only shapes rect batches
+  int stride = 32;
+  double pad = 0.0;      // rect shape padding in strides: 0.0 for training, 0.5 for validation
+  Hyp hyp;
+};
+
+// What evaluation needs to map boxes back to the original image (the reference's `shapes`):
+// original size, load_image's resize ratio (h / h0, w / w0) and the letterbox padding (dw, dh).
+struct SampleShapes {
+  int h0 = 0, w0 = 0;
+  double ratio_h = 1, ratio_w = 1;
+  double pad_w = 0, pad_h = 0;
+};
+
+struct Sample {
+  cv::Mat image;                 // RGB, 8-bit, H x W x 3, contiguous
+  std::vector<LabelBox> labels;  // normalised to `image`
+  std::string path;
+  bool has_shapes = false;       // false for mosaics (the reference's shapes = None)
+  SampleShapes shapes;
+};
+
+// The Generator of one sample: stream (epoch << 32) + index of seed + 1 + rank, so ranks draw
+// different augmentations and any (epoch, index) is reproducible on its own.
+Generator sample_generator(uint64_t seed, int rank, int64_t epoch, int64_t index);
+
+class AugmentPipeline {
+ public:
+  // With rect, the records are reordered by aspect ratio (indices refer to that order).
+  AugmentPipeline(std::vector<ImageRecord> records, PipelineOptions options);
+
+  int64_t size() const { return static_cast<int64_t>(records_.size()); }
+  const ImageRecord& record(int64_t index) const;
+  const PipelineOptions& options() const { return options_; }
+  // Per rect batch (batch = index / batch_size): letterbox shape (height, width); empty without
+  // rect.
+  const std::vector<std::array<int, 2>>& batch_shapes() const { return batch_shapes_; }
+
+  // --cache ram: decodes and resizes every image once, on `threads` threads, and keeps them.
+  // Returns false (and caches nothing) when the resized images would not fit in 90% of the
+  // available memory, as the reference falls back. Not thread-safe with get(): call it before
+  // loading starts.
+  bool cache_images(int threads);
+  bool cached() const { return !cache_.empty(); }
+  // Bytes the cache holds (or would hold: computed from the records' sizes).
+  int64_t cache_bytes() const;
+
+  // The image of `index` at long side img_size (from the cache when there is one).
+  LoadedImage load(int64_t index) const;
+  // The sample of `index`. Thread-safe; errors name the file.
+  Sample get(int64_t index, Generator& gen) const;
+
+ private:
+  struct Canvas {
+    cv::Mat image;  // BGR
+    std::vector<PixelBox> boxes;
+  };
+  Canvas load_mosaic(int64_t index, Generator& gen) const;
+
+  std::vector<ImageRecord> records_;
+  PipelineOptions options_;
+  std::vector<std::array<int, 2>> batch_shapes_;
+  std::vector<LoadedImage> cache_;
+};
+
+}  // namespace kestrel::yolo::data

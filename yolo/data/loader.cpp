@@ -1,0 +1,220 @@
+#include "yolo/data/loader.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "kernels/error.h"
+
+namespace kestrel::yolo::data {
+
+EpochOrder sequential_order(int64_t n) {
+  return {n, [n](int64_t) {
+            std::vector<int64_t> all(n);
+            for (int64_t i = 0; i < n; ++i) all[i] = i;
+            return all;
+          }};
+}
+
+EpochOrder distributed_order(const DistributedSampler& sampler) {
+  return {sampler.num_samples(), [sampler](int64_t epoch) {
+            DistributedSampler at_epoch = sampler;
+            at_epoch.set_epoch(epoch);
+            return at_epoch.indices();
+          }};
+}
+
+Loader::Loader(std::shared_ptr<const AugmentPipeline> pipeline, LoaderOptions options,
+               EpochOrder order)
+    : pipeline_(std::move(pipeline)), options_(options), order_(std::move(order)) {
+  KESTREL_CHECK(pipeline_ != nullptr, "data loader: no pipeline given");
+  KESTREL_CHECK(options_.batch_size > 0, "data loader: batch size must be positive, got ",
+                options_.batch_size);
+  KESTREL_CHECK(options_.workers >= 0 && options_.prefetch >= 0,
+                "data loader: workers and prefetch must be >= 0, got ", options_.workers, " and ",
+                options_.prefetch);
+  KESTREL_CHECK(order_.samples >= 0 && order_.indices, "data loader: needs an epoch order");
+  pinned_ = options_.pin_memory && cuda_available();
+  for (int i = 0; i < options_.workers; ++i) threads_.emplace_back([this] { work(); });
+}
+
+Loader::~Loader() {
+  {
+    std::lock_guard lock(mutex_);
+    stop_ = true;
+    ++generation_;  // batches being built give up at their next sample
+  }
+  work_ready_.notify_all();
+  for (std::thread& t : threads_) t.join();
+}
+
+int64_t Loader::len() const {
+  return (order_.samples + options_.batch_size - 1) / options_.batch_size;
+}
+
+std::vector<int64_t> Loader::checked_order(int64_t epoch) const {
+  std::vector<int64_t> order = order_.indices(epoch);
+  KESTREL_CHECK(static_cast<int64_t>(order.size()) == order_.samples, "data loader: the order of ",
+                "epoch ", epoch, " has ", order.size(), " samples, expected ", order_.samples);
+  for (int64_t i : order)
+    KESTREL_CHECK(i >= 0 && i < pipeline_->size(), "data loader: epoch ", epoch, " asks for ",
+                  "sample ", i, " of a dataset of ", pipeline_->size());
+  return order;
+}
+
+std::vector<int64_t> Loader::batch_samples(const std::vector<int64_t>& order, int64_t b) const {
+  const int64_t begin = b * options_.batch_size;
+  const int64_t end = std::min<int64_t>(begin + options_.batch_size, order.size());
+  return {order.begin() + begin, order.begin() + end};
+}
+
+std::optional<Batch> Loader::build(int64_t b, const std::vector<int64_t>& samples, int64_t epoch,
+                                   const std::function<bool()>& cancelled) const {
+  std::vector<Sample> made;
+  made.reserve(samples.size());
+  for (int64_t index : samples) {
+    if (cancelled()) return std::nullopt;
+    Generator gen = sample_generator(options_.seed, options_.rank, epoch, index);
+    made.push_back(pipeline_->get(index, gen));
+  }
+  const int64_t n = static_cast<int64_t>(made.size());
+  const int h = made.front().image.rows, w = made.front().image.cols;
+  int64_t rows = 0;
+  for (const Sample& s : made) {
+    KESTREL_CHECK(s.image.rows == h && s.image.cols == w, "data loader: batch ", b, " mixes ",
+                  made.front().path, " (", w, "x", h, ") with ", s.path, " (", s.image.cols, "x",
+                  s.image.rows, "); rectangular batches need the dataset's own (sequential) order");
+    rows += static_cast<int64_t>(s.labels.size());
+  }
+  Batch out;
+  out.index = b;
+  out.images = Tensor::empty({n, h, w, 3}, DType::U8, Device::cpu(), pinned_);
+  // Targets are pinned too: a pageable source would make the upload synchronous.
+  out.targets = Tensor::empty({rows, 6}, DType::F32, Device::cpu(), pinned_);
+  auto* pixels = out.images.data<uint8_t>();
+  auto* t = out.targets.data<float>();
+  const size_t image_bytes = static_cast<size_t>(h) * w * 3;
+  for (int64_t i = 0; i < n; ++i) {
+    const Sample& s = made[i];
+    const cv::Mat img = s.image.isContinuous() ? s.image : s.image.clone();
+    std::memcpy(pixels + i * image_bytes, img.data, image_bytes);
+    for (const LabelBox& l : s.labels) {
+      const float row[6] = {static_cast<float>(i), static_cast<float>(l.cls), l.x, l.y, l.w, l.h};
+      std::memcpy(t, row, sizeof(row));
+      t += 6;
+    }
+    out.paths.push_back(s.path);
+    out.shapes.push_back(s.has_shapes ? std::optional<SampleShapes>(s.shapes) : std::nullopt);
+  }
+  return out;
+}
+
+Batch Loader::build_batch(int64_t epoch, int64_t b) const {
+  KESTREL_CHECK(b >= 0 && b < len(), "data loader: batch ", b, " outside [0, ", len(), ")");
+  return *build(b, batch_samples(checked_order(epoch), b), epoch, [] { return false; });
+}
+
+void Loader::start_epoch(int64_t epoch) {
+  KESTREL_CHECK(epoch >= 0, "data loader: epoch must be >= 0, got ", epoch);
+  std::vector<int64_t> order = checked_order(epoch);
+  std::unique_lock lock(mutex_);
+  // Abandon the previous epoch: drop its ready batches and let the batches being built finish
+  // (they stop at their next sample) before the counters are reset.
+  ++generation_;
+  ready_.clear();
+  batch_ready_.wait(lock, [&] { return in_flight_ == 0; });
+  indices_ = std::move(order);
+  epoch_ = epoch;
+  claimed_ = delivered_ = 0;
+  batches_ = len();
+  failed_ = false;
+  lock.unlock();
+  work_ready_.notify_all();
+}
+
+void Loader::work() {
+  // At most workers + prefetch batches are claimed and not yet handed out.
+  const int64_t window = options_.workers + options_.prefetch;
+  std::unique_lock lock(mutex_);
+  for (;;) {
+    work_ready_.wait(lock, [&] {
+      return stop_ || (!failed_ && claimed_ < batches_ && claimed_ - delivered_ < window);
+    });
+    if (stop_) return;
+    const int64_t b = claimed_++;
+    const uint64_t generation = generation_;
+    const int64_t epoch = epoch_;
+    const std::vector<int64_t> samples = batch_samples(indices_, b);
+    ++in_flight_;
+    lock.unlock();
+    Slot slot;
+    try {
+      slot.batch = build(b, samples, epoch, [&] { return generation_ != generation; });
+    } catch (const Error&) {
+      slot.error = std::current_exception();
+    } catch (const std::exception& e) {
+      slot.error = std::make_exception_ptr(Error(str("data loader: batch ", b, ": ", e.what())));
+    }
+    lock.lock();
+    --in_flight_;
+    if (generation == generation_ && (slot.batch || slot.error)) ready_[b] = std::move(slot);
+    batch_ready_.notify_all();
+  }
+}
+
+std::optional<Batch> Loader::next() {
+  std::unique_lock lock(mutex_);
+  KESTREL_CHECK(epoch_ >= 0, "data loader: call start_epoch(epoch) before next()");
+  if (failed_ || delivered_ >= batches_) return std::nullopt;
+  const int64_t b = delivered_;
+  if (threads_.empty()) {  // no workers: build it here
+    const std::vector<int64_t> samples = batch_samples(indices_, b);
+    const int64_t epoch = epoch_;
+    ++delivered_;
+    lock.unlock();
+    try {
+      return build(b, samples, epoch, [] { return false; });
+    } catch (...) {
+      lock.lock();
+      failed_ = true;
+      throw;
+    }
+  }
+  batch_ready_.wait(lock, [&] { return ready_.count(b) > 0; });
+  Slot slot = std::move(ready_.at(b));
+  ready_.erase(b);
+  ++delivered_;
+  if (slot.error) failed_ = true;
+  lock.unlock();
+  work_ready_.notify_all();
+  if (slot.error) std::rethrow_exception(slot.error);
+  return std::move(slot.batch);
+}
+
+BatchUploader::BatchUploader(Device device) : device_(device) {
+  if (device_.is_cuda()) copy_stream_ = Stream::create(device_);
+}
+
+DeviceBatch BatchUploader::to_device(const Batch& batch) {
+  if (device_.is_cpu()) return {batch.images, batch.targets};
+  while (!in_flight_.empty() && in_flight_.front().second.query()) in_flight_.pop_front();
+  // The device memory comes from the consumer stream's pool and may have been used by work
+  // already queued there: the copy waits for that work, and the consumer waits for the copy.
+  const Stream compute = current_stream(device_);
+  Event queued(device_);
+  queued.record(compute);
+  queued.wait(copy_stream_);
+  DeviceBatch out{Tensor::empty(batch.images.shape(), DType::U8, device_),
+                  Tensor::empty(batch.targets.shape(), DType::F32, device_)};
+  {
+    StreamGuard on_copy_stream(copy_stream_);
+    out.images.copy_(batch.images, /*non_blocking=*/true);
+    out.targets.copy_(batch.targets, /*non_blocking=*/true);
+  }
+  Event copied(device_);
+  copied.record(copy_stream_);
+  copied.wait(compute);
+  in_flight_.emplace_back(batch, copied);
+  return out;
+}
+
+}  // namespace kestrel::yolo::data

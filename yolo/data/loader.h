@@ -1,0 +1,137 @@
+// The multi-threaded batch loader: `workers` threads each build whole batches (decode, augment,
+// collate) into a bounded window of batches ahead of the consumer; batches come out in sampler
+// order whatever the threads' timing, and each sample's randomness depends only on
+// (seed, rank, epoch, index), so 1 or 8 workers give identical batches. Images are u8 NHWC RGB in
+// pinned host memory when CUDA is available; BatchUploader moves them to the GPU on a copy stream
+// (normalisation to float happens there: ops::images_to_input).
+//
+//   Loader loader(pipeline, options, order);
+//   for (int64_t epoch = 0; epoch < epochs; ++epoch) {
+//     loader.start_epoch(epoch);
+//     while (std::optional<Batch> b = loader.next()) { ... }
+//   }
+#pragma once
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "engine/stream.h"
+#include "engine/tensor.h"
+#include "yolo/data/augment_pipeline.h"
+#include "yolo/data/sampler.h"
+
+namespace kestrel::yolo::data {
+
+struct Batch {
+  int64_t index = 0;  // batch number within the epoch
+  Tensor images;      // u8 [B, H, W, 3] RGB; pinned host memory when CUDA is available
+  Tensor targets;     // f32 [M, 6]: image index in the batch, class, x, y, w, h (normalised)
+  std::vector<std::string> paths;
+  // Per image, for mapping boxes back to the original (absent for mosaics).
+  std::vector<std::optional<SampleShapes>> shapes;
+  int64_t size() const { return static_cast<int64_t>(paths.size()); }
+};
+
+// Which dataset indices an epoch visits, in order (this rank's share): a fixed count per epoch
+// and the indices of a given epoch (e.g. a distributed sampler's after set_epoch).
+struct EpochOrder {
+  int64_t samples = 0;
+  std::function<std::vector<int64_t>(int64_t epoch)> indices;
+};
+// 0, 1, ..., n - 1 every epoch (validation).
+EpochOrder sequential_order(int64_t n);
+// The sampler's share for each epoch (set_epoch on a copy, so the order is safe to call from
+// any thread).
+EpochOrder distributed_order(const DistributedSampler& sampler);
+
+struct LoaderOptions {
+  int batch_size = 16;
+  int workers = 8;   // 0: batches are built on the consumer's thread, inside next()
+  int prefetch = 2;  // ready batches allowed ahead of the consumer beyond one per worker
+  uint64_t seed = 0;
+  int rank = 0;
+  // Pinned host batches (asynchronous uploads); only honoured when a CUDA device is present.
+  bool pin_memory = true;
+};
+
+class Loader {
+ public:
+  Loader(std::shared_ptr<const AugmentPipeline> pipeline, LoaderOptions options, EpochOrder order);
+  ~Loader();  // stops and joins the workers, also in the middle of an epoch
+  Loader(const Loader&) = delete;
+  Loader& operator=(const Loader&) = delete;
+
+  // Batches per epoch (the last one may be short).
+  int64_t len() const;
+  // Begins an epoch (abandoning what is left of the previous one) and sets the workers going.
+  void start_epoch(int64_t epoch);
+  // The next batch in order, or nullopt when the epoch is done. A failure in a worker (e.g. an
+  // unreadable image) is thrown here as kestrel::Error naming the file; the epoch then ends.
+  std::optional<Batch> next();
+
+  // Builds batch `b` of `epoch` on the calling thread, as a worker would (independent of any
+  // running epoch).
+  Batch build_batch(int64_t epoch, int64_t b) const;
+
+ private:
+  struct Slot {
+    std::optional<Batch> batch;
+    std::exception_ptr error;
+  };
+  void work();
+  // Batch b from the dataset indices it holds; nullopt when `cancelled` turned true on the way.
+  std::optional<Batch> build(int64_t b, const std::vector<int64_t>& samples, int64_t epoch,
+                             const std::function<bool()>& cancelled) const;
+  // The dataset indices of batch b of an epoch's order.
+  std::vector<int64_t> batch_samples(const std::vector<int64_t>& order, int64_t b) const;
+  std::vector<int64_t> checked_order(int64_t epoch) const;
+
+  std::shared_ptr<const AugmentPipeline> pipeline_;
+  LoaderOptions options_;
+  EpochOrder order_;
+  bool pinned_ = false;
+
+  std::mutex mutex_;
+  std::condition_variable work_ready_;   // workers: a batch may be claimed, or stop
+  std::condition_variable batch_ready_;  // consumer: a slot was filled; start_epoch: idle
+  std::vector<int64_t> indices_;         // the current epoch's order
+  int64_t epoch_ = -1;
+  int64_t claimed_ = 0, delivered_ = 0, batches_ = 0;
+  int in_flight_ = 0;
+  bool failed_ = false, stop_ = false;
+  std::atomic<uint64_t> generation_{0};  // bumped to abandon batches being built
+  std::map<int64_t, Slot> ready_;
+  std::vector<std::thread> threads_;
+};
+
+// Moves batches to a CUDA device: the copy runs on its own stream after the consumer's stream
+// has finished earlier work (the device memory comes from the consumer's pool), and the
+// consumer's current stream waits for it through an event; the host never waits. Host batches
+// stay referenced until their copy has finished, so pinned memory is never reused early.
+struct DeviceBatch {
+  Tensor images;   // u8 [B, H, W, 3] on the device
+  Tensor targets;  // f32 [M, 6] on the device
+};
+class BatchUploader {
+ public:
+  explicit BatchUploader(Device device);
+  // On the CPU this hands the host tensors back unchanged.
+  DeviceBatch to_device(const Batch& batch);
+
+ private:
+  Device device_;
+  Stream copy_stream_;
+  std::deque<std::pair<Batch, Event>> in_flight_;
+};
+
+}  // namespace kestrel::yolo::data
