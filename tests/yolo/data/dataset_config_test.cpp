@@ -1,0 +1,186 @@
+// Dataset yaml forms (folders, .txt lists, lists of those; names as list or map), path
+// resolution, the errors that name the yaml and key, image listing, and coco128 when present.
+#include "yolo/data/dataset_config.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "tests/support/testing.h"
+#include "yolo/data/image_codec.h"
+
+using namespace kestrel;
+using namespace kestrel::yolo::data;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct TempDir {
+  fs::path path;
+  explicit TempDir(const std::string& name)
+      : path(fs::temp_directory_path() / ("kestrel_dscfg_" + name + "_" + std::to_string(::getpid()))) {
+    fs::remove_all(path);
+    fs::create_directories(path);
+  }
+  ~TempDir() { fs::remove_all(path); }
+  std::string operator/(const std::string& rel) const { return (path / rel).string(); }
+};
+
+void write(const std::string& path, const std::string& text) {
+  fs::create_directories(fs::path(path).parent_path());
+  std::ofstream(path, std::ios::binary) << text;
+}
+
+void image(const std::string& path) {
+  fs::create_directories(fs::path(path).parent_path());
+  write_jpeg(path, cv::Mat(16, 16, CV_8UC3, cv::Scalar(1, 2, 3)));
+}
+
+// The message of the kestrel::Error that f throws ("" if none).
+template <class F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+bool mentions(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+}  // namespace
+
+TEST(DatasetConfig, FolderFormRelativePathAndNamesList) {
+  TempDir t("folders");
+  write(t / "cfg/data.yaml",
+        "path: ../ds  # relative to this file\ntrain: images/train\nval: [images/val, images/extra]\n"
+        "test:\nnames: [cat, dog]\n");
+  const DatasetConfig c = load_dataset_config(t / "cfg/data.yaml");
+  EXPECT_EQ(c.root, t / "ds");
+  EXPECT_EQ(c.train, std::vector<std::string>{t / "ds/images/train"});
+  EXPECT_EQ(c.val, (std::vector<std::string>{t / "ds/images/val", t / "ds/images/extra"}));
+  EXPECT_TRUE(c.test.empty());
+  EXPECT_EQ(c.nc, 2);
+  EXPECT_EQ(c.names, (std::vector<std::string>{"cat", "dog"}));
+  EXPECT_EQ(&c.split("val"), &c.val);
+  EXPECT_TRUE(mentions(error_of([&] { c.split("holdout"); }), "train, val or test"));
+}
+
+TEST(DatasetConfig, DefaultsAbsolutePathsAndNamesMap) {
+  TempDir t("defaults");
+  // No `path`: the yaml's folder. Absolute entries stay; "../x" falls back to "x" under path
+  // when the joined path does not exist, as the reference does.
+  image(t / "images/a.jpg");
+  write(t / "data.yaml", "train: " + (t / "elsewhere/train") + "\nval: ../images\ntest: images\nnc: 3\n"
+                         "names:\n  2: bird\n  0: cat\n  1: dog\n");
+  const DatasetConfig c = load_dataset_config(t / "data.yaml");
+  EXPECT_EQ(c.root, t.path.string());
+  EXPECT_EQ(c.train, std::vector<std::string>{t / "elsewhere/train"});
+  EXPECT_EQ(c.val, std::vector<std::string>{t / "images"});
+  EXPECT_EQ(c.test, std::vector<std::string>{t / "images"});
+  EXPECT_EQ(c.names, (std::vector<std::string>{"cat", "dog", "bird"}));
+
+  write(t / "nc_only.yaml", "train: a\nval: b\nnc: 2\n");
+  EXPECT_EQ(load_dataset_config(t / "nc_only.yaml").names, (std::vector<std::string>{"class0", "class1"}));
+}
+
+TEST(DatasetConfig, ErrorsNameTheYamlAndTheKey) {
+  TempDir t("errors");
+  const struct {
+    const char* text;
+    const char* expect;
+  } cases[] = {
+      {"val: v\nnames: [a]\n", "missing `train`"},
+      {"train: t\nnames: [a]\n", "missing `val`"},
+      {"train: t\nval: v\n", "missing `names`"},
+      {"train: t\nval: v\nnc: 3\nnames: [a, b]\n", "`nc` is 3 but `names` has 2 entries"},
+      {"train: t\nval: v\nnames: {0: a, 2: b}\n", "`names` keys must be the class indices"},
+      {"train: t\nval: v\nnames: {x: a}\n", "`names` must be a list of names or a map"},
+      {"train: t\nval: v\nnc: many\nnames: [a]\n", "`nc` must be an integer"},
+      {"train: t\nval: v\nnc: 0\n", "`nc` must be at least 1"},
+      {"train: {a: 1}\nval: v\nnames: [a]\n", "`train` must be a path or a list of paths"},
+      {"[1, 2]\n", "is a map"},
+      {"train: [unclosed\n", "not valid YAML"},
+  };
+  for (const auto& c : cases) {
+    write(t / "bad.yaml", c.text);
+    const std::string e = error_of([&] { load_dataset_config(t / "bad.yaml"); });
+    EXPECT_TRUE(mentions(e, t / "bad.yaml") && mentions(e, c.expect)) << c.text << " -> " << e;
+  }
+  EXPECT_TRUE(mentions(error_of([&] { load_dataset_config(t / "absent.yaml"); }), "cannot read dataset yaml"));
+}
+
+TEST(ListImages, FoldersAreSearchedRecursivelyListsResolvedAgainstTheirFolder) {
+  TempDir t("list");
+  image(t / "ds/images/train/b.jpg");
+  image(t / "ds/images/train/sub/a.JPG");
+  image(t / "ds/images/train/.hidden/x.jpg");
+  write(t / "ds/images/train/notes.txt", "not an image");
+  image(t / "ds/images/val/c.png");
+  image(t / "other/d.jpg");
+  write(t / "ds/val.txt", "./images/val/c.png\n\n  images/train/b.jpg  \n" + (t / "other/d.jpg") +
+                              "\nREADME.md\n./images/val/c.png\n");
+  const std::vector<std::string> folder = list_images({t / "ds/images/train"}, "x");
+  EXPECT_EQ(folder, (std::vector<std::string>{t / "ds/images/train/b.jpg", t / "ds/images/train/sub/a.JPG"}));
+  const std::vector<std::string> listed = list_images({t / "ds/val.txt"}, "x");
+  EXPECT_EQ(listed, (std::vector<std::string>{t / "ds/images/train/b.jpg", t / "ds/images/val/c.png",
+                                              t / "other/d.jpg"}));
+  const std::vector<std::string> both = list_images({t / "ds/images/train", t / "ds/images/val"}, "x");
+  EXPECT_EQ(both.size(), 3u);
+
+  EXPECT_TRUE(mentions(error_of([&] { list_images({t / "nowhere"}, "data.yaml: `val`"); }),
+                       "data.yaml: `val`: " + (t / "nowhere") + " does not exist"));
+  fs::create_directories(t / "empty");
+  EXPECT_TRUE(mentions(error_of([&] { list_images({t / "empty"}, "data.yaml: `val`"); }), "no images found"));
+  EXPECT_TRUE(is_image_path("x/y.TIFF") && is_image_path("a.webp") && is_image_path("a.jpeg"));
+  EXPECT_FALSE(is_image_path("a.gif") || is_image_path("a.txt") || is_image_path("jpg"));
+}
+
+TEST(LoadSplit, EndToEndSmallDataset) {
+  TempDir t("e2e");
+  image(t / "images/val/a.jpg");
+  image(t / "images/val/b.jpg");
+  write(t / "labels/val/a.txt", "2 0.5 0.5 0.5 0.5\n");
+  write(t / "labels/val/b.txt", "5 0.5 0.5 0.5 0.5\n");  // class 5 >= nc: refused
+  write(t / "data.yaml", "train: images/val\nval: images/val\nnames: [a, b, c]\n");
+  const DatasetConfig cfg = load_dataset_config(t / "data.yaml");
+  const DatasetSplit s = load_split(cfg, "val", cfg.nc, false, false, 1);
+  EXPECT_EQ(s.counts, (ScanCounts{2, 0, 0, 1, 2}));
+  ASSERT_EQ(s.records.size(), 1u);
+  EXPECT_EQ(s.records[0].boxes[0].cls, 2);
+  ASSERT_EQ(s.warnings.size(), 1u);
+  EXPECT_TRUE(mentions(s.warnings[0], t / "labels/val/b.txt")) << s.warnings[0];
+  // --single-cls: class 5 is acceptable and every class becomes 0.
+  const DatasetSplit single = load_split(cfg, "val", 1, true, false, 1);
+  ASSERT_EQ(single.records.size(), 2u);
+  EXPECT_EQ(single.records[0].boxes[0].cls, 0);
+  EXPECT_EQ(single.records[1].boxes[0].cls, 0);
+  const std::string none = error_of([&] { load_split(cfg, "test", 3, false, false, 1); });
+  EXPECT_TRUE(mentions(none, "`test` is not set")) << none;
+}
+
+TEST(LoadSplit, Coco128WhenPresent) {
+  const std::string yaml = "/work/shared/datasets/coco128/coco128.yaml";
+  if (!fs::exists(yaml)) GTEST_SKIP() << "coco128 not found at " << yaml;
+  const DatasetConfig cfg = load_dataset_config(yaml);
+  EXPECT_EQ(cfg.nc, 80);
+  EXPECT_EQ(cfg.names[79], "toothbrush");
+  // Without the cache: the shared copy of the dataset is left untouched.
+  const DatasetSplit s = load_split(cfg, "train", cfg.nc, false, false);
+  EXPECT_EQ(s.records.size(), 128u);
+  // 2 images have no label file (and 2 label files no image, which are never looked at).
+  EXPECT_EQ(s.counts, (ScanCounts{126, 2, 0, 0, 128}));
+  EXPECT_TRUE(mentions(s.summary, "labels/train2017'... 126 images, 2 backgrounds, 0 corrupt")) << s.summary;
+  size_t boxes = 0;
+  for (const ImageRecord& r : s.records) {
+    boxes += r.boxes.size();
+    EXPECT_GE(r.width, 10);
+    EXPECT_GE(r.height, 10);
+  }
+  EXPECT_EQ(boxes, 929u);  // 941 label rows, 12 of them in the two label files without an image
+  EXPECT_TRUE(s.warnings.empty()) << s.warnings.front();
+}

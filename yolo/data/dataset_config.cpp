@@ -1,0 +1,263 @@
+#include "yolo/data/dataset_config.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cctype>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "kernels/error.h"
+#include "yolo/data/label_cache.h"
+
+namespace kestrel::yolo::data {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string normal(const fs::path& p) {
+  std::string s = fs::absolute(p).lexically_normal().string();
+  while (s.size() > 1 && s.back() == '/') s.pop_back();
+  return s;
+}
+
+// The reference joins relative entries to `path`, and retries without a leading "../" when the
+// joined path does not exist (yaml files written for a yolov5/ checkout next to datasets/).
+std::string resolve_entry(const fs::path& root, const std::string& entry) {
+  const fs::path p(entry);
+  if (p.is_absolute()) return normal(p);
+  std::error_code ec;
+  fs::path joined = root / p;
+  if (!fs::exists(joined, ec) && entry.rfind("../", 0) == 0) joined = root / entry.substr(3);
+  return normal(joined);
+}
+
+std::vector<std::string> read_sources(const YAML::Node& node, const fs::path& root,
+                                      const std::string& where) {
+  std::vector<std::string> out;
+  if (!node || node.IsNull()) return out;
+  try {
+    if (node.IsSequence()) {
+      for (const auto& item : node) out.push_back(resolve_entry(root, item.as<std::string>()));
+    } else {
+      out.push_back(resolve_entry(root, node.as<std::string>()));
+    }
+  } catch (const YAML::Exception&) {
+    KESTREL_FAIL(where, " must be a path or a list of paths (image folders or .txt image lists)");
+  }
+  for (const std::string& s : out)
+    KESTREL_CHECK(!s.empty(), where, " has an empty path; name an image folder or a .txt list");
+  return out;
+}
+
+std::vector<std::string> read_names(const YAML::Node& node, const std::string& where) {
+  std::vector<std::string> names;
+  try {
+    if (node.IsSequence()) {
+      for (const auto& n : node) names.push_back(n.as<std::string>());
+    } else if (node.IsMap()) {
+      std::vector<std::pair<int, std::string>> items;
+      for (const auto& kv : node) items.emplace_back(kv.first.as<int>(), kv.second.as<std::string>());
+      std::sort(items.begin(), items.end());
+      for (size_t i = 0; i < items.size(); ++i)
+        KESTREL_CHECK(items[i].first == static_cast<int>(i), where,
+                      " keys must be the class indices 0..", items.size() - 1,
+                      " each once; index ", i, " is missing or repeated");
+      for (auto& [index, name] : items) names.push_back(std::move(name));
+    } else {
+      KESTREL_FAIL(where, " must be a list of names or a map {index: name}");
+    }
+  } catch (const YAML::Exception&) {
+    KESTREL_FAIL(where, " must be a list of names or a map {index: name} with integer keys");
+  }
+  return names;
+}
+
+bool hidden(const fs::path& p) {
+  const std::string name = p.filename().string();
+  return !name.empty() && name[0] == '.';
+}
+
+void list_folder(const fs::path& dir, std::vector<std::string>& images) {
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(dir, ec); !ec && it != fs::end(it); it.increment(ec)) {
+    if (hidden(it->path())) {
+      if (it->is_directory(ec)) it.disable_recursion_pending();
+      continue;
+    }
+    if (it->is_regular_file(ec) && is_image_path(it->path().string())) images.push_back(normal(it->path()));
+  }
+  KESTREL_CHECK(!ec, "cannot list image folder ", dir.string(), ": ", ec.message());
+}
+
+void list_file(const fs::path& list, std::vector<std::string>& images) {
+  std::ifstream in(list);
+  KESTREL_CHECK(in, "cannot read image list ", list.string());
+  const fs::path base = list.parent_path();
+  std::string line;
+  while (std::getline(in, line)) {
+    const auto first = line.find_first_not_of(" \t\r\n\f\v");
+    if (first == std::string::npos) continue;
+    const auto last = line.find_last_not_of(" \t\r\n\f\v");
+    const fs::path entry(line.substr(first, last - first + 1));
+    if (!is_image_path(entry.string())) continue;
+    images.push_back(normal(entry.is_absolute() ? entry : base / entry));
+  }
+}
+
+}  // namespace
+
+const std::vector<std::string>& DatasetConfig::split(const std::string& name) const {
+  if (name == "train") return train;
+  if (name == "val") return val;
+  if (name == "test") return test;
+  KESTREL_FAIL("dataset split must be train, val or test, got '", name, "'");
+}
+
+DatasetConfig load_dataset_config(const std::string& yaml_path) {
+  std::ifstream in(yaml_path);
+  KESTREL_CHECK(in, "cannot read dataset yaml ", yaml_path,
+                "; give an existing file (or --data synthetic for the built-in dataset)");
+  std::stringstream text;
+  text << in.rdbuf();
+  YAML::Node root;
+  try {
+    root = YAML::Load(text.str());
+  } catch (const YAML::Exception& e) {
+    KESTREL_FAIL(yaml_path, ": not valid YAML: ", e.what());
+  }
+  KESTREL_CHECK(root.IsMap(), yaml_path, ": a dataset yaml is a map with path, train, val, nc, names");
+
+  DatasetConfig cfg;
+  cfg.yaml_path = yaml_path;
+  const fs::path yaml_dir = fs::absolute(yaml_path).parent_path();
+  std::string path_value;
+  if (root["path"] && !root["path"].IsNull()) {
+    try {
+      path_value = root["path"].as<std::string>();
+    } catch (const YAML::Exception&) {
+      KESTREL_FAIL(yaml_path, ": `path` must be a folder path");
+    }
+  }
+  const fs::path root_dir = path_value.empty() ? yaml_dir : yaml_dir / path_value;  // / keeps absolute
+  cfg.root = normal(root_dir);
+
+  for (const char* key : {"train", "val"})
+    KESTREL_CHECK(root[key] && !root[key].IsNull(), yaml_path, ": missing `", key,
+                  "` (an image folder, a .txt list of images, or a list of those)");
+  const auto where = [&](const char* key) { return str(yaml_path, ": `", key, "`"); };
+  cfg.train = read_sources(root["train"], cfg.root, where("train"));
+  cfg.val = read_sources(root["val"], cfg.root, where("val"));
+  cfg.test = read_sources(root["test"], cfg.root, where("test"));
+  KESTREL_CHECK(!cfg.train.empty() && !cfg.val.empty(), yaml_path,
+                ": `train` and `val` must each name at least one image folder or list");
+
+  int nc = -1;
+  if (root["nc"] && !root["nc"].IsNull()) {
+    try {
+      nc = root["nc"].as<int>();
+    } catch (const YAML::Exception&) {
+      KESTREL_FAIL(yaml_path, ": `nc` must be an integer, got '", root["nc"].Scalar(), "'");
+    }
+    KESTREL_CHECK(nc >= 1, yaml_path, ": `nc` must be at least 1, got ", nc);
+  }
+  if (root["names"] && !root["names"].IsNull()) {
+    cfg.names = read_names(root["names"], where("names"));
+    KESTREL_CHECK(!cfg.names.empty(), yaml_path, ": `names` is empty");
+    KESTREL_CHECK(nc < 0 || nc == static_cast<int>(cfg.names.size()), yaml_path, ": `nc` is ", nc,
+                  " but `names` has ", cfg.names.size(), " entries; make them agree");
+    cfg.nc = static_cast<int>(cfg.names.size());
+  } else {
+    KESTREL_CHECK(nc > 0, yaml_path, ": missing `names` (and `nc`); list the class names");
+    cfg.nc = nc;
+    for (int i = 0; i < nc; ++i) cfg.names.push_back(str("class", i));
+  }
+  return cfg;
+}
+
+bool is_image_path(const std::string& path) {
+  static constexpr const char* kSuffixes[] = {"bmp", "dng", "jpeg", "jpg", "mpo",
+                                              "png", "tif", "tiff", "webp", "pfm"};
+  std::string ext = fs::path(path).extension().string();
+  if (ext.size() < 2) return false;
+  ext.erase(0, 1);
+  std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return std::tolower(c); });
+  return std::find_if(std::begin(kSuffixes), std::end(kSuffixes),
+                      [&](const char* s) { return ext == s; }) != std::end(kSuffixes);
+}
+
+std::vector<std::string> list_images(const std::vector<std::string>& sources,
+                                     const std::string& where) {
+  std::vector<std::string> images;
+  for (const std::string& source : sources) {
+    std::error_code ec;
+    if (fs::is_directory(source, ec)) {
+      list_folder(source, images);
+    } else if (fs::is_regular_file(source, ec)) {
+      list_file(source, images);
+    } else {
+      KESTREL_FAIL(where, ": ", source, " does not exist; check the yaml's `path` and this entry");
+    }
+  }
+  std::sort(images.begin(), images.end());
+  images.erase(std::unique(images.begin(), images.end()), images.end());
+  KESTREL_CHECK(!images.empty(), where, ": no images found (suffixes bmp dng jpeg jpg mpo png tif ",
+                "tiff webp pfm) in ", sources.front(), sources.size() > 1 ? " and the others" : "");
+  return images;
+}
+
+DatasetSplit load_split(const DatasetConfig& config, const std::string& split, int nc,
+                        bool single_cls, bool use_cache, int threads) {
+  const std::vector<std::string>& sources = config.split(split);
+  const std::string where = str(config.yaml_path, ": `", split, "`");
+  KESTREL_CHECK(!sources.empty(), where, " is not set in the dataset yaml");
+  KESTREL_CHECK(nc >= 1, "load_split: nc must be at least 1, got ", nc);
+  KESTREL_CHECK(threads >= 0, "load_split: threads must be >= 0 (0 = automatic), got ", threads);
+  const std::vector<std::string> images = list_images(sources, where);
+  // Under --single-cls every class becomes 0, so any class index is acceptable (as the reference).
+  const int class_limit = single_cls ? 0 : nc;
+
+  DatasetSplit out;
+  out.cache_path = label_cache_path(sources, images);
+  const std::string labels_what = fs::path(out.cache_path).replace_extension().string();
+  const uint64_t hash = label_files_hash(images, class_limit);
+  ScanResult scan;
+  if (use_cache) {
+    CacheRead cached = read_label_cache(out.cache_path, hash);
+    if (cached.state == CacheState::Loaded) {
+      scan = std::move(cached.scan);
+      out.from_cache = true;
+    } else if (cached.state == CacheState::Corrupt) {
+      out.warnings.push_back(str("WARNING: label cache ", out.cache_path, " is damaged (",
+                                 cached.problem, "); rescanning and rewriting it"));
+    }
+  }
+  if (!out.from_cache) {
+    const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
+    ThreadPool pool(threads > 0 ? static_cast<size_t>(threads) : std::min(8u, hw));
+    scan = scan_images(images, class_limit, pool);
+    if (use_cache) {
+      const std::string problem = write_label_cache(out.cache_path, hash, scan);
+      if (!problem.empty())
+        out.warnings.push_back(str("WARNING: cache directory ", fs::path(out.cache_path).parent_path().string(),
+                                   " is not writeable (", problem, "); continuing without a label cache"));
+    }
+  }
+  out.summary = scan_summary(out.from_cache ? out.cache_path : labels_what, scan.counts);
+  out.counts = scan.counts;
+  out.warnings.insert(out.warnings.end(), scan.warnings.begin(), scan.warnings.end());
+  if (scan.counts.found == 0)
+    out.warnings.push_back(str("WARNING: no labels found in ", labels_what,
+                               " (labels are found by replacing /images/ with /labels/ in image paths)"));
+  KESTREL_CHECK(!scan.records.empty(), where, ": no usable images (", out.summary, "); first problem: ",
+                scan.warnings.empty() ? std::string("none reported") : scan.warnings.front());
+  out.records = std::move(scan.records);
+  if (single_cls)
+    for (ImageRecord& r : out.records)
+      for (LabelBox& b : r.boxes) b.cls = 0;
+  return out;
+}
+
+}  // namespace kestrel::yolo::data

@@ -1,0 +1,59 @@
+// Dataset yaml files in the reference's format (data/coco128.yaml and friends), the image lists
+// they name, and load_split, the one call the trainer makes to get a split's checked records.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "yolo/data/label_scan.h"
+#include "yolo/data/records.h"
+
+namespace kestrel::yolo::data {
+
+struct DatasetConfig {
+  std::string yaml_path;  // where it came from, for error messages
+  std::string root;       // `path`, absolute (relative to the yaml's directory; default: that directory)
+  // Each split is a list of sources, absolute: image directories (searched recursively) or
+  // text files listing images. `test` may be empty; `train` and `val` may not.
+  std::vector<std::string> train, val, test;
+  int nc = 0;
+  std::vector<std::string> names;  // names[i] is class i's name
+
+  // "train", "val" or "test"; anything else throws.
+  const std::vector<std::string>& split(const std::string& name) const;
+};
+
+// Reads and checks a dataset yaml. `nc` defaults to the number of names (and names to
+// "class0".. when only nc is given); `names` may be a list or an {index: name} map with indices
+// 0..nc-1. Errors name the yaml and the key.
+DatasetConfig load_dataset_config(const std::string& yaml_path);
+
+// True for the reference's image suffixes (bmp dng jpeg jpg mpo png tif tiff webp pfm), any case.
+bool is_image_path(const std::string& path);
+
+// Every image of a split's sources, sorted and without repeats. Directories are searched
+// recursively (hidden entries skipped, as Python's glob does); in a list file each non-empty line
+// is an image path, relative ones taken from the list's directory. Entries that are not image
+// files are ignored. Throws, naming `where` (e.g. "data.yaml `val`"), when a source does not exist
+// or no image is found.
+std::vector<std::string> list_images(const std::vector<std::string>& sources,
+                                     const std::string& where);
+
+// A split ready for the loader: records of every usable image, the scan's counts and warnings
+// (cache-related warnings included), and the summary line to print.
+struct DatasetSplit {
+  std::vector<ImageRecord> records;
+  ScanCounts counts;
+  std::vector<std::string> warnings;
+  std::string summary;     // "Scanning '<labels dir>'... 126 images, 2 backgrounds, 0 corrupt"
+  std::string cache_path;  // where the label cache lives (or would, if it could be written)
+  bool from_cache = false;
+};
+
+// Lists the split's images, then takes the checked labels from the label cache when it is current
+// (use_cache) or scans them on `threads` threads (0: min(8, hardware threads), as the reference)
+// and writes the cache. Classes must lie in [0, nc); with single_cls any class >= 0 is accepted
+// and becomes 0 (the reference's --single-cls).
+DatasetSplit load_split(const DatasetConfig& config, const std::string& split, int nc,
+                        bool single_cls, bool use_cache, int threads = 0);
+
+}  // namespace kestrel::yolo::data

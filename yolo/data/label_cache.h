@@ -1,0 +1,42 @@
+// The label cache the reference keeps next to the labels (labels/train2017.cache): the checked
+// records, counts and warnings of a scan, so later runs skip decoding every image. Our own binary
+// format: a magic, a format version, the payload and an FNV-1a checksum of it. A cache written by
+// another version, for other files (a hash of the image and label paths with their sizes and
+// modification times, and the class limit the labels were checked against), or that fails its
+// checksum or parse, is never used.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "yolo/data/label_scan.h"
+
+namespace kestrel::yolo::data {
+
+inline constexpr uint32_t kLabelCacheVersion = 1;
+
+// Where the reference puts the cache: beside a list file when the split's last source is a file
+// (train.txt -> train.cache), else beside the first label's directory (labels/train2017 ->
+// labels/train2017.cache).
+std::string label_cache_path(const std::vector<std::string>& sources,
+                             const std::vector<std::string>& image_paths);
+
+// Changes when any image or label file appears, disappears, is renamed, resized or rewritten, or
+// when the class limit changes.
+uint64_t label_files_hash(const std::vector<std::string>& image_paths, int class_limit);
+
+enum class CacheState { Loaded, Missing, Stale, Corrupt };
+
+struct CacheRead {
+  CacheState state = CacheState::Missing;
+  ScanResult scan;      // valid when Loaded
+  std::string problem;  // why it was not Loaded (empty when Missing)
+};
+
+CacheRead read_label_cache(const std::string& path, uint64_t expected_hash);
+
+// Writes to a temporary file beside `path` and renames it, so readers never see a torn cache.
+// Returns an empty string on success, otherwise why it could not be written (read-only folder...).
+std::string write_label_cache(const std::string& path, uint64_t hash, const ScanResult& scan);
+
+}  // namespace kestrel::yolo::data
