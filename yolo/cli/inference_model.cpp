@@ -1,0 +1,44 @@
+#include "yolo/cli/inference_model.h"
+
+#include "engine/json.h"
+#include "engine/safetensors.h"
+#include "yolo/weights.h"
+
+namespace kestrel::cli {
+
+Device inference_device(const std::string& spec) {
+  if (spec.empty()) return cuda_available() ? Device::cuda(0) : Device::cpu();
+  const Device d = Device::parse(spec);
+  KESTREL_CHECK(d.is_cpu() || d.index < cuda_device_count(), "--device ", spec, ": no such GPU (",
+                cuda_device_count(), " CUDA devices); use --device cpu");
+  return d;
+}
+
+InferenceModel load_inference_model(const std::string& weights, const std::string& cfg,
+                                    std::optional<int> nc, Device device) {
+  SafetensorsFile file = load_safetensors(weights);
+  InferenceModel out;
+  yolo::ModelConfig config;
+  auto meta = file.metadata().find("options");
+  if (meta != file.metadata().end()) {
+    json::Value opts = json::parse(meta->second);
+    const json::Value* yaml = opts.find("cfg_yaml");
+    KESTREL_CHECK(yaml, "checkpoint '", weights, "' has no model yaml in its options");
+    const json::Value* cfg_name = opts.find("cfg");
+    config = yolo::parse_model_config(yaml->as_string(), cfg_name ? cfg_name->as_string() : weights);
+    if (!nc && opts.find("nc")) nc = static_cast<int>(opts.find("nc")->as_integer());
+    if (const json::Value* names = opts.find("names"))
+      for (const auto& n : names->as_array()) out.names.push_back(n.as_string());
+  } else {
+    KESTREL_CHECK(!cfg.empty(), "'", weights, "' is a plain weights file without its model: ",
+                  "give --cfg models/yolov5s.yaml (and --nc if not 80)");
+    config = yolo::load_model_config(cfg);
+  }
+  out.model = std::make_shared<yolo::DetectionModel>(config, nc, 0);
+  yolo::load_inference_weights(*out.model, weights);
+  out.model->to(device);
+  out.model->train(false);
+  return out;
+}
+
+}  // namespace kestrel::cli

@@ -1,0 +1,25 @@
+// Building a model for val/detect from a weights file: a training checkpoint carries its model
+// yaml, class count and names; a plain weights file needs --cfg (and the class count from --nc or
+// the dataset).
+#pragma once
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "yolo/model.h"
+
+namespace kestrel::cli {
+
+struct InferenceModel {
+  std::shared_ptr<yolo::DetectionModel> model;
+  std::vector<std::string> names;  // empty when the file has none
+};
+
+InferenceModel load_inference_model(const std::string& weights, const std::string& cfg,
+                                    std::optional<int> nc, Device device);
+
+// cpu, a GPU index, or the first GPU when `spec` is empty and one is present.
+Device inference_device(const std::string& spec);
+
+}  // namespace kestrel::cli
