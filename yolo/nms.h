@@ -1,0 +1,30 @@
+// Non-maximum suppression of decoded predictions, as the reference v7.0's non_max_suppression
+// (see kernels/nms.h for the exact semantics): on the CPU (float32/float64 predictions) or on a
+// CUDA device (float32/float16/bfloat16), with the same kept set on both.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "engine/tensor.h"
+#include "engine/thread_pool.h"
+
+namespace kestrel::yolo {
+
+struct NmsOptions {
+  double conf_thres = 0.25;  // in [0, 1]
+  double iou_thres = 0.45;   // in [0, 1]
+  std::vector<int> classes;  // keep only these classes; empty keeps all
+  bool agnostic = false;     // suppress across classes
+  bool multi_label = false;  // one box may keep several classes (val uses true)
+  int64_t max_det = 300;
+  int64_t max_nms = 30000;   // candidates per image entering suppression (the highest conf)
+};
+
+// prediction: (batch, boxes, 5 + nc) as DetectionModel::predict returns in `boxes` (cx, cy, w, h
+// in pixels, objectness, class scores). Returns one CPU float32 tensor (K, 6) per image: x1, y1,
+// x2, y2, conf, class, in descending conf order (K <= max_det). On the CPU, a pool spreads the
+// images over its workers (same result).
+std::vector<Tensor> non_max_suppression(const Tensor& prediction, const NmsOptions& options = {},
+                                        ThreadPool* pool = nullptr);
+
+}  // namespace kestrel::yolo
