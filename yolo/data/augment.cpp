@@ -177,19 +177,6 @@ Letterboxed letterbox(const cv::Mat& image, int new_h, int new_w, bool auto_pad,
   return out;
 }
 
-std::vector<PixelBox> scale_boxes_to_original(const std::vector<PixelBox>& boxes, double gain,
-                                              double pad_w, double pad_h, int h0, int w0) {
-  KESTREL_CHECK(gain > 0, "scale_boxes_to_original: gain must be positive, got ", gain);
-  std::vector<PixelBox> out;
-  out.reserve(boxes.size());
-  for (const PixelBox& b : boxes)
-    out.push_back({b.cls, std::clamp((b.x1 - pad_w) / gain, 0.0, double(w0)),
-                   std::clamp((b.y1 - pad_h) / gain, 0.0, double(h0)),
-                   std::clamp((b.x2 - pad_w) / gain, 0.0, double(w0)),
-                   std::clamp((b.y2 - pad_h) / gain, 0.0, double(h0))});
-  return out;
-}
-
 RectBatches rect_batches(const std::vector<std::array<int, 2>>& wh, int batch_size, int img_size,
                          int stride, double pad) {
   KESTREL_CHECK(batch_size > 0 && img_size > 0 && stride > 0,

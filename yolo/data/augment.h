@@ -113,11 +113,6 @@ struct Letterboxed {
 Letterboxed letterbox(const cv::Mat& image, int new_h, int new_w, bool auto_pad, bool scaleup,
                       int stride = 32);
 
-// Boxes in letterboxed pixels back to an original h0 x w0 image: subtract the padding, divide by
-// the gain and clip (the reference's scale_boxes with ratio_pad).
-std::vector<PixelBox> scale_boxes_to_original(const std::vector<PixelBox>& boxes, double gain,
-                                              double pad_w, double pad_h, int h0, int w0);
-
 // --- rectangular batches -----------------------------------------------------------------------
 
 // Images sorted by aspect ratio h / w (ties keep their order), batched, and one letterbox shape

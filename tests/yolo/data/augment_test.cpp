@@ -6,6 +6,8 @@
 #include <opencv2/imgproc.hpp>
 #include <random>
 
+#include "yolo/box_ops.h"
+
 using namespace kestrel;
 using namespace kestrel::yolo::data;
 
@@ -251,15 +253,18 @@ TEST(Letterbox, RatioPadAndBorders) {
   EXPECT_EQ(d.image.cols, 64);
 }
 
+// The letterbox's ratio and padding are what evaluation's scale_boxes (yolo/box_ops.h) undoes.
 TEST(Letterbox, BoxesScaleBackToTheOriginal) {
   const Letterboxed lb = letterbox(solid(45, 100, 9, 9, 9), 64, 64, false, true);
-  const PixelBox orig{4, 10, 5, 50, 25};
-  const PixelBox boxed{4, orig.x1 * lb.ratio_w + lb.pad_w, orig.y1 * lb.ratio_h + lb.pad_h,
-                       orig.x2 * lb.ratio_w + lb.pad_w, orig.y2 * lb.ratio_h + lb.pad_h};
-  const auto back = scale_boxes_to_original({boxed, {1, -3, 0, 70, 70}}, lb.ratio_w, lb.pad_w,
-                                            lb.pad_h, 45, 100);
-  expect_box(back[0], 4, 10, 5, 50, 25);
-  expect_box(back[1], 1, 0, 0, 100, 45);  // clipped to the original image
+  auto fwd_x = [&](double x) { return static_cast<float>(x * lb.ratio_w + lb.pad_w); };
+  auto fwd_y = [&](double y) { return static_cast<float>(y * lb.ratio_h + lb.pad_h); };
+  kestrel::Tensor boxes = kestrel::Tensor::from_vector<float>(
+      {fwd_x(10), fwd_y(5), fwd_x(50), fwd_y(25), -3, 0, 70, 70}, {2, 4});
+  kestrel::yolo::scale_boxes(boxes, {lb.image.rows, lb.image.cols}, {45, 100},
+                             kestrel::yolo::RatioPad{lb.ratio_w, lb.pad_w, lb.pad_h});
+  const std::vector<float> v = boxes.to_vector<float>();
+  const float expect[8] = {10, 5, 50, 25, 0, 0, 100, 45};  // the second clipped to the image
+  for (int i = 0; i < 8; ++i) EXPECT_NEAR(v[i], expect[i], 1e-4) << i;
 }
 
 TEST(RectBatches, ShapesOfKnownAspectRatios) {
