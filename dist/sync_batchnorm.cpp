@@ -8,29 +8,14 @@
 namespace kestrel::dist {
 namespace {
 
+using namespace ops::bn_steps;
+
 using kernels::BatchNormShape;
 
 DType param_dtype(DType x) { return x == DType::F64 ? DType::F64 : DType::F32; }
 BatchNormShape shape_of(const Tensor& x) { return {x.size(0) * x.size(1) * x.size(2), x.size(3)}; }
 const float* f32(const Tensor& t) { return t.defined() ? t.data<float>() : nullptr; }
 cudaStream_t stream_of(const Tensor& t) { return current_stream(t.device()).handle(); }
-Tensor workspace_for(BatchNormShape s, Device device) {
-  return Tensor::empty({kernels::batch_norm_workspace_floats(s)}, DType::F32, device);
-}
-
-// Packed [count, mean[C], biased var[C]] of this rank's batch.
-Tensor local_moments(const Tensor& x) {
-  const BatchNormShape s = shape_of(x);
-  Tensor m = Tensor::empty({kernels::moments_size(s.channels)}, param_dtype(x.dtype()), x.device());
-  if (x.device().is_cpu()) {
-    kernels::batch_norm_stats_cpu(x.dtype(), x.data_ptr(), s, m.data_ptr());
-  } else {
-    DeviceGuard guard(x.device());
-    kernels::batch_norm_stats_cuda(x.dtype(), x.data_ptr(), s, m.data<float>(),
-                                   workspace_for(s, x.device()).data<float>(), stream_of(x));
-  }
-  return m;
-}
 
 // The ranks' moments gathered and merged into one packed buffer covering the global batch.
 Tensor global_moments(const Tensor& local, int64_t channels, ProcessGroup& group) {
@@ -47,71 +32,6 @@ Tensor global_moments(const Tensor& local, int64_t channels, ProcessGroup& group
                                            merged.data<float>(), stream_of(local));
   }
   return merged;
-}
-
-Tensor apply(const Tensor& x, const Tensor& mean, const Tensor& var, const Tensor& weight,
-             const Tensor& bias, double eps) {
-  const BatchNormShape s = shape_of(x);
-  Tensor y = Tensor::empty_like(x);
-  if (x.numel() == 0) return y;
-  if (x.device().is_cpu()) {
-    kernels::batch_norm_forward_cpu(x.dtype(), x.data_ptr(), s, mean.data_ptr(), var.data_ptr(),
-                                    weight.data_ptr(), bias.data_ptr(), eps, y.data_ptr());
-  } else {
-    DeviceGuard guard(x.device());
-    kernels::batch_norm_forward_cuda(x.dtype(), x.data_ptr(), s, f32(mean), f32(var), f32(weight),
-                                     f32(bias), eps, y.data_ptr(), stream_of(x));
-  }
-  return y;
-}
-
-void update_running(const Tensor& moments, double momentum, const Tensor& running_mean,
-                    const Tensor& running_var) {
-  const int64_t channels = running_mean.numel();
-  if (moments.device().is_cpu()) {
-    kernels::batch_norm_update_running_cpu(moments.dtype(), channels, moments.data_ptr(), momentum,
-                                           running_mean.data_ptr(), running_var.data_ptr());
-  } else {
-    DeviceGuard guard(moments.device());
-    kernels::batch_norm_update_running_cuda(channels, f32(moments), momentum,
-                                            running_mean.data<float>(), running_var.data<float>(),
-                                            stream_of(moments));
-  }
-}
-
-// This rank's [sum(dy)[C], sum(dy * xhat)[C]] under the global statistics.
-Tensor backward_reduce(const Tensor& dy, const Tensor& x, const Tensor& mean, const Tensor& var,
-                       double eps) {
-  const BatchNormShape s = shape_of(x);
-  Tensor sums = Tensor::empty({2 * s.channels}, mean.dtype(), x.device());
-  if (x.device().is_cpu()) {
-    kernels::batch_norm_backward_reduce_cpu(x.dtype(), dy.data_ptr(), x.data_ptr(), s,
-                                            mean.data_ptr(), var.data_ptr(), eps, sums.data_ptr());
-  } else {
-    DeviceGuard guard(x.device());
-    kernels::batch_norm_backward_reduce_cuda(
-        x.dtype(), dy.data_ptr(), x.data_ptr(), s, f32(mean), f32(var), eps, sums.data<float>(),
-        workspace_for(s, x.device()).data<float>(), stream_of(x));
-  }
-  return sums;
-}
-
-Tensor backward_apply(const Tensor& dy, const Tensor& x, const Tensor& mean, const Tensor& var,
-                      const Tensor& weight, double eps, const Tensor& sums, const Tensor& count) {
-  const BatchNormShape s = shape_of(x);
-  Tensor dx = Tensor::empty_like(x);
-  if (x.numel() == 0) return dx;
-  if (x.device().is_cpu()) {
-    kernels::batch_norm_backward_apply_cpu(x.dtype(), dy.data_ptr(), x.data_ptr(), s,
-                                           mean.data_ptr(), var.data_ptr(), weight.data_ptr(), eps,
-                                           sums.data_ptr(), count.data_ptr(), dx.data_ptr());
-  } else {
-    DeviceGuard guard(x.device());
-    kernels::batch_norm_backward_apply_cuda(x.dtype(), dy.data_ptr(), x.data_ptr(), s, f32(mean),
-                                            f32(var), f32(weight), eps, f32(sums), f32(count),
-                                            dx.data_ptr(), stream_of(x));
-  }
-  return dx;
 }
 
 struct SyncBatchNormBackward : autograd::Node {
@@ -192,7 +112,7 @@ Tensor sync_batch_norm(const Tensor& x_, const Tensor& weight_, const Tensor& bi
                   x.describe(), " on rank ", group->rank(), "; use a larger batch or eval mode");
   const Tensor mean = moments.slice(0, 1, 1 + c), var = moments.slice(0, 1 + c, 1 + 2 * c);
   update_running(moments, momentum, running_mean, running_var);
-  Tensor y = apply(x, mean, var, weight, bias, eps);
+  Tensor y = normalize(x, mean, var, weight, bias, eps);
   if (auto node = autograd::make_node<SyncBatchNormBackward>({&x_, &weight_, &bias_})) {
     node->x = autograd::SavedTensor(x);
     node->weight = autograd::SavedTensor(weight);

@@ -19,6 +19,10 @@ Tensor workspace_for(BatchNormShape s, Device device) {
   return Tensor::empty({kernels::batch_norm_workspace_floats(s)}, DType::F32, device);
 }
 
+}  // namespace
+
+namespace bn_steps {
+
 // Packed [count, mean[C], biased var[C]] of x's channels.
 Tensor local_moments(const Tensor& x) {
   const BatchNormShape s = shape_of(x);
@@ -34,10 +38,11 @@ Tensor local_moments(const Tensor& x) {
   return moments;
 }
 
-Tensor forward_raw(const Tensor& x, const Tensor& mean, const Tensor& var, const Tensor& weight,
+Tensor normalize(const Tensor& x, const Tensor& mean, const Tensor& var, const Tensor& weight,
                    const Tensor& bias, double eps) {
   const BatchNormShape s = shape_of(x);
   Tensor y = Tensor::empty_like(x);
+  if (x.numel() == 0) return y;
   if (x.device().is_cpu()) {
     kernels::batch_norm_forward_cpu(x.dtype(), x.data_ptr(), s, mean.data_ptr(), var.data_ptr(),
                                     weight.data_ptr(), bias.data_ptr(), eps, y.data_ptr());
@@ -86,6 +91,7 @@ Tensor backward_apply(const Tensor& dy, const Tensor& x, const Tensor& mean, con
                       const Tensor& weight, double eps, const Tensor& sums, const Tensor& count) {
   const BatchNormShape s = shape_of(x);
   Tensor dx = Tensor::empty_like(x);
+  if (x.numel() == 0) return dx;
   if (x.device().is_cpu()) {
     kernels::batch_norm_backward_apply_cpu(
         x.dtype(), dy.data_ptr(), x.data_ptr(), s, mean.data_ptr(), var.data_ptr(),
@@ -99,6 +105,12 @@ Tensor backward_apply(const Tensor& dy, const Tensor& x, const Tensor& mean, con
   }
   return dx;
 }
+
+}  // namespace bn_steps
+
+namespace {
+
+using namespace bn_steps;
 
 struct BatchNormBackward : autograd::Node {
   autograd::SavedTensor x, weight, mean, var;
@@ -194,7 +206,7 @@ Tensor batch_norm(const Tensor& x_, const Tensor& weight_, const Tensor& bias_,
     var = moments.slice(0, 1 + c, 1 + 2 * c);
     update_running(moments, momentum, running_mean, running_var);
   }
-  Tensor y = x.numel() > 0 ? forward_raw(x, mean, var, weight, bias, eps) : Tensor::empty_like(x);
+  Tensor y = x.numel() > 0 ? normalize(x, mean, var, weight, bias, eps) : Tensor::empty_like(x);
   if (auto node = autograd::make_node<BatchNormBackward>({&x_, &weight_, &bias_})) {
     node->x = autograd::SavedTensor(x);
     node->weight = autograd::SavedTensor(weight);

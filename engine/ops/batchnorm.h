@@ -16,4 +16,21 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias,
                   const Tensor& running_mean, const Tensor& running_var, bool training,
                   double momentum, double eps);
 
+// The steps of batch norm on packed per-channel buffers, for SyncBN (dist/sync_batchnorm.cpp),
+// which inserts collectives between them. Not recorded by autograd. x is NHWC; statistics are
+// float32 (float64 for float64 x); moments are packed [count, mean[C], biased var[C]].
+namespace bn_steps {
+Tensor local_moments(const Tensor& x);
+Tensor normalize(const Tensor& x, const Tensor& mean, const Tensor& var, const Tensor& weight,
+                 const Tensor& bias, double eps);
+void update_running(const Tensor& moments, double momentum, const Tensor& running_mean,
+                    const Tensor& running_var);
+// [sum(dy)[C], sum(dy * xhat)[C]]
+Tensor backward_reduce(const Tensor& dy, const Tensor& x, const Tensor& mean, const Tensor& var,
+                       double eps);
+// sums and count undefined: eval-mode statistics, constants for the gradient.
+Tensor backward_apply(const Tensor& dy, const Tensor& x, const Tensor& mean, const Tensor& var,
+                      const Tensor& weight, double eps, const Tensor& sums, const Tensor& count);
+}  // namespace bn_steps
+
 }  // namespace kestrel::ops
