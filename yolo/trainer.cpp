@@ -358,7 +358,6 @@ int train(const TrainOptions& requested) {
   }
 
   // --- optimizer, schedule, EMA, scaler ----------------------------------------------------------
-  const int64_t accumulate_nominal = nominal_accumulate(o.batch_size);
   const double wd = scaled_weight_decay(hyp.weight_decay, o.batch_size);
   Optimizer optimizer = smart_optimizer(*model, parse_optimizer_kind(o.optimizer), hyp.lr0, hyp.momentum, wd);
   out.line("optimizer: ", optimizer.describe());
@@ -544,7 +543,7 @@ int train(const TrainOptions& requested) {
       }
       ++i;
     }
-    if (g_stop_requested) stopped = true;
+    if (g_stop_requested || epoch == o.stop_after) stopped = true;
     KESTREL_CHECK(seen_batches > 0 || epoch_nan == 0, "every training step of epoch ", epoch,
                   " produced a NaN/Inf loss; lower lr0 (--hyp), use --amp off or check the labels");
     if (epoch_nan) out.line("WARNING: ", epoch_nan, " steps with a NaN/Inf loss were skipped this epoch");
@@ -569,8 +568,8 @@ int train(const TrainOptions& requested) {
 
     bool stop_early = false;
     if (rank.main()) {
-      const bool final_epoch = epoch + 1 == o.epochs || stopped;
-      if (validator && (!o.noval || final_epoch)) {
+      const bool final_epoch = epoch + 1 == o.epochs;
+      if (validator && (!o.noval || final_epoch || stopped)) {
         last_val = validator->run(*ema_model, &compute_loss);
         out.raw(last_val.table);
       }
@@ -586,7 +585,7 @@ int train(const TrainOptions& requested) {
       csv.append(epoch, {mloss[0], mloss[1], mloss[2], m.mp, m.mr, m.map50, m.map, last_val.box_loss,
                          last_val.obj_loss, last_val.cls_loss, lrs[0], lrs.size() > 1 ? lrs[1] : 0,
                          lrs.size() > 2 ? lrs[2] : 0});
-      if (!o.nosave || final_epoch) {
+      if (!o.nosave || final_epoch || stopped) {
         CheckpointInfo info;
         info.epoch = epoch;
         info.best_fitness = best_fitness;
@@ -611,7 +610,7 @@ int train(const TrainOptions& requested) {
 
   const double hours = std::chrono::duration<double>(Clock::now() - t_start).count() / 3600.0;
   // As the reference: the best weights validated once more, with plots.
-  if (rank.main() && fs::exists(weights_dir + "/best.safetensors")) {
+  if (rank.main() && !stopped && fs::exists(weights_dir + "/best.safetensors")) {
     out.line("\nValidating ", weights_dir, "/best.safetensors...");
     load_inference_weights(*ema_model, weights_dir + "/best.safetensors");
     validator->set_plots(!o.noplots);

@@ -40,6 +40,7 @@ struct TrainOptions {
   std::string trace;  // Chrome trace file of the last step's timeline
   double dist_timeout = 300;
   int max_batches = 0;  // testing aid: stop each epoch after this many batches (0 = all)
+  int stop_after = -1;  // testing aid: stop as if interrupted after this epoch (-1 = never)
 
   // The options as opt.yaml lists them (reference flag names).
   std::vector<std::pair<std::string, std::string>> to_pairs() const;

@@ -15,8 +15,16 @@ struct Command {
 
 int run_model(const std::vector<std::string>& args);
 int run_demo(const std::vector<std::string>& args);
+int run_step(const std::vector<std::string>& args);
+int run_train(const std::vector<std::string>& args);
+int run_val(const std::vector<std::string>& args);
+int run_detect(const std::vector<std::string>& args);
 
 extern const Command kModelCommand;
 extern const Command kDemoCommand;
+extern const Command kStepCommand;
+extern const Command kTrainCommand;
+extern const Command kValCommand;
+extern const Command kDetectCommand;
 
 }  // namespace kestrel::cli

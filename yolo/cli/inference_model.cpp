@@ -26,7 +26,7 @@ InferenceModel load_inference_model(const std::string& weights, const std::strin
     KESTREL_CHECK(yaml, "checkpoint '", weights, "' has no model yaml in its options");
     const json::Value* cfg_name = opts.find("cfg");
     config = yolo::parse_model_config(yaml->as_string(), cfg_name ? cfg_name->as_string() : weights);
-    if (!nc && opts.find("nc")) nc = static_cast<int>(opts.find("nc")->as_integer());
+    if (opts.find("nc")) nc = static_cast<int>(opts.find("nc")->as_integer());
     if (const json::Value* names = opts.find("names"))
       for (const auto& n : names->as_array()) out.names.push_back(n.as_string());
   } else {

@@ -16,6 +16,7 @@ struct InferenceModel {
   std::vector<std::string> names;  // empty when the file has none
 };
 
+// nc applies to plain weights files; a checkpoint's own class count always wins.
 InferenceModel load_inference_model(const std::string& weights, const std::string& cfg,
                                     std::optional<int> nc, Device device);
 

@@ -55,7 +55,7 @@ int run_val(const std::vector<std::string>& argv) {
   const yolo::data::DatasetConfig dcfg = yolo::data::load_dataset_config(data);
   std::optional<int> nc;
   if (auto v = args.get_optional_int("nc")) nc = static_cast<int>(*v);
-  if (!nc && !args.has("cfg")) nc = vo.single_cls ? 1 : dcfg.nc;
+  if (!nc) nc = vo.single_cls ? 1 : dcfg.nc;  // a checkpoint's own class count wins
   InferenceModel im = load_inference_model(args.get("weights", ""), args.get("cfg", ""), nc, device);
   const int model_nc = static_cast<int>(im.model->detect().nc);
   KESTREL_CHECK(vo.single_cls || model_nc == dcfg.nc, "the weights predict ", model_nc, " classes but ",

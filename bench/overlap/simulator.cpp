@@ -1,0 +1,110 @@
+#include "bench/overlap/simulator.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/error.h"
+
+namespace kestrel::bench::overlap {
+
+Link Network::link_for(int world_size) const {
+  if (world_size <= gpus_per_node) return intra;
+  // A ring spanning nodes moves every chunk through inter-node hops too: each step waits for the
+  // slowest hop, so the whole ring runs at the worse bandwidth and latency.
+  return {std::max(intra.alpha_us, inter.alpha_us), std::min(intra.bytes_per_us, inter.bytes_per_us)};
+}
+
+double ring_allreduce_us(int64_t bytes, int world_size, const Link& link) {
+  KESTREL_CHECK(world_size >= 1, "ring_allreduce_us: world size must be >= 1, got ", world_size);
+  KESTREL_CHECK(link.bytes_per_us > 0, "ring_allreduce_us: bandwidth must be > 0, got ", link.bytes_per_us);
+  if (world_size == 1) return 0;
+  const double n = world_size;
+  return 2.0 * (n - 1) / n * static_cast<double>(bytes) / link.bytes_per_us + 2.0 * (n - 1) * link.alpha_us;
+}
+
+std::vector<SimBucket> make_buckets(const std::vector<GradEvent>& grads, int64_t cap_bytes) {
+  KESTREL_CHECK(cap_bytes > 0, "make_buckets: the bucket cap must be > 0 bytes, got ", cap_bytes);
+  std::vector<SimBucket> out;
+  SimBucket open;
+  bool has_open = false;
+  for (const GradEvent& g : grads) {
+    open.bytes += g.bytes;
+    open.ready_us = has_open ? std::max(open.ready_us, g.ready_us) : g.ready_us;
+    has_open = true;
+    if (open.bytes >= cap_bytes) {
+      out.push_back(open);
+      open = SimBucket{};
+      has_open = false;
+    }
+  }
+  if (has_open) out.push_back(open);
+  return out;
+}
+
+Prediction simulate(const Profile& profile, int64_t cap_bytes, int world_size, const Link& link, bool overlap) {
+  Prediction p;
+  p.buckets = make_buckets(profile.grads, cap_bytes);
+  double channel_free = 0, launched_ready = 0;
+  for (SimBucket& b : p.buckets) {
+    // Buckets launch in order: a bucket that is ready early still waits for its predecessors.
+    launched_ready = std::max(launched_ready, b.ready_us);
+    const double launch = overlap ? launched_ready : std::max(profile.backward_us, launched_ready);
+    b.start_us = std::max(launch, channel_free);
+    b.end_us = b.start_us + ring_allreduce_us(b.bytes, world_size, link);
+    channel_free = b.end_us;
+    p.comm_us += b.end_us - b.start_us;
+  }
+  const double end = std::max(profile.backward_us, channel_free);
+  p.exposed_us = end - profile.backward_us;
+  p.overlap_efficiency = p.comm_us > 0 ? std::clamp(1.0 - p.exposed_us / p.comm_us, 0.0, 1.0) : 1.0;
+  p.step_us = profile.pre_us + end + profile.post_us;
+  return p;
+}
+
+double scaling_efficiency(const Profile& profile, int64_t cap_bytes, int world_size, const Network& net,
+                          bool overlap) {
+  const double single = profile.pre_us + profile.backward_us + profile.post_us;
+  return single / simulate(profile, cap_bytes, world_size, net.link_for(world_size), overlap).step_us;
+}
+
+int64_t best_bucket_bytes(const Profile& profile, const std::vector<int64_t>& candidates, int world_size,
+                          const Link& link, bool overlap) {
+  KESTREL_CHECK(!candidates.empty(), "best_bucket_bytes: give at least one candidate bucket size");
+  int64_t best = candidates.front();
+  double best_us = simulate(profile, best, world_size, link, overlap).step_us;
+  for (int64_t c : candidates) {
+    const double us = simulate(profile, c, world_size, link, overlap).step_us;
+    if (us < best_us) {
+      best_us = us;
+      best = c;
+    }
+  }
+  return best;
+}
+
+Link fit_link(const std::vector<CollectiveSample>& samples) {
+  // Regressors: a = 2(n-1) multiplies alpha, b = 2(n-1)/n * bytes multiplies 1/bandwidth.
+  double saa = 0, sab = 0, sbb = 0, say = 0, sby = 0;
+  for (const CollectiveSample& s : samples) {
+    KESTREL_CHECK(s.world_size >= 2, "fit_link: a collective sample needs >= 2 ranks, got ", s.world_size);
+    const double n = s.world_size, a = 2 * (n - 1), b = 2 * (n - 1) / n * static_cast<double>(s.bytes);
+    saa += a * a;
+    sab += a * b;
+    sbb += b * b;
+    say += a * s.us;
+    sby += b * s.us;
+  }
+  const double det = saa * sbb - sab * sab;
+  KESTREL_CHECK(samples.size() >= 2 && det > 1e-12 * saa * sbb, "fit_link: ", samples.size(),
+                " samples do not determine latency and bandwidth; measure collectives of at least two sizes");
+  double alpha = (sbb * say - sab * sby) / det, inv_bw = (saa * sby - sab * say) / det;
+  if (alpha < 0) {  // noise can push the intercept below zero: refit through the origin
+    alpha = 0;
+    inv_bw = sby / sbb;
+  }
+  KESTREL_CHECK(inv_bw > 0, "fit_link: the measured times do not grow with size (fitted 1/bandwidth ", inv_bw,
+                "); measure larger buckets");
+  return {alpha, 1.0 / inv_bw};
+}
+
+}  // namespace kestrel::bench::overlap

@@ -1,0 +1,93 @@
+// What-if model of data-parallel gradient communication: given when backward produced each
+// gradient (a measured timeline) and a ring all-reduce cost model, predict the step time with and
+// without overlap, the scaling efficiency for N ranks and the best bucket size.
+//
+// Model (the Reducer's behaviour, dist/reducer.h): gradients are grouped in arrival order into
+// buckets of at least `cap` bytes; a bucket launches once its last gradient is in and every
+// earlier bucket has launched; collectives run one after another on one communication channel.
+// Without overlap every bucket launches when backward ends. Compute is unaffected by
+// communication (true for GPUs with a separate comm stream; on a CPU, Gloo competes with backward
+// for cores, which the validation shows as error).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace kestrel::bench::overlap {
+
+// A link's cost: alpha = per-message latency (microseconds), bandwidth in bytes per microsecond.
+struct Link {
+  double alpha_us = 0;
+  double bytes_per_us = 1;
+};
+
+// A cluster: gpus_per_node ranks share a node (intra links); beyond one node the ring crosses
+// inter-node links and, every hop waiting for the slowest one, runs at the slowest link's speed.
+struct Network {
+  Link intra;
+  Link inter;
+  int gpus_per_node = 8;
+  Link link_for(int world_size) const;
+};
+
+// Ring all-reduce of `bytes` over n ranks: 2(n-1)/n * bytes / bandwidth + 2(n-1) * alpha; 0 for
+// n = 1.
+double ring_allreduce_us(int64_t bytes, int world_size, const Link& link);
+
+// One gradient (or an indivisible group of them) as backward produced it.
+struct GradEvent {
+  double ready_us = 0;  // since backward started
+  int64_t bytes = 0;
+};
+
+// A measured step: forward (and anything before backward) plus backward with its gradients in
+// arrival order, plus what follows communication (optimizer).
+struct Profile {
+  double pre_us = 0;
+  double backward_us = 0;
+  double post_us = 0;
+  std::vector<GradEvent> grads;
+};
+
+struct SimBucket {
+  int64_t bytes = 0;
+  double ready_us = 0;
+  double start_us = 0;
+  double end_us = 0;
+};
+
+// Consecutive gradients in arrival order, a bucket closed once it holds >= cap_bytes (the last one
+// may be smaller); ready when its last gradient is.
+std::vector<SimBucket> make_buckets(const std::vector<GradEvent>& grads, int64_t cap_bytes);
+
+struct Prediction {
+  double step_us = 0;      // pre + max(backward, last collective's end) + post
+  double comm_us = 0;      // sum of the collectives
+  double exposed_us = 0;   // communication after backward ended
+  double overlap_efficiency = 1;  // share of comm_us hidden behind backward; 1 with no comm
+  std::vector<SimBucket> buckets;
+};
+
+// Schedules the buckets of `profile` (cap in bytes) over world_size ranks.
+Prediction simulate(const Profile& profile, int64_t cap_bytes, int world_size, const Link& link, bool overlap);
+
+// Weak scaling (fixed per-rank batch): single-rank step time / N-rank step time.
+double scaling_efficiency(const Profile& profile, int64_t cap_bytes, int world_size, const Network& net,
+                          bool overlap);
+
+// The cap among candidates with the smallest predicted step (the first on ties).
+int64_t best_bucket_bytes(const Profile& profile, const std::vector<int64_t>& candidates, int world_size,
+                          const Link& link, bool overlap);
+
+// One measured all-reduce: its size, rank count and duration.
+struct CollectiveSample {
+  int64_t bytes = 0;
+  int world_size = 2;
+  double us = 0;
+};
+
+// Least-squares fit of the ring model (alpha and bandwidth) to measured collectives:
+// us = alpha * 2(n-1) + (1/bandwidth) * 2(n-1)/n * bytes. Needs two independent samples.
+Link fit_link(const std::vector<CollectiveSample>& samples);
+
+}  // namespace kestrel::bench::overlap

@@ -1,0 +1,40 @@
+// One training-step benchmark configuration: the trainer's step (input conversion, forward, loss,
+// scaled backward, unscale, clip to norm 10, SGD step, zero_grad) timed over `iters` steps after
+// `warmup` ones, on resident synthetic batches or fed by the real augmenting loader.
+#pragma once
+#include <string>
+
+#include "engine/device.h"
+
+namespace kestrel::bench {
+
+struct StepConfig {
+  std::string model;  // a yaml path, or a name under models/ ("yolov5s")
+  int img_size = 640;
+  int batch = 16;
+  std::string amp = "off";  // bf16, fp16 or off
+  Device device = Device::cpu();
+  int iters = 10;
+  int warmup = 2;
+  std::string data;  // empty: synthetic device-resident batches; else a dataset yaml or "synthetic"
+  int workers = 4;
+  uint64_t seed = 0;
+};
+
+struct StepResult {
+  double ms_per_step = 0;
+  double images_per_s = 0;
+  double mfu = 0;             // model FLOP/s (3 x forward GFLOPs per image) over the device peak
+  double peak_mem_mb = 0;     // CUDA: allocator peak during the timed steps; CPU: process max RSS
+  double data_wait_pct = -1;  // with a loader: time blocked in next() as % of the timed span
+  double gflops_per_image = 0;
+  double last_loss = 0;       // (box + obj + cls) of the last step, to show the steps did real work
+};
+
+StepResult run_step_bench(const StepConfig& config);
+
+// The JSON line of one configuration (the error variant names the failure instead of numbers).
+std::string result_json(const StepConfig& config, const StepResult& result);
+std::string error_json(const StepConfig& config, const std::string& error);
+
+}  // namespace kestrel::bench

@@ -1,0 +1,217 @@
+// Fused multi-tensor arithmetic of the training step: SGD (Nesterov momentum, weight decay), Adam
+// and AdamW updates, the global gradient norm (deterministic two-pass), scaling by a factor with an
+// inf/nan check (loss-scale unscaling, clipping) and the EMA update of weights.
+//
+// A TensorList describes many tensors by raw pointers: tensor i has numel[i] elements in `depth`
+// contiguous buffers of one dtype (e.g. param, grad, momentum). One CUDA launch covers many
+// tensors: the list is cut into launches of at most kMaxListTensors tensors and kMaxListBlocks
+// blocks, the pointers travelling in the kernel's arguments (no device-side pointer array to
+// allocate or copy).
+//
+// The per-element math below rounds after every operation (no fused multiply-add), in the order
+// PyTorch's optimizers use, so the CPU reference and the CUDA kernels agree bit for bit in float.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <initializer_list>
+#include <vector>
+
+#include "kernels/dtype.h"
+
+namespace kestrel::kernels {
+
+constexpr int kMaxListDepth = 4;
+constexpr int kMaxListTensors = 36;
+constexpr int kMaxListBlocks = 320;
+constexpr int64_t kListChunk = 65536;  // elements per CUDA block (and per norm partial sum)
+
+struct TensorList {
+  int depth = 0;
+  std::vector<std::array<void*, kMaxListDepth>> ptrs;
+  std::vector<int64_t> numel;
+
+  explicit TensorList(int depth_) : depth(depth_) {}
+  // Adds one tensor: `depth` buffers of n elements each.
+  void add(std::initializer_list<void*> buffers, int64_t n);
+  size_t size() const { return numel.size(); }
+};
+
+// How the CUDA kernels cut a list into launches (host code, tested on the CPU). A launch names at
+// most kMaxListTensors tensors of the list and kMaxListBlocks blocks; block b covers chunk
+// block_chunk[b] (kListChunk elements) of the launch's tensor block_tensor[b]. Chunks come in
+// list order, each exactly once; a tensor whose chunks straddle two launches appears in both.
+// Empty tensors take no block.
+struct ListLaunch {
+  std::vector<int> tensors;       // indices into the TensorList
+  std::vector<int> block_tensor;  // indices into `tensors`
+  std::vector<int32_t> block_chunk;
+  int64_t first_block = 0;        // blocks of the earlier launches (the norm's partial index)
+};
+std::vector<ListLaunch> plan_list_launches(const TensorList& list);
+
+// --- per-element math (shared by the CPU reference and the CUDA kernels) ------------------------
+// Correctly rounded products and sums that the compiler may not contract into an FMA.
+KESTREL_HD inline float mul_rn(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fmul_rn(a, b);
+#else
+  return a * b;
+#endif
+}
+KESTREL_HD inline float add_rn(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fadd_rn(a, b);
+#else
+  return a + b;
+#endif
+}
+KESTREL_HD inline double mul_rn(double a, double b) {
+#if defined(__CUDA_ARCH__)
+  return __dmul_rn(a, b);
+#else
+  return a * b;
+#endif
+}
+KESTREL_HD inline double add_rn(double a, double b) {
+#if defined(__CUDA_ARCH__)
+  return __dadd_rn(a, b);
+#else
+  return a + b;
+#endif
+}
+
+KESTREL_HD inline float div_rn(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fdiv_rn(a, b);
+#else
+  return a / b;
+#endif
+}
+KESTREL_HD inline double div_rn(double a, double b) {
+#if defined(__CUDA_ARCH__)
+  return __ddiv_rn(a, b);
+#else
+  return a / b;
+#endif
+}
+KESTREL_HD inline float sqrt_rn(float a) {
+#if defined(__CUDA_ARCH__)
+  return __fsqrt_rn(a);
+#else
+  return std::sqrt(a);
+#endif
+}
+KESTREL_HD inline double sqrt_rn(double a) {
+#if defined(__CUDA_ARCH__)
+  return __dsqrt_rn(a);
+#else
+  return std::sqrt(a);
+#endif
+}
+
+// SGD as PyTorch's (dampening 0): d = g + wd·p; buf = momentum·buf + d; Nesterov: d += momentum·buf,
+// else d = buf; p -= lr·d. A zero buffer gives PyTorch's first step (buf = d) exactly.
+template <class T>
+struct SgdCoef {
+  T lr, momentum, weight_decay;
+  bool nesterov;
+};
+template <class T>
+KESTREL_HD inline void sgd_update(T& p, T& buf, T g, const SgdCoef<T>& c) {
+  T d = c.weight_decay != T(0) ? add_rn(g, mul_rn(c.weight_decay, p)) : g;
+  buf = add_rn(mul_rn(buf, c.momentum), d);
+  d = c.nesterov ? add_rn(d, mul_rn(c.momentum, buf)) : buf;
+  p = add_rn(p, mul_rn(-c.lr, d));
+}
+
+// Adam / AdamW as PyTorch's (amsgrad off). Host-computed per step: step_size = lr / (1 - b1^t),
+// bc2_sqrt = sqrt(1 - b2^t), decay_factor = 1 - lr·wd (AdamW). Adam adds wd·p to the gradient.
+template <class T>
+struct AdamCoef {
+  T one_minus_beta1, beta2, one_minus_beta2, eps, weight_decay;
+  T step_size, bc2_sqrt, decay_factor;
+  bool decoupled;
+};
+template <class T>
+KESTREL_HD inline void adam_update(T& p, T& m, T& v, T g, const AdamCoef<T>& c) {
+  if (c.decoupled)
+    p = mul_rn(p, c.decay_factor);
+  else if (c.weight_decay != T(0))
+    g = add_rn(g, mul_rn(c.weight_decay, p));
+  m = add_rn(m, mul_rn(c.one_minus_beta1, add_rn(g, -m)));  // lerp(m, g, 1 - b1), weight < 0.5
+  v = add_rn(mul_rn(v, c.beta2), mul_rn(c.one_minus_beta2, mul_rn(g, g)));
+  const T denom = add_rn(div_rn(sqrt_rn(v), c.bc2_sqrt), c.eps);
+  p = add_rn(p, mul_rn(-c.step_size, div_rn(m, denom)));
+}
+
+// clip_grad_norm_'s factor: max_norm / (norm + 1e-6), clamped to at most 1 (NaN stays NaN).
+template <class T>
+KESTREL_HD inline T clip_coef(T norm, T max_norm) {
+  const T c = div_rn(max_norm, add_rn(norm, T(1e-6)));
+  return c > T(1) ? T(1) : c;
+}
+
+// ema = d·ema + (1 - d)·model, two products and a sum, as ModelEMA's in-place ops.
+template <class T>
+KESTREL_HD inline T ema_value(T ema, T model, T d, T one_minus_d) {
+  return add_rn(mul_rn(ema, d), mul_rn(one_minus_d, model));
+}
+
+// --- entry points ------------------------------------------------------------------------------
+// CPU: float and double. CUDA: float, half and bfloat16 storage, float math. Every buffer of a
+// list has the list's dtype.
+struct SgdHyper {
+  double lr, momentum, weight_decay;
+  bool nesterov;
+};
+// list: (param, grad, momentum buffer)
+void sgd_step_cpu(DType t, const TensorList& list, const SgdHyper& h);
+void sgd_step_cuda(DType t, const TensorList& list, const SgdHyper& h, cudaStream_t s);
+
+struct AdamHyper {
+  double lr, beta1, beta2, eps, weight_decay;
+  bool decoupled;  // AdamW
+  int64_t step;    // the step being taken, >= 1 (bias corrections)
+};
+// list: (param, grad, exp_avg, exp_avg_sq)
+void adam_step_cpu(DType t, const TensorList& list, const AdamHyper& h);
+void adam_step_cuda(DType t, const TensorList& list, const AdamHyper& h, cudaStream_t s);
+
+// Euclidean norm of all elements of all tensors of a depth-1 list, summed in double.
+double global_norm_cpu(DType t, const TensorList& list);
+// CUDA: pass 1 writes one double partial sum per kListChunk elements of each tensor into
+// `workspace` (norm_partial_count(list) doubles), pass 2 sums them in a fixed order and writes
+// float(sqrt(sum)) to *norm (device memory). Same result on every run.
+int64_t norm_partial_count(const TensorList& list);
+void global_norm_cuda(DType t, const TensorList& list, double* workspace, float* norm,
+                      cudaStream_t s);
+
+// x *= factor over a depth-1 list. Returns (CPU) / flags (CUDA: *found_nonfinite = 1, device
+// memory, may be null) whether any input value was inf or NaN.
+bool scale_cpu(DType t, const TensorList& list, double factor);
+void scale_cuda(DType t, const TensorList& list, double factor, float* found_nonfinite,
+                cudaStream_t s);
+// x *= clip_coef(*norm, max_norm) with the norm read on the device (no host synchronisation).
+void clip_scale_cuda(DType t, const TensorList& list, const float* norm, double max_norm,
+                     cudaStream_t s);
+
+// list: (ema, model); ema = decay·ema + (1 - decay)·model.
+void ema_update_cpu(DType t, const TensorList& list, double decay);
+void ema_update_cuda(DType t, const TensorList& list, double decay, cudaStream_t s);
+
+// Host-side coefficient helpers, shared by both backends.
+template <class T>
+SgdCoef<T> sgd_coef(const SgdHyper& h) {
+  return {T(h.lr), T(h.momentum), T(h.weight_decay), h.nesterov};
+}
+AdamCoef<double> adam_coef(const AdamHyper& h);  // in double; cast field by field for float
+template <class T>
+AdamCoef<T> cast_coef(const AdamCoef<double>& c) {
+  return {T(c.one_minus_beta1), T(c.beta2), T(c.one_minus_beta2), T(c.eps), T(c.weight_decay),
+          T(c.step_size), T(c.bc2_sqrt), T(c.decay_factor), c.decoupled};
+}
+
+}  // namespace kestrel::kernels

@@ -1,0 +1,179 @@
+// CUDA multi-tensor kernels against the CPU reference. The per-element math rounds after every
+// operation on both sides (kernels/optim.h: no FMA contraction, IEEE division and square root),
+// so float32 updates must agree bit for bit; bfloat16 storage is compared with the float CPU
+// result rounded once to bfloat16, which is what the kernel stores. The norm sums in double in a
+// different order on each side: float32 results within 1e-6 relative.
+// The list mixes an empty tensor, tails shorter than a chunk, a tensor of more chunks than one
+// launch holds (kMaxListBlocks) and more tensors than one launch holds (kMaxListTensors), so
+// every path of the launch splitting runs.
+#include <cmath>
+#include <cstring>
+
+#include "engine/stream.h"
+#include "kernels/optim.h"
+#include "tests/support/testing.h"
+
+using namespace kestrel;
+using kernels::TensorList;
+using kestrel::testing::all_close;
+using kestrel::testing::random_tensor;
+
+namespace {
+
+std::vector<int64_t> sizes() {
+  std::vector<int64_t> s = {1000, 0, 1, kernels::kListChunk + 1, 3 * kernels::kListChunk + 5,
+                            (kernels::kMaxListBlocks + 10) * kernels::kListChunk + 7};
+  for (int i = 0; i < 45; ++i) s.push_back(17 * i + 3);
+  return s;
+}
+
+// `depth` columns of random float32 tensors on the CPU, one per size (values in [lo, hi)).
+std::vector<std::vector<Tensor>> random_columns(int depth, uint64_t seed, double lo = -1,
+                                                double hi = 1) {
+  std::vector<std::vector<Tensor>> cols(depth);
+  const std::vector<int64_t> n = sizes();
+  for (int d = 0; d < depth; ++d)
+    for (size_t k = 0; k < n.size(); ++k)
+      cols[d].push_back(random_tensor({n[k]}, seed * 1000 + d * 100 + k, DType::F32, lo, hi));
+  return cols;
+}
+
+std::vector<std::vector<Tensor>> to_device(const std::vector<std::vector<Tensor>>& cols, Device d,
+                                           DType dtype = DType::F32) {
+  std::vector<std::vector<Tensor>> out(cols.size());
+  for (size_t c = 0; c < cols.size(); ++c)
+    for (const Tensor& t : cols[c]) out[c].push_back(t.to(dtype).to(d));
+  return out;
+}
+
+TensorList list_of(const std::vector<std::vector<Tensor>>& cols) {
+  TensorList list(static_cast<int>(cols.size()));
+  for (size_t k = 0; k < cols[0].size(); ++k) {
+    std::array<void*, 4> p{};
+    for (size_t c = 0; c < cols.size(); ++c) p[c] = cols[c][k].data_ptr();
+    switch (cols.size()) {
+      case 1: list.add({p[0]}, cols[0][k].numel()); break;
+      case 2: list.add({p[0], p[1]}, cols[0][k].numel()); break;
+      case 3: list.add({p[0], p[1], p[2]}, cols[0][k].numel()); break;
+      default: list.add({p[0], p[1], p[2], p[3]}, cols[0][k].numel());
+    }
+  }
+  return list;
+}
+
+::testing::AssertionResult bitwise_equal(const Tensor& gpu, const Tensor& cpu) {
+  Tensor a = gpu.to(Device::cpu()), b = cpu;
+  if (a.dtype() != b.dtype() || a.numel() != b.numel())
+    return ::testing::AssertionFailure() << a.describe() << " vs " << b.describe();
+  if (a.numel() == 0) return ::testing::AssertionSuccess();
+  if (std::memcmp(a.data_ptr(), b.data_ptr(), a.numel() * a.element_size()) != 0)
+    return ::testing::AssertionFailure()
+           << "not bitwise equal: " << all_close(a.to(DType::F64), b.to(DType::F64), 0, 0).message();
+  return ::testing::AssertionSuccess();
+}
+
+cudaStream_t stream() { return current_stream(Device::cuda(0)).handle(); }
+
+}  // namespace
+
+TEST(OptimCuda, SgdMatchesCpuBitwise) {
+  KESTREL_SKIP_WITHOUT_CUDA();
+  auto cpu = random_columns(3, 1);
+  auto gpu = to_device(cpu, Device::cuda(0));
+  const kernels::SgdHyper h{0.01, 0.937, 5e-4, true};
+  for (int step = 0; step < 2; ++step) {
+    kernels::sgd_step_cpu(DType::F32, list_of(cpu), h);
+    kernels::sgd_step_cuda(DType::F32, list_of(gpu), h, stream());
+  }
+  for (int c : {0, 2})
+    for (size_t k = 0; k < cpu[c].size(); ++k) EXPECT_TRUE(bitwise_equal(gpu[c][k], cpu[c][k])) << k;
+}
+
+TEST(OptimCuda, SgdBf16StorageRoundsOnce) {
+  KESTREL_SKIP_WITHOUT_CUDA();
+  // CPU: float math on the bf16-rounded inputs, result rounded to bf16 once (as the kernel).
+  auto base = random_columns(3, 2);
+  auto gpu = to_device(base, Device::cuda(0), DType::BF16);
+  auto cpu = to_device(to_device(base, Device::cpu(), DType::BF16), Device::cpu(), DType::F32);
+  const kernels::SgdHyper h{0.1, 0.9, 1e-3, true};
+  kernels::sgd_step_cpu(DType::F32, list_of(cpu), h);
+  kernels::sgd_step_cuda(DType::BF16, list_of(gpu), h, stream());
+  for (size_t k = 0; k < cpu[0].size(); ++k)
+    EXPECT_TRUE(bitwise_equal(gpu[0][k], cpu[0][k].to(DType::BF16))) << k;
+}
+
+class AdamCuda : public ::testing::TestWithParam<bool> {};
+
+TEST_P(AdamCuda, MatchesCpuBitwise) {
+  KESTREL_SKIP_WITHOUT_CUDA();
+  auto cpu = random_columns(4, 3);
+  for (Tensor& v : cpu[3]) v = random_tensor(v.shape(), 77, DType::F32, 0, 1);  // v >= 0
+  auto gpu = to_device(cpu, Device::cuda(0));
+  for (int64_t t = 1; t <= 3; ++t) {
+    const kernels::AdamHyper h{1e-3, 0.937, 0.999, 1e-8, 5e-4, GetParam(), t};
+    kernels::adam_step_cpu(DType::F32, list_of(cpu), h);
+    kernels::adam_step_cuda(DType::F32, list_of(gpu), h, stream());
+  }
+  for (int c : {0, 2, 3})
+    for (size_t k = 0; k < cpu[c].size(); ++k) EXPECT_TRUE(bitwise_equal(gpu[c][k], cpu[c][k])) << k;
+}
+
+INSTANTIATE_TEST_SUITE_P(AdamAndAdamW, AdamCuda, ::testing::Values(false, true));
+
+TEST(OptimCuda, GlobalNormMatchesCpuAndRepeats) {
+  KESTREL_SKIP_WITHOUT_CUDA();
+  auto cpu = random_columns(1, 4);
+  auto gpu = to_device(cpu, Device::cuda(0));
+  const TensorList list = list_of(gpu);
+  Tensor work = Tensor::empty({kernels::norm_partial_count(list)}, DType::F64, Device::cuda(0));
+  Tensor norm = Tensor::empty({}, DType::F32, Device::cuda(0));
+  kernels::global_norm_cuda(DType::F32, list, work.data<double>(), norm.data<float>(), stream());
+  const float first = static_cast<float>(norm.item());
+  const double want = kernels::global_norm_cpu(DType::F32, list_of(cpu));
+  EXPECT_NEAR(first, want, 1e-6 * want);
+  for (int i = 0; i < 3; ++i) {  // deterministic: the same bits every run
+    kernels::global_norm_cuda(DType::F32, list, work.data<double>(), norm.data<float>(), stream());
+    EXPECT_EQ(static_cast<float>(norm.item()), first);
+  }
+}
+
+TEST(OptimCuda, ClipScaleUsesTheDeviceNorm) {
+  KESTREL_SKIP_WITHOUT_CUDA();
+  auto cpu = random_columns(1, 5, -3, 3);
+  auto gpu = to_device(cpu, Device::cuda(0));
+  const float norm_value = 123.25f;
+  Tensor norm = Tensor::scalar(norm_value, DType::F32, Device::cuda(0));
+  kernels::clip_scale_cuda(DType::F32, list_of(gpu), norm.data<float>(), 10.0, stream());
+  kernels::scale_cpu(DType::F32, list_of(cpu), kernels::clip_coef(norm_value, 10.0f));
+  for (size_t k = 0; k < cpu[0].size(); ++k) EXPECT_TRUE(bitwise_equal(gpu[0][k], cpu[0][k])) << k;
+}
+
+TEST(OptimCuda, ScaleFlagsInfAndNan) {
+  KESTREL_SKIP_WITHOUT_CUDA();
+  auto cpu = random_columns(1, 6);
+  auto gpu = to_device(cpu, Device::cuda(0));
+  Tensor flag = Tensor::zeros({}, DType::F32, Device::cuda(0));
+  kernels::scale_cuda(DType::F32, list_of(gpu), 1.0 / 65536, flag.data<float>(), stream());
+  EXPECT_FALSE(kernels::scale_cpu(DType::F32, list_of(cpu), 1.0 / 65536));
+  EXPECT_EQ(flag.item(), 0.0);
+  for (size_t k = 0; k < cpu[0].size(); ++k) EXPECT_TRUE(bitwise_equal(gpu[0][k], cpu[0][k])) << k;
+  for (float bad : {INFINITY, NAN}) {
+    Tensor host = gpu[0][4].to(Device::cpu());
+    host.data<float>()[12345] = bad;  // deep inside the multi-chunk tensor
+    gpu[0][4].copy_(host);
+    flag.zero_();
+    kernels::scale_cuda(DType::F32, list_of(gpu), 1.0, flag.data<float>(), stream());
+    EXPECT_EQ(flag.item(), 1.0);
+  }
+}
+
+TEST(OptimCuda, EmaMatchesCpuBitwise) {
+  KESTREL_SKIP_WITHOUT_CUDA();
+  auto cpu = random_columns(2, 7);
+  auto gpu = to_device(cpu, Device::cuda(0));
+  for (double d : {0.0, 0.5, 0.9999 * (1 - std::exp(-3.0 / 2000))}) {
+    kernels::ema_update_cpu(DType::F32, list_of(cpu), d);
+    kernels::ema_update_cuda(DType::F32, list_of(gpu), d, stream());
+  }
+  for (size_t k = 0; k < cpu[0].size(); ++k) EXPECT_TRUE(bitwise_equal(gpu[0][k], cpu[0][k])) << k;
+}

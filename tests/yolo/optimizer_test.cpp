@@ -1,0 +1,170 @@
+// Parameter groups (the reference's smart_optimizer on yolov5n), SGD / Adam / AdamW steps through
+// the Optimizer against hand-computed values, weight-decay scaling and gradient clipping.
+#include <cmath>
+
+#include "tests/support/testing.h"
+#include "yolo/model.h"
+#include "yolo/optimizer.h"
+
+using namespace kestrel;
+using namespace kestrel::yolo;
+
+namespace {
+
+bool ends_with(const std::string& s, const std::string& tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+Tensor param(const std::vector<double>& v) {
+  return Tensor::from_vector<double>(v, {static_cast<int64_t>(v.size())}).set_requires_grad();
+}
+
+// Three one-parameter groups (bias, decayed weight, BN weight) with the same value and gradient.
+std::vector<ParamGroup> three_groups(double lr, double momentum, double wd) {
+  std::vector<ParamGroup> g(3);
+  const char* labels[] = {"bias", "weight(decay)", "weight(no decay)"};
+  for (int i = 0; i < 3; ++i) {
+    g[i].label = labels[i];
+    g[i].lr = g[i].initial_lr = lr;
+    g[i].momentum = momentum;
+    Tensor p = param({1.0, -2.0});
+    p.set_grad(Tensor::from_vector<double>({0.5, 0.25}, {2}));
+    const char* names[] = {"p0", "p1", "p2"};
+    g[i].params.push_back({names[i], p, false});
+  }
+  g[1].weight_decay = wd;
+  return g;
+}
+
+}  // namespace
+
+TEST(Optimizer, GroupsOfYolov5nAsTheReference) {
+  DetectionModel model(load_model_config("models/yolov5n.yaml"));
+  std::vector<ParamGroup> groups = make_param_groups(model, 0.01, 0.937, 0.0005);
+  ASSERT_EQ(groups.size(), 3u);
+  // The reference logs "57 weight(decay=0.0), 60 weight(decay=0.0005), 60 bias" for v5n/v5s.
+  EXPECT_EQ(groups[0].params.size(), 60u);
+  EXPECT_EQ(groups[1].params.size(), 60u);
+  EXPECT_EQ(groups[2].params.size(), 57u);
+  for (const Parameter& p : groups[0].params) EXPECT_TRUE(ends_with(p.name, ".bias")) << p.name;
+  for (const Parameter& p : groups[1].params)
+    EXPECT_TRUE(ends_with(p.name, "conv.weight") || p.name.rfind("model.24.m.", 0) == 0) << p.name;
+  for (const Parameter& p : groups[2].params) EXPECT_TRUE(ends_with(p.name, "bn.weight")) << p.name;
+  EXPECT_EQ(groups[0].weight_decay, 0.0);
+  EXPECT_EQ(groups[1].weight_decay, 0.0005);
+  EXPECT_EQ(groups[2].weight_decay, 0.0);
+  EXPECT_EQ(groups[1].params.front().name, "model.0.conv.weight");
+  EXPECT_TRUE(groups[1].params.front().ohwi_conv_weight);
+  size_t total = 0;
+  for (const auto& g : groups) total += g.params.size();
+  EXPECT_EQ(total, model.named_parameters().size());
+  Optimizer opt(OptimizerKind::SGD, groups);
+  EXPECT_EQ(opt.describe(),
+            "SGD(lr=0.01) with parameter groups 57 weight(decay=0.0), 60 weight(decay=0.0005), "
+            "60 bias");
+}
+
+TEST(Optimizer, WeightDecayScaling) {
+  EXPECT_EQ(nominal_accumulate(16), 4);
+  EXPECT_EQ(nominal_accumulate(24), 3);   // round(2.67)
+  EXPECT_EQ(nominal_accumulate(128), 1);  // round(0.5) = 0 (half to even), at least 1
+  EXPECT_EQ(nominal_accumulate(43), 1);
+  EXPECT_DOUBLE_EQ(scaled_weight_decay(0.0005, 16), 0.0005);
+  EXPECT_DOUBLE_EQ(scaled_weight_decay(0.0005, 24), 0.0005 * 72 / 64);
+  EXPECT_DOUBLE_EQ(scaled_weight_decay(0.0005, 128), 0.0005 * 2);
+  EXPECT_THROW(nominal_accumulate(0), Error);
+}
+
+TEST(Optimizer, SgdNesterovDecaysOnlyTheDecayGroup) {
+  Optimizer opt(OptimizerKind::SGD, three_groups(0.1, 0.9, 0.01));
+  opt.step();
+  // First step: buf = d, p -= lr (d + 0.9 d), d = g (+ wd p in group 1).
+  for (int gi = 0; gi < 3; ++gi) {
+    const std::vector<double> p = opt.groups()[gi].params[0].tensor.to_vector<double>();
+    const double d0 = 0.5 + (gi == 1 ? 0.01 * 1.0 : 0.0), d1 = 0.25 + (gi == 1 ? 0.01 * -2.0 : 0.0);
+    EXPECT_NEAR(p[0], 1.0 - 0.1 * 1.9 * d0, 1e-15) << gi;
+    EXPECT_NEAR(p[1], -2.0 - 0.1 * 1.9 * d1, 1e-15) << gi;
+  }
+  // Second step with the same gradient: buf = 0.9 d + d (group 0, no decay: d constant).
+  opt.step();
+  const double after1 = 1.0 - 0.1 * 1.9 * 0.5, buf2 = 0.9 * 0.5 + 0.5;
+  EXPECT_NEAR(opt.groups()[0].params[0].tensor.to_vector<double>()[0],
+              after1 - 0.1 * (0.5 + 0.9 * buf2), 1e-15);
+  auto state = opt.state_tensors();
+  ASSERT_EQ(state.size(), 3u);
+  EXPECT_EQ(state[0].first, "p0.momentum_buffer");
+  EXPECT_NEAR(state[0].second.to_vector<double>()[0], buf2, 1e-15);
+}
+
+TEST(Optimizer, ParametersWithoutGradientAreLeftAlone) {
+  auto groups = three_groups(0.1, 0.9, 0.01);
+  groups[2].params[0].tensor.set_grad(Tensor());
+  Optimizer opt(OptimizerKind::SGD, groups);
+  opt.step();
+  EXPECT_EQ(opt.groups()[2].params[0].tensor.to_vector<double>(), (std::vector<double>{1.0, -2.0}));
+  EXPECT_NE(opt.groups()[0].params[0].tensor.to_vector<double>()[0], 1.0);
+  opt.zero_grad();
+  EXPECT_FALSE(opt.groups()[0].params[0].tensor.grad().defined());
+}
+
+TEST(Optimizer, AdamAndAdamWByHand) {
+  for (OptimizerKind kind : {OptimizerKind::Adam, OptimizerKind::AdamW}) {
+    const double lr = 0.01, b1 = 0.937, wd = 0.1;
+    Optimizer opt(kind, three_groups(lr, b1, wd));
+    opt.step();
+    // Step 1: m̂ = g, v̂ = g², p -= lr g / (|g| + eps) after the decay (Adam: g += wd p; AdamW:
+    // p *= 1 - lr wd).
+    for (int gi = 0; gi < 3; ++gi) {
+      const double decay = gi == 1 ? wd : 0.0;
+      double p = 1.0, g = 0.5;
+      if (kind == OptimizerKind::AdamW) p *= 1 - lr * decay;
+      else g += decay * p;
+      p -= lr * g / (std::abs(g) + 1e-8);
+      EXPECT_NEAR(opt.groups()[gi].params[0].tensor.to_vector<double>()[0], p, 1e-14)
+          << optimizer_kind_name(kind) << " group " << gi;
+    }
+    auto state = opt.state_tensors();
+    ASSERT_EQ(state.size(), 9u);
+    EXPECT_EQ(state[0].first, "p0.exp_avg");
+    EXPECT_EQ(state[2].first, "p0.step");
+    EXPECT_EQ(state[2].second.item(), 1.0);
+    EXPECT_NEAR(state[0].second.to_vector<double>()[0], (1 - b1) * 0.5, 1e-15);
+    EXPECT_NEAR(state[1].second.to_vector<double>()[0], 0.001 * 0.25, 1e-15);
+  }
+}
+
+TEST(Optimizer, ClipGradNormAsTorch) {
+  Tensor a = param({3.0, 4.0}), b = param({12.0}), c = param({7.0});
+  a.set_grad(Tensor::from_vector<double>({3.0, 4.0}, {2}));
+  b.set_grad(Tensor::from_vector<double>({12.0}, {1}));  // c has no gradient: skipped
+  EXPECT_DOUBLE_EQ(grad_norm({a, b, c}).item(), 13.0);
+  EXPECT_DOUBLE_EQ(clip_grad_norm({a, b, c}, 20.0).item(), 13.0);
+  EXPECT_EQ(b.grad().item(), 12.0);  // under the limit: unchanged
+  EXPECT_DOUBLE_EQ(clip_grad_norm({a, b, c}, 10.0).item(), 13.0);
+  const double coef = 10.0 / (13.0 + 1e-6);
+  EXPECT_DOUBLE_EQ(b.grad().item(), 12.0 * coef);
+  EXPECT_DOUBLE_EQ(a.grad().to_vector<double>()[1], 4.0 * coef);
+  EXPECT_NEAR(grad_norm({a, b}).item(), 10.0, 1e-5);
+  EXPECT_THROW(clip_grad_norm({a}, 0.0), Error);
+}
+
+TEST(Optimizer, ClipInFloat32RoundsAsTorch) {
+  Tensor a = Tensor::from_vector<float>({30.0f, 40.0f}, {2}).set_requires_grad();
+  a.set_grad(Tensor::from_vector<float>({30.0f, 40.0f}, {2}));
+  clip_grad_norm({a}, 10.0);
+  const float coef = 10.0f / (50.0f + 1e-6f);
+  EXPECT_EQ(a.grad().to_vector<float>()[0], 30.0f * coef);
+}
+
+TEST(Optimizer, BadInputIsRefused) {
+  EXPECT_EQ(parse_optimizer_kind("AdamW"), OptimizerKind::AdamW);
+  EXPECT_THROW(parse_optimizer_kind("RMSProp"), Error);
+  EXPECT_THROW(parse_optimizer_kind("sgd"), Error);
+  auto groups = three_groups(0.1, 0.9, 0.0);
+  groups[1].params.push_back(groups[0].params[0]);  // one parameter in two groups
+  EXPECT_THROW(Optimizer(OptimizerKind::SGD, groups), Error);
+  auto g2 = three_groups(0.1, 0.9, 0.0);
+  g2[0].params[0].tensor.set_grad(Tensor::zeros({3}, DType::F64));  // wrong shape
+  Optimizer opt(OptimizerKind::SGD, g2);
+  EXPECT_THROW(opt.step(), Error);
+}

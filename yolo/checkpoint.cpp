@@ -1,0 +1,243 @@
+#include "yolo/checkpoint.h"
+
+#include <charconv>
+
+#include "engine/autograd.h"
+#include "engine/safetensors.h"
+
+namespace kestrel::yolo {
+namespace {
+
+constexpr const char* kFormat = "kestrel.checkpoint.v1";
+
+using Named = std::vector<std::pair<std::string, Tensor>>;
+
+// A module's state in file layout (conv weights OIHW), names prefixed.
+Named module_tensors(layers::Module& m, const std::string& prefix) {
+  Named out;
+  for (const layers::StateEntry& e : m.state_entries())
+    out.emplace_back(prefix + e.name, e.ohwi_conv_weight ? e.slot->permute({0, 3, 1, 2}) : *e.slot);
+  return out;
+}
+
+// Copies the file's tensors into `targets` (file-layout views of live tensors), checking that
+// each is present with the same shape and dtype.
+void restore(const SafetensorsFile& file, const Named& targets, const char* part) {
+  std::vector<std::string> problems;
+  for (const auto& [name, t] : targets) {
+    if (!file.contains(name)) {
+      problems.push_back("missing " + name);
+      continue;
+    }
+    const SafetensorsEntry& fe = file.entry(name);
+    if (fe.shape != t.shape()) problems.push_back(name + ": shape " + shape_str(fe.shape));
+  }
+  if (!problems.empty()) {
+    std::string list;
+    for (size_t i = 0; i < problems.size() && i < 10; ++i) list += "\n  " + problems[i];
+    KESTREL_FAIL("checkpoint '", file.path(), "': the ", part, " state does not fit (",
+                 problems.size(), " problems):", list,
+                 "\nresume with the model, optimizer and options the checkpoint was made with");
+  }
+  autograd::NoGradGuard no_grad;
+  for (const auto& [name, t] : targets) {
+    Tensor src = file.get(name);
+    KESTREL_CHECK(src.dtype() == t.dtype(), "checkpoint '", file.path(), "': ", name, " is ",
+                  dtype_name(src.dtype()), ", expected ", dtype_name(t.dtype()));
+    t.copy_(src);
+  }
+}
+
+json::Value integer(int64_t v) { return json::Value(v); }
+
+std::string u64_text(uint64_t v) { return std::to_string(v); }
+uint64_t parse_u64(const std::string& s, const std::string& path) {
+  uint64_t v = 0;
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  KESTREL_CHECK(ec == std::errc() && end == s.data() + s.size(), "checkpoint '", path,
+                "': generator field '", s, "' is not an unsigned integer");
+  return v;
+}
+
+const json::Value& member(const json::Value& obj, const char* key, const std::string& path) {
+  const json::Value* v = obj.find(key);
+  KESTREL_CHECK(v, "checkpoint '", path, "': metadata lacks '", key, "'");
+  return *v;
+}
+
+const std::string& meta(const SafetensorsFile& f, const std::string& key) {
+  auto it = f.metadata().find(key);
+  KESTREL_CHECK(it != f.metadata().end(), "checkpoint '", f.path(), "' has no '", key,
+                "' entry; is it a Kestrel training checkpoint (not bare weights)?");
+  return it->second;
+}
+
+json::Value parse_meta(const SafetensorsFile& f, const std::string& key) {
+  try {
+    return json::parse(meta(f, key));
+  } catch (const Error& e) {
+    KESTREL_FAIL("checkpoint '", f.path(), "': metadata '", key, "' is not valid JSON (",
+                 e.what(), ")");
+  }
+}
+
+std::string hyp_json(const Hyp& hyp) {
+  json::Object o;
+  for (const auto& [k, v] : hyp.values()) o.emplace_back(k, json::Value(v));
+  return json::dump(json::Value(std::move(o)));
+}
+
+// Shortest round-trip decimals back through the hyp yaml reader: the same doubles.
+Hyp parse_hyp_json(const json::Value& v, const std::string& path) {
+  std::string yaml;
+  for (const auto& [k, value] : v.as_object()) {
+    char buf[64];
+    auto [end, ec] = std::to_chars(buf, buf + sizeof buf, value.as_real());
+    yaml += k + ": " + std::string(buf, end) + "\n";
+  }
+  return parse_hyp(yaml, "checkpoint '" + path + "' hyp");
+}
+
+CheckpointInfo info_from(const SafetensorsFile& f) {
+  KESTREL_CHECK(meta(f, "format") == kFormat, "checkpoint '", f.path(), "' has format '",
+                meta(f, "format"), "', expected ", kFormat);
+  CheckpointInfo info;
+  info.epoch = parse_meta(f, "epoch").as_integer();
+  info.best_fitness = parse_meta(f, "best_fitness").as_real();
+  info.hyp = parse_hyp_json(parse_meta(f, "hyp"), f.path());
+  info.options = parse_meta(f, "options");
+  const json::Value generators = parse_meta(f, "generators");
+  for (const json::Value& g : generators.as_array())
+    info.generators.push_back({member(g, "name", f.path()).as_string(),
+                               parse_u64(member(g, "seed", f.path()).as_string(), f.path()),
+                               parse_u64(member(g, "stream", f.path()).as_string(), f.path()),
+                               parse_u64(member(g, "offset", f.path()).as_string(), f.path())});
+  return info;
+}
+
+json::Value optimizer_json(const Optimizer& opt) {
+  json::Array groups;
+  for (const ParamGroup& g : opt.groups())
+    groups.push_back(json::Object{{"label", g.label},
+                                  {"params", integer(static_cast<int64_t>(g.params.size()))},
+                                  {"lr", g.lr},
+                                  {"initial_lr", g.initial_lr},
+                                  {"momentum", g.momentum},
+                                  {"weight_decay", g.weight_decay}});
+  return json::Object{{"kind", optimizer_kind_name(opt.kind())}, {"groups", std::move(groups)}};
+}
+
+void restore_optimizer_groups(Optimizer& opt, const json::Value& v, const std::string& path) {
+  const std::string kind = member(v, "kind", path).as_string();
+  KESTREL_CHECK(kind == optimizer_kind_name(opt.kind()), "checkpoint '", path, "' holds ", kind,
+                " state but the optimizer is ", optimizer_kind_name(opt.kind()),
+                "; resume with the same --optimizer");
+  const json::Array& groups = member(v, "groups", path).as_array();
+  KESTREL_CHECK(groups.size() == opt.groups().size(), "checkpoint '", path, "' has ",
+                groups.size(), " parameter groups, the optimizer ", opt.groups().size());
+  for (size_t i = 0; i < groups.size(); ++i) {
+    ParamGroup& g = opt.groups()[i];
+    const int64_t n = member(groups[i], "params", path).as_integer();
+    KESTREL_CHECK(n == static_cast<int64_t>(g.params.size()), "checkpoint '", path, "': group ",
+                  i, " (", g.label, ") has ", n, " parameters in the file, ", g.params.size(),
+                  " in the optimizer");
+    g.lr = member(groups[i], "lr", path).as_real();
+    g.initial_lr = member(groups[i], "initial_lr", path).as_real();
+    g.momentum = member(groups[i], "momentum", path).as_real();
+    g.weight_decay = member(groups[i], "weight_decay", path).as_real();
+  }
+}
+
+Named prefixed(const std::vector<std::pair<std::string, Tensor>>& in, const std::string& p) {
+  Named out;
+  for (const auto& [k, t] : in) out.emplace_back(p + k, t);
+  return out;
+}
+
+}  // namespace
+
+GeneratorState generator_state(const std::string& name, const Generator& g) {
+  return {name, g.seed(), g.stream_id(), g.offset()};
+}
+
+Generator restore_generator(const GeneratorState& s) {
+  Generator g(s.seed, s.stream_id);
+  g.set_offset(s.offset);
+  return g;
+}
+
+void save_checkpoint(const std::string& path, const TrainingObjects& o, const CheckpointInfo& info) {
+  KESTREL_CHECK(o.model, "save_checkpoint: no model given");
+  Named tensors = module_tensors(*o.model, "model.");
+  std::map<std::string, std::string> md;
+  md["format"] = kFormat;
+  md["epoch"] = std::to_string(info.epoch);
+  md["best_fitness"] = json::dump(json::Value(info.best_fitness));
+  md["hyp"] = hyp_json(info.hyp);
+  md["options"] = json::dump(info.options);
+  json::Array gens;
+  for (const GeneratorState& g : info.generators)
+    gens.push_back(json::Object{{"name", g.name},
+                                {"seed", u64_text(g.seed)},
+                                {"stream", u64_text(g.stream_id)},
+                                {"offset", u64_text(g.offset)}});
+  md["generators"] = json::dump(json::Value(std::move(gens)));
+  if (o.ema) {
+    for (auto& t : module_tensors(o.ema->module(), "ema.")) tensors.push_back(std::move(t));
+    md["ema_updates"] = std::to_string(o.ema->updates());
+  }
+  if (o.optimizer) {
+    for (auto& t : prefixed(o.optimizer->state_tensors(), "optimizer."))
+      tensors.push_back(std::move(t));
+    md["optimizer"] = json::dump(optimizer_json(*o.optimizer));
+  }
+  if (o.schedule) {
+    const LrSchedule::State& s = o.schedule->state();
+    md["schedule"] = json::dump(json::Object{{"last_epoch", integer(s.last_epoch)},
+                                             {"accumulate", integer(s.accumulate)},
+                                             {"last_opt_step", integer(s.last_opt_step)}});
+  }
+  if (o.scaler) {
+    const GradScaler::State& s = o.scaler->state();
+    md["scaler"] = json::dump(json::Object{{"scale", s.scale},
+                                           {"growth_tracker", integer(s.growth_tracker)},
+                                           {"skipped_steps", integer(s.skipped_steps)}});
+  }
+  save_safetensors(path, tensors, md);
+}
+
+CheckpointInfo read_checkpoint_info(const std::string& path) {
+  return info_from(load_safetensors(path));
+}
+
+CheckpointInfo load_checkpoint(const std::string& path, const TrainingObjects& o) {
+  KESTREL_CHECK(o.model, "load_checkpoint: no model given");
+  const SafetensorsFile f = load_safetensors(path);
+  CheckpointInfo info = info_from(f);
+  restore(f, module_tensors(*o.model, "model."), "model");
+  if (o.ema) {
+    restore(f, module_tensors(o.ema->module(), "ema."), "EMA");
+    o.ema->set_updates(parse_meta(f, "ema_updates").as_integer());
+  }
+  if (o.optimizer) {
+    KESTREL_CHECK(f.metadata().count("optimizer"), "checkpoint '", path,
+                  "' has no optimizer state (a stripped final checkpoint?); it cannot be resumed");
+    restore_optimizer_groups(*o.optimizer, parse_meta(f, "optimizer"), path);
+    restore(f, prefixed(o.optimizer->state_tensors(), "optimizer."), "optimizer");
+  }
+  if (o.schedule) {
+    const json::Value s = parse_meta(f, "schedule");
+    o.schedule->load_state({member(s, "last_epoch", path).as_integer(),
+                            member(s, "accumulate", path).as_integer(),
+                            member(s, "last_opt_step", path).as_integer()});
+  }
+  if (o.scaler) {
+    const json::Value s = parse_meta(f, "scaler");
+    o.scaler->load_state({member(s, "scale", path).as_real(),
+                          member(s, "growth_tracker", path).as_integer(),
+                          member(s, "skipped_steps", path).as_integer()});
+  }
+  return info;
+}
+
+}  // namespace kestrel::yolo

@@ -1,0 +1,70 @@
+// Training checkpoints (last / best) in safetensors: everything a run needs to continue exactly.
+//   tensors  "model.<name>"                  the model state (yolo/weights.h's names, OIHW convs)
+//            "ema.<name>"                    the EMA's state
+//            "optimizer.<param name>.<slot>" momentum_buffer, or exp_avg / exp_avg_sq / step
+//   metadata "format"      "kestrel.checkpoint.v1"
+//            "epoch", "best_fitness", "ema_updates"
+//            "hyp"         JSON object of every hyperparameter (as the run used them)
+//            "options"     JSON value given by the trainer (its command-line options)
+//            "optimizer"   JSON: kind and per group label, lr, initial_lr, momentum, weight_decay
+//            "schedule"    JSON: last_epoch, accumulate, last_opt_step
+//            "scaler"      JSON: scale, growth_tracker, skipped_steps
+//            "generators"  JSON: per named generator seed, stream id and block offset
+// Everything is stored at full precision (float32 tensors, shortest round-trip decimals), unlike
+// the reference's float16 copies, so that a run resumed on the CPU ends bitwise where an
+// uninterrupted one does. The file is written to a temporary name and renamed.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/json.h"
+#include "engine/random.h"
+#include "layers/module.h"
+#include "yolo/ema.h"
+#include "yolo/grad_scaler.h"
+#include "yolo/hyp.h"
+#include "yolo/optimizer.h"
+#include "yolo/schedule.h"
+
+namespace kestrel::yolo {
+
+// A Generator's position. Restoring continues at the next whole block of 4 values (the Generator
+// cannot resume inside a block partly read by host draws), so for bitwise resumption a trainer
+// saves generators it has used only through whole-block fills, or derives them per epoch.
+struct GeneratorState {
+  std::string name;
+  uint64_t seed = 0, stream_id = 0, offset = 0;
+};
+GeneratorState generator_state(const std::string& name, const Generator& g);
+Generator restore_generator(const GeneratorState& s);
+
+struct CheckpointInfo {
+  int64_t epoch = -1;  // the last completed epoch
+  double best_fitness = 0;
+  Hyp hyp;
+  json::Value options = json::Object{};
+  std::vector<GeneratorState> generators;
+};
+
+// What a checkpoint holds besides the info; null members are left out of the file (a stripped
+// checkpoint has no optimizer) or, when loading, are not restored.
+struct TrainingObjects {
+  layers::Module* model = nullptr;  // required
+  ModelEma* ema = nullptr;
+  Optimizer* optimizer = nullptr;
+  LrSchedule* schedule = nullptr;
+  GradScaler* scaler = nullptr;
+};
+
+void save_checkpoint(const std::string& path, const TrainingObjects& objects,
+                     const CheckpointInfo& info);
+
+// The info alone (for --resume: the options and hyp come before the model is built).
+CheckpointInfo read_checkpoint_info(const std::string& path);
+
+// Restores every non-null object from the file; each must be built as at save time (same model
+// yaml, optimizer kind and groups). A part the caller asks for but the file lacks is an error.
+CheckpointInfo load_checkpoint(const std::string& path, const TrainingObjects& objects);
+
+}  // namespace kestrel::yolo

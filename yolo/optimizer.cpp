@@ -1,0 +1,313 @@
+#include "yolo/optimizer.h"
+
+#include <cmath>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "engine/autograd.h"
+#include "engine/stream.h"
+#include "layers/conv.h"
+
+namespace kestrel::yolo {
+namespace {
+
+cudaStream_t stream_for(Device d) { return current_stream(d).handle(); }
+
+// The device and dtype of a non-empty list's first tensor.
+struct ListPlace {
+  Device device;
+  DType dtype;
+};
+ListPlace place_of(const std::vector<Tensor>& first_column) {
+  return {first_column.front().device(), first_column.front().dtype()};
+}
+
+Tensor file_view(const Tensor& t, bool ohwi) { return ohwi ? t.permute({0, 3, 1, 2}) : t; }
+
+}  // namespace
+
+OptimizerKind parse_optimizer_kind(const std::string& name) {
+  if (name == "SGD") return OptimizerKind::SGD;
+  if (name == "Adam") return OptimizerKind::Adam;
+  if (name == "AdamW") return OptimizerKind::AdamW;
+  KESTREL_FAIL("optimizer '", name, "' is not known; choose SGD, Adam or AdamW");
+}
+
+const char* optimizer_kind_name(OptimizerKind kind) {
+  switch (kind) {
+    case OptimizerKind::SGD: return "SGD";
+    case OptimizerKind::Adam: return "Adam";
+    case OptimizerKind::AdamW: return "AdamW";
+  }
+  return "?";
+}
+
+std::vector<ParamGroup> make_param_groups(layers::Module& model, double lr, double momentum,
+                                          double weight_decay) {
+  std::set<const TensorImpl*> bn_weights;
+  model.visit([&](layers::Module& m) {
+    if (auto* bn = dynamic_cast<layers::BatchNorm2d*>(&m)) bn_weights.insert(bn->weight.impl());
+  });
+  std::vector<ParamGroup> groups(3);
+  groups[0].label = "bias";
+  groups[1].label = "weight(decay)";
+  groups[2].label = "weight(no decay)";
+  groups[1].weight_decay = weight_decay;
+  for (ParamGroup& g : groups) {
+    g.lr = g.initial_lr = lr;
+    g.momentum = momentum;
+  }
+  for (const layers::StateEntry& e : model.state_entries()) {
+    if (!e.is_parameter) continue;
+    const size_t dot = e.name.rfind('.');
+    const std::string leaf = dot == std::string::npos ? e.name : e.name.substr(dot + 1);
+    const int g = leaf == "bias" ? 0 : bn_weights.count(e.slot->impl()) ? 2 : 1;
+    groups[g].params.push_back({e.name, *e.slot, e.ohwi_conv_weight});
+  }
+  return groups;
+}
+
+int64_t nominal_accumulate(int64_t batch_size) {
+  KESTREL_CHECK(batch_size >= 1, "batch size must be at least 1, got ", batch_size);
+  return std::max<int64_t>(static_cast<int64_t>(std::nearbyint(64.0 / batch_size)), 1);
+}
+
+double scaled_weight_decay(double weight_decay, int64_t batch_size) {
+  const int64_t accumulate = nominal_accumulate(batch_size);
+  return weight_decay * (static_cast<double>(batch_size * accumulate) / 64.0);
+}
+
+Optimizer::Optimizer(OptimizerKind kind, std::vector<ParamGroup> groups)
+    : kind_(kind), groups_(std::move(groups)) {
+  std::set<const TensorImpl*> seen;
+  for (const ParamGroup& g : groups_) {
+    std::vector<Slots>& slots = state_.emplace_back();
+    for (const Parameter& p : g.params) {
+      KESTREL_CHECK(seen.insert(p.tensor.impl()).second, "Optimizer: parameter ", p.name,
+                    " is in more than one group");
+      KESTREL_CHECK(p.tensor.dtype() == DType::F32 || p.tensor.dtype() == DType::F64,
+                    "Optimizer: parameter ", p.name, " is ", dtype_name(p.tensor.dtype()),
+                    "; master weights are float32 (float64 in CPU tests)");
+      Slots s;
+      s.a = Tensor::zeros_like(p.tensor);
+      if (kind_ != OptimizerKind::SGD) {
+        s.b = Tensor::zeros_like(p.tensor);
+        s.step = Tensor::zeros({}, DType::I64);
+      }
+      slots.push_back(s);
+    }
+  }
+}
+
+std::vector<Tensor> Optimizer::parameters() const {
+  std::vector<Tensor> out;
+  for (const ParamGroup& g : groups_)
+    for (const Parameter& p : g.params) out.push_back(p.tensor);
+  return out;
+}
+
+void Optimizer::step() {
+  autograd::NoGradGuard no_grad;
+  for (size_t gi = 0; gi < groups_.size(); ++gi) {
+    if (kind_ == OptimizerKind::SGD)
+      step_sgd(gi);
+    else
+      step_adam(gi);
+  }
+}
+
+void Optimizer::step_sgd(size_t gi) {
+  const ParamGroup& g = groups_[gi];
+  std::vector<std::vector<Tensor>> cols(3);
+  for (size_t k = 0; k < g.params.size(); ++k) {
+    std::vector<Tensor> grad = gradients_of({g.params[k].tensor});
+    if (grad.empty()) continue;
+    cols[0].push_back(g.params[k].tensor);
+    cols[1].push_back(grad[0]);
+    cols[2].push_back(state_[gi][k].a);
+  }
+  if (cols[0].empty()) return;
+  const kernels::TensorList list = make_tensor_list(cols, "SGD step");
+  const kernels::SgdHyper h{g.lr, g.momentum, g.weight_decay, true};
+  const ListPlace at = place_of(cols[0]);
+  if (at.device.is_cuda())
+    kernels::sgd_step_cuda(at.dtype, list, h, stream_for(at.device));
+  else
+    kernels::sgd_step_cpu(at.dtype, list, h);
+}
+
+void Optimizer::step_adam(size_t gi) {
+  const ParamGroup& g = groups_[gi];
+  // A step count per parameter (as PyTorch's): one launch per distinct count, normally one.
+  std::map<int64_t, std::vector<std::vector<Tensor>>> by_step;
+  for (size_t k = 0; k < g.params.size(); ++k) {
+    std::vector<Tensor> grad = gradients_of({g.params[k].tensor});
+    if (grad.empty()) continue;
+    const Slots& s = state_[gi][k];
+    const int64_t step = ++*s.step.data<int64_t>();
+    auto& cols = by_step[step];
+    if (cols.empty()) cols.resize(4);
+    cols[0].push_back(g.params[k].tensor);
+    cols[1].push_back(grad[0]);
+    cols[2].push_back(s.a);
+    cols[3].push_back(s.b);
+  }
+  for (const auto& [step, cols] : by_step) {
+    const kernels::TensorList list = make_tensor_list(cols, "Adam step");
+    const kernels::AdamHyper h{g.lr, g.momentum, 0.999, 1e-8, g.weight_decay,
+                               kind_ == OptimizerKind::AdamW, step};
+    const ListPlace at = place_of(cols[0]);
+    if (at.device.is_cuda())
+      kernels::adam_step_cuda(at.dtype, list, h, stream_for(at.device));
+    else
+      kernels::adam_step_cpu(at.dtype, list, h);
+  }
+}
+
+void Optimizer::zero_grad() {
+  for (const ParamGroup& g : groups_)
+    for (const Parameter& p : g.params) p.tensor.set_grad(Tensor());
+}
+
+std::vector<std::pair<std::string, Tensor>> Optimizer::state_tensors() const {
+  std::vector<std::pair<std::string, Tensor>> out;
+  for (size_t gi = 0; gi < groups_.size(); ++gi)
+    for (size_t k = 0; k < groups_[gi].params.size(); ++k) {
+      const Parameter& p = groups_[gi].params[k];
+      const Slots& s = state_[gi][k];
+      if (kind_ == OptimizerKind::SGD) {
+        out.emplace_back(p.name + ".momentum_buffer", file_view(s.a, p.ohwi_conv_weight));
+      } else {
+        out.emplace_back(p.name + ".exp_avg", file_view(s.a, p.ohwi_conv_weight));
+        out.emplace_back(p.name + ".exp_avg_sq", file_view(s.b, p.ohwi_conv_weight));
+        out.emplace_back(p.name + ".step", s.step);
+      }
+    }
+  return out;
+}
+
+std::string Optimizer::describe() const {
+  std::ostringstream os;
+  os << optimizer_kind_name(kind_) << "(lr=" << (groups_.empty() ? 0.0 : groups_[0].lr)
+     << ") with parameter groups";
+  if (groups_.size() == 3)  // the reference's log line: BN weights, decayed weights, biases
+    os << " " << groups_[2].params.size() << " weight(decay=0.0), " << groups_[1].params.size()
+       << " weight(decay=" << groups_[1].weight_decay << "), " << groups_[0].params.size()
+       << " bias";
+  else
+    for (const ParamGroup& g : groups_) os << " " << g.params.size() << " " << g.label;
+  return os.str();
+}
+
+Optimizer smart_optimizer(layers::Module& model, OptimizerKind kind, double lr, double momentum,
+                          double weight_decay) {
+  return Optimizer(kind, make_param_groups(model, lr, momentum, weight_decay));
+}
+
+kernels::TensorList make_tensor_list(const std::vector<std::vector<Tensor>>& columns,
+                                     const char* what) {
+  KESTREL_CHECK(!columns.empty() && columns.size() <= size_t(kernels::kMaxListDepth), what,
+                ": 1 to ", kernels::kMaxListDepth, " buffers per tensor, got ", columns.size());
+  kernels::TensorList list(static_cast<int>(columns.size()));
+  const size_t n = columns[0].size();
+  if (n == 0) return list;
+  const Tensor& ref = columns[0][0];
+  for (const auto& col : columns)
+    KESTREL_CHECK(col.size() == n, what, ": buffer lists of different lengths (", col.size(),
+                  " and ", n, ")");
+  for (size_t k = 0; k < n; ++k) {
+    for (const auto& col : columns) {
+      const Tensor& t = col[k];
+      KESTREL_CHECK(t.defined() && t.is_contiguous(), what, ": tensor ", k,
+                    " is undefined or not contiguous; make it contiguous first");
+      KESTREL_CHECK(t.device() == ref.device() && t.dtype() == ref.dtype(), what, ": tensor ", k,
+                    " is ", t.describe(), " but the first is ", ref.describe(),
+                    "; keep the whole model and its state on one device, in one dtype");
+      KESTREL_CHECK(t.numel() == columns[0][k].numel(), what, ": tensor ", k, " has ", t.numel(),
+                    " elements in one buffer and ", columns[0][k].numel(), " in another");
+    }
+  }
+  for (size_t k = 0; k < n; ++k) {
+    switch (columns.size()) {
+      case 1: list.add({columns[0][k].data_ptr()}, columns[0][k].numel()); break;
+      case 2:
+        list.add({columns[0][k].data_ptr(), columns[1][k].data_ptr()}, columns[0][k].numel());
+        break;
+      case 3:
+        list.add({columns[0][k].data_ptr(), columns[1][k].data_ptr(), columns[2][k].data_ptr()},
+                 columns[0][k].numel());
+        break;
+      default:
+        list.add({columns[0][k].data_ptr(), columns[1][k].data_ptr(), columns[2][k].data_ptr(),
+                  columns[3][k].data_ptr()},
+                 columns[0][k].numel());
+    }
+  }
+  return list;
+}
+
+std::vector<Tensor> gradients_of(const std::vector<Tensor>& params) {
+  std::vector<Tensor> out;
+  for (const Tensor& p : params) {
+    Tensor g = p.grad();
+    if (!g.defined()) continue;
+    KESTREL_CHECK(g.shape() == p.shape() && g.dtype() == p.dtype(), "gradient of ", p.describe(),
+                  " is ", g.describe(), "; gradients must match their float32 master weights");
+    if (!g.is_contiguous()) {
+      g = g.contiguous();
+      p.set_grad(g);
+    }
+    out.push_back(g);
+  }
+  return out;
+}
+
+Tensor grad_norm(const std::vector<Tensor>& params) {
+  std::vector<Tensor> grads = gradients_of(params);
+  if (grads.empty()) return Tensor::zeros({});
+  const ListPlace at = place_of(grads);
+  const kernels::TensorList list = make_tensor_list({grads}, "gradient norm");
+  if (at.device.is_cpu()) {
+    const double norm = kernels::global_norm_cpu(at.dtype, list);
+    return Tensor::scalar(at.dtype == DType::F64 ? norm : static_cast<float>(norm), at.dtype);
+  }
+  Tensor workspace = Tensor::empty({kernels::norm_partial_count(list)}, DType::F64, at.device);
+  Tensor norm = Tensor::empty({}, DType::F32, at.device);
+  kernels::global_norm_cuda(at.dtype, list, workspace.data<double>(), norm.data<float>(),
+                            stream_for(at.device));
+  return norm;
+}
+
+Tensor clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
+  KESTREL_CHECK(max_norm > 0, "clip_grad_norm: max_norm must be positive, got ", max_norm);
+  Tensor norm = grad_norm(params);
+  std::vector<Tensor> grads = gradients_of(params);
+  if (grads.empty()) return norm;
+  const ListPlace at = place_of(grads);
+  const kernels::TensorList list = make_tensor_list({grads}, "gradient clipping");
+  if (at.device.is_cuda()) {
+    kernels::clip_scale_cuda(at.dtype, list, norm.data<float>(), max_norm, stream_for(at.device));
+    return norm;
+  }
+  const double coef = at.dtype == DType::F64
+                          ? kernels::clip_coef<double>(norm.item(), max_norm)
+                          : kernels::clip_coef<float>(static_cast<float>(norm.item()),
+                                                      static_cast<float>(max_norm));
+  kernels::scale_cpu(at.dtype, list, coef);
+  return norm;
+}
+
+Tensor scale_grads(const std::vector<Tensor>& params, double factor) {
+  std::vector<Tensor> grads = gradients_of(params);
+  if (grads.empty()) return Tensor::zeros({});
+  const ListPlace at = place_of(grads);
+  const kernels::TensorList list = make_tensor_list({grads}, "gradient scaling");
+  if (at.device.is_cpu())
+    return Tensor::scalar(kernels::scale_cpu(at.dtype, list, factor) ? 1.0 : 0.0);
+  Tensor flag = Tensor::zeros({}, DType::F32, at.device);
+  kernels::scale_cuda(at.dtype, list, factor, flag.data<float>(), stream_for(at.device));
+  return flag;
+}
+
+}  // namespace kestrel::yolo
