@@ -227,7 +227,8 @@ std::vector<std::pair<std::string, std::string>> TrainOptions::to_pairs() const 
           {"deterministic", b(deterministic)},
           {"amp", amp},
           {"bucket_cap_mb", std::to_string(bucket_cap_mb)},
-          {"no_overlap", b(no_overlap)}};
+          {"no_overlap", b(no_overlap)},
+          {"check_sync", b(check_sync)}};
 }
 
 int train(const TrainOptions& requested) {
@@ -522,6 +523,8 @@ int train(const TrainOptions& requested) {
         if (reducer) reducer->zero_grad(); else optimizer.zero_grad();
         if (ema) ema->update(*model);
         schedule.record_step(ni);
+        if (o.check_sync && rank.world > 1)
+          dist::check_sync(*rank.group, model->named_parameters(), str("parameters after step ", ni));
       }
       const double items[3] = {loss.box, loss.obj, loss.cls};
       for (int k = 0; k < 3; ++k) mloss[k] = (mloss[k] * seen_batches + items[k]) / (seen_batches + 1);

@@ -37,7 +37,8 @@ struct TrainOptions {
   std::string amp;  // "bf16" | "fp16" | "off"; "" = bf16 on sm_80+ GPUs, off on the CPU
   double bucket_cap_mb = 4.0;
   bool no_overlap = false;
-  std::string trace;  // Chrome trace file of the last step's timeline
+  std::string trace;  // Chrome trace of the steps' compute and communication timelines
+  bool check_sync = false;  // compare parameters across ranks after every step (default: per epoch)
   double dist_timeout = 300;
   int max_batches = 0;  // testing aid: stop each epoch after this many batches (0 = all)
   int stop_after = -1;  // testing aid: stop as if interrupted after this epoch (-1 = never)

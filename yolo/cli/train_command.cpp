@@ -23,7 +23,8 @@ const std::map<std::string, bool> kFlags = {
     {"patience", true},    {"freeze", true},       {"save-period", true},   {"seed", true},
     {"deterministic", false}, {"amp", true},       {"nproc-per-node", true}, {"nnodes", true},
     {"node-rank", true},   {"master-addr", true},  {"master-port", true},   {"bucket-cap-mb", true},
-    {"no-overlap", false}, {"trace", true},        {"dist-timeout", true},  {"max-batches", true}};
+    {"no-overlap", false}, {"trace", true},        {"dist-timeout", true},  {"max-batches", true},
+    {"check-sync", false}};
 
 std::vector<int> parse_int_list(const std::string& text, const char* flag) {
   std::vector<int> out;
@@ -52,7 +53,7 @@ const Command kTrainCommand = {
     "                     [--save-period -1] [--seed 0] [--deterministic] [--amp bf16|fp16|off]\n"
     "                     [--nproc-per-node N] [--nnodes M --node-rank R --master-addr A\n"
     "                     --master-port P] [--bucket-cap-mb 4] [--no-overlap] [--trace FILE]\n"
-    "                     [--dist-timeout 300]\n"
+    "                     [--dist-timeout 300] [--check-sync]\n"
     "  --batch-size is the total over all ranks; --data defaults to the built-in synthetic set.\n",
     run_train};
 
@@ -98,6 +99,7 @@ int run_train(const std::vector<std::string>& argv) {
   o.bucket_cap_mb = args.get_double("bucket-cap-mb", o.bucket_cap_mb);
   o.no_overlap = args.has("no-overlap");
   o.trace = args.get("trace", "");
+  o.check_sync = args.has("check-sync");
   o.dist_timeout = args.get_double("dist-timeout", 300);
   o.max_batches = static_cast<int>(args.get_int("max-batches", 0));
   if (o.epochs < 1 || o.batch_size < 1 || o.img_size < 32 || o.workers < 0)
