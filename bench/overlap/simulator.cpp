@@ -107,4 +107,11 @@ Link fit_link(const std::vector<CollectiveSample>& samples) {
   return {alpha, 1.0 / inv_bw};
 }
 
+double median(std::vector<double> v) {
+  if (v.empty()) return 0.0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
 }  // namespace kestrel::bench::overlap

@@ -90,4 +90,8 @@ struct CollectiveSample {
 // us = alpha * 2(n-1) + (1/bandwidth) * 2(n-1)/n * bytes. Needs two independent samples.
 Link fit_link(const std::vector<CollectiveSample>& samples);
 
+// Median of measured times (0 when empty): on a shared machine single steps stall on other
+// processes, and a mean follows them.
+double median(std::vector<double> values);
+
 }  // namespace kestrel::bench::overlap

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "kernels/error.h"
+
 namespace kestrel::bench::overlap {
 namespace {
 
@@ -70,7 +72,8 @@ TEST(Simulate, BucketReadyLastBoundsTheStep) {
   Profile p = even_profile();
   for (GradEvent& g : p.grads) g.bytes = 10;  // 30 us collectives, done before the next is ready
   p.grads.back() = {1000, 5000};  // a big last gradient: its collective starts at 1000 at the earliest
-  const Prediction r = simulate(p, 100, 2, kUnitLink, true);
+  const Prediction r = simulate(p, 10, 2, kUnitLink, true);  // every gradient its own bucket
+  ASSERT_EQ(r.buckets.size(), 10u);
   const double last = ring_allreduce_us(5000, 2, kUnitLink);
   EXPECT_GE(r.step_us, 500 + 1000 + last + 50);
   EXPECT_DOUBLE_EQ(r.buckets.back().start_us, 1000);
@@ -111,6 +114,12 @@ TEST(FitLink, RecoversLatencyAndBandwidth) {
   EXPECT_NEAR(fit.alpha_us, 30.0, 1e-6);
   EXPECT_NEAR(fit.bytes_per_us, 250.0, 1e-6);
   EXPECT_THROW(fit_link({s[0]}), Error);
+}
+
+TEST(Median, OddEvenAndEmpty) {
+  EXPECT_DOUBLE_EQ(median({3, 1, 2}), 2.0);
+  EXPECT_DOUBLE_EQ(median({4, 1, 3, 2}), 2.5);
+  EXPECT_DOUBLE_EQ(median({}), 0.0);
 }
 
 }  // namespace

@@ -1,0 +1,239 @@
+#include "bench/train_step/step_bench.h"
+
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <optional>
+
+#include "bench/kernels/bench_common.h"
+#include "engine/allocator.h"
+#include "engine/ops/layout.h"
+#include "engine/random.h"
+#include "engine/stream.h"
+#include "yolo/data/augment_pipeline.h"
+#include "yolo/data/dataset_config.h"
+#include "yolo/data/loader.h"
+#include "yolo/data/sampler.h"
+#include "yolo/data/synthetic.h"
+#include "yolo/grad_scaler.h"
+#include "yolo/loss.h"
+#include "yolo/model.h"
+#include "yolo/optimizer.h"
+
+namespace kestrel::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string model_path(const std::string& model) {
+  if (std::filesystem::exists(model)) return model;
+  const std::string under = "models/" + model + (model.ends_with(".yaml") ? "" : ".yaml");
+  KESTREL_CHECK(std::filesystem::exists(under), "train_step --model: neither '", model, "' nor '", under,
+                "' exists; give a model yaml or a name such as yolov5s (run from the repository root)");
+  return under;
+}
+
+DType compute_dtype(const std::string& amp, Device device) {
+  if (amp == "off") return DType::F32;
+  KESTREL_CHECK(amp == "bf16" || amp == "fp16", "train_step --amp must be bf16, fp16 or off, got '", amp, "'");
+  KESTREL_CHECK(device.is_cuda(), "train_step --amp ", amp, " needs a CUDA device; use --amp off on the CPU");
+  return amp == "bf16" ? DType::BF16 : DType::F16;
+}
+
+// Random u8 images and 4 random boxes per image, made once and kept on the device: the step then
+// measures compute only.
+struct ResidentBatch {
+  Tensor images, targets;
+};
+
+ResidentBatch random_batch(int batch, int img_size, int nc, Device device, uint64_t seed) {
+  Generator gen(seed, 3);
+  std::vector<uint8_t> pixels(static_cast<size_t>(batch) * img_size * img_size * 3);
+  for (auto& p : pixels) p = static_cast<uint8_t>(gen.next_u32() & 0xFF);
+  constexpr int kBoxes = 4;
+  std::vector<float> t;
+  for (int i = 0; i < batch; ++i)
+    for (int k = 0; k < kBoxes; ++k) {
+      const double w = gen.uniform(0.05, 0.4), h = gen.uniform(0.05, 0.4);
+      t.insert(t.end(), {static_cast<float>(i), static_cast<float>(gen.randint(static_cast<uint64_t>(nc))),
+                         static_cast<float>(gen.uniform(w / 2, 1 - w / 2)),
+                         static_cast<float>(gen.uniform(h / 2, 1 - h / 2)), static_cast<float>(w),
+                         static_cast<float>(h)});
+    }
+  return {Tensor::from_vector(pixels, {batch, img_size, img_size, 3}, device),
+          Tensor::from_vector(t, {static_cast<int64_t>(batch) * kBoxes, 6}, device)};
+}
+
+// The real training input path: augmenting pipeline, worker threads, host-to-device upload.
+class DataFeed {
+ public:
+  DataFeed(const StepConfig& c, int stride) {
+    const std::string yaml = yolo::data::resolve_data_argument(c.data, yolo::data::default_synthetic_dir());
+    const yolo::data::DatasetConfig dcfg = yolo::data::load_dataset_config(yaml);
+    nc_ = dcfg.nc;
+    yolo::data::DatasetSplit split = yolo::data::load_split(dcfg, "train", dcfg.nc, false, true);
+    KESTREL_CHECK(!split.records.empty(), "train_step --data ", yaml, ": no usable training images");
+    yolo::data::PipelineOptions p;
+    p.img_size = c.img_size;
+    p.augment = true;
+    p.batch_size = c.batch;
+    p.stride = stride;
+    auto pipeline = std::make_shared<yolo::data::AugmentPipeline>(split.records, p);
+    yolo::data::DistributedSampler sampler(pipeline->size(), 0, 1, true, c.seed);
+    yolo::data::EpochOrder order{sampler.num_samples(), [sampler](int64_t epoch) mutable {
+                                   sampler.set_epoch(epoch);
+                                   return sampler.indices();
+                                 }};
+    yolo::data::LoaderOptions lopt;
+    lopt.batch_size = c.batch;
+    lopt.workers = c.workers;
+    lopt.seed = c.seed;
+    loader_ = std::make_unique<yolo::data::Loader>(pipeline, lopt, order);
+    uploader_ = std::make_unique<yolo::data::BatchUploader>(c.device);
+    loader_->start_epoch(epoch_);
+  }
+  int nc() const { return nc_; }
+
+  // The next batch on the device; epochs roll over as training would. Adds the time spent
+  // blocked waiting for the loader to waited_s.
+  yolo::data::DeviceBatch next(double& waited_s) {
+    const auto t0 = Clock::now();
+    std::optional<yolo::data::Batch> b = loader_->next();
+    if (!b) {
+      loader_->start_epoch(++epoch_);
+      b = loader_->next();
+    }
+    waited_s += std::chrono::duration<double>(Clock::now() - t0).count();
+    KESTREL_CHECK(b.has_value(), "train_step --data: the loader produced no batch");
+    return uploader_->to_device(*b);
+  }
+
+ private:
+  int nc_ = 0;
+  int64_t epoch_ = 0;
+  std::unique_ptr<yolo::data::Loader> loader_;
+  std::unique_ptr<yolo::data::BatchUploader> uploader_;
+};
+
+double max_rss_mb() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_maxrss) / 1024.0;  // Linux reports kilobytes
+}
+
+}  // namespace
+
+StepResult run_step_bench(const StepConfig& c) {
+  KESTREL_CHECK(c.iters > 0 && c.warmup >= 0 && c.batch > 0 && c.img_size > 0,
+                "train_step: --iters, --batch-size and --img-size must be > 0 and --warmup >= 0");
+  const DType compute = compute_dtype(c.amp, c.device);
+  const yolo::ModelConfig mcfg = yolo::load_model_config(model_path(c.model));
+
+  // The pipeline's stride only shapes rect batches, which training with mosaic does not use.
+  std::unique_ptr<DataFeed> feed;
+  if (!c.data.empty()) feed = std::make_unique<DataFeed>(c, 32);
+  yolo::DetectionModel model(mcfg, feed ? std::optional<int>(feed->nc()) : std::nullopt, c.seed);
+  const double max_stride = *std::max_element(model.strides().begin(), model.strides().end());
+  KESTREL_CHECK(c.img_size % static_cast<int>(max_stride) == 0, "train_step --img-size ", c.img_size,
+                " must be a multiple of the model's max stride ", max_stride);
+  StepResult r;
+  r.gflops_per_image = model.gflops(c.img_size);
+  model.to(c.device);
+  model.train(true);
+
+  const yolo::Hyp hyp;
+  yolo::Optimizer optimizer = yolo::smart_optimizer(model, yolo::OptimizerKind::SGD, hyp.lr0, hyp.momentum,
+                                                    yolo::scaled_weight_decay(hyp.weight_decay, c.batch));
+  yolo::GradScaler scaler(compute == DType::F16);
+  const int nc = static_cast<int>(model.detect().nc);
+  const yolo::ComputeLoss compute_loss(model.detect(),
+                                       yolo::scale_loss_hyp(hyp, static_cast<int>(model.detect().nl), nc, c.img_size));
+  ResidentBatch resident;
+  if (!feed) resident = random_batch(c.batch, c.img_size, nc, c.device, c.seed);
+
+  double waited_s = 0;
+  auto step = [&] {
+    yolo::data::DeviceBatch db = feed ? feed->next(waited_s) : yolo::data::DeviceBatch{resident.images, resident.targets};
+    Tensor x = ops::images_to_input(db.images, compute);
+    std::vector<Tensor> preds = model.forward(x);
+    yolo::LossResult loss = compute_loss(preds, db.targets);
+    scaler.scale(loss.total).backward();
+    scaler.unscale(optimizer);
+    yolo::clip_grad_norm(optimizer.parameters(), 10.0);
+    scaler.step(optimizer);
+    scaler.update();
+    optimizer.zero_grad();
+    r.last_loss = loss.box + loss.obj + loss.cls;
+  };
+
+  for (int i = 0; i < c.warmup; ++i) step();
+  waited_s = 0;
+  double seconds = 0;
+  if (c.device.is_cuda()) {
+    // Device time between two events on the compute stream; the host may run ahead inside.
+    allocator_reset_peak(c.device);
+    const Stream stream = current_stream(c.device);
+    stream.synchronize();
+    Event start(c.device, true), stop(c.device, true);
+    const auto wall0 = Clock::now();
+    start.record(stream);
+    for (int i = 0; i < c.iters; ++i) step();
+    stop.record(stream);
+    stop.synchronize();
+    // With a loader the host wall clock is the honest end-to-end figure (waits included).
+    seconds = feed ? std::chrono::duration<double>(Clock::now() - wall0).count() : start.elapsed_ms(stop) / 1e3;
+    r.peak_mem_mb = static_cast<double>(allocator_stats(c.device).peak_allocated) / (1024.0 * 1024.0);
+  } else {
+    const auto t0 = Clock::now();
+    for (int i = 0; i < c.iters; ++i) step();
+    seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+    r.peak_mem_mb = max_rss_mb();
+  }
+  r.ms_per_step = 1e3 * seconds / c.iters;
+  r.images_per_s = c.batch * c.iters / seconds;
+  const DevicePeak peak = device_peak(c.device);
+  const double peak_flops = compute == DType::F32 ? peak.fp32_flop_per_s : peak.tensor_flop_per_s;
+  r.mfu = peak_flops > 0 ? 3.0 * r.gflops_per_image * 1e9 * r.images_per_s / peak_flops : 0.0;
+  if (feed) r.data_wait_pct = 100.0 * waited_s / seconds;
+  return r;
+}
+
+namespace {
+std::string head(const StepConfig& c) {
+  char buf[512];
+  std::snprintf(buf, sizeof buf, R"({"bench":"train_step","model":"%s","img_size":%d,"batch":%d,"amp":"%s","device":"%s","iters":%d,"warmup":%d,"data":"%s")",
+                c.model.c_str(), c.img_size, c.batch, c.amp.c_str(), c.device.str().c_str(), c.iters, c.warmup,
+                c.data.empty() ? "resident" : c.data.c_str());
+  return buf;
+}
+}  // namespace
+
+std::string result_json(const StepConfig& c, const StepResult& r) {
+  char buf[512];
+  std::snprintf(buf, sizeof buf,
+                R"(,"images_per_s":%.3f,"ms_per_step":%.3f,"mfu":%.5f,"gflops_per_image":%.4f,"peak_mem_mb":%.1f,"peak_mem_kind":"%s","loss":%.5g)",
+                r.images_per_s, r.ms_per_step, r.mfu, r.gflops_per_image, r.peak_mem_mb,
+                c.device.is_cuda() ? "allocator_peak" : "process_max_rss", r.last_loss);
+  std::string s = head(c) + buf;
+  if (r.data_wait_pct >= 0) {
+    std::snprintf(buf, sizeof buf, R"(,"data_wait_pct":%.2f,"workers":%d)", r.data_wait_pct, c.workers);
+    s += buf;
+  }
+  return s + "}";
+}
+
+std::string error_json(const StepConfig& c, const std::string& error) {
+  std::string escaped;
+  for (char ch : error) {
+    if (ch == '"' || ch == '\\') escaped += '\\';
+    escaped += ch == '\n' ? ' ' : ch;
+  }
+  return head(c) + R"(,"error":")" + escaped + "\"}";
+}
+
+}  // namespace kestrel::bench
