@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <vector>
 
 #include "engine/json.h"
 #include "kernels/error.h"
@@ -21,18 +22,38 @@ bool finished(const BucketTiming& b) { return b.launch_us >= 0 && b.done_us >= b
 
 }  // namespace
 
+namespace {
+
+// The communication stream's busy intervals: the buckets' [launch, done] spans merged. Collectives
+// run one after another, so summing each bucket's launch-to-done would count queueing time again
+// for every bucket waiting behind another.
+std::vector<std::pair<double, double>> busy_intervals(const StepTimeline& t) {
+  std::vector<std::pair<double, double>> spans;
+  for (const BucketTiming& b : t.buckets)
+    if (finished(b)) spans.emplace_back(b.launch_us, b.done_us);
+  std::sort(spans.begin(), spans.end());
+  std::vector<std::pair<double, double>> merged;
+  for (const auto& s : spans) {
+    if (!merged.empty() && s.first <= merged.back().second)
+      merged.back().second = std::max(merged.back().second, s.second);
+    else
+      merged.push_back(s);
+  }
+  return merged;
+}
+
+}  // namespace
+
 double communication_us(const StepTimeline& t) {
   double total = 0;
-  for (const BucketTiming& b : t.buckets)
-    if (finished(b)) total += b.done_us - b.launch_us;
+  for (const auto& [start, end] : busy_intervals(t)) total += end - start;
   return total;
 }
 
 double exposed_communication_us(const StepTimeline& t) {
   double exposed = 0;
-  for (const BucketTiming& b : t.buckets)
-    if (finished(b))
-      exposed += b.done_us - std::max(b.launch_us, std::min(b.done_us, t.backward_end_us));
+  for (const auto& [start, end] : busy_intervals(t))
+    exposed += std::max(0.0, end - std::max(start, t.backward_end_us));
   return exposed;
 }
 

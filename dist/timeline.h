@@ -33,10 +33,11 @@ struct StepTimeline {
   std::vector<BucketTiming> buckets;
 };
 
-// Share of the buckets' all-reduce time (launch to done) that lies inside backward, in [0, 1];
-// 1 when there was no communication time at all.
+// Share of the communication stream's busy time (the union of the buckets' launch-to-done spans:
+// queued collectives are not counted twice) that lies inside backward, in [0, 1]; 1 when there
+// was no communication at all.
 double overlap_efficiency(const StepTimeline& t);
-// Total all-reduce time (sum over buckets of done - launch) and the part of it after backward.
+// That busy time, and the part of it after backward.
 double communication_us(const StepTimeline& t);
 double exposed_communication_us(const StepTimeline& t);
 

@@ -16,7 +16,8 @@ namespace kestrel::dist {
 namespace {
 
 // Backward 100..200 us. Bucket 0: 120..150 (hidden). Bucket 1: 180..240 (20 of 60 hidden).
-// Bucket 2: 210..230 (all exposed). Communication 110 us, exposed 40 + 20 = 60 us.
+// Bucket 2: 210..230, queued inside bucket 1's span: it adds no busy time. The communication
+// stream is busy 30 + 60 = 90 us, 40 of them after backward.
 StepTimeline example() {
   StepTimeline t;
   t.step = 7;
@@ -29,9 +30,9 @@ StepTimeline example() {
 
 TEST(TimelineTest, OverlapEfficiencyIsTheHiddenShareOfCommunication) {
   const StepTimeline t = example();
-  EXPECT_DOUBLE_EQ(communication_us(t), 110);
-  EXPECT_DOUBLE_EQ(exposed_communication_us(t), 60);
-  EXPECT_DOUBLE_EQ(overlap_efficiency(t), 50.0 / 110.0);
+  EXPECT_DOUBLE_EQ(communication_us(t), 90);
+  EXPECT_DOUBLE_EQ(exposed_communication_us(t), 40);
+  EXPECT_DOUBLE_EQ(overlap_efficiency(t), 50.0 / 90.0);
 
   StepTimeline none = t;
   none.buckets.clear();
@@ -81,7 +82,7 @@ TEST(TimelineTest, ChromeTraceIsWellFormedAndHoldsTheTimeline) {
   ASSERT_NE(backward, nullptr);
   EXPECT_DOUBLE_EQ(backward->find("ts")->as_real(), 0.0);  // relative to the first step
   EXPECT_DOUBLE_EQ(backward->find("dur")->as_real(), 100.0);
-  EXPECT_DOUBLE_EQ(backward->find("args")->find("overlap_efficiency")->as_real(), 50.0 / 110.0);
+  EXPECT_DOUBLE_EQ(backward->find("args")->find("overlap_efficiency")->as_real(), 50.0 / 90.0);
   const json::Value* bucket1 = find_event(events, "bucket 1 all_reduce");
   ASSERT_NE(bucket1, nullptr);
   EXPECT_EQ(bucket1->find("tid")->as_integer(), 1);
