@@ -45,7 +45,7 @@ const Command kTrainCommand = {
     "train", "train a YOLOv5 model (reference train.py flags)",
     "usage: kestrel train [--data D.yaml|synthetic] [--cfg models/yolov5s.yaml] [--weights W]\n"
     "                     [--hyp H.yaml] [--epochs 100] [--batch-size 16] [--img-size 640] [--rect]\n"
-    "                     [--resume | --resume-from PATH] [--nosave] [--noval] [--noautoanchor]\n"
+    "                     [--resume [PATH]] [--nosave] [--noval] [--noautoanchor]\n"
     "                     [--noplots] [--cache ram] [--device cpu|0|0,1] [--multi-scale]\n"
     "                     [--single-cls] [--optimizer SGD|Adam|AdamW] [--sync-bn] [--workers 8]\n"
     "                     [--project runs/train] [--name exp] [--exist-ok] [--cos-lr]\n"
@@ -57,7 +57,17 @@ const Command kTrainCommand = {
     "  --batch-size is the total over all ranks; --data defaults to the built-in synthetic set.\n",
     run_train};
 
-int run_train(const std::vector<std::string>& argv) {
+int run_train(const std::vector<std::string>& raw) {
+  // The reference's `--resume [PATH]`: an optional value, taken when the next word is no flag.
+  std::vector<std::string> argv;
+  for (size_t i = 0; i < raw.size(); ++i) {
+    if (raw[i] == "--resume" && i + 1 < raw.size() && raw[i + 1].rfind("--", 0) != 0) {
+      argv.push_back("--resume-from");
+      argv.push_back(raw[++i]);
+    } else {
+      argv.push_back(raw[i]);
+    }
+  }
   Args args(argv, kFlags);
   yolo::TrainOptions o;
   o.data = args.get("data", "synthetic");
