@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Packs a relocatable bundle for CUDA machines that have a driver and the CUDA libraries but no
-# package manager or network: the kestrel binary, the test and benchmark binaries, the model
+# package manager or network: the kestrel binary, the test and benchmark binaries (bench_kernels,
+# train_step, overlap), the data/hyps files, the model
 # yaml files, run-gpu-suite.sh, and every shared library they need that is neither part of the
 # base system (glibc, libstdc++, libgcc) nor of the CUDA install (CUDA runtime, cuBLAS, cuDNN,
 # NCCL, the driver). Binaries get RPATH $ORIGIN/../lib.
@@ -21,15 +22,18 @@ bundle=$stage/kestrel
 mkdir -p "$bundle/bin/tests" "$bundle/lib" "$bundle/models" "$out_dir"
 
 cp "$build_dir/kestrel" "$bundle/bin/"
-[[ -x "$build_dir/bench_kernels" ]] && cp "$build_dir/bench_kernels" "$bundle/bin/"
+for b in bench_kernels train_step overlap; do
+  [[ -x "$build_dir/$b" ]] && cp "$build_dir/$b" "$bundle/bin/"
+done
 find "$build_dir" -maxdepth 1 -type f -name '*_test' -perm -u+x -exec cp {} "$bundle/bin/tests/" \;
 cp "$root"/models/*.yaml "$bundle/models/"
+mkdir -p "$bundle/data/hyps" && cp "$root"/data/hyps/*.yaml "$bundle/data/hyps/"
 cp "$root/scripts/run-gpu-suite.sh" "$bundle/"
 [[ -f "$root/tests/slow.txt" ]] && cp "$root/tests/slow.txt" "$bundle/"
 
 # Libraries the bundle must not carry: the base system and the CUDA install.
 excluded='^(linux-vdso|ld-linux|libc\.so|libm\.so|libdl\.so|libpthread\.so|librt\.so|libutil\.so|libstdc\+\+\.so|libgcc_s\.so|libcuda\.so|libcudart\.so|libcublas\.so|libcublasLt\.so|libcudnn[a-z_]*\.so|libnccl\.so|libnvrtc|libnvJitLink)'
-binaries=("$bundle"/bin/kestrel "$bundle"/bin/bench_kernels "$bundle"/bin/tests/*)
+binaries=("$bundle"/bin/* "$bundle"/bin/tests/*)
 for bin in "${binaries[@]}"; do
   [[ -f "$bin" ]] || continue
   ldd "$bin" | awk '/=>/ {print $1, $3}' | while read -r name path; do
@@ -39,12 +43,12 @@ for bin in "${binaries[@]}"; do
   done
 done
 
-for bin in "$bundle"/bin/kestrel "$bundle"/bin/bench_kernels; do
+for bin in "$bundle"/bin/*; do
   [[ -f "$bin" ]] && patchelf --set-rpath '$ORIGIN/../lib' "$bin"
 done
 for bin in "$bundle"/bin/tests/*; do patchelf --set-rpath '$ORIGIN/../../lib' "$bin"; done
 for lib in "$bundle"/lib/*; do patchelf --set-rpath '$ORIGIN' "$lib"; done
-strip --strip-unneeded "$bundle"/bin/kestrel "$bundle"/bin/bench_kernels "$bundle"/bin/tests/* 2>/dev/null || true
+find "$bundle/bin" -type f -exec strip --strip-unneeded {} + 2>/dev/null || true
 
 archive="$out_dir/kestrel-bundle.tar.xz"
 tar -C "$stage" -cf - kestrel | xz -T0 -9 > "$archive.tmp"

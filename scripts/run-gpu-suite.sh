@@ -47,4 +47,10 @@ if [[ -x bin/bench_kernels && -z "${KESTREL_NO_BENCH:-}" ]]; then
     >"$out/bench_kernels.jsonl" 2>"$out/bench_kernels.err"
   echo "benchmarks: $(grep -c time_ms "$out/bench_kernels.jsonl") results in bench_kernels.jsonl" | tee -a "$out/summary.txt"
 fi
+if [[ -x bin/train_step && -z "${KESTREL_NO_BENCH:-}" ]]; then
+  bin/train_step --model models/yolov5n.yaml,models/yolov5s.yaml,models/yolov5m.yaml --img-size 640 \
+    --batch-size 16,32,64 --amp bf16,fp16,off --device 0 --iters 20 --warmup 5 \
+    >"$out/train_step.jsonl" 2>"$out/train_step.err"
+  echo "train_step: $(grep -c images_per_s "$out/train_step.jsonl") configurations in train_step.jsonl" | tee -a "$out/summary.txt"
+fi
 ((fail == 0))
