@@ -1,0 +1,165 @@
+#include "yolo/train_support.h"
+
+#include <opencv2/imgproc.hpp>
+
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include "yolo/data/synthetic.h"
+
+namespace kestrel::yolo {
+
+Device pick_device(const std::string& spec, int local_rank) {
+  if (spec == "cpu") return Device::cpu();
+  if (spec.empty()) {
+    if (!cuda_available()) return Device::cpu();
+    return Device::cuda(local_rank % cuda_device_count());
+  }
+  std::vector<int> ids;
+  std::stringstream ss(spec);
+  for (std::string part; std::getline(ss, part, ',');) ids.push_back(Device::parse(part).index);
+  KESTREL_CHECK(!ids.empty(), "--device '", spec, "': give cpu, a GPU index or a list like 0,1");
+  const int id = ids[static_cast<size_t>(local_rank) % ids.size()];
+  KESTREL_CHECK(id < cuda_device_count(), "--device ", spec, ": GPU ", id, " not found (",
+                cuda_device_count(), " CUDA devices); use --device cpu");
+  return Device::cuda(id);
+}
+
+DType pick_compute_dtype(const std::string& amp, Device device) {
+  if (amp == "off" || (amp.empty() && device.is_cpu())) return DType::F32;
+  KESTREL_CHECK(device.is_cuda(), "--amp ", amp, " needs a CUDA device; use --amp off on the CPU");
+  if (amp == "fp16") return DType::F16;
+  if (amp == "bf16") return DType::BF16;
+  KESTREL_CHECK(amp.empty(), "--amp must be bf16, fp16 or off, got '", amp, "'");
+  cudaDeviceProp prop{};
+  cudaGetDeviceProperties(&prop, device.index);
+  return prop.major >= 8 ? DType::BF16 : DType::F16;
+}
+
+std::string resolve_data(const std::string& data) {
+  if (data.empty() || data == "synthetic")
+    return data::ensure_synthetic_dataset(data::default_synthetic_dir());
+  return data;
+}
+
+// The same string on every rank (rank 0's).
+std::string broadcast_string(const RankInfo& r, Device device, const std::string& s) {
+  if (r.world == 1) return s;
+  constexpr int64_t kMax = 4096;
+  KESTREL_CHECK(static_cast<int64_t>(s.size()) < kMax, "path too long to share between ranks");
+  std::vector<int32_t> bytes(kMax, 0);
+  for (size_t i = 0; i < s.size(); ++i) bytes[i] = static_cast<unsigned char>(s[i]);
+  Tensor t = Tensor::from_vector(bytes, {kMax}, device);
+  r.group->broadcast(t, 0)->synchronize();
+  std::string out;
+  for (int32_t b : t.to_vector<int32_t>()) {
+    if (!b) break;
+    out += static_cast<char>(b);
+  }
+  return out;
+}
+
+bool broadcast_flag(const RankInfo& r, Device device, bool flag) {
+  if (r.world == 1) return flag;
+  Tensor t = Tensor::full({1}, flag ? 1.0 : 0.0, DType::F32, device);
+  r.group->broadcast(t, 0)->synchronize();
+  return t.item() != 0;
+}
+
+void barrier(const RankInfo& r) {
+  if (r.world > 1) r.group->barrier()->synchronize();
+}
+
+std::string format_seconds(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%02d:%02d", static_cast<int>(s) / 60, static_cast<int>(s) % 60);
+  return buf;
+}
+
+std::vector<std::string> freeze_prefixes(const std::vector<int>& freeze) {
+  std::vector<int> layers = freeze;
+  if (freeze.size() == 1) {
+    layers.clear();
+    for (int i = 0; i < freeze[0]; ++i) layers.push_back(i);
+  }
+  std::vector<std::string> out;
+  for (int i : layers) out.push_back("model." + std::to_string(i) + ".");
+  return out;
+}
+
+// Host-side resize of a u8 NHWC batch (--multi-scale); boxes are normalised, so they stay.
+Tensor resize_batch(const Tensor& images, int64_t size) {
+  const int64_t n = images.size(0), h = images.size(1), w = images.size(2);
+  const double gain = static_cast<double>(size) / std::max(h, w);
+  const int nh = static_cast<int>(std::ceil(h * gain / 32.0) * 32), nw = static_cast<int>(std::ceil(w * gain / 32.0) * 32);
+  Tensor out = Tensor::empty({n, nh, nw, 3}, DType::U8, Device::cpu(), images.is_pinned());
+  for (int64_t i = 0; i < n; ++i) {
+    cv::Mat src(static_cast<int>(h), static_cast<int>(w), CV_8UC3, images.data<uint8_t>() + i * h * w * 3);
+    cv::Mat dst(nh, nw, CV_8UC3, out.data<uint8_t>() + i * nh * nw * 3);
+    cv::resize(src, dst, {nw, nh}, 0, 0, cv::INTER_LINEAR);
+  }
+  return out;
+}
+
+json::Value options_json(const TrainOptions& o, const std::string& cfg_text, int nc,
+                         const std::vector<std::string>& names) {
+  json::Object obj;
+  for (const auto& [k, v] : o.to_pairs()) obj.emplace_back(k, v);
+  obj.emplace_back("cfg_yaml", cfg_text);
+  obj.emplace_back("nc", static_cast<int64_t>(nc));
+  json::Array name_list;
+  for (const auto& n : names) name_list.emplace_back(n);
+  obj.emplace_back("names", name_list);
+  return obj;
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path);
+  KESTREL_CHECK(in, "cannot read '", path, "'");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::vector<std::pair<std::string, std::string>> TrainOptions::to_pairs() const {
+  auto b = [](bool v) { return std::string(v ? "true" : "false"); };
+  std::string freeze_text = "[";
+  for (size_t i = 0; i < freeze.size(); ++i) freeze_text += (i ? ", " : "") + std::to_string(freeze[i]);
+  freeze_text += "]";
+  return {{"weights", weights},
+          {"cfg", cfg},
+          {"data", data.empty() ? "synthetic" : data},
+          {"hyp", hyp},
+          {"epochs", std::to_string(epochs)},
+          {"batch_size", std::to_string(batch_size)},
+          {"imgsz", std::to_string(img_size)},
+          {"rect", b(rect)},
+          {"nosave", b(nosave)},
+          {"noval", b(noval)},
+          {"noautoanchor", b(noautoanchor)},
+          {"noplots", b(noplots)},
+          {"cache", cache},
+          {"device", device},
+          {"multi_scale", b(multi_scale)},
+          {"single_cls", b(single_cls)},
+          {"optimizer", optimizer},
+          {"sync_bn", b(sync_bn)},
+          {"workers", std::to_string(workers)},
+          {"project", project},
+          {"name", name},
+          {"exist_ok", b(exist_ok)},
+          {"cos_lr", b(cos_lr)},
+          {"label_smoothing", std::to_string(label_smoothing)},
+          {"patience", std::to_string(patience)},
+          {"freeze", freeze_text},
+          {"save_period", std::to_string(save_period)},
+          {"seed", std::to_string(seed)},
+          {"deterministic", b(deterministic)},
+          {"amp", amp},
+          {"bucket_cap_mb", std::to_string(bucket_cap_mb)},
+          {"no_overlap", b(no_overlap)},
+          {"check_sync", b(check_sync)}};
+}
+
+}  // namespace kestrel::yolo

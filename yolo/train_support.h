@@ -1,0 +1,43 @@
+// The trainer's plumbing, kept out of the loop: device and precision choice, the dataset
+// argument, values shared between ranks, --freeze, --multi-scale resizing, the options as they
+// go into opt.yaml and checkpoints.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dist/process_group.h"
+#include "engine/json.h"
+#include "engine/tensor.h"
+#include "yolo/trainer.h"
+
+namespace kestrel::yolo {
+
+struct RankInfo {
+  int rank = 0, world = 1, local = 0;
+  std::shared_ptr<dist::ProcessGroup> group;
+  bool main() const { return rank == 0; }
+};
+
+// --device: "", "cpu", "0", "0,1" (the local rank picks from a list).
+Device pick_device(const std::string& spec, int local_rank);
+// --amp: bf16 | fp16 | off; "" = bf16 on sm_80+ GPUs (fp16 before), off on the CPU.
+DType pick_compute_dtype(const std::string& amp, Device device);
+// --data: a dataset yaml, or synthetic (generated once).
+std::string resolve_data(const std::string& data);
+// Rank 0's value on every rank.
+std::string broadcast_string(const RankInfo& r, Device device, const std::string& s);
+bool broadcast_flag(const RankInfo& r, Device device, bool flag);
+void barrier(const RankInfo& r);
+std::string format_seconds(double s);
+// "model.<i>." prefixes of the frozen layers (one number N: the first N layers).
+std::vector<std::string> freeze_prefixes(const std::vector<int>& freeze);
+// Host-side resize of a u8 NHWC batch to long side `size` (rounded up to 32); boxes are
+// normalised, so the targets stay.
+Tensor resize_batch(const Tensor& images, int64_t size);
+// The options, the model yaml text, nc and names: what val/detect need to rebuild the model.
+json::Value options_json(const TrainOptions& o, const std::string& cfg_text, int nc,
+                         const std::vector<std::string>& names);
+std::string read_text(const std::string& path);
+
+}  // namespace kestrel::yolo
