@@ -121,6 +121,20 @@ int train(const TrainOptions& requested) {
     o.img_size = std::stoi(text("imgsz"));
     o.optimizer = text("optimizer");
     o.cos_lr = text("cos_lr") == "true";
+    // Everything else that shapes the run continues as it was (the reference reloads opt.yaml).
+    auto flag = [&](const char* k) { return text(k) == "true"; };
+    o.rect = flag("rect");
+    o.single_cls = flag("single_cls");
+    o.multi_scale = flag("multi_scale");
+    o.sync_bn = flag("sync_bn");
+    o.noval = flag("noval");
+    o.nosave = flag("nosave");
+    o.noplots = flag("noplots");
+    o.amp = text("amp");
+    o.seed = std::stoull(text("seed"));
+    o.patience = std::stoi(text("patience"));
+    o.save_period = std::stoi(text("save_period"));
+    o.label_smoothing = std::stod(text("label_smoothing"));
     o.weights.clear();
   }
 
