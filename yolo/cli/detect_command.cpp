@@ -80,7 +80,6 @@ int run_detect(const std::vector<std::string>& argv) {
     const std::string& path = sources[k];
     auto t0 = Clock::now();
     cv::Mat original = yolo::data::read_image(path);
-    const double r = std::min(1.0 * img_size / original.rows, 1.0 * img_size / original.cols);
     yolo::data::Letterboxed lb = yolo::data::letterbox(original, img_size, img_size, true, true, stride);
     cv::Mat rgb;
     cv::cvtColor(lb.image, rgb, cv::COLOR_BGR2RGB);
@@ -99,7 +98,7 @@ int run_detect(const std::vector<std::string>& argv) {
     Tensor det = yolo::non_max_suppression(pred.boxes, nms)[0];
     t_nms += ms_since(t0);
     yolo::scale_boxes(det, {rgb.rows, rgb.cols}, {original.rows, original.cols},
-                      yolo::RatioPad{r, lb.pad_w, lb.pad_h});
+                      yolo::RatioPad{lb.ratio_w, lb.pad_w, lb.pad_h});
 
     const std::vector<float> d = det.to_vector<float>();
     std::map<int, int> counts;
