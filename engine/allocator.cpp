@@ -111,10 +111,14 @@ class AllocatorRegistry {
           [index](size_t n) -> void* {
             DeviceGuard guard(Device::cuda(index));
             void* p = nullptr;
-            if (cudaMalloc(&p, n) != cudaSuccess) {
+            const cudaError_t e = cudaMalloc(&p, n);
+            if (e == cudaErrorMemoryAllocation) {  // out of memory: clear it, let the caller retry
               cudaGetLastError();
               return nullptr;
             }
+            // Anything else (a sticky error from an earlier faulting kernel) is not out of memory
+            // and must not be reported as such.
+            KESTREL_CUDA_CHECK(e);
             return p;
           },
           [index](void* p) {
@@ -131,10 +135,12 @@ class AllocatorRegistry {
       pinned_ = std::make_unique<CachingAllocator>(
           [](size_t n) -> void* {
             void* p = nullptr;
-            if (cudaHostAlloc(&p, n, cudaHostAllocDefault) != cudaSuccess) {
+            const cudaError_t e = cudaHostAlloc(&p, n, cudaHostAllocDefault);
+            if (e == cudaErrorMemoryAllocation) {
               cudaGetLastError();
               return nullptr;
             }
+            KESTREL_CUDA_CHECK(e);
             return p;
           },
           [](void* p) { cudaFreeHost(p); });

@@ -61,10 +61,12 @@ void ModelEma::update(layers::Module& model) {
   if (cols[0].empty()) return;
   const kernels::TensorList list = make_tensor_list(cols, "EMA update");
   const Tensor& first = cols[0].front();
-  if (first.device().is_cuda())
+  if (first.device().is_cuda()) {
+    DeviceGuard guard(first.device());  // the launch goes to the current device
     kernels::ema_update_cuda(first.dtype(), list, d, current_stream(first.device()).handle());
-  else
+  } else {
     kernels::ema_update_cpu(first.dtype(), list, d);
+  }
 }
 
 }  // namespace kestrel::yolo

@@ -12,6 +12,8 @@
 namespace kestrel::yolo {
 namespace {
 
+// The caller holds a DeviceGuard for d: a launch goes to the current device, and the default
+// stream's handle (nullptr) means the current device's stream.
 cudaStream_t stream_for(Device d) { return current_stream(d).handle(); }
 
 // The device and dtype of a non-empty list's first tensor.
@@ -131,10 +133,12 @@ void Optimizer::step_sgd(size_t gi) {
   const kernels::TensorList list = make_tensor_list(cols, "SGD step");
   const kernels::SgdHyper h{g.lr, g.momentum, g.weight_decay, true};
   const ListPlace at = place_of(cols[0]);
-  if (at.device.is_cuda())
+  if (at.device.is_cuda()) {
+    DeviceGuard guard(at.device);
     kernels::sgd_step_cuda(at.dtype, list, h, stream_for(at.device));
-  else
+  } else {
     kernels::sgd_step_cpu(at.dtype, list, h);
+  }
 }
 
 void Optimizer::step_adam(size_t gi) {
@@ -158,10 +162,12 @@ void Optimizer::step_adam(size_t gi) {
     const kernels::AdamHyper h{g.lr, g.momentum, 0.999, 1e-8, g.weight_decay,
                                kind_ == OptimizerKind::AdamW, step};
     const ListPlace at = place_of(cols[0]);
-    if (at.device.is_cuda())
+    if (at.device.is_cuda()) {
+      DeviceGuard guard(at.device);
       kernels::adam_step_cuda(at.dtype, list, h, stream_for(at.device));
-    else
+    } else {
       kernels::adam_step_cpu(at.dtype, list, h);
+    }
   }
 }
 
@@ -272,6 +278,7 @@ Tensor grad_norm(const std::vector<Tensor>& params) {
     const double norm = kernels::global_norm_cpu(at.dtype, list);
     return Tensor::scalar(at.dtype == DType::F64 ? norm : static_cast<float>(norm), at.dtype);
   }
+  DeviceGuard guard(at.device);
   Tensor workspace = Tensor::empty({kernels::norm_partial_count(list)}, DType::F64, at.device);
   Tensor norm = Tensor::empty({}, DType::F32, at.device);
   kernels::global_norm_cuda(at.dtype, list, workspace.data<double>(), norm.data<float>(),
@@ -287,6 +294,7 @@ Tensor clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
   const ListPlace at = place_of(grads);
   const kernels::TensorList list = make_tensor_list({grads}, "gradient clipping");
   if (at.device.is_cuda()) {
+    DeviceGuard guard(at.device);
     kernels::clip_scale_cuda(at.dtype, list, norm.data<float>(), max_norm, stream_for(at.device));
     return norm;
   }
@@ -305,6 +313,7 @@ Tensor scale_grads(const std::vector<Tensor>& params, double factor) {
   const kernels::TensorList list = make_tensor_list({grads}, "gradient scaling");
   if (at.device.is_cpu())
     return Tensor::scalar(kernels::scale_cpu(at.dtype, list, factor) ? 1.0 : 0.0);
+  DeviceGuard guard(at.device);
   Tensor flag = Tensor::zeros({}, DType::F32, at.device);
   kernels::scale_cuda(at.dtype, list, factor, flag.data<float>(), stream_for(at.device));
   return flag;
