@@ -135,7 +135,8 @@ class AllocatorRegistry {
       pinned_ = std::make_unique<CachingAllocator>(
           [](size_t n) -> void* {
             void* p = nullptr;
-            const cudaError_t e = cudaHostAlloc(&p, n, cudaHostAllocDefault);
+            // Portable: usable by every device's context, whichever device the allocating thread has.
+            const cudaError_t e = cudaHostAlloc(&p, n, cudaHostAllocPortable);
             if (e == cudaErrorMemoryAllocation) {
               cudaGetLastError();
               return nullptr;

@@ -21,6 +21,7 @@
 #include "engine/ops/elementwise.h"
 #include "engine/ops/layout.h"
 #include "engine/safetensors.h"
+#include "kernels/cuda_check.h"
 #include "yolo/autoanchor.h"
 #include "yolo/checkpoint.h"
 #include "yolo/data/dataset_config.h"
@@ -88,6 +89,8 @@ int train(const TrainOptions& requested) {
   rank.world = dopt.world_size;
   rank.local = dopt.local_rank;
   const Device device = pick_device(o.device, rank.local);
+  // This rank's GPU is current on this thread from here on: nothing creates a context on GPU 0.
+  if (device.is_cuda()) KESTREL_CUDA_CHECK(cudaSetDevice(device.index));
   if (rank.world > 1) rank.group = dist::init_process_group(device.is_cuda() ? "nccl" : "gloo", dopt, device);
   Console out(rank.main());
   KESTREL_CHECK(o.batch_size % rank.world == 0, "--batch-size ", o.batch_size,
@@ -244,6 +247,7 @@ int train(const TrainOptions& requested) {
   lopt.workers = o.workers;
   lopt.seed = o.seed;
   lopt.rank = rank.rank;
+  lopt.cuda_device = device.is_cuda() ? device.index : -1;
   data::Loader loader(pipeline, lopt, order);
   const int64_t nb = loader.len();
   LrSchedule schedule(hyp, o.epochs, o.cos_lr, o.batch_size, nb, optimizer);
@@ -347,19 +351,27 @@ int train(const TrainOptions& requested) {
 
       const bool step_now = schedule.step_due(ni);
       if (reducer && !o.sync_bn) dist::broadcast_tensors(*rank.group, device_buffers, 0);  // DDP broadcast_buffers
-      if (reducer) {
-        reducer->set_sync(step_now);
-        reducer->prepare_for_backward();
-      }
       std::vector<Tensor> preds = model->forward(x);
       LossResult loss = compute_loss(preds, db.targets);
       Tensor total = rank.world > 1 ? ops::mul(loss.total, static_cast<double>(rank.world)) : loss.total;
-      if (!std::isfinite(loss.box + loss.obj + loss.cls)) {
+      // A non-finite loss on any rank skips the step on every rank (a rank alone skipping its
+      // backward would leave the others waiting in their all-reduces).
+      bool finite = std::isfinite(loss.box + loss.obj + loss.cls);
+      if (rank.world > 1) {
+        Tensor bad = Tensor::full({1}, finite ? 0.0 : 1.0, DType::F32, device);
+        rank.group->all_reduce(bad, dist::ReduceOp::Sum)->synchronize();
+        finite = bad.item() == 0;
+      }
+      if (!finite) {
         ++nan_steps;
         ++epoch_nan;
         if (reducer) reducer->zero_grad(); else optimizer.zero_grad();
         ++i;
         continue;
+      }
+      if (reducer) {
+        reducer->set_sync(step_now);
+        reducer->prepare_for_backward();
       }
       scaler.scale(total).backward();
       if (reducer) {

@@ -1,5 +1,7 @@
 #include "yolo/data/loader.h"
 
+#include <cuda_runtime.h>
+
 #include <algorithm>
 #include <cstring>
 
@@ -34,7 +36,11 @@ Loader::Loader(std::shared_ptr<const AugmentPipeline> pipeline, LoaderOptions op
                 options_.prefetch);
   KESTREL_CHECK(order_.samples >= 0 && order_.indices, "data loader: needs an epoch order");
   pinned_ = options_.pin_memory && cuda_available();
-  for (int i = 0; i < options_.workers; ++i) threads_.emplace_back([this] { work(); });
+  for (int i = 0; i < options_.workers; ++i)
+    threads_.emplace_back([this] {
+      if (options_.cuda_device >= 0) cudaSetDevice(options_.cuda_device);
+      work();
+    });
 }
 
 Loader::~Loader() {

@@ -62,6 +62,9 @@ struct LoaderOptions {
   int rank = 0;
   // Pinned host batches (asynchronous uploads); only honoured when a CUDA device is present.
   bool pin_memory = true;
+  // The CUDA device worker threads make current (-1: leave the default), so that their pinned
+  // allocations do not create a context on GPU 0 for a rank that computes on another GPU.
+  int cuda_device = -1;
 };
 
 class Loader {
