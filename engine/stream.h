@@ -1,5 +1,5 @@
 // CUDA streams and events, and the per-thread current stream of each device. On the CPU a stream
-// is a placeholder: work runs synchronously and synchronize() returns at once.
+// is a stand-in: work runs synchronously and synchronize() returns at once.
 #pragma once
 #include <cuda_runtime.h>
 

@@ -155,7 +155,7 @@ void DetectionModel::build(Generator& gen) {
       std::vector<int64_t> level_ch;
       for (int f : from) level_ch.push_back(ch[f]);
       std::vector<std::vector<double>> anchors = config_.anchors;
-      if (anchors.empty()) {  // a count only: placeholders until AutoAnchor, as the reference
+      if (anchors.empty()) {  // a count only: provisional anchors until AutoAnchor, as the reference
         for (size_t l = 0; l < from.size(); ++l) {
           std::vector<double> level;
           for (int64_t k = 0; k < 2 * na; ++k) level.push_back(static_cast<double>(k));
