@@ -35,6 +35,18 @@ DevicePeak device_peak(Device device);
 
 // Device 0 = CPU, 1 = cuda:0 (benchmark arguments are integers).
 inline Device device_from_arg(int64_t arg) { return arg == 0 ? Device::cpu() : Device::cuda(0); }
+// DType 0 = float32, 1 = bfloat16.
+inline DType dtype_from_arg(int64_t arg) { return arg == 0 ? DType::F32 : DType::BF16; }
+
+// The arguments {device, batch, dtype} most benchmarks register first.
+struct CommonArgs {
+  Device device;
+  int64_t batch;
+  DType dtype;
+};
+inline CommonArgs common_args(const benchmark::State& state) {
+  return {device_from_arg(state.range(0)), state.range(1), dtype_from_arg(state.range(2))};
+}
 
 class Case {
  public:

@@ -17,7 +17,6 @@ struct Act {
   int64_t h, w, c;
 };
 
-DType dtype_from_arg(int64_t arg) { return arg == 0 ? DType::F32 : DType::BF16; }
 
 std::string nhwc(int64_t n, const Act& a) { return str(n, "x", a.h, "x", a.w, "x", a.c); }
 
@@ -28,7 +27,7 @@ constexpr Act kConcatInputs[] = {{80, 80, 128}, {40, 40, 256}};
 void BM_Concat(benchmark::State& state) {
   const Device dev = bench::device_from_arg(state.range(0));
   const int64_t n = state.range(1);
-  const DType dt = dtype_from_arg(state.range(2));
+  const DType dt = bench::dtype_from_arg(state.range(2));
   const Act a = kConcatInputs[state.range(3)];
   bench::Case c(state, dev, dt, str(nhwc(n, a), "+", nhwc(n, a)));
   if (c.skipped()) return;
@@ -44,7 +43,7 @@ constexpr Act kUpsampleInput{20, 20, 256};
 void BM_Upsample(benchmark::State& state) {
   const Device dev = bench::device_from_arg(state.range(0));
   const int64_t n = state.range(1);
-  const DType dt = dtype_from_arg(state.range(2));
+  const DType dt = bench::dtype_from_arg(state.range(2));
   const Act a = kUpsampleInput;
   bench::Case c(state, dev, dt, nhwc(n, a));
   if (c.skipped()) return;
@@ -59,7 +58,7 @@ constexpr Act kSppfInput{20, 20, 256};
 void BM_SppfMaxPool(benchmark::State& state) {
   const Device dev = bench::device_from_arg(state.range(0));
   const int64_t n = state.range(1);
-  const DType dt = dtype_from_arg(state.range(2));
+  const DType dt = bench::dtype_from_arg(state.range(2));
   const Act a = kSppfInput;
   bench::Case c(state, dev, dt, nhwc(n, a));
   if (c.skipped()) return;
@@ -73,7 +72,7 @@ void BM_SppfMaxPool(benchmark::State& state) {
 void BM_SppfMaxPoolBackward(benchmark::State& state) {
   const Device dev = bench::device_from_arg(state.range(0));
   const int64_t n = state.range(1);
-  const DType dt = dtype_from_arg(state.range(2));
+  const DType dt = bench::dtype_from_arg(state.range(2));
   const Act a = kSppfInput;
   bench::Case c(state, dev, dt, nhwc(n, a));
   if (c.skipped()) return;
@@ -102,7 +101,7 @@ void BM_SppfMaxPoolBackward(benchmark::State& state) {
 void BM_NchwToNhwc(benchmark::State& state) {
   const Device dev = bench::device_from_arg(state.range(0));
   const int64_t n = state.range(1);
-  const DType dt = dtype_from_arg(state.range(2));
+  const DType dt = bench::dtype_from_arg(state.range(2));
   bench::Case c(state, dev, dt, str(n, "x3x640x640"));
   if (c.skipped()) return;
   Tensor x = Tensor::ones({n, 3, 640, 640}, dt, dev);
@@ -113,7 +112,7 @@ void BM_NchwToNhwc(benchmark::State& state) {
 void BM_ImagesToInput(benchmark::State& state) {
   const Device dev = bench::device_from_arg(state.range(0));
   const int64_t n = state.range(1);
-  const DType dt = dtype_from_arg(state.range(2));
+  const DType dt = bench::dtype_from_arg(state.range(2));
   bench::Case c(state, dev, dt, str(n, "x640x640x3"));
   if (c.skipped()) return;
   Tensor images = Tensor::full({n, 640, 640, 3}, 128, DType::U8, dev);

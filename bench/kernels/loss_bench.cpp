@@ -39,7 +39,7 @@ kernels::LossLevelBuffers<Acc> buffers(const LevelTensors& t) {
 void BM_YoloLoss(benchmark::State& state) {
   const Device device = bench::device_from_arg(state.range(0));
   const int64_t batch = state.range(1), img = state.range(2);
-  const DType dtype = state.range(3) == 0 ? DType::F32 : DType::BF16;
+  const DType dtype = bench::dtype_from_arg(state.range(3));
   // The shape names the first level's predictions (bs, na, ny, nx, no).
   bench::Case c(state, device, dtype, str(batch, "x", kNa, "x", img / 8, "x", img / 8, "x", kNc + 5));
   if (c.skipped()) return;

@@ -11,19 +11,8 @@ namespace {
 
 constexpr int64_t kH = 80, kW = 80, kC = 128;
 
-struct Setup {
-  Device device;
-  int64_t batch;
-  DType dtype;
-};
-
-Setup setup(const benchmark::State& state) {
-  return {bench::device_from_arg(state.range(0)), state.range(1),
-          state.range(2) == 0 ? DType::F32 : DType::BF16};
-}
-
 void BM_SumPerChannel(benchmark::State& state) {
-  const Setup s = setup(state);
+  const bench::CommonArgs s = bench::common_args(state);
   bench::Case c(state, s.device, s.dtype, str(s.batch, "x", kH, "x", kW, "x", kC));
   if (c.skipped()) return;
   Tensor x = Tensor::ones({s.batch, kH, kW, kC}, s.dtype, s.device);
@@ -32,7 +21,7 @@ void BM_SumPerChannel(benchmark::State& state) {
 }
 
 void BM_SumAll(benchmark::State& state) {
-  const Setup s = setup(state);
+  const bench::CommonArgs s = bench::common_args(state);
   bench::Case c(state, s.device, s.dtype, str(s.batch, "x", kH, "x", kW, "x", kC));
   if (c.skipped()) return;
   Tensor x = Tensor::ones({s.batch, kH, kW, kC}, s.dtype, s.device);
