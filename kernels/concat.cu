@@ -21,15 +21,6 @@ __global__ void copy_rows_kernel(const U* __restrict__ src, U* __restrict__ dst,
   }
 }
 
-// The widest power-of-two access (at most 16 bytes) dividing every byte count and address.
-int unit_bytes(std::initializer_list<uint64_t> values) {
-  uint64_t bits = 0;
-  for (uint64_t v : values) bits |= v;
-  for (int w = 16; w > 1; w /= 2)
-    if (bits % w == 0) return w;
-  return 1;
-}
-
 // The block re-expressed in units of U (b's sizes are in bytes here).
 template <class U>
 void launch(const void* src, void* dst, const RowBlock& b, cudaStream_t s) {
@@ -57,7 +48,7 @@ void copy_rows_cuda(size_t elem_size, const void* src, void* dst, const RowBlock
   if (b.rows == 0 || b.cols == 0) return;
   const int64_t es = static_cast<int64_t>(elem_size);
   const RowBlock bytes{b.rows, b.cols * es, b.src_ld * es, b.dst_ld * es};
-  switch (unit_bytes({uint64_t(bytes.cols), uint64_t(bytes.src_ld), uint64_t(bytes.dst_ld),
+  switch (cuda::widest_access_bytes({uint64_t(bytes.cols), uint64_t(bytes.src_ld), uint64_t(bytes.dst_ld),
                       reinterpret_cast<uintptr_t>(src), reinterpret_cast<uintptr_t>(dst)})) {
     case 16: return launch<uint4>(src, dst, bytes, stream);
     case 8: return launch<uint2>(src, dst, bytes, stream);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <initializer_list>
 
 #include "kernels/cuda_check.h"
 
@@ -22,6 +23,21 @@ __global__ void map_kernel(int64_t n, F f) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x)
     f(i);
+}
+
+// V elements of T moved as one aligned access.
+template <class T, int V>
+struct alignas(sizeof(T) * V) Pack {
+  T v[V];
+};
+
+// The widest power-of-two access (at most 16 bytes) dividing every byte count and address given.
+inline int widest_access_bytes(std::initializer_list<uint64_t> values) {
+  uint64_t bits = 0;
+  for (uint64_t v : values) bits |= v;
+  for (int w = 16; w > 1; w /= 2)
+    if (bits % w == 0) return w;
+  return 1;
 }
 
 template <class F>

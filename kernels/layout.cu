@@ -41,10 +41,6 @@ void launch_transpose(const void* src, void* dst, const TransposeShape& s, cudaS
   KESTREL_CUDA_CHECK_LAUNCH();
 }
 
-template <class T, int V>
-struct alignas(sizeof(T) * V) Pack {
-  T v[V];
-};
 
 }  // namespace
 
@@ -69,10 +65,10 @@ void images_to_input_cuda(const uint8_t* src, DType t, void* dst_, int64_t n, do
                             reinterpret_cast<uintptr_t>(dst) % (4 * sizeof(T)) == 0;
     if (vectorized) {
       const auto* in = reinterpret_cast<const uchar4*>(src);
-      auto* out = reinterpret_cast<Pack<T, 4>*>(dst);
+      auto* out = reinterpret_cast<cuda::Pack<T, 4>*>(dst);
       cuda::launch_map(n / 4, stream, [=] __device__(int64_t i) {
         const uchar4 q = in[i];
-        Pack<T, 4> p;
+        cuda::Pack<T, 4> p;
         p.v[0] = scaled_pixel<T>(q.x, scale);
         p.v[1] = scaled_pixel<T>(q.y, scale);
         p.v[2] = scaled_pixel<T>(q.z, scale);

@@ -26,22 +26,20 @@ __global__ void upsample2x_forward_kernel(const U* __restrict__ x, U* __restrict
   }
 }
 
-template <class T, int V>
-struct alignas(sizeof(T) * V) Pack {
-  T v[V];
-};
 
 template <class T, int V, class I>
-__global__ void upsample2x_backward_kernel(const Pack<T, V>* __restrict__ dy,
-                                           Pack<T, V>* __restrict__ dx, I packs, I w, int64_t n) {
+__global__ void upsample2x_backward_kernel(const cuda::Pack<T, V>* __restrict__ dy,
+                                           cuda::Pack<T, V>* __restrict__ dx, I packs, I w,
+                                           int64_t n) {
   for (int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; k < n;
        k += int64_t(gridDim.x) * blockDim.x) {
     const I i = static_cast<I>(k);
     const I p = i / packs;
     const I t = upsample2x_first_target(p, w) * packs + (i - p * packs);
     const I below = 2 * w * packs;
-    const Pack<T, V> a = dy[t], b = dy[t + packs], c = dy[t + below], d = dy[t + below + packs];
-    Pack<T, V> out;
+    const cuda::Pack<T, V> a = dy[t], b = dy[t + packs], c = dy[t + below],
+                           d = dy[t + below + packs];
+    cuda::Pack<T, V> out;
 #pragma unroll
     for (int j = 0; j < V; ++j)
       out.v[j] = from_acc<T>(
@@ -70,8 +68,8 @@ template <class T, int V>
 void launch_backward(const void* dy, void* dx, const Upsample2xShape& s, cudaStream_t stream) {
   const int64_t packs = s.c / V;
   const int64_t n = s.n * s.h * s.w * packs;
-  const auto* in = static_cast<const Pack<T, V>*>(dy);
-  auto* out = static_cast<Pack<T, V>*>(dx);
+  const auto* in = static_cast<const cuda::Pack<T, V>*>(dy);
+  auto* out = static_cast<cuda::Pack<T, V>*>(dx);
   if (4 * n <= INT32_MAX)
     upsample2x_backward_kernel<T, V, int32_t><<<cuda::blocks_for(n), cuda::kThreads, 0, stream>>>(
         in, out, int32_t(packs), int32_t(s.w), n);
@@ -89,14 +87,14 @@ void upsample2x_forward_cuda(size_t elem_size, const void* x, void* y, const Ups
                              cudaStream_t stream) {
   const int64_t pixel_bytes = s.c * static_cast<int64_t>(elem_size);
   if (s.n * s.h * s.w * pixel_bytes == 0) return;
-  // The widest access dividing the pixel's bytes and both addresses.
-  const uint64_t bits =
-      uint64_t(pixel_bytes) | reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(y);
-  if (bits % 16 == 0) return launch_forward<uint4>(x, y, s, pixel_bytes, stream);
-  if (bits % 8 == 0) return launch_forward<uint2>(x, y, s, pixel_bytes, stream);
-  if (bits % 4 == 0) return launch_forward<uint32_t>(x, y, s, pixel_bytes, stream);
-  if (bits % 2 == 0) return launch_forward<uint16_t>(x, y, s, pixel_bytes, stream);
-  launch_forward<uint8_t>(x, y, s, pixel_bytes, stream);
+  switch (cuda::widest_access_bytes({uint64_t(pixel_bytes), reinterpret_cast<uintptr_t>(x),
+                                      reinterpret_cast<uintptr_t>(y)})) {
+    case 16: return launch_forward<uint4>(x, y, s, pixel_bytes, stream);
+    case 8: return launch_forward<uint2>(x, y, s, pixel_bytes, stream);
+    case 4: return launch_forward<uint32_t>(x, y, s, pixel_bytes, stream);
+    case 2: return launch_forward<uint16_t>(x, y, s, pixel_bytes, stream);
+    default: return launch_forward<uint8_t>(x, y, s, pixel_bytes, stream);
+  }
 }
 
 void upsample2x_backward_cuda(DType t, const void* dy, void* dx, const Upsample2xShape& s,
