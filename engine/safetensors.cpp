@@ -10,6 +10,7 @@
 #include <cstring>
 #include <optional>
 
+#include "engine/atomic_file.h"
 #include "engine/json.h"
 #include "kernels/copy.h"
 
@@ -101,52 +102,6 @@ class InputFile {
   uint64_t size_ = 0;
 };
 
-// path + ".tmp", removed again unless commit() renamed it over the destination.
-class TempOutputFile {
- public:
-  explicit TempOutputFile(const std::string& path) : path_(path), tmp_(path + ".tmp") {
-    fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd_ < 0) fail("create");
-  }
-  ~TempOutputFile() {
-    if (fd_ >= 0) ::close(fd_);
-    if (!committed_) ::unlink(tmp_.c_str());
-  }
-  TempOutputFile(const TempOutputFile&) = delete;
-  TempOutputFile& operator=(const TempOutputFile&) = delete;
-
-  void write(const void* src, uint64_t n) {
-    const char* in = static_cast<const char*>(src);
-    while (n > 0) {
-      const ssize_t put = ::write(fd_, in, n);
-      if (put < 0 && errno == EINTR) continue;
-      if (put <= 0) fail("write");
-      in += put;
-      n -= static_cast<uint64_t>(put);
-    }
-  }
-
-  // Data on disk before the rename: otherwise a power loss could leave the new name pointing at
-  // an incompletely written file.
-  void commit() {
-    if (::fsync(fd_) != 0) fail("flush");
-    const int fd = fd_;
-    fd_ = -1;
-    if (::close(fd) != 0) fail("close");
-    if (::rename(tmp_.c_str(), path_.c_str()) != 0) fail("rename", str(" to '", path_, "'"));
-    committed_ = true;
-  }
-
- private:
-  [[noreturn]] void fail(const std::string& action, const std::string& suffix = "") const {
-    KESTREL_FAIL("save_safetensors: cannot ", action, " '", tmp_, "'", suffix, ": ",
-                 std::strerror(errno),
-                 " (check that the directory exists and is writable, and the disk has space)");
-  }
-  std::string path_, tmp_;
-  int fd_ = -1;
-  bool committed_ = false;
-};
 
 // --- header entries -------------------------------------------------------------------------------
 
@@ -318,7 +273,7 @@ void save_safetensors(const std::string& path,
   // The data section starts 8-byte aligned, so a reader mapping the file can use it in place.
   text.append((8 - text.size() % 8) % 8, ' ');
 
-  TempOutputFile out(path);
+  AtomicFile out(path);
   uint8_t length[8];
   for (int i = 0; i < 8; ++i) length[i] = static_cast<uint8_t>(uint64_t(text.size()) >> (8 * i));
   out.write(length, 8);

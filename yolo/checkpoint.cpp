@@ -106,6 +106,7 @@ CheckpointInfo info_from(const SafetensorsFile& f) {
   info.best_fitness = parse_meta(f, "best_fitness").as_real();
   info.hyp = parse_hyp_json(parse_meta(f, "hyp"), f.path());
   info.options = parse_meta(f, "options");
+  if (f.metadata().count("progress")) info.progress = parse_meta(f, "progress");
   const json::Value generators = parse_meta(f, "generators");
   for (const json::Value& g : generators.as_array())
     info.generators.push_back({member(g, "name", f.path()).as_string(),
@@ -152,6 +153,22 @@ Named prefixed(const std::vector<std::pair<std::string, Tensor>>& in, const std:
   Named out;
   for (const auto& [k, t] : in) out.emplace_back(p + k, t);
   return out;
+}
+
+// Pending accumulated gradients: into .grad in place where it exists (a DDP Reducer's views into
+// its flat buffer), else as a new .grad on the parameter's device.
+void restore_gradients(const SafetensorsFile& f, const Named& params) {
+  autograd::NoGradGuard no_grad;
+  for (const auto& [name, p] : params) {
+    if (!f.contains("grad." + name)) continue;
+    Tensor g = f.get("grad." + name);
+    KESTREL_CHECK(g.shape() == p.shape() && g.dtype() == p.dtype(), "checkpoint '", f.path(),
+                  "': grad.", name, " does not fit its parameter; resume with the model it was made with");
+    if (p.grad().defined())
+      p.grad().copy_(g);
+    else
+      p.set_grad(f.get("grad." + name, p.device()));
+  }
 }
 
 }  // namespace
@@ -203,6 +220,9 @@ void save_checkpoint(const std::string& path, const TrainingObjects& o, const Ch
                                            {"growth_tracker", integer(s.growth_tracker)},
                                            {"skipped_steps", integer(s.skipped_steps)}});
   }
+  for (const auto& [name, p] : o.gradients)
+    if (p.grad().defined()) tensors.emplace_back("grad." + name, p.grad());
+  md["progress"] = json::dump(info.progress);
   save_safetensors(path, tensors, md);
 }
 
@@ -237,6 +257,7 @@ CheckpointInfo load_checkpoint(const std::string& path, const TrainingObjects& o
                           member(s, "growth_tracker", path).as_integer(),
                           member(s, "skipped_steps", path).as_integer()});
   }
+  restore_gradients(f, o.gradients);
   return info;
 }
 

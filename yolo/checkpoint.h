@@ -10,6 +10,10 @@
 //            "schedule"    JSON: last_epoch, accumulate, last_opt_step
 //            "scaler"      JSON: scale, growth_tracker, skipped_steps
 //            "generators"  JSON: per named generator seed, stream id and block offset
+//            "progress"    JSON given by the trainer: where inside an epoch it stopped, running
+//                          loss means, early-stopping state (absent in older files: {})
+//   tensors  "grad.<param name>"            gradients accumulated since the last optimizer step
+//                                           (only when the caller passes them: see below)
 // Everything is stored at full precision (float32 tensors, shortest round-trip decimals), unlike
 // the reference's float16 copies, so that a run resumed on the CPU ends bitwise where an
 // uninterrupted one does. The file is written to a temporary name and renamed.
@@ -45,6 +49,7 @@ struct CheckpointInfo {
   Hyp hyp;
   json::Value options = json::Object{};
   std::vector<GeneratorState> generators;
+  json::Value progress = json::Object{};
 };
 
 // What a checkpoint holds besides the info; null members are left out of the file (a stripped
@@ -55,6 +60,10 @@ struct TrainingObjects {
   Optimizer* optimizer = nullptr;
   LrSchedule* schedule = nullptr;
   GradScaler* scaler = nullptr;
+  // Parameters whose .grad holds an accumulation not yet stepped (gradient accumulation spans
+  // epochs in the reference). Saving writes each defined .grad; loading copies the file's into
+  // the defined .grad tensors and leaves them alone when the file has none.
+  std::vector<std::pair<std::string, Tensor>> gradients;
 };
 
 void save_checkpoint(const std::string& path, const TrainingObjects& objects,

@@ -3,7 +3,9 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
+#include "engine/atomic_file.h"
 #include "kernels/error.h"
 
 namespace kestrel::yolo {
@@ -27,38 +29,66 @@ const std::vector<std::string>& ResultsCsv::columns() {
   return names;
 }
 
+namespace {
+
+std::string read_all(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+std::string header_line() {
+  char cell[64];
+  std::snprintf(cell, sizeof cell, "%20s", "epoch");
+  std::string header = cell;
+  for (const auto& c : ResultsCsv::columns()) {
+    std::snprintf(cell, sizeof cell, ",%20s", c.c_str());
+    header += cell;
+  }
+  return header + "\n";
+}
+
+}  // namespace
+
+// The whole file is rewritten through a temporary each time (a few KB): a kill leaves the old
+// rows or the new ones, never half a row.
 void ResultsCsv::append(int epoch, const std::vector<double>& values) const {
   KESTREL_CHECK(values.size() == columns().size(), "results.csv row needs ", columns().size(),
                 " values, got ", values.size());
-  const bool fresh = !std::filesystem::exists(path_);
-  std::ofstream out(path_, std::ios::app);
-  KESTREL_CHECK(out, "cannot write '", path_, "'");
+  std::string text = std::filesystem::exists(path_) ? read_all(path_) : header_line();
   char cell[64];
-  if (fresh) {
-    std::string header;
-    std::snprintf(cell, sizeof cell, "%20s", "epoch");
-    header += cell;
-    for (const auto& c : columns()) {
-      std::snprintf(cell, sizeof cell, ",%20s", c.c_str());
-      header += cell;
-    }
-    out << header << "\n";
-  }
-  std::string row;
   std::snprintf(cell, sizeof cell, "%20.5g", static_cast<double>(epoch));
-  row += cell;
+  text += cell;
   for (double v : values) {
     std::snprintf(cell, sizeof cell, ",%20.5g", v);
-    row += cell;
+    text += cell;
   }
-  out << row << "\n";
+  write_file_atomic(path_, text + "\n");
+}
+
+int ResultsCsv::keep_through(int last_epoch) const {
+  if (!std::filesystem::exists(path_)) return 0;
+  std::istringstream in(read_all(path_));
+  std::string text, line;
+  int dropped = 0;
+  for (bool first = true; std::getline(in, line); first = false) {
+    if (!first) {
+      int epoch = 0;
+      if (std::sscanf(line.c_str(), "%d", &epoch) != 1 || epoch > last_epoch) {
+        ++dropped;
+        continue;
+      }
+    }
+    text += line + "\n";
+  }
+  if (dropped) write_file_atomic(path_, text);
+  return dropped;
 }
 
 void write_yaml_pairs(const std::string& path,
                       const std::vector<std::pair<std::string, std::string>>& pairs) {
-  std::ofstream out(path);
-  KESTREL_CHECK(out, "cannot write '", path, "'");
-  for (const auto& [k, v] : pairs) out << k << ": " << v << "\n";
+  std::string text;
+  for (const auto& [k, v] : pairs) text += k + ": " + v + "\n";
+  write_file_atomic(path, text);
 }
 
 }  // namespace kestrel::yolo

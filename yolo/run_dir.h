@@ -10,13 +10,15 @@ namespace kestrel::yolo {
 // project/name if it does not exist (or exist_ok), else project/name2, name3, ... Not created.
 std::string increment_path(const std::string& path, bool exist_ok = false);
 
-// Appends one row per epoch; the header is written with the first row, as the reference does
-// ('%20s' names, '%20.5g' values, comma separated).
+// One row per epoch; the header is written with the first row, as the reference does ('%20s'
+// names, '%20.5g' values, comma separated). Every write is atomic (engine/atomic_file.h).
 class ResultsCsv {
  public:
   static const std::vector<std::string>& columns();  // without "epoch"
   explicit ResultsCsv(std::string path) : path_(std::move(path)) {}
   void append(int epoch, const std::vector<double>& values) const;
+  // Drops the rows of epochs after `last_epoch` (a resumed run redoes them); returns how many.
+  int keep_through(int last_epoch) const;
   const std::string& path() const { return path_; }
 
  private:

@@ -2,10 +2,12 @@
 
 #include <opencv2/imgproc.hpp>
 
+#include <charconv>
 #include <cmath>
 #include <fstream>
 #include <sstream>
 
+#include "engine/random.h"
 #include "yolo/data/synthetic.h"
 
 namespace kestrel::yolo {
@@ -102,6 +104,14 @@ Tensor resize_batch(const Tensor& images, int64_t size) {
   return out;
 }
 
+int64_t multi_scale_size(uint64_t seed, int rank, int64_t epoch, int64_t batch, int64_t img_size, int64_t gs) {
+  // The top bit keeps these streams apart from the per-sample ones ((epoch << 32) + index).
+  Generator g(seed + 1 + static_cast<uint64_t>(rank),
+              (uint64_t{1} << 63) | (static_cast<uint64_t>(epoch) << 32) | static_cast<uint64_t>(batch));
+  const int64_t lo = img_size / 2, hi = img_size * 3 / 2 + gs;
+  return (lo + static_cast<int64_t>(g.uniform() * static_cast<double>(hi - lo))) / gs * gs;
+}
+
 json::Value options_json(const TrainOptions& o, const std::string& cfg_text, int nc,
                          const std::vector<std::string>& names) {
   json::Object obj;
@@ -121,6 +131,15 @@ std::string read_text(const std::string& path) {
   ss << in.rdbuf();
   return ss.str();
 }
+
+namespace {
+// Shortest decimals that read back as the same double (std::to_string keeps 6 digits).
+std::string number_text(double v) {
+  char buf[64];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
+  return std::string(buf, end);
+}
+}  // namespace
 
 std::vector<std::pair<std::string, std::string>> TrainOptions::to_pairs() const {
   auto b = [](bool v) { return std::string(v ? "true" : "false"); };
@@ -150,16 +169,17 @@ std::vector<std::pair<std::string, std::string>> TrainOptions::to_pairs() const 
           {"name", name},
           {"exist_ok", b(exist_ok)},
           {"cos_lr", b(cos_lr)},
-          {"label_smoothing", std::to_string(label_smoothing)},
+          {"label_smoothing", number_text(label_smoothing)},
           {"patience", std::to_string(patience)},
           {"freeze", freeze_text},
           {"save_period", std::to_string(save_period)},
           {"seed", std::to_string(seed)},
           {"deterministic", b(deterministic)},
           {"amp", amp},
-          {"bucket_cap_mb", std::to_string(bucket_cap_mb)},
+          {"bucket_cap_mb", number_text(bucket_cap_mb)},
           {"no_overlap", b(no_overlap)},
-          {"check_sync", b(check_sync)}};
+          {"check_sync", b(check_sync)},
+          {"max_batches", std::to_string(max_batches)}};
 }
 
 }  // namespace kestrel::yolo

@@ -35,6 +35,10 @@ std::vector<std::string> freeze_prefixes(const std::vector<int>& freeze);
 // Host-side resize of a u8 NHWC batch to long side `size` (rounded up to 32); boxes are
 // normalised, so the targets stay.
 Tensor resize_batch(const Tensor& images, int64_t size);
+// --multi-scale: the training size of batch i of an epoch, in [img_size / 2, img_size * 1.5 + gs)
+// rounded down to the stride; from its own random stream per (seed, rank, epoch, batch), so that a
+// run resumed mid-epoch draws what the uninterrupted one would.
+int64_t multi_scale_size(uint64_t seed, int rank, int64_t epoch, int64_t batch, int64_t img_size, int64_t gs);
 // The options, the model yaml text, nc and names: what val/detect need to rebuild the model.
 json::Value options_json(const TrainOptions& o, const std::string& cfg_text, int nc,
                          const std::vector<std::string>& names);

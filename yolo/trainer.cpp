@@ -2,14 +2,13 @@
 
 #include <unistd.h>
 
-#include <atomic>
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
+#include <optional>
 
 #include "dist/ddp.h"
 #include "dist/env.h"
@@ -17,6 +16,7 @@
 #include "dist/sync_batchnorm.h"
 #include "dist/timeline.h"
 #include "engine/allocator.h"
+#include "engine/atomic_file.h"
 #include "engine/autograd.h"
 #include "engine/ops/elementwise.h"
 #include "engine/ops/layout.h"
@@ -27,14 +27,19 @@
 #include "yolo/data/dataset_config.h"
 #include "yolo/data/loader.h"
 #include "yolo/data/sampler.h"
+#include "yolo/early_stopping.h"
 #include "yolo/ema.h"
 #include "yolo/grad_scaler.h"
 #include "yolo/loss.h"
 #include "yolo/optimizer.h"
 #include "yolo/plot_canvas.h"
 #include "yolo/plots.h"
+#include "yolo/rank_agreement.h"
 #include "yolo/run_dir.h"
 #include "yolo/schedule.h"
+#include "yolo/stop_signal.h"
+#include "yolo/train_progress.h"
+#include "yolo/train_resume.h"
 #include "yolo/train_support.h"
 #include "yolo/validator.h"
 #include "yolo/weights.h"
@@ -43,458 +48,542 @@ namespace kestrel::yolo {
 namespace fs = std::filesystem;
 namespace {
 
-// Set by SIGINT/SIGTERM: the loop saves last and stops at the next batch. A signal handler can
-// only reach process-wide state, hence the one global.
-std::atomic<bool> g_stop_requested{false};
-extern "C" void request_stop(int) { g_stop_requested = true; }
-
 using Clock = std::chrono::steady_clock;
 
-// Prints on rank 0 only.
-class Console {
+// One training run, as the reference's train.py reads: the options resolved once (from the
+// checkpoint when resuming), set-up in named phases, then epochs of batches, each epoch ending
+// with validate -> record -> save, and a finish that validates the best weights. The run's state
+// lives here, so resume, signals and early stopping each have one home:
+//   resume:   resolve_options() and restore(); EpochProgress carries an interrupted epoch
+//   signals:  StopSignal, agreed between ranks in train_batch(), acted on in train_epoch()
+//   stopping: end_epoch() with the reference's EarlyStopping
+class Trainer {
  public:
-  explicit Console(bool on) : on_(on) {}
-  template <class... A>
-  void line(const A&... parts) const {
-    if (!on_) return;
-    std::printf("%s\n", str(parts...).c_str());
-    std::fflush(stdout);
+  explicit Trainer(const TrainOptions& requested) : requested_(requested) {}
+
+  int run() {
+    resolve_options();
+    prepare_run_directory();
+    load_data();
+    build_model();
+    build_optimization();
+    restore();
+    announce();
+    bool interrupted = false;
+    for (int epoch = start_epoch_; epoch < o_.epochs; ++epoch) {
+      if (!train_epoch(epoch)) {
+        interrupted = true;
+        save_interrupted(epoch);
+        break;
+      }
+      last_completed_ = epoch;
+      if (end_epoch(epoch)) {
+        // A signal during the epoch's end: make sure a resumable checkpoint exists (--nosave
+        // writes none before the final epoch).
+        if (stop_agreed_ && o_.nosave && rank_.main()) save_checkpoint_as(last_path_, epoch, EpochProgress{});
+        break;
+      }
+    }
+    return finish(interrupted || stop_agreed_);
   }
-  void raw(const std::string& s) const {
-    if (!on_) return;
-    std::printf("%s", s.c_str());
-    std::fflush(stdout);
-  }
-  bool on() const { return on_; }
 
  private:
-  bool on_;
+  void resolve_options();
+  void prepare_run_directory();
+  void load_data();
+  void build_model();
+  void build_optimization();
+  void restore();
+  void announce();
+  bool train_epoch(int epoch);  // false: interrupted inside the epoch
+  void train_batch(const data::Batch& batch, int epoch, int64_t i);
+  bool end_epoch(int epoch);  // true: training stops here
+  void average_pending_gradients();
+  void save_checkpoint_as(const std::string& path, int64_t last_epoch, const EpochProgress& progress);
+  void save_interrupted(int epoch);
+  int finish(bool interrupted);
+  dist::NamedTensors trainable() const;
+
+  const TrainOptions requested_;
+  TrainOptions o_;
+  StopSignal stop_;
+  RankInfo rank_;
+  Device device_ = Device::cpu();
+  DType compute_ = DType::F32;
+  std::optional<ResumePlan> resume_;
+  std::optional<Console> out_;
+  std::string save_dir_, weights_dir_, last_path_, best_path_;
+  Hyp hyp_;
+  std::optional<data::DatasetConfig> dcfg_;
+  int nc_ = 0;
+  std::vector<std::string> names_;
+  data::DatasetSplit train_split_;
+  std::string cfg_text_;
+  std::shared_ptr<DetectionModel> model_, ema_model_;
+  int gs_ = 32;
+  std::unique_ptr<Optimizer> optimizer_;
+  std::unique_ptr<data::Loader> loader_;
+  int64_t nb_ = 0;
+  std::unique_ptr<LrSchedule> schedule_;
+  std::unique_ptr<GradScaler> scaler_;
+  std::unique_ptr<ModelEma> ema_;
+  std::unique_ptr<dist::Reducer> reducer_;
+  std::unique_ptr<ComputeLoss> compute_loss_;
+  std::unique_ptr<Validator> validator_;
+  std::unique_ptr<EarlyStopping> stopper_;
+  std::unique_ptr<data::BatchUploader> uploader_;
+  std::unique_ptr<dist::TraceWriter> trace_;
+  dist::NamedTensors device_buffers_;
+
+  // Where the run stands.
+  int start_epoch_ = 0, last_completed_ = -1;
+  EpochProgress progress_, resumed_progress_;
+  double best_fitness_ = 0;
+  int64_t nan_steps_ = 0;
+  ValResult last_val_;
+  int64_t batches_run_ = 0;   // by this process
+  bool accumulated_ = false;  // gradients added since the last optimizer step
+  bool stop_agreed_ = false;  // every rank knows a stop was requested
+  double overlap_sum_ = 0;
+  int64_t overlap_steps_ = 0;
+  Clock::time_point t_start_ = Clock::now(), t_epoch_;
 };
 
+// --- set-up ------------------------------------------------------------------------------------
 
-}  // namespace
-
-
-int train(const TrainOptions& requested) {
-  TrainOptions o = requested;
-  std::signal(SIGINT, request_stop);
-  std::signal(SIGTERM, request_stop);
-
-  // --- ranks and device --------------------------------------------------------------------
-  RankInfo rank;
-  dist::DistFlags flags;
-  flags.timeout = std::chrono::seconds(static_cast<int64_t>(o.dist_timeout));
-  const dist::DistOptions dopt = dist::resolve_dist_options(flags, dist::process_environment());
-  rank.rank = dopt.rank;
-  rank.world = dopt.world_size;
-  rank.local = dopt.local_rank;
-  const Device device = pick_device(o.device, rank.local);
-  // This rank's GPU is current on this thread from here on: nothing creates a context on GPU 0.
-  if (device.is_cuda()) KESTREL_CUDA_CHECK(cudaSetDevice(device.index));
-  if (rank.world > 1) rank.group = dist::init_process_group(device.is_cuda() ? "nccl" : "gloo", dopt, device);
-  Console out(rank.main());
-  KESTREL_CHECK(o.batch_size % rank.world == 0, "--batch-size ", o.batch_size,
-                " must be a multiple of the world size ", rank.world);
-  const int batch = o.batch_size / rank.world;
-  const DType compute = pick_compute_dtype(o.amp, device);
-
-  // --- resume --------------------------------------------------------------------------------
-  std::string resume_path;
-  CheckpointInfo resume_info;
-  if (o.resume) {
-    resume_path = o.resume->empty() ? "" : *o.resume;
-    if (resume_path.empty()) {  // the newest last.safetensors under the project
-      fs::file_time_type newest{};
-      if (fs::exists(o.project))
-        for (const auto& e : fs::recursive_directory_iterator(o.project))
-          if (e.path().filename() == "last.safetensors" && e.last_write_time() > newest) {
-            newest = e.last_write_time();
-            resume_path = e.path().string();
-          }
-      KESTREL_CHECK(!resume_path.empty(), "--resume: no last.safetensors under '", o.project,
-                    "'; give the checkpoint's path");
-    }
-    resume_info = read_checkpoint_info(resume_path);
-    const json::Value& opts = resume_info.options;
-    auto text = [&](const char* k) { return opts.find(k) ? opts.find(k)->as_string() : std::string(); };
-    o.cfg = text("cfg");
-    o.data = text("data");
-    o.epochs = std::stoi(text("epochs"));
-    o.batch_size = std::stoi(text("batch_size"));
-    o.img_size = std::stoi(text("imgsz"));
-    o.optimizer = text("optimizer");
-    o.cos_lr = text("cos_lr") == "true";
-    // Everything else that shapes the run continues as it was (the reference reloads opt.yaml).
-    auto flag = [&](const char* k) { return text(k) == "true"; };
-    o.rect = flag("rect");
-    o.single_cls = flag("single_cls");
-    o.multi_scale = flag("multi_scale");
-    o.sync_bn = flag("sync_bn");
-    o.noval = flag("noval");
-    o.nosave = flag("nosave");
-    o.noplots = flag("noplots");
-    o.amp = text("amp");
-    o.seed = std::stoull(text("seed"));
-    o.patience = std::stoi(text("patience"));
-    o.save_period = std::stoi(text("save_period"));
-    o.label_smoothing = std::stod(text("label_smoothing"));
-    o.weights.clear();
+void Trainer::resolve_options() {
+  o_ = requested_;
+  if (o_.resume) {
+    resume_ = plan_resume(requested_);
+    o_ = resume_->options;
   }
+  dist::DistFlags flags;
+  flags.timeout = std::chrono::seconds(static_cast<int64_t>(o_.dist_timeout));
+  const dist::DistOptions dopt = dist::resolve_dist_options(flags, dist::process_environment());
+  rank_.rank = dopt.rank;
+  rank_.world = dopt.world_size;
+  rank_.local = dopt.local_rank;
+  out_.emplace(rank_.main());
+  // Checked before any process group or worker exists, so a wrong batch fails at once everywhere.
+  KESTREL_CHECK(o_.batch_size % rank_.world == 0, "--batch-size ", o_.batch_size,
+                " must be a multiple of the world size ", rank_.world);
+  device_ = pick_device(o_.device, rank_.local);
+  // This rank's GPU is current on this thread from here on: nothing creates a context on GPU 0.
+  if (device_.is_cuda()) KESTREL_CUDA_CHECK(cudaSetDevice(device_.index));
+  if (rank_.world > 1) rank_.group = dist::init_process_group(device_.is_cuda() ? "nccl" : "gloo", dopt, device_);
+  compute_ = pick_compute_dtype(o_.amp, device_);
+  if (resume_)
+    for (const std::string& note : resume_->notes) out_->line("--resume: ", note);
+  if (o_.sync_bn && rank_.world == 1)
+    out_->line("WARNING: --sync-bn is ignored in a single process; it applies to DDP training with several ranks");
+}
 
-  // --- run directory ---------------------------------------------------------------------------
-  std::string save_dir;
-  if (rank.main())
-    save_dir = o.resume ? fs::path(resume_path).parent_path().parent_path().string()
-                        : increment_path((fs::path(o.project) / o.name).string(), o.exist_ok);
-  save_dir = broadcast_string(rank, device, save_dir);
-  const std::string weights_dir = save_dir + "/weights";
-  if (rank.main()) fs::create_directories(weights_dir);
-
-  Hyp hyp = o.resume ? resume_info.hyp : (o.hyp.empty() ? Hyp{} : load_hyp(o.hyp));
-  hyp.label_smoothing = o.label_smoothing;
-  if (rank.main()) {
-    std::ofstream(save_dir + "/hyp.yaml") << hyp.to_yaml();
-    write_yaml_pairs(save_dir + "/opt.yaml", o.to_pairs());
+void Trainer::prepare_run_directory() {
+  if (rank_.main())
+    save_dir_ = resume_ ? resume_->save_dir : increment_path((fs::path(o_.project) / o_.name).string(), o_.exist_ok);
+  save_dir_ = broadcast_string(rank_, device_, save_dir_);
+  weights_dir_ = save_dir_ + "/weights";
+  last_path_ = weights_dir_ + "/last.safetensors";
+  best_path_ = weights_dir_ + "/best.safetensors";
+  if (rank_.main()) fs::create_directories(weights_dir_);
+  hyp_ = resume_ ? resume_->info.hyp : (o_.hyp.empty() ? Hyp{} : load_hyp(o_.hyp));
+  hyp_.label_smoothing = o_.label_smoothing;
+  if (rank_.main()) {
+    write_file_atomic(save_dir_ + "/hyp.yaml", hyp_.to_yaml());
+    write_yaml_pairs(save_dir_ + "/opt.yaml", o_.to_pairs());
   }
   std::string hyp_line = "hyperparameters: ";
-  for (const auto& [k, v] : hyp.values()) hyp_line += k + "=" + short_number(v) + ", ";
-  out.line(hyp_line.substr(0, hyp_line.size() - 2));
+  for (const auto& [k, v] : hyp_.values()) hyp_line += k + "=" + short_number(v) + ", ";
+  out_->line(hyp_line.substr(0, hyp_line.size() - 2));
+}
 
-  // --- data ----------------------------------------------------------------------------------
-  const std::string data_yaml = rank.main() ? resolve_data(o.data) : std::string();
-  barrier(rank);  // the synthetic dataset is written by rank 0 first
-  const data::DatasetConfig dcfg = data::load_dataset_config(rank.main() ? data_yaml : resolve_data(o.data));
-  const int nc = o.single_cls ? 1 : dcfg.nc;
-  std::vector<std::string> names = o.single_cls ? std::vector<std::string>{"item"} : dcfg.names;
-  data::DatasetSplit train_split;
-  if (rank.main()) train_split = data::load_split(dcfg, "train", dcfg.nc, o.single_cls, true);
-  barrier(rank);  // rank 0 builds the label cache, the others then read it
-  if (!rank.main()) train_split = data::load_split(dcfg, "train", dcfg.nc, o.single_cls, true);
-  out.line("train: ", train_split.summary);
-  for (const auto& w : train_split.warnings) out.line("train: WARNING ", w);
-  KESTREL_CHECK(!train_split.records.empty(), "no usable training images in ", dcfg.yaml_path,
+void Trainer::load_data() {
+  const std::string data_yaml = rank_.main() ? resolve_data(o_.data) : std::string();
+  barrier(rank_);  // the synthetic dataset is written by rank 0 first
+  dcfg_ = data::load_dataset_config(rank_.main() ? data_yaml : resolve_data(o_.data));
+  nc_ = o_.single_cls ? 1 : dcfg_->nc;
+  names_ = o_.single_cls ? std::vector<std::string>{"item"} : dcfg_->names;
+  if (rank_.main()) train_split_ = data::load_split(*dcfg_, "train", dcfg_->nc, o_.single_cls, true);
+  barrier(rank_);  // rank 0 builds the label cache, the others then read it
+  if (!rank_.main()) train_split_ = data::load_split(*dcfg_, "train", dcfg_->nc, o_.single_cls, true);
+  out_->line("train: ", train_split_.summary);
+  for (const auto& w : train_split_.warnings) out_->line("train: WARNING ", w);
+  KESTREL_CHECK(!train_split_.records.empty(), "no usable training images in ", dcfg_->yaml_path,
                 ": check the `train` entry and the label files");
+}
 
-  // --- model -----------------------------------------------------------------------------------
-  const std::string cfg_text = read_text(o.cfg);
-  ModelConfig mcfg = parse_model_config(cfg_text, o.cfg);
-  auto model = std::make_shared<DetectionModel>(mcfg, nc, o.seed);
-  if (!o.weights.empty()) {
-    const std::string prefix = load_safetensors(o.weights).contains("ema.model.0.conv.weight") ? "ema." : "";
-    TransferResult tr = transfer_weights(*model, o.weights, {"anchor"}, prefix);
-    out.line("Transferred ", tr.transferred, "/", tr.total, " items from ", o.weights);
+void Trainer::build_model() {
+  cfg_text_ = read_text(o_.cfg);
+  const ModelConfig mcfg = parse_model_config(cfg_text_, o_.cfg);
+  model_ = std::make_shared<DetectionModel>(mcfg, nc_, o_.seed);
+  if (!o_.weights.empty()) {
+    const std::string prefix = load_safetensors(o_.weights).contains("ema.model.0.conv.weight") ? "ema." : "";
+    TransferResult tr = transfer_weights(*model_, o_.weights, {"anchor"}, prefix);
+    out_->line("Transferred ", tr.transferred, "/", tr.total, " items from ", o_.weights);
   }
-  for (const auto& prefix : freeze_prefixes(o.freeze))
-    for (auto& [n, p] : model->named_parameters())
+  for (const auto& prefix : freeze_prefixes(o_.freeze))
+    for (auto& [n, p] : model_->named_parameters())
       if (n.rfind(prefix, 0) == 0) {
-        out.line("freezing ", n);
+        out_->line("freezing ", n);
         p.set_requires_grad(false);
       }
-  const int gs = std::max(static_cast<int>(*std::max_element(model->strides().begin(), model->strides().end())), 32);
-  KESTREL_CHECK(o.img_size % gs == 0, "--img-size ", o.img_size, " must be a multiple of the max stride ", gs);
+  gs_ = std::max(static_cast<int>(*std::max_element(model_->strides().begin(), model_->strides().end())), 32);
+  KESTREL_CHECK(o_.img_size % gs_ == 0, "--img-size ", o_.img_size, " must be a multiple of the max stride ", gs_);
+
+  std::vector<std::pair<std::string, Shape>> shapes;
+  for (const auto& [n, p] : model_->named_parameters()) shapes.emplace_back(n, p.shape());
+  std::vector<std::pair<std::string, std::string>> flags;
+  for (const auto& kv : o_.to_pairs())
+    if (kv.first != "device" && kv.first != "workers") flags.push_back(kv);
+  check_ranks_agree(rank_, device_, run_fingerprint(train_split_.records, shapes, flags));
 
   // AutoAnchor on rank 0, before the weights are shared.
-  if (rank.main() && !o.noautoanchor && !o.resume) {
-    Generator anchor_gen(o.seed, 7);
-    out.raw(check_anchors(train_split.records, model->detect(), hyp.anchor_t, o.img_size, anchor_gen));
+  if (rank_.main() && !o_.noautoanchor && !resume_) {
+    Generator anchor_gen(o_.seed, 7);
+    out_->raw(check_anchors(train_split_.records, model_->detect(), hyp_.anchor_t, o_.img_size, anchor_gen));
   }
-  if (rank.main() && !o.noplots && !o.resume) plot_labels(train_split.records, names, save_dir + "/labels.jpg");
-  model->to(device);
-  if (o.sync_bn && rank.world > 1) {
-    auto group = rank.group;
-    model->visit([&](layers::Module& m) {
+  if (rank_.main() && !o_.noplots && !resume_) plot_labels(train_split_.records, names_, save_dir_ + "/labels.jpg");
+  model_->to(device_);
+  if (o_.sync_bn && rank_.world > 1) {
+    auto group = rank_.group;
+    model_->visit([&](layers::Module& m) {
       if (auto* bn = dynamic_cast<layers::BatchNorm2d*>(&m))
         bn->norm = [group](const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& rm,
                            const Tensor& rv, bool training, double momentum, double eps) {
           return dist::sync_batch_norm(x, w, b, rm, rv, training, momentum, eps, group);
         };
     });
-    out.line("Using SyncBatchNorm()");
+    out_->line("Using SyncBatchNorm()");
   }
-  if (rank.world > 1) {  // identical weights everywhere before the optimizer exists
-    dist::NamedTensors all = model->named_parameters();
-    for (auto& b : model->named_buffers())
-      if (b.second.device() == device) all.push_back(b);
-    dist::broadcast_tensors(*rank.group, all, 0);
+  for (auto& b : model_->named_buffers())
+    if (b.second.device() == device_) device_buffers_.push_back(b);
+  if (rank_.world > 1) {  // identical weights everywhere before the optimizer exists
+    dist::NamedTensors all = model_->named_parameters();
+    for (auto& b : device_buffers_) all.push_back(b);
+    dist::broadcast_tensors(*rank_.group, all, 0);
   }
+  if (rank_.main()) {
+    ema_model_ = std::make_shared<DetectionModel>(mcfg, nc_, o_.seed);
+    ema_model_->to(device_);
+    ema_ = std::make_unique<ModelEma>(ema_model_, *model_);
+  }
+}
 
-  // --- optimizer, schedule, EMA, scaler ----------------------------------------------------------
-  const double wd = scaled_weight_decay(hyp.weight_decay, o.batch_size);
-  Optimizer optimizer = smart_optimizer(*model, parse_optimizer_kind(o.optimizer), hyp.lr0, hyp.momentum, wd);
-  out.line("optimizer: ", optimizer.describe());
+void Trainer::build_optimization() {
+  const double wd = scaled_weight_decay(hyp_.weight_decay, o_.batch_size);
+  optimizer_ = std::make_unique<Optimizer>(
+      smart_optimizer(*model_, parse_optimizer_kind(o_.optimizer), hyp_.lr0, hyp_.momentum, wd));
+  out_->line("optimizer: ", optimizer_->describe());
 
-  const data::PipelineOptions popt = [&] {
-    data::PipelineOptions p;
-    p.img_size = o.img_size;
-    p.augment = true;
-    p.rect = o.rect;
-    p.batch_size = batch;
-    p.stride = gs;
-    p.pad = 0.0;
-    p.hyp = hyp;
-    return p;
-  }();
-  auto pipeline = std::make_shared<data::AugmentPipeline>(train_split.records, popt);
-  if (o.cache == "ram" && !pipeline->cache_images(std::max(1, o.workers)))
-    out.line("WARNING: --cache ram: not enough memory, images are read from disk");
-  data::DistributedSampler sampler(pipeline->size(), rank.rank, rank.world, !o.rect, o.seed);
-  data::EpochOrder order{sampler.num_samples(), [sampler](int64_t epoch) mutable {
-                           sampler.set_epoch(epoch);
-                           return sampler.indices();
-                         }};
+  const int batch = o_.batch_size / rank_.world;
+  data::PipelineOptions popt;
+  popt.img_size = o_.img_size;
+  popt.augment = true;
+  popt.rect = o_.rect;
+  popt.batch_size = batch;
+  popt.stride = gs_;
+  popt.pad = 0.0;
+  popt.hyp = hyp_;
+  auto pipeline = std::make_shared<data::AugmentPipeline>(train_split_.records, popt);
+  if (o_.cache == "ram" && !pipeline->cache_images(std::max(1, o_.workers)))
+    out_->line("WARNING: --cache ram: not enough memory, images are read from disk");
+  const data::DistributedSampler sampler(pipeline->size(), rank_.rank, rank_.world, !o_.rect, o_.seed);
   data::LoaderOptions lopt;
   lopt.batch_size = batch;
-  lopt.workers = o.workers;
-  lopt.seed = o.seed;
-  lopt.rank = rank.rank;
-  lopt.cuda_device = device.is_cuda() ? device.index : -1;
-  data::Loader loader(pipeline, lopt, order);
-  const int64_t nb = loader.len();
-  LrSchedule schedule(hyp, o.epochs, o.cos_lr, o.batch_size, nb, optimizer);
-  GradScaler scaler(compute == DType::F16);
-
-  std::unique_ptr<ModelEma> ema;
-  std::shared_ptr<DetectionModel> ema_model;
-  if (rank.main()) {
-    ema_model = std::make_shared<DetectionModel>(mcfg, nc, o.seed);
-    ema_model->to(device);
-    ema = std::make_unique<ModelEma>(ema_model, *model);
-  }
-
-  int start_epoch = 0;
-  double best_fitness = 0;
-  if (o.resume) {
-    TrainingObjects objs{model.get(), ema.get(), &optimizer, &schedule, &scaler};
-    CheckpointInfo info = load_checkpoint(resume_path, objs);
-    start_epoch = static_cast<int>(info.epoch) + 1;
-    best_fitness = info.best_fitness;
-    KESTREL_CHECK(start_epoch < o.epochs, resume_path, " finished all ", o.epochs,
-                  " epochs already; nothing to resume");
-    out.line("Resuming training from ", resume_path, " from epoch ", start_epoch, " to ", o.epochs, " total epochs");
-  }
-  schedule.set_last_epoch(start_epoch - 1);
-
-  std::unique_ptr<dist::Reducer> reducer;
-  if (rank.world > 1) {
-    dist::NamedTensors trainable;
-    for (auto& [n, p] : model->named_parameters())
-      if (p.requires_grad()) trainable.emplace_back(n, p);
+  lopt.workers = o_.workers;
+  lopt.seed = o_.seed;
+  lopt.rank = rank_.rank;
+  lopt.cuda_device = device_.is_cuda() ? device_.index : -1;
+  loader_ = std::make_unique<data::Loader>(pipeline, lopt, data::distributed_order(sampler));
+  nb_ = loader_->len();
+  schedule_ = std::make_unique<LrSchedule>(hyp_, o_.epochs, o_.cos_lr, o_.batch_size, nb_, *optimizer_);
+  scaler_ = std::make_unique<GradScaler>(compute_ == DType::F16);
+  stopper_ = std::make_unique<EarlyStopping>(o_.patience);
+  if (rank_.world > 1) {
     dist::ReducerOptions ropt;
-    ropt.bucket_cap_mb = o.bucket_cap_mb;
-    ropt.overlap = !o.no_overlap;
-    reducer = std::make_unique<dist::Reducer>(trainable, rank.group, ropt);
+    ropt.bucket_cap_mb = o_.bucket_cap_mb;
+    ropt.overlap = !o_.no_overlap;
+    reducer_ = std::make_unique<dist::Reducer>(trainable(), rank_.group, ropt);
   }
-
-  // Loss with the reference's hyperparameter scaling.
-  const int nl = static_cast<int>(model->detect().nl);
-  ComputeLoss compute_loss(model->detect(), scale_loss_hyp(hyp, nl, nc, o.img_size));
-
-  std::unique_ptr<Validator> validator;
-  if (rank.main()) {
-    data::DatasetSplit val_split = data::load_split(dcfg, "val", dcfg.nc, o.single_cls, true);
-    out.line("val: ", val_split.summary);
+  const int nl = static_cast<int>(model_->detect().nl);
+  compute_loss_ = std::make_unique<ComputeLoss>(model_->detect(), scale_loss_hyp(hyp_, nl, nc_, o_.img_size));
+  if (rank_.main()) {
+    data::DatasetSplit val_split = data::load_split(*dcfg_, "val", dcfg_->nc, o_.single_cls, true);
+    out_->line("val: ", val_split.summary);
     ValOptions vopt;
-    vopt.img_size = o.img_size;
+    vopt.img_size = o_.img_size;
     vopt.batch_size = batch * 2;
-    vopt.single_cls = o.single_cls;
-    vopt.compute_dtype = compute;
-    vopt.workers = std::max(1, o.workers);
-    vopt.save_dir = save_dir;
-    validator = std::make_unique<Validator>(val_split.records, names, nc, vopt, device, gs);
+    vopt.single_cls = o_.single_cls;
+    vopt.compute_dtype = compute_;
+    vopt.workers = std::max(1, o_.workers);
+    vopt.save_dir = save_dir_;
+    validator_ = std::make_unique<Validator>(val_split.records, names_, nc_, vopt, device_, gs_);
   }
-
-  out.line(model->summary(o.img_size));
-  out.line("Image sizes ", o.img_size, " train, ", o.img_size, " val");
-  out.line("Using ", o.workers, " dataloader workers per rank, ", rank.world, " rank", rank.world > 1 ? "s" : "",
-           ", ", dtype_name(compute), " compute on ", device.str());
-  out.line("Logging results to ", save_dir);
-  out.line("Starting training for ", o.epochs, " epochs...");
-
-  const ResultsCsv csv(save_dir + "/results.csv");
-  int patience_left = o.patience;
-  int best_epoch = start_epoch > 0 ? start_epoch - 1 : 0;
-  const auto t_start = Clock::now();
-  int64_t nan_steps = 0;
-  ValResult last_val;
-  bool stopped = false;
-  Generator scale_gen(o.seed + 1 + rank.rank, 11);
-  const bool tty = isatty(STDOUT_FILENO);
-  data::BatchUploader uploader(device);
-  dist::NamedTensors device_buffers;
-  for (auto& b : model->named_buffers())
-    if (b.second.device() == device) device_buffers.push_back(b);
-  std::unique_ptr<dist::TraceWriter> trace;
-  if (!o.trace.empty()) trace = std::make_unique<dist::TraceWriter>(rank.rank);
-
-  for (int epoch = start_epoch; epoch < o.epochs && !stopped; ++epoch) {
-    model->train(true);
-    loader.start_epoch(epoch);
-    double mloss[3] = {0, 0, 0};
-    double overlap_sum = 0;
-    int64_t overlap_steps = 0;
-    int64_t seen_batches = 0, epoch_nan = 0;
-    out.line(str("\n", std::string(6, ' '), "Epoch    GPU_mem   box_loss   obj_loss   cls_loss  Instances       Size"));
-    const auto t_epoch = Clock::now();
-    int64_t i = 0;
-    while (std::optional<data::Batch> b = loader.next()) {
-      if (o.max_batches > 0 && i >= o.max_batches) break;
-      if (g_stop_requested) break;
-      const int64_t ni = i + nb * epoch;
-      schedule.warmup(ni, epoch);
-      if (o.multi_scale) {
-        const int64_t lo = o.img_size / 2, hi = o.img_size * 3 / 2 + gs;
-        const int64_t sz = (lo + static_cast<int64_t>(scale_gen.uniform() * (hi - lo))) / gs * gs;
-        b->images = resize_batch(b->images, sz);
-      }
-      data::DeviceBatch db = uploader.to_device(*b);
-      Tensor x = ops::images_to_input(db.images, compute);
-
-      const bool step_now = schedule.step_due(ni);
-      if (reducer && !o.sync_bn) dist::broadcast_tensors(*rank.group, device_buffers, 0);  // DDP broadcast_buffers
-      std::vector<Tensor> preds = model->forward(x);
-      LossResult loss = compute_loss(preds, db.targets);
-      Tensor total = rank.world > 1 ? ops::mul(loss.total, static_cast<double>(rank.world)) : loss.total;
-      // A non-finite loss on any rank skips the step on every rank (a rank alone skipping its
-      // backward would leave the others waiting in their all-reduces).
-      bool finite = std::isfinite(loss.box + loss.obj + loss.cls);
-      if (rank.world > 1) {
-        Tensor bad = Tensor::full({1}, finite ? 0.0 : 1.0, DType::F32, device);
-        rank.group->all_reduce(bad, dist::ReduceOp::Sum)->synchronize();
-        finite = bad.item() == 0;
-      }
-      if (!finite) {
-        ++nan_steps;
-        ++epoch_nan;
-        if (reducer) reducer->zero_grad(); else optimizer.zero_grad();
-        ++i;
-        continue;
-      }
-      if (reducer) {
-        reducer->set_sync(step_now);
-        reducer->prepare_for_backward();
-      }
-      scaler.scale(total).backward();
-      if (reducer) {
-        reducer->finalize();
-        if (step_now) {
-          const dist::StepTimeline& t = reducer->last_timeline();
-          overlap_sum += dist::overlap_efficiency(t);
-          ++overlap_steps;
-          if (trace) trace->add(t);
-        }
-      }
-
-      if (step_now) {
-        scaler.unscale(optimizer);
-        clip_grad_norm(optimizer.parameters(), 10.0);
-        scaler.step(optimizer);
-        scaler.update();
-        if (reducer) reducer->zero_grad(); else optimizer.zero_grad();
-        if (ema) ema->update(*model);
-        schedule.record_step(ni);
-        if (o.check_sync && rank.world > 1)
-          dist::check_sync(*rank.group, model->named_parameters(), str("parameters after step ", ni));
-      }
-      const double items[3] = {loss.box, loss.obj, loss.cls};
-      for (int k = 0; k < 3; ++k) mloss[k] = (mloss[k] * seen_batches + items[k]) / (seen_batches + 1);
-      ++seen_batches;
-      if (rank.main() && epoch == start_epoch && i < 3 && !o.noplots)
-        plot_batch(b->images, target_boxes(b->targets, b->images.size(1), b->images.size(2)), names,
-                   save_dir + "/train_batch" + std::to_string(i) + ".jpg");
-      const int64_t shown = o.max_batches > 0 ? std::min<int64_t>(nb, o.max_batches) : nb;
-      if (out.on() && (tty || i + 1 == shown || (i + 1) % 50 == 0)) {
-        const double secs = std::chrono::duration<double>(Clock::now() - t_epoch).count();
-        const double mem = device.is_cuda() ? allocator_stats(device).reserved / 1e9 : 0.0;
-        char line[256];
-        std::snprintf(line, sizeof line, "%11s %9.3gG %10.4g %10.4g %10.4g %10lld %10lld: %3d%% %lld/%lld [%s, %.2fit/s]",
-                      str(epoch, "/", o.epochs - 1).c_str(), mem, mloss[0], mloss[1], mloss[2],
-                      static_cast<long long>(b->targets.size(0)), static_cast<long long>(x.size(1)),
-                      static_cast<int>(100 * (i + 1) / shown), static_cast<long long>(i + 1),
-                      static_cast<long long>(shown), format_seconds(secs).c_str(), (i + 1) / std::max(secs, 1e-9));
-        out.raw(std::string(tty ? "\r" : "") + line + (tty && i + 1 < shown ? "" : "\n"));
-      }
-      ++i;
-    }
-    if (g_stop_requested || epoch == o.stop_after) stopped = true;
-    KESTREL_CHECK(seen_batches > 0 || epoch_nan == 0, "every training step of epoch ", epoch,
-                  " produced a NaN/Inf loss; lower lr0 (--hyp), use --amp off or check the labels");
-    if (epoch_nan) out.line("WARNING: ", epoch_nan, " steps with a NaN/Inf loss were skipped this epoch");
-
-    if (rank.world > 1) {
-      // Every rank must hold the same model and optimizer state: compare checksums, abort loudly.
-      dist::NamedTensors state = model->named_parameters();
-      for (auto& t : optimizer.state_tensors())
-        if (t.second.device() == device) state.push_back(t);
-      dist::check_sync(*rank.group, state, str("parameters and optimizer state after epoch ", epoch));
-      if (overlap_steps)
-        out.line(str("DDP: ", rank.world, " ranks, overlap efficiency ",
-                     short_number(100.0 * overlap_sum / overlap_steps), "% of all-reduce time hidden behind backward"));
-      if (trace) {
-        const std::string path = rank.world > 1 ? str(o.trace, ".rank", rank.rank) : o.trace;
-        trace->write(path);
-      }
-    }
-    std::vector<double> lrs;
-    for (const auto& g : optimizer.groups()) lrs.push_back(g.lr);
-    schedule.epoch_end();
-
-    bool stop_early = false;
-    if (rank.main()) {
-      const bool final_epoch = epoch + 1 == o.epochs;
-      if (validator && (!o.noval || final_epoch || stopped)) {
-        last_val = validator->run(*ema_model, &compute_loss);
-        out.raw(last_val.table);
-      }
-      const ValMetrics& m = last_val.metrics;
-      const double fi = fitness(m);
-      if (fi > best_fitness || epoch == start_epoch) {
-        if (fi > best_fitness) best_epoch = epoch;
-        best_fitness = std::max(best_fitness, fi);
-        patience_left = o.patience;
-      } else {
-        --patience_left;
-      }
-      csv.append(epoch, {mloss[0], mloss[1], mloss[2], m.mp, m.mr, m.map50, m.map, last_val.box_loss,
-                         last_val.obj_loss, last_val.cls_loss, lrs[0], lrs.size() > 1 ? lrs[1] : 0,
-                         lrs.size() > 2 ? lrs[2] : 0});
-      if (!o.nosave || final_epoch || stopped) {
-        CheckpointInfo info;
-        info.epoch = epoch;
-        info.best_fitness = best_fitness;
-        info.hyp = hyp;
-        info.options = options_json(o, cfg_text, nc, names);
-        TrainingObjects objs{model.get(), ema.get(), &optimizer, &schedule, &scaler};
-        save_checkpoint(weights_dir + "/last.safetensors", objs, info);
-        if (best_epoch == epoch) fs::copy_file(weights_dir + "/last.safetensors", weights_dir + "/best.safetensors",
-                                               fs::copy_options::overwrite_existing);
-        if (o.save_period > 0 && epoch % o.save_period == 0)
-          fs::copy_file(weights_dir + "/last.safetensors", weights_dir + "/epoch" + std::to_string(epoch) + ".safetensors",
-                        fs::copy_options::overwrite_existing);
-      }
-      if (!o.noplots) plot_results(save_dir + "/results.csv", save_dir + "/results.png");
-      stop_early = patience_left <= 0 && !final_epoch;
-      if (stop_early)
-        out.line("Stopping training early as no improvement observed in last ", o.patience,
-                 " epochs. Best results observed at epoch ", best_epoch, ", best model saved as best.safetensors.");
-    }
-    if (broadcast_flag(rank, device, stop_early || stopped)) stopped = true;
-  }
-
-  const double hours = std::chrono::duration<double>(Clock::now() - t_start).count() / 3600.0;
-  // As the reference: the best weights validated once more, with plots.
-  if (rank.main() && !stopped && fs::exists(weights_dir + "/best.safetensors")) {
-    out.line("\nValidating ", weights_dir, "/best.safetensors...");
-    load_inference_weights(*ema_model, weights_dir + "/best.safetensors");
-    validator->set_plots(!o.noplots);
-    validator->set_verbose(true);
-    out.raw(validator->run(*ema_model, &compute_loss).table);
-  }
-  if (nan_steps) out.line(nan_steps, " steps with a NaN/Inf loss were skipped in total");
-  out.line(str("\n", o.epochs - start_epoch, " epochs completed in ", short_number(hours), " hours."));
-  if (g_stop_requested) out.line("Interrupted: last.safetensors holds the last completed epoch");
-  out.line("Results saved to ", save_dir);
-  barrier(rank);
-  return 0;
+  uploader_ = std::make_unique<data::BatchUploader>(device_);
+  if (!o_.trace.empty()) trace_ = std::make_unique<dist::TraceWriter>(rank_.rank);
 }
+
+dist::NamedTensors Trainer::trainable() const {
+  dist::NamedTensors out;
+  for (auto& [n, p] : model_->named_parameters())
+    if (p.requires_grad()) out.emplace_back(n, p);
+  return out;
+}
+
+// After the Reducer exists, so that pending gradients land in its buffers.
+void Trainer::restore() {
+  if (!resume_) {
+    schedule_->set_last_epoch(-1);
+    return;
+  }
+  TrainingObjects objs{model_.get(), ema_.get(), optimizer_.get(), schedule_.get(), scaler_.get(), trainable()};
+  const CheckpointInfo info = load_checkpoint(resume_->path, objs);
+  start_epoch_ = static_cast<int>(info.epoch) + 1;
+  last_completed_ = static_cast<int>(info.epoch);
+  best_fitness_ = info.best_fitness;
+  const RunProgress run = RunProgress::from_json(info.progress, resume_->path);
+  resumed_progress_ = run.epoch;
+  nan_steps_ = run.nan_steps;
+  stopper_->load_state(run.stopper);
+  accumulated_ = run.accumulated;
+  KESTREL_CHECK(start_epoch_ < o_.epochs, resume_->path, " finished all ", o_.epochs,
+                " epochs already; nothing to resume");
+  if (rank_.main()) {
+    const int dropped = ResultsCsv(save_dir_ + "/results.csv").keep_through(static_cast<int>(info.epoch));
+    if (dropped) out_->line("--resume: dropped ", dropped, " results.csv row(s) past the checkpoint's epoch ", info.epoch);
+  }
+  out_->line("Resuming training from ", resume_->path, " from epoch ", start_epoch_,
+             resumed_progress_.next_batch ? str(" batch ", resumed_progress_.next_batch) : std::string(), " to ",
+             o_.epochs, " total epochs");
+  schedule_->set_last_epoch(start_epoch_ - 1);
+}
+
+void Trainer::announce() {
+  out_->line(model_->summary(o_.img_size));
+  out_->line("Image sizes ", o_.img_size, " train, ", o_.img_size, " val");
+  out_->line("Using ", o_.workers, " dataloader workers per rank, ", rank_.world, " rank", rank_.world > 1 ? "s" : "",
+             ", ", dtype_name(compute_), " compute on ", device_.str());
+  out_->line("Logging results to ", save_dir_);
+  out_->line("Starting training for ", o_.epochs, " epochs...");
+}
+
+// --- an epoch ------------------------------------------------------------------------------------
+
+bool Trainer::train_epoch(int epoch) {
+  model_->train(true);
+  progress_ = epoch == start_epoch_ ? resumed_progress_ : EpochProgress{};
+  loader_->start_epoch(epoch, progress_.next_batch);
+  out_->line(str("\n", std::string(6, ' '), "Epoch    GPU_mem   box_loss   obj_loss   cls_loss  Instances       Size"));
+  t_epoch_ = Clock::now();
+  const int64_t shown = o_.max_batches > 0 ? std::min<int64_t>(nb_, o_.max_batches) : nb_;
+  for (int64_t i = progress_.next_batch; i < shown; ++i) {
+    std::optional<data::Batch> b = loader_->next();
+    if (!b) break;
+    train_batch(*b, epoch, i);
+    progress_.next_batch = i + 1;
+    if (out_->on()) {
+      const double secs = std::chrono::duration<double>(Clock::now() - t_epoch_).count();
+      const double mem = device_.is_cuda() ? allocator_stats(device_).reserved / 1e9 : 0.0;
+      out_->progress(progress_line(epoch, o_.epochs, mem, progress_, b->targets.size(0), b->images.size(1), i + 1,
+                                   shown, secs),
+                     i + 1, shown);
+    }
+    // Stop at an optimizer-step boundary: nothing is half-accumulated in the saved state.
+    if (stop_agreed_ && !accumulated_) return false;
+  }
+  KESTREL_CHECK(progress_.seen > 0 || progress_.skipped == 0, "every training step of epoch ", epoch,
+                " produced a NaN/Inf loss; lower lr0 (--hyp), use --amp off or check the labels");
+  if (progress_.skipped) out_->line("WARNING: ", progress_.skipped, " steps with a NaN/Inf loss were skipped this epoch");
+  return true;
+}
+
+void Trainer::train_batch(const data::Batch& batch, int epoch, int64_t i) {
+  const int64_t ni = i + nb_ * epoch;
+  if (++batches_run_ == o_.interrupt_after) stop_.raise_as(SIGINT);
+  schedule_->warmup(ni, epoch);
+  data::DeviceBatch db;
+  if (o_.multi_scale) {
+    data::Batch resized = batch;
+    resized.images = resize_batch(batch.images, multi_scale_size(o_.seed, rank_.rank, epoch, i, o_.img_size, gs_));
+    db = uploader_->to_device(resized);
+  } else {
+    db = uploader_->to_device(batch);
+  }
+  Tensor x = ops::images_to_input(db.images, compute_);
+  const bool step_now = schedule_->step_due(ni);
+  if (reducer_ && !o_.sync_bn) dist::broadcast_tensors(*rank_.group, device_buffers_, 0);  // DDP broadcast_buffers
+  std::vector<Tensor> preds = model_->forward(x);
+  LossResult loss = compute_loss_->operator()(preds, db.targets);
+  Tensor total = rank_.world > 1 ? ops::mul(loss.total, static_cast<double>(rank_.world)) : loss.total;
+
+  // One small collective per batch carries what every rank must agree on: a non-finite loss
+  // anywhere skips the step everywhere (a rank skipping alone would leave the others waiting in
+  // their all-reduces), and a stop request anywhere stops every rank at the same batch.
+  bool finite = std::isfinite(loss.box + loss.obj + loss.cls);
+  bool stop = stop_.received() != 0;
+  if (rank_.world > 1) {
+    Tensor flags = Tensor::from_vector(std::vector<float>{finite ? 0.f : 1.f, stop ? 1.f : 0.f}, {2}, device_);
+    rank_.group->all_reduce(flags, dist::ReduceOp::Sum)->synchronize();
+    const std::vector<float> agreed = flags.to_vector<float>();
+    finite = agreed[0] == 0;
+    stop = agreed[1] > 0;
+  }
+  stop_agreed_ = stop_agreed_ || stop;
+  if (!finite) {
+    ++nan_steps_;
+    ++progress_.skipped;
+    if (reducer_) reducer_->zero_grad(); else optimizer_->zero_grad();
+    accumulated_ = false;
+    return;
+  }
+  if (reducer_) {
+    reducer_->set_sync(step_now);
+    reducer_->prepare_for_backward();
+  }
+  scaler_->scale(total).backward();
+  accumulated_ = true;
+  if (reducer_) {
+    reducer_->finalize();
+    if (step_now) {
+      const dist::StepTimeline& t = reducer_->last_timeline();
+      overlap_sum_ += dist::overlap_efficiency(t);
+      ++overlap_steps_;
+      if (trace_) trace_->add(t);
+    }
+  }
+  if (step_now) {
+    scaler_->unscale(*optimizer_);
+    clip_grad_norm(optimizer_->parameters(), 10.0);
+    scaler_->step(*optimizer_);
+    scaler_->update();
+    if (reducer_) reducer_->zero_grad(); else optimizer_->zero_grad();
+    accumulated_ = false;
+    if (ema_) ema_->update(*model_);
+    schedule_->record_step(ni);
+    if (o_.check_sync && rank_.world > 1)
+      dist::check_sync(*rank_.group, model_->named_parameters(), str("parameters after step ", ni));
+  }
+  progress_.add(loss.box, loss.obj, loss.cls);
+  if (rank_.main() && ni < 3 && !o_.noplots)
+    plot_batch(batch.images, target_boxes(batch.targets, batch.images.size(1), batch.images.size(2)), names_,
+               save_dir_ + "/train_batch" + std::to_string(ni) + ".jpg");
+}
+
+// Gradient accumulation may span the end of an epoch. Under DDP each rank holds its own share;
+// averaging them (what the next synchronised step would do anyway, as the all-reduce is linear)
+// puts the job's accumulation on every rank, so that rank 0's checkpoint holds all of it. Done at
+// every epoch end, not only when saving, so resumed and uninterrupted runs compute alike.
+void Trainer::average_pending_gradients() {
+  if (rank_.world == 1 || !accumulated_) return;
+  for (auto& [n, p] : trainable())
+    if (p.grad().defined()) rank_.group->all_reduce(p.grad(), dist::ReduceOp::Average)->synchronize();
+}
+
+bool Trainer::end_epoch(int epoch) {
+  if (rank_.world > 1) {
+    // Every rank must hold the same model and optimizer state: compare checksums, abort loudly.
+    dist::NamedTensors state = model_->named_parameters();
+    for (auto& t : optimizer_->state_tensors())
+      if (t.second.device() == device_) state.push_back(t);
+    dist::check_sync(*rank_.group, state, str("parameters and optimizer state after epoch ", epoch));
+    if (overlap_steps_)
+      out_->line(str("DDP: ", rank_.world, " ranks, overlap efficiency ",
+                     short_number(100.0 * overlap_sum_ / overlap_steps_), "% of all-reduce time hidden behind backward"));
+    if (trace_) trace_->write(str(o_.trace, ".rank", rank_.rank));
+    average_pending_gradients();
+  }
+  std::vector<double> lrs;
+  for (const auto& g : optimizer_->groups()) lrs.push_back(g.lr);
+  lrs.resize(3, 0.0);
+  schedule_->epoch_end();
+
+  bool stop_early = false;
+  if (rank_.main()) {
+    const bool final_epoch = epoch + 1 == o_.epochs || stopper_->possible_stop();
+    if (!o_.noval || final_epoch) {
+      last_val_ = validator_->run(*ema_model_, compute_loss_.get());
+      out_->raw(last_val_.table);
+    }
+    const ValMetrics& m = last_val_.metrics;
+    const double fi = fitness(m);
+    stop_early = stopper_->update(epoch, fi);
+    if (fi > best_fitness_) best_fitness_ = fi;
+    // The row first, then the checkpoint: a kill between them leaves a row past the checkpoint's
+    // epoch, which --resume drops and writes again.
+    ResultsCsv(save_dir_ + "/results.csv")
+        .append(epoch, {progress_.mloss[0], progress_.mloss[1], progress_.mloss[2], m.mp, m.mr, m.map50, m.map,
+                        last_val_.box_loss, last_val_.obj_loss, last_val_.cls_loss, lrs[0], lrs[1], lrs[2]});
+    if (!o_.nosave || final_epoch) {
+      save_checkpoint_as(last_path_, epoch, EpochProgress{});
+      if (best_fitness_ == fi) publish_copy(last_path_, best_path_);
+      if (o_.save_period > 0 && epoch % o_.save_period == 0)
+        publish_copy(last_path_, weights_dir_ + "/epoch" + std::to_string(epoch) + ".safetensors");
+    }
+    if (!o_.noplots) plot_results(save_dir_ + "/results.csv", save_dir_ + "/results.png");
+    if (stop_early)
+      out_->line("Stopping training early as no improvement observed in last ", stopper_->patience(),
+                 " epochs. Best results observed at epoch ", stopper_->state().best_epoch,
+                 ", best model saved as best.safetensors.\nTo change it pass --patience N, or --patience 0 to "
+                 "disable early stopping.");
+  }
+  // Rank 0's early stop, and a signal any rank received meanwhile (during validation, say).
+  bool stop_signal = stop_.received() != 0;
+  if (rank_.world > 1) {
+    Tensor flags = Tensor::from_vector(std::vector<float>{stop_early ? 1.f : 0.f, stop_signal ? 1.f : 0.f}, {2}, device_);
+    rank_.group->all_reduce(flags, dist::ReduceOp::Sum)->synchronize();
+    const std::vector<float> agreed = flags.to_vector<float>();
+    stop_early = agreed[0] > 0;
+    stop_signal = agreed[1] > 0;
+  }
+  stop_agreed_ = stop_agreed_ || stop_signal;
+  return stop_early || stop_agreed_;
+}
+
+void Trainer::save_checkpoint_as(const std::string& path, int64_t last_epoch, const EpochProgress& progress) {
+  CheckpointInfo info;
+  info.epoch = last_epoch;
+  info.best_fitness = best_fitness_;
+  info.hyp = hyp_;
+  info.options = options_json(o_, cfg_text_, nc_, names_);
+  info.progress = RunProgress{progress, nan_steps_, stopper_->state(), accumulated_}.to_json();
+  TrainingObjects objs{model_.get(), ema_.get(), optimizer_.get(), schedule_.get(), scaler_.get(), {}};
+  if (accumulated_) objs.gradients = trainable();
+  save_checkpoint(path, objs, info);
+}
+
+// An epoch cut short by a signal: last holds it up to the batch reached, and no results row.
+void Trainer::save_interrupted(int epoch) {
+  if (rank_.main()) {
+    save_checkpoint_as(last_path_, epoch - 1, progress_);
+    out_->line("\nInterrupted in epoch ", epoch, " after batch ", progress_.next_batch, "/", nb_, ": saved ", last_path_);
+  }
+}
+
+int Trainer::finish(bool interrupted) {
+  const double hours = std::chrono::duration<double>(Clock::now() - t_start_).count() / 3600.0;
+  // As the reference: the best weights validated once more, with plots (also after an early
+  // stop or an interruption).
+  if (rank_.main() && fs::exists(best_path_)) {
+    out_->line("\nValidating ", best_path_, "...");
+    load_inference_weights(*ema_model_, best_path_);
+    validator_->set_plots(!o_.noplots);
+    validator_->set_verbose(true);
+    out_->raw(validator_->run(*ema_model_, compute_loss_.get()).table);
+  }
+  if (nan_steps_) out_->line(nan_steps_, " steps with a NaN/Inf loss were skipped in total");
+  const int completed = std::max(0, last_completed_ - start_epoch_ + 1);
+  out_->line(str("\n", completed, " epoch", completed == 1 ? "" : "s", " completed in ", short_number(hours), " hours."));
+  out_->line("Results saved to ", save_dir_);
+  barrier(rank_);
+  if (!interrupted) return 0;
+  const int sig = stop_.received() ? stop_.received() : SIGTERM;
+  out_->line("Stopped by ", sig == SIGINT ? "SIGINT" : "SIGTERM", " (exit status ", 128 + sig, "); continue with: kestrel train --resume ",
+             last_path_);
+  return 128 + sig;
+}
+
+}  // namespace
+
+int train(const TrainOptions& options) { return Trainer(options).run(); }
 
 }  // namespace kestrel::yolo

@@ -3,6 +3,7 @@
 // results.csv and plots, early stopping, resume, and data-parallel training (Reducer, SyncBN,
 // rank-0-only logging and checkpoints) when the process is one rank of several.
 #pragma once
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -41,13 +42,15 @@ struct TrainOptions {
   bool check_sync = false;  // compare parameters across ranks after every step (default: per epoch)
   double dist_timeout = 300;
   int max_batches = 0;  // testing aid: stop each epoch after this many batches (0 = all)
-  int stop_after = -1;  // testing aid: stop as if interrupted after this epoch (-1 = never)
+  int64_t interrupt_after = 0;  // testing aid: act as on SIGINT after this many batches (0 = never)
 
   // The options as opt.yaml lists them (reference flag names).
   std::vector<std::pair<std::string, std::string>> to_pairs() const;
 };
 
-// Runs training; returns the process exit status. Output (rank 0 only) goes to stdout.
+// Runs training; returns the process exit status: 0 when every epoch ran (or early stopping
+// ended the run), 128 + the signal's number when SIGINT or SIGTERM interrupted it (130, 143);
+// the run can then be continued with --resume. Output (rank 0 only) goes to stdout.
 int train(const TrainOptions& options);
 
 }  // namespace kestrel::yolo

@@ -94,19 +94,36 @@ TEST(Trainer, LearnsTheSyntheticDatasetAndFillsTheRunDirectory) {
   EXPECT_GT(best, 10 * rows.front()[6]);
 }
 
-TEST(Trainer, ResumeEqualsAnUninterruptedRun) {
+// Interrupted twice (as by SIGINT: exit 130) and resumed each time, the run ends bitwise where an
+// uninterrupted one does: model, EMA, optimizer and every results.csv row. The first stop lands
+// mid-epoch on an optimizer step; the second comes while gradients accumulate and so waits for
+// the epoch's end, whose checkpoint must carry the pending gradients. The resumed runs ask for
+// another batch size and no --freeze: the checkpoint's must win.
+TEST(Trainer, InterruptedAndResumedRunsEqualAnUninterruptedRun) {
   const fs::path a = scratch("resume_a"), b = scratch("resume_b");
   yolo::TrainOptions whole = tiny(a);
+  whole.epochs = 4;
+  whole.freeze = {1};
   ASSERT_EQ(yolo::train(whole), 0);
-  yolo::TrainOptions first = tiny(b);
-  first.stop_after = 0;
-  ASSERT_EQ(yolo::train(first), 0);
-  yolo::TrainOptions resumed = tiny(b);
-  resumed.resume = (b / "exp/weights/last.safetensors").string();
-  ASSERT_EQ(yolo::train(resumed), 0);
+  yolo::TrainOptions first = whole;
+  first.project = b.string();
+  first.interrupt_after = 4;  // after batch 0 of epoch 1, an optimizer step
+  ASSERT_EQ(yolo::train(first), 130);
+  const fs::path last = b / "exp/weights/last.safetensors";
+  ASSERT_TRUE(fs::exists(last));
+  EXPECT_EQ(read_results(b / "exp/results.csv").size(), 1u) << "the interrupted epoch must leave no row";
+  yolo::TrainOptions second = tiny(b);
+  second.batch_size = 8;
+  second.resume = last.string();
+  second.interrupt_after = 1;
+  ASSERT_EQ(yolo::train(second), 130);
+  yolo::TrainOptions third = tiny(b);
+  third.resume = "";  // the newest last.safetensors under the project
+  ASSERT_EQ(yolo::train(third), 0);
+  EXPECT_FALSE(fs::exists(b / "exp2")) << "a resumed run must continue in its own directory";
 
   SafetensorsFile fa = load_safetensors((a / "exp/weights/last.safetensors").string());
-  SafetensorsFile fb = load_safetensors((b / "exp/weights/last.safetensors").string());
+  SafetensorsFile fb = load_safetensors(last.string());
   int compared = 0;
   for (const std::string& name : fa.names()) {
     if (name.rfind("model.", 0) != 0 && name.rfind("ema.", 0) != 0 && name.rfind("optimizer.", 0) != 0) continue;
@@ -115,6 +132,24 @@ TEST(Trainer, ResumeEqualsAnUninterruptedRun) {
     ++compared;
   }
   EXPECT_GT(compared, 300);
+  EXPECT_EQ(read_results(a / "exp/results.csv"), read_results(b / "exp/results.csv"));
+  EXPECT_GT(fs::file_size(b / "exp/weights/best.safetensors"), 0u);
+}
+
+// The reference's stopping rules: a fitness equal to the best counts as an improvement, so a
+// --noval run (fitness 0 throughout) never stops early; --patience 0 disables early stopping.
+TEST(Trainer, NovalAndPatienceZeroRunsRunEveryEpoch) {
+  for (int patience : {2, 0}) {
+    const fs::path p = scratch("patience" + std::to_string(patience));
+    yolo::TrainOptions o = tiny(p);
+    o.epochs = 4;
+    o.max_batches = 1;
+    o.noval = patience == 2;
+    o.patience = patience;
+    ASSERT_EQ(yolo::train(o), 0);
+    EXPECT_EQ(read_results(p / "exp/results.csv").size(), 4u) << "patience " << patience;
+    EXPECT_GT(fs::file_size(p / "exp/weights/best.safetensors"), 0u);
+  }
 }
 
 TEST(Trainer, TwoProcessGlooRunWritesFromRankZeroOnly) {

@@ -119,8 +119,10 @@ Batch Loader::build_batch(int64_t epoch, int64_t b) const {
   return *build(b, batch_samples(checked_order(epoch), b), epoch, [] { return false; });
 }
 
-void Loader::start_epoch(int64_t epoch) {
+void Loader::start_epoch(int64_t epoch, int64_t first_batch) {
   KESTREL_CHECK(epoch >= 0, "data loader: epoch must be >= 0, got ", epoch);
+  KESTREL_CHECK(first_batch >= 0 && first_batch <= len(), "data loader: first batch ", first_batch,
+                " outside [0, ", len(), "]");
   std::vector<int64_t> order = checked_order(epoch);
   std::unique_lock lock(mutex_);
   // Abandon the previous epoch: drop its ready batches and let the batches being built finish
@@ -130,7 +132,7 @@ void Loader::start_epoch(int64_t epoch) {
   batch_ready_.wait(lock, [&] { return in_flight_ == 0; });
   indices_ = std::move(order);
   epoch_ = epoch;
-  claimed_ = delivered_ = 0;
+  claimed_ = delivered_ = first_batch;
   batches_ = len();
   failed_ = false;
   lock.unlock();

@@ -77,7 +77,10 @@ class Loader {
   // Batches per epoch (the last one may be short).
   int64_t len() const;
   // Begins an epoch (abandoning what is left of the previous one) and sets the workers going.
-  void start_epoch(int64_t epoch);
+  // first_batch > 0 continues an interrupted epoch: batches come out from that index on, exactly
+  // as they would have in the uninterrupted epoch (a sample's randomness depends only on
+  // seed, rank, epoch and index).
+  void start_epoch(int64_t epoch, int64_t first_batch = 0);
   // The next batch in order, or nullopt when the epoch is done. A failure in a worker (e.g. an
   // unreadable image) is thrown here as kestrel::Error naming the file; the epoch then ends.
   std::optional<Batch> next();

@@ -1,0 +1,38 @@
+// Files that are either wholly old or wholly new: a writer fills `path.tmp`, flushes it to disk,
+// renames it over `path` and flushes the directory, so a crash or kill at any moment leaves the
+// previous version or the complete new one, never a torn or empty file. Everything the trainer
+// writes (checkpoints, results.csv, yaml, plots) goes through here.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace kestrel {
+
+// path + ".tmp", removed again unless commit() renamed it over the destination.
+class AtomicFile {
+ public:
+  explicit AtomicFile(std::string path);
+  ~AtomicFile();
+  AtomicFile(const AtomicFile&) = delete;
+  AtomicFile& operator=(const AtomicFile&) = delete;
+
+  void write(const void* data, uint64_t n);
+  // fsync, rename over the destination, fsync the directory (so the rename itself is durable).
+  void commit();
+
+ private:
+  [[noreturn]] void fail(const std::string& action, const std::string& suffix = "") const;
+  std::string path_, tmp_;
+  int fd_ = -1;
+  bool committed_ = false;
+};
+
+void write_file_atomic(const std::string& path, std::string_view bytes);
+
+// Makes `dst` the same content as `src` atomically (a hard link renamed into place; a full copy
+// where the file system has no hard links). `dst` keeps that content when `src` is later
+// replaced by an atomic write, which makes a new inode.
+void publish_copy(const std::string& src, const std::string& dst);
+
+}  // namespace kestrel

@@ -1,0 +1,83 @@
+#include "yolo/train_progress.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+
+#include "kernels/error.h"
+#include "yolo/train_support.h"
+
+namespace kestrel::yolo {
+namespace {
+
+const json::Value& field(const json::Value& v, const char* key, const std::string& path) {
+  const json::Value* f = v.find(key);
+  KESTREL_CHECK(f, "checkpoint '", path, "': its progress lacks '", key, "'; the file is damaged");
+  return *f;
+}
+
+}  // namespace
+
+void EpochProgress::add(double box, double obj, double cls) {
+  const double items[3] = {box, obj, cls};
+  for (int k = 0; k < 3; ++k) mloss[k] = (mloss[k] * seen + items[k]) / (seen + 1);
+  ++seen;
+}
+
+json::Value RunProgress::to_json() const {
+  json::Array mloss;
+  for (double m : epoch.mloss) mloss.emplace_back(m);
+  return json::Object{{"next_batch", json::Value(epoch.next_batch)},
+                      {"mloss", std::move(mloss)},
+                      {"seen", json::Value(epoch.seen)},
+                      {"skipped", json::Value(epoch.skipped)},
+                      {"nan_steps", json::Value(nan_steps)},
+                      {"stopper_best_fitness", json::Value(stopper.best_fitness)},
+                      {"stopper_best_epoch", json::Value(stopper.best_epoch)},
+                      {"accumulated", json::Value(accumulated)}};
+}
+
+RunProgress RunProgress::from_json(const json::Value& v, const std::string& path) {
+  RunProgress p;
+  if (!v.is_object() || v.as_object().empty()) return p;
+  p.epoch.next_batch = field(v, "next_batch", path).as_integer();
+  const json::Array& mloss = field(v, "mloss", path).as_array();
+  KESTREL_CHECK(mloss.size() == 3, "checkpoint '", path, "': progress mloss needs 3 values");
+  for (int k = 0; k < 3; ++k) p.epoch.mloss[k] = mloss[k].as_real();
+  p.epoch.seen = field(v, "seen", path).as_integer();
+  p.epoch.skipped = field(v, "skipped", path).as_integer();
+  p.nan_steps = field(v, "nan_steps", path).as_integer();
+  p.stopper.best_fitness = field(v, "stopper_best_fitness", path).as_real();
+  p.stopper.best_epoch = field(v, "stopper_best_epoch", path).as_integer();
+  p.accumulated = field(v, "accumulated", path).as_bool();
+  KESTREL_CHECK(p.epoch.next_batch >= 0 && p.epoch.seen >= 0, "checkpoint '", path,
+                "': negative batch counts in its progress; the file is damaged");
+  return p;
+}
+
+std::string progress_line(int epoch, int epochs, double mem_gb, const EpochProgress& p,
+                          int64_t instances, int64_t size, int64_t done, int64_t total, double seconds) {
+  char line[256];
+  std::snprintf(line, sizeof line, "%11s %9.3gG %10.4g %10.4g %10.4g %10lld %10lld: %3d%% %lld/%lld [%s, %.2fit/s]",
+                str(epoch, "/", epochs - 1).c_str(), mem_gb, p.mloss[0], p.mloss[1], p.mloss[2],
+                static_cast<long long>(instances), static_cast<long long>(size),
+                static_cast<int>(100 * done / std::max<int64_t>(total, 1)), static_cast<long long>(done),
+                static_cast<long long>(total), format_seconds(seconds).c_str(), done / std::max(seconds, 1e-9));
+  return line;
+}
+
+Console::Console(bool on) : on_(on), tty_(on && isatty(STDOUT_FILENO)) {}
+
+void Console::raw(const std::string& s) const {
+  if (!on_) return;
+  std::fputs(s.c_str(), stdout);
+  std::fflush(stdout);
+}
+
+void Console::progress(const std::string& line, int64_t done, int64_t total) const {
+  if (!on_) return;
+  if (tty_) raw("\r" + line + (done == total ? "\n" : ""));
+  else if (done == total || done % 50 == 0) raw(line + "\n");
+}
+
+}  // namespace kestrel::yolo

@@ -1,0 +1,154 @@
+#include "yolo/train_resume.h"
+
+#include <charconv>
+#include <filesystem>
+
+#include "kernels/error.h"
+
+namespace kestrel::yolo {
+namespace fs = std::filesystem;
+namespace {
+
+// Options a resumed run takes from its command line: none of them changes what is computed.
+bool may_change_on_resume(const std::string& key) {
+  for (const char* k : {"device", "workers", "bucket_cap_mb", "no_overlap", "check_sync"})
+    if (key == k) return true;
+  return false;
+}
+
+std::vector<int> parse_int_list(const std::string& text, const std::string& path) {
+  std::vector<int> out;
+  const char* p = text.data();
+  const char* end = p + text.size();
+  while (p < end) {
+    if (*p < '0' || *p > '9') {
+      ++p;
+      continue;
+    }
+    int v = 0;
+    auto [next, ec] = std::from_chars(p, end, v);
+    KESTREL_CHECK(ec == std::errc(), "checkpoint '", path, "': freeze list '", text, "' is damaged");
+    out.push_back(v);
+    p = next;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string latest_checkpoint(const std::string& project) {
+  std::string best;
+  fs::file_time_type newest = fs::file_time_type::min();
+  std::error_code ec;
+  if (!fs::is_directory(project, ec)) return best;
+  for (auto it = fs::recursive_directory_iterator(project, fs::directory_options::skip_permission_denied, ec);
+       !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    if (it->path().filename() != "last.safetensors" || !it->is_regular_file()) continue;
+    const fs::file_time_type t = it->last_write_time(ec);
+    if (!ec && (best.empty() || t > newest)) {
+      newest = t;
+      best = it->path().string();
+    }
+  }
+  return best;
+}
+
+TrainOptions options_from_json(const json::Value& options, const std::string& path) {
+  KESTREL_CHECK(options.is_object(), "checkpoint '", path, "': its options are not a JSON object");
+  TrainOptions o;
+  for (const auto& [key, value] : options.as_object()) {
+    if (!value.is_string()) continue;  // cfg_yaml, nc, names: the model's, not the options
+    const std::string& v = value.as_string();
+    auto number = [&](auto& field) {
+      using T = std::decay_t<decltype(field)>;
+      T parsed{};
+      auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), parsed);
+      KESTREL_CHECK(ec == std::errc() && end == v.data() + v.size(), "checkpoint '", path,
+                    "': option ", key, " = '", v, "' is not a number; the file is damaged");
+      field = parsed;
+    };
+    auto flag = [&](bool& field) { field = v == "true"; };
+    if (key == "weights") o.weights = v;
+    else if (key == "cfg") o.cfg = v;
+    else if (key == "data") o.data = v;
+    else if (key == "hyp") o.hyp = v;
+    else if (key == "epochs") number(o.epochs);
+    else if (key == "batch_size") number(o.batch_size);
+    else if (key == "imgsz") number(o.img_size);
+    else if (key == "rect") flag(o.rect);
+    else if (key == "nosave") flag(o.nosave);
+    else if (key == "noval") flag(o.noval);
+    else if (key == "noautoanchor") flag(o.noautoanchor);
+    else if (key == "noplots") flag(o.noplots);
+    else if (key == "cache") o.cache = v;
+    else if (key == "device") o.device = v;
+    else if (key == "multi_scale") flag(o.multi_scale);
+    else if (key == "single_cls") flag(o.single_cls);
+    else if (key == "optimizer") o.optimizer = v;
+    else if (key == "sync_bn") flag(o.sync_bn);
+    else if (key == "workers") number(o.workers);
+    else if (key == "project") o.project = v;
+    else if (key == "name") o.name = v;
+    else if (key == "exist_ok") flag(o.exist_ok);
+    else if (key == "cos_lr") flag(o.cos_lr);
+    else if (key == "label_smoothing") number(o.label_smoothing);
+    else if (key == "patience") number(o.patience);
+    else if (key == "freeze") o.freeze = parse_int_list(v, path);
+    else if (key == "save_period") number(o.save_period);
+    else if (key == "seed") number(o.seed);
+    else if (key == "deterministic") flag(o.deterministic);
+    else if (key == "amp") o.amp = v;
+    else if (key == "bucket_cap_mb") number(o.bucket_cap_mb);
+    else if (key == "no_overlap") flag(o.no_overlap);
+    else if (key == "check_sync") flag(o.check_sync);
+    else if (key == "max_batches") number(o.max_batches);
+  }
+  return o;
+}
+
+ResumePlan plan_resume(const TrainOptions& requested) {
+  KESTREL_CHECK(requested.resume.has_value(), "plan_resume: --resume not given");
+  ResumePlan plan;
+  plan.path = *requested.resume;
+  if (plan.path.empty()) {
+    plan.path = latest_checkpoint(requested.project);
+    KESTREL_CHECK(!plan.path.empty(), "--resume: no last.safetensors under '", requested.project,
+                  "'; give the checkpoint's path (--resume runs/train/exp/weights/last.safetensors)"
+                  " or the project it is in (--project DIR)");
+  }
+  KESTREL_CHECK(fs::is_regular_file(plan.path), "--resume: '", plan.path,
+                "' is not a file; give a last.safetensors written by kestrel train");
+  plan.info = read_checkpoint_info(plan.path);
+  plan.save_dir = fs::path(plan.path).parent_path().parent_path().string();
+
+  TrainOptions o = options_from_json(plan.info.options, plan.path);
+  const TrainOptions defaults;
+  const auto saved = o.to_pairs(), asked = requested.to_pairs(), plain = defaults.to_pairs();
+  for (size_t i = 0; i < saved.size(); ++i) {
+    const std::string& key = saved[i].first;
+    const bool given = asked[i].second != plain[i].second;
+    if (!given || asked[i].second == saved[i].second || key == "project" || key == "name" ||
+        key == "exist_ok" || key == "weights")
+      continue;
+    if (may_change_on_resume(key))
+      plan.notes.push_back(str(key, " changed from '", saved[i].second, "' to '", asked[i].second, "'"));
+    else
+      plan.notes.push_back(str("keeping the checkpoint's ", key, " '", saved[i].second,
+                               "' (the command line's '", asked[i].second,
+                               "' is ignored: a resumed run continues as it was configured)"));
+  }
+  if (requested.device != defaults.device) o.device = requested.device;
+  if (requested.workers != defaults.workers) o.workers = requested.workers;
+  if (requested.bucket_cap_mb != defaults.bucket_cap_mb) o.bucket_cap_mb = requested.bucket_cap_mb;
+  if (requested.no_overlap) o.no_overlap = true;
+  if (requested.check_sync) o.check_sync = true;
+  o.trace = requested.trace;
+  o.dist_timeout = requested.dist_timeout;
+  o.interrupt_after = requested.interrupt_after;
+  o.resume = plan.path;
+  o.weights.clear();
+  plan.options = std::move(o);
+  return plan;
+}
+
+}  // namespace kestrel::yolo
