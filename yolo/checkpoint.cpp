@@ -183,7 +183,8 @@ Generator restore_generator(const GeneratorState& s) {
   return g;
 }
 
-void save_checkpoint(const std::string& path, const TrainingObjects& o, const CheckpointInfo& info) {
+void save_checkpoint(const std::string& path, const TrainingObjects& o, const CheckpointInfo& info,
+                     const PendingGradients& gradients) {
   KESTREL_CHECK(o.model, "save_checkpoint: no model given");
   Named tensors = module_tensors(*o.model, "model.");
   std::map<std::string, std::string> md;
@@ -220,7 +221,7 @@ void save_checkpoint(const std::string& path, const TrainingObjects& o, const Ch
                                            {"growth_tracker", integer(s.growth_tracker)},
                                            {"skipped_steps", integer(s.skipped_steps)}});
   }
-  for (const auto& [name, p] : o.gradients)
+  for (const auto& [name, p] : gradients)
     if (p.grad().defined()) tensors.emplace_back("grad." + name, p.grad());
   md["progress"] = json::dump(info.progress);
   save_safetensors(path, tensors, md);
@@ -230,7 +231,8 @@ CheckpointInfo read_checkpoint_info(const std::string& path) {
   return info_from(load_safetensors(path));
 }
 
-CheckpointInfo load_checkpoint(const std::string& path, const TrainingObjects& o) {
+CheckpointInfo load_checkpoint(const std::string& path, const TrainingObjects& o,
+                               const PendingGradients& gradients) {
   KESTREL_CHECK(o.model, "load_checkpoint: no model given");
   const SafetensorsFile f = load_safetensors(path);
   CheckpointInfo info = info_from(f);
@@ -257,7 +259,7 @@ CheckpointInfo load_checkpoint(const std::string& path, const TrainingObjects& o
                           member(s, "growth_tracker", path).as_integer(),
                           member(s, "skipped_steps", path).as_integer()});
   }
-  restore_gradients(f, o.gradients);
+  restore_gradients(f, gradients);
   return info;
 }
 

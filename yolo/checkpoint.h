@@ -60,20 +60,22 @@ struct TrainingObjects {
   Optimizer* optimizer = nullptr;
   LrSchedule* schedule = nullptr;
   GradScaler* scaler = nullptr;
-  // Parameters whose .grad holds an accumulation not yet stepped (gradient accumulation spans
-  // epochs in the reference). Saving writes each defined .grad; loading copies the file's into
-  // the defined .grad tensors and leaves them alone when the file has none.
-  std::vector<std::pair<std::string, Tensor>> gradients;
 };
 
+// Parameters whose .grad holds an accumulation not yet stepped (gradient accumulation spans
+// epochs in the reference). Saving writes each defined .grad; loading copies the file's into
+// .grad (in place where defined) and leaves a parameter alone when the file has none for it.
+using PendingGradients = std::vector<std::pair<std::string, Tensor>>;
+
 void save_checkpoint(const std::string& path, const TrainingObjects& objects,
-                     const CheckpointInfo& info);
+                     const CheckpointInfo& info, const PendingGradients& gradients = {});
 
 // The info alone (for --resume: the options and hyp come before the model is built).
 CheckpointInfo read_checkpoint_info(const std::string& path);
 
 // Restores every non-null object from the file; each must be built as at save time (same model
 // yaml, optimizer kind and groups). A part the caller asks for but the file lacks is an error.
-CheckpointInfo load_checkpoint(const std::string& path, const TrainingObjects& objects);
+CheckpointInfo load_checkpoint(const std::string& path, const TrainingObjects& objects,
+                               const PendingGradients& gradients = {});
 
 }  // namespace kestrel::yolo

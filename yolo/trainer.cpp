@@ -336,8 +336,8 @@ void Trainer::restore() {
     schedule_->set_last_epoch(-1);
     return;
   }
-  TrainingObjects objs{model_.get(), ema_.get(), optimizer_.get(), schedule_.get(), scaler_.get(), trainable()};
-  const CheckpointInfo info = load_checkpoint(resume_->path, objs);
+  TrainingObjects objs{model_.get(), ema_.get(), optimizer_.get(), schedule_.get(), scaler_.get()};
+  const CheckpointInfo info = load_checkpoint(resume_->path, objs, trainable());
   start_epoch_ = static_cast<int>(info.epoch) + 1;
   last_completed_ = static_cast<int>(info.epoch);
   best_fitness_ = info.best_fitness;
@@ -546,9 +546,8 @@ void Trainer::save_checkpoint_as(const std::string& path, int64_t last_epoch, co
   info.hyp = hyp_;
   info.options = options_json(o_, cfg_text_, nc_, names_);
   info.progress = RunProgress{progress, nan_steps_, stopper_->state(), accumulated_}.to_json();
-  TrainingObjects objs{model_.get(), ema_.get(), optimizer_.get(), schedule_.get(), scaler_.get(), {}};
-  if (accumulated_) objs.gradients = trainable();
-  save_checkpoint(path, objs, info);
+  TrainingObjects objs{model_.get(), ema_.get(), optimizer_.get(), schedule_.get(), scaler_.get()};
+  save_checkpoint(path, objs, info, accumulated_ ? trainable() : PendingGradients{});
 }
 
 // An epoch cut short by a signal: last holds it up to the batch reached, and no results row.
