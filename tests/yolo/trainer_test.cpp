@@ -4,6 +4,7 @@
 // rank 0 writing results; bad flags and bad data fail with the documented errors.
 #include "yolo/trainer.h"
 
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -61,6 +62,48 @@ int run(const std::string& command) {
   const int status = std::system((command + " > /dev/null 2>&1").c_str());
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
+
+// Starts `kestrel train ARGS` in the background (output to `log`, environment plus `env`).
+pid_t start_kestrel(const std::string& args, const fs::path& log, const std::vector<std::string>& env = {}) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    for (const std::string& e : env) ::putenv(const_cast<char*>(e.c_str()));
+    const std::string cmd = "exec " + kestrel_binary().string() + " train " + args + " > " + log.string() + " 2>&1";
+    ::execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  return pid;
+}
+
+// The exit status, or 128 + the signal that ended it.
+int wait_exit(pid_t pid) {
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+// Waits (up to two minutes) until the run directory holds a checkpoint and results.csv `rows`
+// rows; false if the process ended first.
+bool wait_for_rows(const fs::path& run_dir, size_t rows, pid_t pid) {
+  const fs::path csv = run_dir / "results.csv";
+  for (int i = 0; i < 12000; ++i) {
+    if (fs::exists(run_dir / "weights/last.safetensors") && fs::exists(csv) && read_results(csv).size() >= rows)
+      return true;
+    if (::waitpid(pid, nullptr, WNOHANG) == pid) return false;
+    ::usleep(10'000);
+  }
+  return false;
+}
+
+std::string read_file(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+const std::string kTinyCli =
+    "--cfg models/yolov5n.yaml --device cpu --img-size 64 --batch-size 4 --workers 1 --max-batches 6 --noplots";
 
 }  // namespace
 
@@ -150,6 +193,57 @@ TEST(Trainer, NovalAndPatienceZeroRunsRunEveryEpoch) {
     EXPECT_EQ(read_results(p / "exp/results.csv").size(), 4u) << "patience " << patience;
     EXPECT_GT(fs::file_size(p / "exp/weights/best.safetensors"), 0u);
   }
+}
+
+// What a user sees: a run killed with SIGKILL right after its first checkpoint, resumed with a bare
+// `--resume --project DIR`, and a run stopped with SIGTERM (exit 143) and resumed, both end with
+// the results.csv of an uninterrupted run. The kill may land anywhere (mid-epoch, between the
+// row and the checkpoint): resume drops rows past the checkpoint and redoes them.
+TEST(Trainer, KilledOrTerminatedRunsResumeToTheUninterruptedResults) {
+  const fs::path whole = scratch("cli_whole"), killed = scratch("cli_killed"), termed = scratch("cli_term");
+  const std::string args = kTinyCli + " --epochs 4 --noval";  // no validation: the signal lands mid-epoch
+  ASSERT_EQ(run(kestrel_binary().string() + " train " + args + " --project " + whole.string()), 0);
+  const std::string expected = read_file(whole / "exp/results.csv");
+  ASSERT_EQ(read_results(whole / "exp/results.csv").size(), 4u);
+
+  pid_t pid = start_kestrel(args + " --project " + killed.string(), killed.string() + ".log");
+  ASSERT_TRUE(wait_for_rows(killed / "exp", 1, pid)) << read_file(killed.string() + ".log");
+  ::kill(pid, SIGKILL);
+  EXPECT_EQ(wait_exit(pid), 128 + SIGKILL);
+  ASSERT_EQ(run(kestrel_binary().string() + " train --resume --device cpu --project " + killed.string()), 0);
+  EXPECT_EQ(read_file(killed / "exp/results.csv"), expected);
+  EXPECT_GT(fs::file_size(killed / "exp/weights/best.safetensors"), 0u);
+
+  pid = start_kestrel(args + " --project " + termed.string(), termed.string() + ".log");
+  ASSERT_TRUE(wait_for_rows(termed / "exp", 2, pid)) << read_file(termed.string() + ".log");
+  ::kill(pid, SIGTERM);
+  const int status = wait_exit(pid);
+  const std::string log = read_file(termed.string() + ".log");
+  if (status == 0) GTEST_SKIP() << "the run finished before SIGTERM arrived";
+  EXPECT_EQ(status, 143) << log;
+  EXPECT_NE(log.find("Stopped by SIGTERM"), std::string::npos) << log;
+  EXPECT_EQ(log.find("4 epochs completed"), std::string::npos) << log;
+  ASSERT_EQ(run(kestrel_binary().string() + " train --resume " + (termed / "exp/weights/last.safetensors").string()), 0);
+  EXPECT_EQ(read_file(termed / "exp/results.csv"), expected);
+}
+
+// Two ranks started with different flags stop at start-up, naming the flag, instead of failing
+// steps later in a collective.
+TEST(Trainer, RanksThatDisagreeStopAtStartUpNamingTheDifference) {
+  const fs::path project = scratch("disagree");
+  const std::string port = std::to_string(29700 + ::getpid() % 200);
+  std::vector<pid_t> pids;
+  for (int r = 0; r < 2; ++r) {
+    const std::string epochs = r == 0 ? " --epochs 2" : " --epochs 3";
+    pids.push_back(start_kestrel(kTinyCli + epochs + " --project " + project.string(),
+                                 project.string() + ".rank" + std::to_string(r) + ".log",
+                                 {"RANK=" + std::to_string(r), "WORLD_SIZE=2", "LOCAL_RANK=" + std::to_string(r),
+                                  "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + port}));
+  }
+  for (pid_t pid : pids) EXPECT_EQ(wait_exit(pid), 1);
+  const std::string rank1 = read_file(project.string() + ".rank1.log");
+  EXPECT_NE(rank1.find("--epochs: rank 0 has '2', this rank '3'"), std::string::npos) << rank1;
+  EXPECT_NE(read_file(project.string() + ".rank0.log").find("rank(s) were started with another"), std::string::npos);
 }
 
 TEST(Trainer, TwoProcessGlooRunWritesFromRankZeroOnly) {
