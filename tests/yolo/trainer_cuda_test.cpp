@@ -6,6 +6,7 @@
 // Skipped without a CUDA device.
 #include <filesystem>
 #include <fstream>
+#include <string>
 
 #include "engine/safetensors.h"
 #include "tests/support/testing.h"
@@ -20,7 +21,7 @@ yolo::TrainOptions tiny_gpu(const fs::path& project) {
   yolo::TrainOptions o;
   o.cfg = "models/yolov5n.yaml";
   o.device = "0";
-  o.amp = "bf16";
+  o.amp = std::string("bf16");  // (a string literal here trips GCC 12's false -Wrestrict)
   o.img_size = 64;
   o.batch_size = 4;
   o.epochs = 3;
