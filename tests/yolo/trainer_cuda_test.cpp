@@ -20,8 +20,8 @@ namespace {
 yolo::TrainOptions tiny_gpu(const fs::path& project) {
   yolo::TrainOptions o;
   o.cfg = "models/yolov5n.yaml";
-  o.device = "0";
-  o.amp = std::string("bf16");  // (a string literal here trips GCC 12's false -Wrestrict)
+  o.device = std::string("0");
+  o.amp = std::string("bf16");  // std::string: short literals here trip GCC 12's false -Wrestrict
   o.img_size = 64;
   o.batch_size = 4;
   o.epochs = 3;
