@@ -15,6 +15,7 @@
 
 #include "engine/safetensors.h"
 #include "tests/support/testing.h"
+#include "tests/yolo/training_state.h"
 
 using namespace kestrel;
 namespace fs = std::filesystem;
@@ -95,12 +96,6 @@ bool wait_for_rows(const fs::path& run_dir, size_t rows, pid_t pid) {
   return false;
 }
 
-std::string read_file(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 const std::string kTinyCli =
     "--cfg models/yolov5n.yaml --device cpu --img-size 64 --batch-size 4 --workers 1 --max-batches 6 --noplots";
@@ -165,16 +160,7 @@ TEST(Trainer, InterruptedAndResumedRunsEqualAnUninterruptedRun) {
   ASSERT_EQ(yolo::train(third), 0);
   EXPECT_FALSE(fs::exists(b / "exp2")) << "a resumed run must continue in its own directory";
 
-  SafetensorsFile fa = load_safetensors((a / "exp/weights/last.safetensors").string());
-  SafetensorsFile fb = load_safetensors(last.string());
-  int compared = 0;
-  for (const std::string& name : fa.names()) {
-    if (name.rfind("model.", 0) != 0 && name.rfind("ema.", 0) != 0 && name.rfind("optimizer.", 0) != 0) continue;
-    ASSERT_TRUE(fb.contains(name)) << name;
-    EXPECT_EQ(fa.get(name).to_double_vector(), fb.get(name).to_double_vector()) << name;
-    ++compared;
-  }
-  EXPECT_GT(compared, 300);
+  kestrel::testing::expect_same_training_state(a / "exp/weights/last.safetensors", last);
   EXPECT_EQ(read_results(a / "exp/results.csv"), read_results(b / "exp/results.csv"));
   EXPECT_GT(fs::file_size(b / "exp/weights/best.safetensors"), 0u);
 }
@@ -203,28 +189,28 @@ TEST(Trainer, KilledOrTerminatedRunsResumeToTheUninterruptedResults) {
   const fs::path whole = scratch("cli_whole"), killed = scratch("cli_killed"), termed = scratch("cli_term");
   const std::string args = kTinyCli + " --epochs 4 --noval";  // no validation: the signal lands mid-epoch
   ASSERT_EQ(run(kestrel_binary().string() + " train " + args + " --project " + whole.string()), 0);
-  const std::string expected = read_file(whole / "exp/results.csv");
+  const std::string expected = kestrel::testing::read_file(whole / "exp/results.csv");
   ASSERT_EQ(read_results(whole / "exp/results.csv").size(), 4u);
 
   pid_t pid = start_kestrel(args + " --project " + killed.string(), killed.string() + ".log");
-  ASSERT_TRUE(wait_for_rows(killed / "exp", 1, pid)) << read_file(killed.string() + ".log");
+  ASSERT_TRUE(wait_for_rows(killed / "exp", 1, pid)) << kestrel::testing::read_file(killed.string() + ".log");
   ::kill(pid, SIGKILL);
   EXPECT_EQ(wait_exit(pid), 128 + SIGKILL);
   ASSERT_EQ(run(kestrel_binary().string() + " train --resume --device cpu --project " + killed.string()), 0);
-  EXPECT_EQ(read_file(killed / "exp/results.csv"), expected);
+  EXPECT_EQ(kestrel::testing::read_file(killed / "exp/results.csv"), expected);
   EXPECT_GT(fs::file_size(killed / "exp/weights/best.safetensors"), 0u);
 
   pid = start_kestrel(args + " --project " + termed.string(), termed.string() + ".log");
-  ASSERT_TRUE(wait_for_rows(termed / "exp", 2, pid)) << read_file(termed.string() + ".log");
+  ASSERT_TRUE(wait_for_rows(termed / "exp", 2, pid)) << kestrel::testing::read_file(termed.string() + ".log");
   ::kill(pid, SIGTERM);
   const int status = wait_exit(pid);
-  const std::string log = read_file(termed.string() + ".log");
+  const std::string log = kestrel::testing::read_file(termed.string() + ".log");
   if (status == 0) GTEST_SKIP() << "the run finished before SIGTERM arrived";
   EXPECT_EQ(status, 143) << log;
   EXPECT_NE(log.find("Stopped by SIGTERM"), std::string::npos) << log;
   EXPECT_EQ(log.find("4 epochs completed"), std::string::npos) << log;
   ASSERT_EQ(run(kestrel_binary().string() + " train --resume " + (termed / "exp/weights/last.safetensors").string()), 0);
-  EXPECT_EQ(read_file(termed / "exp/results.csv"), expected);
+  EXPECT_EQ(kestrel::testing::read_file(termed / "exp/results.csv"), expected);
 }
 
 // Two ranks started with different flags stop at start-up, naming the flag, instead of failing
@@ -241,9 +227,9 @@ TEST(Trainer, RanksThatDisagreeStopAtStartUpNamingTheDifference) {
                                   "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + port}));
   }
   for (pid_t pid : pids) EXPECT_EQ(wait_exit(pid), 1);
-  const std::string rank1 = read_file(project.string() + ".rank1.log");
+  const std::string rank1 = kestrel::testing::read_file(project.string() + ".rank1.log");
   EXPECT_NE(rank1.find("--epochs: rank 0 has '2', this rank '3'"), std::string::npos) << rank1;
-  EXPECT_NE(read_file(project.string() + ".rank0.log").find("rank(s) were started with another"), std::string::npos);
+  EXPECT_NE(kestrel::testing::read_file(project.string() + ".rank0.log").find("rank(s) were started with another"), std::string::npos);
 }
 
 TEST(Trainer, TwoProcessGlooRunWritesFromRankZeroOnly) {
