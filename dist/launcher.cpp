@@ -122,7 +122,7 @@ int exit_code_of(int status) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
-// Blocks SIGINT, SIGTERM and SIGCHLD for the whole launch; run_attempt takes them synchronously.
+// The signals blocked for the whole launch (all attempts) and taken synchronously in run_attempt.
 sigset_t launcher_signals() {
   sigset_t handled;
   sigemptyset(&handled);
@@ -287,9 +287,10 @@ LaunchResult launch_workers(const LaunchOptions& o, RestartPolicy* restarts) {
     if (r.failed_rank >= 0) {
       std::filesystem::path log = attempt.failed_log;
       if (plan && !log.empty()) log = keep_log(log, r.failed_rank, number);
-      r.message += log.empty() ? std::string("; its output is above")
-                               : str("; its log is ", log.string(), ", ending with:\n",
-                                     log_tail(log, 20));
+      const std::string tail = log.empty() ? "" : log_tail(log, 20);
+      r.message += log.empty()  ? std::string("; its output is above")
+                   : tail.empty() ? str("; its log ", log.string(), " is empty")
+                                  : str("; its log is ", log.string(), ", ending with:\n", tail);
       if (!plan && max_restarts > 0 && !r.interrupt_signal)
         r.message += str(r.message.back() == '\n' ? "kestrel launcher: " : "; ", "all ",
                          max_restarts, " restart(s) used; giving up");
