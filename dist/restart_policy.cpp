@@ -10,15 +10,15 @@ namespace {
 
 namespace fs = std::filesystem;
 
+bool is_flag(const std::string& arg) { return arg.rfind("--", 0) == 0; }
+
 // "--exist_ok=1" -> "exist-ok"; "" for a word that is no flag.
 std::string flag_name(const std::string& arg) {
-  if (arg.rfind("--", 0) != 0) return "";
+  if (!is_flag(arg)) return "";
   std::string name = arg.substr(2, arg.find('=') - 2);  // npos - 2 still means "to the end"
   std::replace(name.begin(), name.end(), '_', '-');
   return name;
 }
-
-bool is_flag(const std::string& arg) { return arg.rfind("--", 0) == 0; }
 
 // `command` without the flags in `names`; those in `with_value` also lose the next word when
 // their value is not inline. `--resume` takes the next word only when it is no flag, as
