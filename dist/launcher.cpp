@@ -6,11 +6,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <sstream>
 
+#include "dist/restart_policy.h"
 #include "kernels/error.h"
 
 extern char** environ;
@@ -65,10 +68,11 @@ std::vector<char*> c_strings(std::vector<std::string>& strings) {
 }
 
 // Starts one worker. Between fork and exec the child only makes async-signal-safe calls.
-pid_t spawn(const LaunchOptions& o, Worker& w, const sigset_t& original_mask) {
-  std::vector<std::string> args = o.command, env = worker_environment(o, w.rank, w.local_rank);
+pid_t spawn(const LaunchOptions& o, const std::vector<std::string>& command, Worker& w,
+            const sigset_t& original_mask) {
+  std::vector<std::string> args = command, env = worker_environment(o, w.rank, w.local_rank);
   std::vector<char*> argv = c_strings(args), envp = c_strings(env);
-  const std::string exec_failed = "kestrel launcher: cannot execute " + o.command[0] + "\n";
+  const std::string exec_failed = "kestrel launcher: cannot execute " + command[0] + "\n";
   int log_fd = -1;
   if (!w.log.empty()) {
     log_fd = ::open(w.log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -118,38 +122,22 @@ int exit_code_of(int status) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
-}  // namespace
-
-std::vector<std::string> strip_launcher_flags(const std::vector<std::string>& args) {
-  static const char* const kFlags[] = {"--nproc-per-node", "--nnodes", "--node-rank",
-                                       "--master-addr", "--master-port"};
-  std::vector<std::string> out;
-  for (size_t i = 0; i < args.size(); ++i) {
-    bool launcher_flag = false, takes_next = false;
-    for (const char* f : kFlags) {
-      if (args[i] == f) launcher_flag = takes_next = true;
-      if (args[i].rfind(std::string(f) + "=", 0) == 0) launcher_flag = true;
-    }
-    if (!launcher_flag) out.push_back(args[i]);
-    if (takes_next) ++i;
-  }
-  return out;
+// The signals blocked for the whole launch (all attempts) and taken synchronously in run_attempt.
+sigset_t launcher_signals() {
+  sigset_t handled;
+  sigemptyset(&handled);
+  for (int s : {SIGINT, SIGTERM, SIGCHLD}) sigaddset(&handled, s);
+  return handled;
 }
 
-std::filesystem::path current_executable() {
-  return std::filesystem::read_symlink("/proc/self/exe");
-}
+struct Attempt {
+  LaunchResult result;               // message without the failed rank's log
+  std::filesystem::path failed_log;  // the failed rank's log; empty for rank 0 or no failure
+};
 
-LaunchResult launch_workers(const LaunchOptions& o) {
-  KESTREL_CHECK(o.nproc_per_node >= 1, "--nproc-per-node must be at least 1, got ",
-                o.nproc_per_node);
-  KESTREL_CHECK(o.nnodes >= 1, "--nnodes must be at least 1, got ", o.nnodes);
-  KESTREL_CHECK(o.node_rank >= 0 && o.node_rank < o.nnodes, "--node-rank must lie in [0, ",
-                o.nnodes, "), got ", o.node_rank);
-  KESTREL_CHECK(o.master_port > 0 && o.master_port < 65536,
-                "--master-port must lie in 1..65535, got ", o.master_port);
-  KESTREL_CHECK(!o.command.empty(), "launcher: no worker command given");
-
+// Starts every local worker with `command` and waits until all have exited.
+Attempt run_attempt(const LaunchOptions& o, const std::vector<std::string>& command,
+                    const sigset_t& handled, const sigset_t& original_mask) {
   std::vector<Worker> workers(o.nproc_per_node);
   for (int l = 0; l < o.nproc_per_node; ++l) {
     workers[l].local_rank = l;
@@ -160,12 +148,8 @@ LaunchResult launch_workers(const LaunchOptions& o) {
     }
   }
 
-  sigset_t handled;
-  sigemptyset(&handled);
-  for (int s : {SIGINT, SIGTERM, SIGCHLD}) sigaddset(&handled, s);
-  SignalBlock block(handled);
-
-  LaunchResult result;
+  Attempt attempt;
+  LaunchResult& result = attempt.result;
   bool stopping = false;
   Clock::time_point kill_at;
   auto signal_running = [&](int sig) {
@@ -180,7 +164,7 @@ LaunchResult launch_workers(const LaunchOptions& o) {
 
   for (Worker& w : workers) {
     try {
-      w.pid = spawn(o, w, block.previous());
+      w.pid = spawn(o, command, w, original_mask);
       w.running = true;
     } catch (...) {
       stop_all(SIGKILL);
@@ -203,39 +187,122 @@ LaunchResult launch_workers(const LaunchOptions& o) {
       if (!interrupted) interrupted = sig;
       stop_all(sig);
     }
+    // Reap every exited worker first: of several failed since the last look, one killed by a
+    // signal is the likely cause (the others lose their peers and then exit with an error).
+    Worker* culprit = nullptr;
+    int culprit_status = 0;
     for (Worker& w : workers) {
       int status = 0;
       if (!w.running || ::waitpid(w.pid, &status, WNOHANG) != w.pid) continue;
       w.running = false;
       const bool failed = !WIFEXITED(status) || WEXITSTATUS(status) != 0;
       if (!failed || interrupted || result.failed_rank >= 0) continue;
-      result.failed_rank = w.rank;
-      result.exit_code = exit_code_of(status);
+      if (!culprit || (WIFEXITED(culprit_status) && WIFSIGNALED(status))) {
+        culprit = &w;
+        culprit_status = status;
+      }
+    }
+    if (culprit) {
+      result.failed_rank = culprit->rank;
+      result.exit_code = exit_code_of(culprit_status);
+      attempt.failed_log = culprit->log;
       int others = 0;
       for (const Worker& v : workers) others += v.running;
-      result.message =
-          str("rank ", w.rank, " (local rank ", w.local_rank, ", pid ", w.pid, ") ",
-              describe_exit(status), "; stopping the other ", others, " local worker(s)");
-      result.message += w.log.empty() ? std::string("; its output is above")
-                                      : str("; its log is ", w.log.string(), ", ending with:\n",
-                                            log_tail(w.log, 20));
+      result.message = str("rank ", culprit->rank, " (local rank ", culprit->local_rank, ", pid ",
+                           culprit->pid, ") ", describe_exit(culprit_status), "; stopping the other ",
+                           others, " local worker(s)");
       stop_all(SIGTERM);
     }
     if (stopping && Clock::now() >= kill_at) signal_running(SIGKILL);
   }
-  // Consume signals that arrived after the last worker exited, so unblocking cannot kill us.
+  // Consume signals that arrived after the last worker exited: they still count as an interrupt
+  // (no restart follows), and unblocking them later must not kill us.
   const timespec zero{0, 0};
   for (int sig; (sig = ::sigtimedwait(&handled, nullptr, &zero)) > 0;)
-    if ((sig == SIGINT || sig == SIGTERM) && !interrupted && result.failed_rank < 0)
-      interrupted = sig;
+    if ((sig == SIGINT || sig == SIGTERM) && !interrupted) interrupted = sig;
 
+  result.interrupt_signal = interrupted;
   if (interrupted && result.failed_rank < 0) {
     result.exit_code = 128 + interrupted;
     result.message = str("received ", interrupted == SIGINT ? "SIGINT" : "SIGTERM",
                          ": forwarded it to the workers, which have stopped");
   }
-  if (!result.message.empty()) std::cerr << "kestrel launcher: " << result.message << std::endl;
-  return result;
+  return attempt;
+}
+
+// Renames a failed rank's log so that the next attempt's rank<R>.log does not overwrite it.
+std::filesystem::path keep_log(const std::filesystem::path& log, int rank, int attempt) {
+  const std::filesystem::path kept = log.parent_path() / str("rank", rank, ".attempt", attempt, ".log");
+  std::error_code ec;
+  std::filesystem::rename(log, kept, ec);
+  if (!ec) return kept;
+  std::cerr << "kestrel launcher: warning: cannot keep " << log.string() << " as " << kept.string()
+            << " (" << ec.message() << "); the next attempt overwrites it" << std::endl;
+  return log;
+}
+
+}  // namespace
+
+std::vector<std::string> strip_launcher_flags(const std::vector<std::string>& args) {
+  static const char* const kFlags[] = {"--nproc-per-node", "--nnodes",      "--node-rank",
+                                       "--master-addr",    "--master-port", "--max-restarts"};
+  std::vector<std::string> out;
+  for (size_t i = 0; i < args.size(); ++i) {
+    // `kestrel train` reads --nproc_per_node as --nproc-per-node: strip both spellings.
+    std::string flag = args[i].substr(0, args[i].find('='));
+    if (flag.rfind("--", 0) == 0) std::replace(flag.begin() + 2, flag.end(), '_', '-');
+    bool launcher_flag = false;
+    for (const char* f : kFlags) launcher_flag |= flag == f;
+    if (!launcher_flag) out.push_back(args[i]);
+    else if (args[i].find('=') == std::string::npos) ++i;  // its value is the next word
+  }
+  return out;
+}
+
+std::filesystem::path current_executable() {
+  return std::filesystem::read_symlink("/proc/self/exe");
+}
+
+LaunchResult launch_workers(const LaunchOptions& o, RestartPolicy* restarts) {
+  KESTREL_CHECK(o.nproc_per_node >= 1, "--nproc-per-node must be at least 1, got ",
+                o.nproc_per_node);
+  KESTREL_CHECK(o.nnodes >= 1, "--nnodes must be at least 1, got ", o.nnodes);
+  KESTREL_CHECK(o.node_rank >= 0 && o.node_rank < o.nnodes, "--node-rank must lie in [0, ",
+                o.nnodes, "), got ", o.node_rank);
+  KESTREL_CHECK(o.master_port > 0 && o.master_port < 65536,
+                "--master-port must lie in 1..65535, got ", o.master_port);
+  KESTREL_CHECK(!o.command.empty(), "launcher: no worker command given");
+  const int max_restarts = restarts ? restarts->max_restarts() : 0;
+  KESTREL_CHECK(max_restarts == 0 || o.nnodes == 1, "--max-restarts works on a single node, but ",
+                "--nnodes is ", o.nnodes, ": drop --max-restarts, or run one node");
+
+  const sigset_t handled = launcher_signals();
+  SignalBlock block(handled);
+  std::vector<std::string> command = o.command;
+  for (int number = 1;; ++number) {
+    Attempt attempt = run_attempt(o, command, handled, block.previous());
+    LaunchResult& r = attempt.result;
+    r.restarts = number - 1;
+    const std::optional<RestartPlan> plan = restarts ? restarts->next(r) : std::nullopt;
+    if (r.failed_rank >= 0) {
+      std::filesystem::path log = attempt.failed_log;
+      if (plan && !log.empty()) log = keep_log(log, r.failed_rank, number);
+      const std::string tail = log.empty() ? "" : log_tail(log, 20);
+      r.message += log.empty()  ? std::string("; its output is above")
+                   : tail.empty() ? str("; its log ", log.string(), " is empty")
+                                  : str("; its log is ", log.string(), ", ending with:\n", tail);
+      if (!plan && max_restarts > 0 && !r.interrupt_signal)
+        r.message += str(r.message.back() == '\n' ? "kestrel launcher: " : "; ", "all ",
+                         max_restarts, " restart(s) used; giving up");
+    }
+    if (!r.message.empty()) std::cerr << "kestrel launcher: " << r.message << std::endl;
+    if (!plan) return r;
+    std::cerr << "kestrel launcher: restart " << plan->restart << "/" << max_restarts << ": "
+              << (plan->checkpoint.empty() ? "no checkpoint of this run yet, starting over"
+                                           : "resuming from " + plan->checkpoint.string())
+              << std::endl;
+    command = plan->command;
+  }
 }
 
 }  // namespace kestrel::dist

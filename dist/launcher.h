@@ -6,6 +6,13 @@
 // both to <log_dir>/rank<R>.log. SIGINT and SIGTERM are forwarded to the workers. When a worker
 // fails, the others get SIGTERM (SIGKILL after a grace period) and the launcher reports which rank
 // failed, with the tail of its log.
+//
+// With a RestartPolicy (`--max-restarts K`) a failure that was no interrupt of the launcher is
+// followed by a fresh start of all workers, with the command the policy gives (dist/
+// restart_policy.h), up to K times. The failed rank's log is kept as rank<R>.attempt<k>.log. The
+// new attempt rendezvouses on the same MASTER_PORT: every worker of the previous attempt has been
+// reaped by then, and the store's listening socket sets SO_REUSEADDR, so connections of the old
+// job lingering in TIME_WAIT do not block it (and a firewall opened for the port keeps working).
 #pragma once
 #include <chrono>
 #include <filesystem>
@@ -26,18 +33,24 @@ struct LaunchOptions {
 };
 
 struct LaunchResult {
-  int exit_code = 0;     // 0 when every worker succeeded
-  int failed_rank = -1;  // the first worker seen failing, or -1
-  std::string message;   // what happened, for the user (empty on success)
+  int exit_code = 0;         // 0 when every worker succeeded
+  int failed_rank = -1;      // the first worker seen failing, or -1
+  int interrupt_signal = 0;  // SIGINT or SIGTERM when the launcher received one, else 0
+  int restarts = 0;          // how many restarts preceded this (the last) attempt
+  std::string message;       // what happened, for the user (empty on success)
 };
 
-// Runs the workers and waits for all of them. Call it from the main thread before other threads
-// exist: SIGINT, SIGTERM and SIGCHLD are blocked in the calling thread while workers run and are
-// handled synchronously. The message is also printed to stderr.
-LaunchResult launch_workers(const LaunchOptions& options);
+class RestartPolicy;
 
-// args minus --nproc-per-node, --nnodes, --node-rank, --master-addr and --master-port (as
-// "--flag value" or "--flag=value"); the workers learn these values from their environment.
+// Runs the workers and waits for all of them, restarting them as `restarts` decides (null: never).
+// Call it from the main thread before other threads exist: SIGINT, SIGTERM and SIGCHLD are blocked
+// in the calling thread while it runs and are handled synchronously. Each attempt's message is
+// also printed to stderr, as is each restart. Restarts need a single node (nnodes == 1).
+LaunchResult launch_workers(const LaunchOptions& options, RestartPolicy* restarts = nullptr);
+
+// args minus --nproc-per-node, --nnodes, --node-rank, --master-addr, --master-port and
+// --max-restarts (as "--flag value" or "--flag=value", dashes or underscores); the workers learn
+// the first five from their environment.
 std::vector<std::string> strip_launcher_flags(const std::vector<std::string>& args);
 
 // This program's path (from /proc/self/exe), to start workers with.

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cstdlib>
 #include <fstream>
@@ -10,6 +11,7 @@
 #include <thread>
 
 #include "dist/env.h"
+#include "dist/restart_policy.h"
 #include "kernels/error.h"
 #include "tests/support/testing.h"
 #include "tests/dist/spawn.h"
@@ -71,6 +73,43 @@ TEST(LauncherWorker, DISABLED_OneFails) {
 
 TEST(LauncherWorker, DISABLED_Sleep) {
   std::ofstream(out_dir() / ("pid" + env_or_empty("RANK"))) << ::getpid();
+  std::ofstream(out_dir() / ("starts" + env_or_empty("RANK")), std::ios::app) << ::getpid() << "\n";
+  std::this_thread::sleep_for(30s);
+}
+
+// This process's argv, as the launcher gave it.
+std::vector<std::string> own_arguments() {
+  std::ifstream in("/proc/self/cmdline");
+  std::vector<std::string> args;
+  for (std::string arg; std::getline(in, arg, '\0');) args.push_back(arg);
+  return args;
+}
+
+// Both attempts rendezvous on the same port. In the first, rank 0 writes a (fake) checkpoint and
+// rank 1 then dies; the second gets `--resume <that checkpoint>` and succeeds.
+TEST(LauncherWorker, DISABLED_GlooJobFailingOnce) {
+  DistFlags flags;
+  flags.timeout = 10s;
+  const DistOptions o = resolve_dist_options(flags, process_environment());
+  auto group = init_process_group("gloo", o, Device::cpu());
+  const std::vector<std::string> args = own_arguments();
+  const auto resume = std::find(args.begin(), args.end(), "--resume");
+  if (resume != args.end()) {
+    ASSERT_NE(resume + 1, args.end());
+    std::ofstream(out_dir() / ("resumed" + std::to_string(o.rank))) << *(resume + 1);
+    group->barrier()->wait();
+    return;
+  }
+  if (o.rank == 0) {
+    const fs::path checkpoint = out_dir() / "project/exp/weights/last.safetensors";
+    fs::create_directories(checkpoint.parent_path());
+    std::ofstream(checkpoint) << "epoch 0";
+  }
+  group->barrier()->wait();  // the checkpoint exists before rank 1 dies
+  if (o.rank == 1) {
+    std::cerr << "rank 1 dies on the first attempt" << std::endl;
+    std::_Exit(5);
+  }
   std::this_thread::sleep_for(30s);
 }
 
@@ -100,6 +139,11 @@ TEST(Launcher, StripsLauncherFlags) {
       "h",       "--master-port=5", "--batch-size",     "64"};
   EXPECT_EQ(strip_launcher_flags(args),
             (std::vector<std::string>{"kestrel", "train", "--epochs", "3", "--batch-size", "64"}));
+  // `kestrel train` takes underscores for dashes: a worker left with --nproc_per_node would
+  // launch workers of its own.
+  EXPECT_EQ(strip_launcher_flags({"train", "--nproc_per_node", "2", "--max-restarts", "3",
+                                  "--max_restarts=1", "--master_port", "5", "--noval"}),
+            (std::vector<std::string>{"train", "--noval"}));
 }
 
 TEST(Launcher, WorkersSeeTheirRanksAndOnlyRankZeroPrints) {
@@ -160,6 +204,64 @@ TEST(Launcher, ForwardsSigtermAndExitsWithItsCode) {
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 128 + SIGTERM);
   for (int rank : {0, 1}) EXPECT_TRUE(process_gone(dir / ("pid" + std::to_string(rank))));
+  fs::remove_all(dir);
+}
+
+TEST(Launcher, RestartsAfterAFailureResumingOnTheSamePort) {
+  const fs::path dir = testing::temp_dir("launch");
+  const LaunchOptions o = options_for("DISABLED_GlooJobFailingOnce", 3, dir);
+  RestartPolicy policy({o.command, dir / "project", "exp", 2});
+  const LaunchResult r = launch_workers(o, &policy);
+  ASSERT_EQ(r.exit_code, 0) << r.message;
+  EXPECT_EQ(r.restarts, 1);
+  EXPECT_EQ(policy.restarts_used(), 1);
+  for (int rank : {0, 1, 2})
+    EXPECT_EQ(read_file(dir / ("resumed" + std::to_string(rank))),
+              (dir / "project/exp/weights/last.safetensors").string());
+  // The dead rank's first log is kept; the second attempt wrote a fresh rank1.log.
+  EXPECT_NE(read_file(o.log_dir / "rank1.attempt1.log").find("rank 1 dies on the first attempt"),
+            std::string::npos);
+  EXPECT_EQ(read_file(o.log_dir / "rank1.log").find("dies"), std::string::npos);
+  EXPECT_FALSE(fs::exists(o.log_dir / "rank2.attempt1.log"));
+  fs::remove_all(dir);
+}
+
+TEST(Launcher, FailsAsBeforeOnceTheRestartsAreUsed) {
+  const fs::path dir = testing::temp_dir("launch");
+  const LaunchOptions o = options_for("DISABLED_OneFails", 2, dir);
+  RestartPolicy policy({o.command, dir / "project", "exp", 2});
+  const LaunchResult r = launch_workers(o, &policy);
+  EXPECT_EQ(r.exit_code, 3);
+  EXPECT_EQ(r.failed_rank, 1);
+  EXPECT_EQ(r.restarts, 2);
+  EXPECT_NE(r.message.find("all 2 restart(s) used"), std::string::npos) << r.message;
+  EXPECT_NE(r.message.find("rank 1 gives up"), std::string::npos) << r.message;
+  for (const char* log : {"rank1.attempt1.log", "rank1.attempt2.log", "rank1.log"})
+    EXPECT_NE(read_file(o.log_dir / log).find("rank 1 gives up"), std::string::npos) << log;
+  fs::remove_all(dir);
+}
+
+TEST(Launcher, AnInterruptedLauncherDoesNotRestart) {
+  const fs::path dir = testing::temp_dir("launch");
+  const LaunchOptions o = options_for("DISABLED_Sleep", 2, dir);
+  const pid_t launcher = ::fork();
+  if (launcher == 0) {
+    RestartPolicy policy({o.command, dir / "project", "exp", 3});
+    std::_Exit(launch_workers(o, &policy).exit_code);
+  }
+  const auto start = Clock::now();
+  while (!(fs::exists(dir / "pid0") && fs::exists(dir / "pid1")) && Clock::now() - start < 10s)
+    std::this_thread::sleep_for(20ms);
+  ASSERT_TRUE(fs::exists(dir / "pid1")) << "workers did not start";
+  ::kill(launcher, SIGINT);
+  int status = 0;
+  ::waitpid(launcher, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 128 + SIGINT);
+  for (int rank : {0, 1})
+    EXPECT_EQ(read_file(dir / ("starts" + std::to_string(rank))),
+              read_file(dir / ("pid" + std::to_string(rank))) + "\n")
+        << "rank " << rank << " was started again";
   fs::remove_all(dir);
 }
 

@@ -1,12 +1,17 @@
 // `kestrel train`: the reference train.py's flags, plus --amp, the launcher flags
-// (--nproc-per-node, --nnodes, --node-rank, --master-addr, --master-port), --bucket-cap-mb,
-// --no-overlap and --trace. With --nproc-per-node N > 1 this process becomes the launcher and
-// starts N workers running the same command.
+// (--nproc-per-node, --nnodes, --node-rank, --master-addr, --master-port, --max-restarts),
+// --bucket-cap-mb, --no-overlap and --trace. With --nproc-per-node N > 1 (or --max-restarts K > 0)
+// this process becomes the launcher and starts N workers running the same command.
+#include <filesystem>
 #include <sstream>
 
 #include "dist/launcher.h"
+#include "dist/restart_policy.h"
+#include "kernels/error.h"
+#include "yolo/checkpoint.h"
 #include "yolo/cli/args.h"
 #include "yolo/cli/commands.h"
+#include "yolo/run_dir.h"
 #include "yolo/trainer.h"
 
 namespace kestrel::cli {
@@ -24,7 +29,7 @@ const std::map<std::string, bool> kFlags = {
     {"deterministic", false}, {"amp", true},       {"nproc-per-node", true}, {"nnodes", true},
     {"node-rank", true},   {"master-addr", true},  {"master-port", true},   {"bucket-cap-mb", true},
     {"no-overlap", false}, {"trace", true},        {"dist-timeout", true},  {"max-batches", true},
-    {"check-sync", false}};
+    {"check-sync", false}, {"max-restarts", true}};
 
 std::vector<int> parse_int_list(const std::string& text, const char* flag) {
   std::vector<int> out;
@@ -37,6 +42,45 @@ std::vector<int> parse_int_list(const std::string& text, const char* flag) {
     }
   }
   return out;
+}
+
+// The batch size the workers will train with: a resumed run keeps its checkpoint's.
+int effective_batch_size(const yolo::TrainOptions& o) {
+  if (!o.resume) return o.batch_size;
+  std::string path = *o.resume;
+  std::filesystem::file_time_type newest{};
+  if (path.empty())  // as the trainer: the newest last.safetensors under the project
+    for (const auto& [found, written] : dist::find_checkpoints(o.project))
+      if (path.empty() || written > newest) {
+        path = found.string();
+        newest = written;
+      }
+  if (path.empty() || !std::filesystem::exists(path)) return o.batch_size;  // the trainer reports it
+  const json::Value* b = yolo::read_checkpoint_info(path).options.find("batch_size");
+  return b ? std::stoi(b->as_string()) : o.batch_size;
+}
+
+// Usage errors of a launch, before any worker starts: every worker would fail on them (and be
+// restarted, with --max-restarts).
+void check_launch(const yolo::TrainOptions& o, int nproc, int nnodes, int max_restarts) {
+  if (nnodes < 1) throw UsageError("--nnodes must be >= 1");
+  const int batch = effective_batch_size(o);
+  if (batch % (nproc * nnodes) != 0)
+    throw UsageError(str("--batch-size ", batch, " must be a multiple of the world size ",
+                         nproc * nnodes, " (--nproc-per-node ", nproc, " x --nnodes ", nnodes, ")"));
+  if (max_restarts > 0 && nnodes > 1)
+    throw UsageError("--max-restarts works on a single node: the nodes' launchers would not "
+                     "restart together; drop it or run with --nnodes 1");
+}
+
+// Restarts resume this run's checkpoint, or start over in the run directory that the first
+// attempt creates (predicted here, as the trainer names it).
+dist::RestartPolicy restart_policy(const yolo::TrainOptions& o,
+                                   const std::vector<std::string>& command, int max_restarts) {
+  const std::filesystem::path run_dir =
+      yolo::increment_path((std::filesystem::path(o.project) / o.name).string(), o.exist_ok);
+  return dist::RestartPolicy(
+      {command, o.project, run_dir.lexically_relative(o.project).string(), max_restarts});
 }
 
 }  // namespace
@@ -53,8 +97,10 @@ const Command kTrainCommand = {
     "                     [--save-period -1] [--seed 0] [--deterministic] [--amp bf16|fp16|off]\n"
     "                     [--nproc-per-node N] [--nnodes M --node-rank R --master-addr A\n"
     "                     --master-port P] [--bucket-cap-mb 4] [--no-overlap] [--trace FILE]\n"
-    "                     [--dist-timeout 300] [--check-sync]\n"
-    "  --batch-size is the total over all ranks; --data defaults to the built-in synthetic set.\n",
+    "                     [--dist-timeout 300] [--check-sync] [--max-restarts 0]\n"
+    "  --batch-size is the total over all ranks; --data defaults to the built-in synthetic set.\n"
+    "  --max-restarts K: when a worker dies, restart all of them (resuming from this run's newest\n"
+    "  last.safetensors) up to K times.\n",
     run_train};
 
 int run_train(const std::vector<std::string>& raw) {
@@ -116,12 +162,12 @@ int run_train(const std::vector<std::string>& raw) {
     throw UsageError("--epochs and --batch-size must be >= 1, --img-size >= 32, --workers >= 0");
   if (o.label_smoothing < 0 || o.label_smoothing >= 1) throw UsageError("--label-smoothing must be in [0, 1)");
   if (o.bucket_cap_mb <= 0) throw UsageError("--bucket-cap-mb must be positive");
-  if (o.sync_bn && o.device == "cpu" && !args.has("nproc-per-node"))
-    throw UsageError("--sync-bn needs several processes (--nproc-per-node N)");
 
   const int nproc = static_cast<int>(args.get_int("nproc-per-node", 1));
   if (nproc < 1) throw UsageError("--nproc-per-node must be >= 1");
-  if (nproc > 1 || args.has("nnodes")) {
+  const int max_restarts = static_cast<int>(args.get_int("max-restarts", 0));
+  if (max_restarts < 0) throw UsageError("--max-restarts must be >= 0");
+  if (nproc > 1 || args.has("nnodes") || max_restarts > 0) {
     dist::LaunchOptions l;
     l.nproc_per_node = nproc;
     l.nnodes = static_cast<int>(args.get_int("nnodes", 1));
@@ -131,9 +177,10 @@ int run_train(const std::vector<std::string>& raw) {
     l.log_dir = o.project;
     l.command = {dist::current_executable().string(), "train"};
     for (const auto& a : dist::strip_launcher_flags(argv)) l.command.push_back(a);
-    dist::LaunchResult r = dist::launch_workers(l);
-    if (r.exit_code != 0) std::fprintf(stderr, "kestrel train: %s\n", r.message.c_str());
-    return r.exit_code;
+    check_launch(o, l.nproc_per_node, l.nnodes, max_restarts);
+    if (max_restarts == 0) return dist::launch_workers(l).exit_code;  // it prints what failed
+    dist::RestartPolicy policy = restart_policy(o, l.command, max_restarts);
+    return dist::launch_workers(l, &policy).exit_code;
   }
   return yolo::train(o);
 }
