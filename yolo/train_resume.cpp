@@ -43,7 +43,9 @@ std::string latest_checkpoint(const std::string& project) {
   if (!fs::is_directory(project, ec)) return best;
   for (auto it = fs::recursive_directory_iterator(project, fs::directory_options::skip_permission_denied, ec);
        !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
-    if (it->path().filename() != "last.safetensors" || !it->is_regular_file()) continue;
+    if (it->path().filename() != "last.safetensors" || it->path().parent_path().filename() != "weights" ||
+        !it->is_regular_file())
+      continue;
     const fs::file_time_type t = it->last_write_time(ec);
     if (!ec && (best.empty() || t > newest)) {
       newest = t;

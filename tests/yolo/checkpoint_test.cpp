@@ -1,16 +1,23 @@
 // Checkpoints: a round trip restores every part exactly, incomplete or mismatched files are
 // refused, and a run stopped after epoch k and resumed from its checkpoint ends bitwise equal to
 // an uninterrupted run (CPU; a tiny Conv-BN-SiLU + Conv2d model trained as the reference's loop
-// does: warmup, accumulation, clipping, EMA, LambdaLR steps).
+// does: warmup, accumulation, clipping, EMA, LambdaLR steps). Pending accumulated gradients are
+// written for exactly the parameters whose .grad is defined and come back bitwise: as a new .grad
+// where there was none, copied in place (same storage) where there was one, and a file without
+// them leaves .grad alone; the trainer's progress metadata round-trips too.
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 
 #include "engine/ops/elementwise.h"
+#include "engine/safetensors.h"
 #include "engine/ops/reduce.h"
 #include "layers/conv.h"
 #include "tests/support/testing.h"
 #include "yolo/checkpoint.h"
+#include "yolo/train_progress.h"
 
 using namespace kestrel;
 using namespace kestrel::yolo;
@@ -193,3 +200,144 @@ TEST_P(Resume, StoppedAndResumedEqualsUninterrupted) {
 
 INSTANTIATE_TEST_SUITE_P(Optimizers, Resume,
                          ::testing::Values(OptimizerKind::SGD, OptimizerKind::AdamW));
+
+namespace {
+
+// Every parameter but the last gets a .grad (distinct random values); the last has none.
+PendingGradients with_pending_gradients(Tiny& model) {
+  PendingGradients params = model.named_parameters();
+  for (size_t i = 0; i + 1 < params.size(); ++i) {
+    const Tensor& p = params[i].second;
+    p.set_grad(kestrel::testing::random_tensor(p.shape(), 100 + i, p.dtype()));
+  }
+  return params;
+}
+
+}  // namespace
+
+TEST(Checkpoint, PendingGradientsAreWrittenAndRestored) {
+  TrainingRun a(OptimizerKind::SGD);
+  const PendingGradients saved = with_pending_gradients(a.model);
+  ASSERT_GE(saved.size(), 3u);
+  ASSERT_FALSE(saved.back().second.grad().defined());
+  const std::string path = temp_path("pending_" + std::to_string(::getpid()) + ".safetensors");
+  save_checkpoint(path, a.objects(), a.info(1), saved);
+
+  // Exactly the defined gradients are in the file, under grad.<name>.
+  {
+    const SafetensorsFile f = load_safetensors(path);
+    for (size_t i = 0; i < saved.size(); ++i)
+      EXPECT_EQ(f.contains("grad." + saved[i].first), i + 1 < saved.size()) << saved[i].first;
+  }
+
+  // Fresh parameters without .grad: each gets a new one equal to the saved.
+  TrainingRun b(OptimizerKind::SGD);
+  const PendingGradients fresh = b.model.named_parameters();
+  for (const auto& [name, p] : fresh) ASSERT_FALSE(p.grad().defined()) << name;
+  load_checkpoint(path, b.objects(), fresh);
+  for (size_t i = 0; i + 1 < saved.size(); ++i) {
+    ASSERT_TRUE(fresh[i].second.grad().defined()) << saved[i].first;
+    EXPECT_TRUE(same_bits(fresh[i].second.grad(), saved[i].second.grad(), "grad " + saved[i].first));
+    EXPECT_EQ(fresh[i].second.grad().device(), fresh[i].second.device());
+  }
+  EXPECT_FALSE(fresh.back().second.grad().defined()) << "the file has no gradient for it";
+
+  // Parameters with a .grad (as a DDP Reducer's views into its flat buffer): copied in place.
+  TrainingRun c(OptimizerKind::SGD);
+  const PendingGradients live = c.model.named_parameters();
+  std::vector<void*> where;
+  for (const auto& [name, p] : live) {
+    p.set_grad(Tensor::full(p.shape(), 0.0, p.dtype()));
+    where.push_back(p.grad().data_ptr());
+  }
+  load_checkpoint(path, c.objects(), live);
+  for (size_t i = 0; i < live.size(); ++i) {
+    EXPECT_EQ(live[i].second.grad().data_ptr(), where[i]) << "not in place: " << live[i].first;
+    if (i + 1 < live.size()) {
+      EXPECT_TRUE(same_bits(live[i].second.grad(), saved[i].second.grad(), "in-place " + live[i].first));
+    }
+  }
+  EXPECT_TRUE(same_bits(live.back().second.grad(), Tensor::full(live.back().second.shape(), 0.0,
+                                                                live.back().second.dtype()),
+                        "untouched " + live.back().first));
+
+  // Not asking for gradients leaves .grad alone even though the file has them.
+  TrainingRun d(OptimizerKind::SGD);
+  load_checkpoint(path, d.objects());
+  for (const auto& [name, p] : d.model.named_parameters()) EXPECT_FALSE(p.grad().defined()) << name;
+
+  // A gradient that does not fit its parameter is refused.
+  TrainingRun e(OptimizerKind::SGD);
+  const PendingGradients params = e.model.named_parameters();
+  PendingGradients misnamed = {{saved[0].first, params.back().second}};
+  ASSERT_NE(saved[0].second.shape(), params.back().second.shape());
+  EXPECT_THROW(load_checkpoint(path, e.objects(), misnamed), Error);
+  std::remove(path.c_str());
+}
+
+TEST(Checkpoint, FileWithoutGradientsLeavesGradAlone) {
+  TrainingRun a(OptimizerKind::SGD);
+  const std::string path = temp_path("nograd_" + std::to_string(::getpid()) + ".safetensors");
+  save_checkpoint(path, a.objects(), a.info(1));  // no pending gradients passed
+  save_checkpoint(path, a.objects(), a.info(1), a.model.named_parameters());  // none defined either
+  {
+    const SafetensorsFile f = load_safetensors(path);
+    for (const std::string& name : f.names()) EXPECT_NE(name.rfind("grad.", 0), 0u) << name;
+  }
+  TrainingRun b(OptimizerKind::SGD);
+  const PendingGradients with = with_pending_gradients(b.model);
+  std::vector<Tensor> before;
+  for (const auto& [name, p] : with) before.push_back(p.grad().defined() ? p.grad().clone() : Tensor());
+  load_checkpoint(path, b.objects(), with);
+  for (size_t i = 0; i < with.size(); ++i) {
+    if (!before[i].defined()) {
+      EXPECT_FALSE(with[i].second.grad().defined()) << with[i].first;
+      continue;
+    }
+    EXPECT_TRUE(same_bits(with[i].second.grad(), before[i], "kept " + with[i].first));
+  }
+  std::remove(path.c_str());
+}
+
+TEST(Checkpoint, ProgressMetadataRoundTrips) {
+  TrainingRun a(OptimizerKind::SGD);
+  RunProgress progress;
+  progress.epoch.next_batch = 12;
+  progress.epoch.mloss[0] = 0.1 + 0.2;
+  progress.epoch.mloss[1] = 1e-300;
+  progress.epoch.mloss[2] = 123456.789;
+  progress.epoch.seen = 11;
+  progress.epoch.skipped = 1;
+  progress.nan_steps = 4;
+  progress.stopper = {0.6941176470588235, 7};
+  progress.accumulated = true;
+  CheckpointInfo info = a.info(2);
+  info.progress = progress.to_json();
+  const std::string path = temp_path("progress_" + std::to_string(::getpid()) + ".safetensors");
+  save_checkpoint(path, {&a.model}, info);
+
+  const CheckpointInfo back = read_checkpoint_info(path);
+  EXPECT_EQ(json::dump(back.progress), json::dump(info.progress));
+  const RunProgress p = RunProgress::from_json(back.progress, path);
+  EXPECT_EQ(p.epoch.next_batch, 12);
+  EXPECT_EQ(p.epoch.mloss[0], 0.1 + 0.2);
+  EXPECT_EQ(p.epoch.mloss[1], 1e-300);
+  EXPECT_EQ(p.epoch.mloss[2], 123456.789);
+  EXPECT_EQ(p.epoch.seen, 11);
+  EXPECT_EQ(p.epoch.skipped, 1);
+  EXPECT_EQ(p.nan_steps, 4);
+  EXPECT_EQ(p.stopper.best_fitness, 0.6941176470588235);
+  EXPECT_EQ(p.stopper.best_epoch, 7);
+  EXPECT_TRUE(p.accumulated);
+  TrainingRun b(OptimizerKind::SGD);
+  EXPECT_EQ(json::dump(load_checkpoint(path, {&b.model}).progress), json::dump(info.progress));
+
+  // No progress given: an empty object, read back as the epoch-boundary defaults.
+  save_checkpoint(path, {&a.model}, a.info(2));
+  const CheckpointInfo plain = read_checkpoint_info(path);
+  EXPECT_EQ(json::dump(plain.progress), "{}");
+  const RunProgress d = RunProgress::from_json(plain.progress, path);
+  EXPECT_EQ(d.epoch.next_batch, 0);
+  EXPECT_FALSE(d.accumulated);
+  std::remove(path.c_str());
+}

@@ -1,4 +1,11 @@
+// The run directory: exp, exp2, ... named as the reference names them; results.csv in the
+// reference's format, and keep_through (a resumed run redoing epochs) drops exactly the later rows,
+// keeps the header and earlier rows byte-identical, leaves the file alone (not rewritten) when there
+// is nothing to drop, and appending afterwards gives the file an uninterrupted run writes;
+// opt.yaml pairs are written atomically (no temporary left).
 #include "yolo/run_dir.h"
+
+#include <stdlib.h>
 
 #include <filesystem>
 #include <fstream>
@@ -7,6 +14,35 @@
 
 using namespace kestrel::yolo;
 namespace fs = std::filesystem;
+
+namespace {
+
+std::string read_bytes(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+}
+
+// A fresh directory per test: other checkouts may run these tests at the same time.
+class RunDirFiles : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string tmpl = (fs::temp_directory_path() / "kestrel_rundir_files_XXXXXX").string();
+    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  // Row values distinct per epoch, so that a dropped or reordered row shows.
+  static std::vector<double> row(int epoch) {
+    std::vector<double> v(ResultsCsv::columns().size());
+    for (size_t i = 0; i < v.size(); ++i) v[i] = 0.01 * static_cast<double>(i + 1) + epoch;
+    return v;
+  }
+
+  fs::path dir_;
+};
+
+}  // namespace
 
 TEST(RunDir, IncrementsLikeTheReference) {
   const fs::path base = fs::temp_directory_path() / "kestrel_rundir_test";
@@ -38,4 +74,63 @@ TEST(RunDir, ResultsCsvFormat) {
   EXPECT_EQ(row.substr(0, 42), "                   0,             0.12346,");
   EXPECT_THROW(csv.append(2, {1.0}), kestrel::Error);
   fs::remove(path);
+}
+
+TEST_F(RunDirFiles, KeepThroughDropsLaterRowsAndKeepsTheRestByteIdentical) {
+  const fs::path path = dir_ / "results.csv";
+  ResultsCsv csv(path.string());
+  for (int e = 0; e <= 2; ++e) csv.append(e, row(e));
+  const std::string through2 = read_bytes(path);
+  for (int e = 3; e <= 4; ++e) csv.append(e, row(e));
+  const std::string through4 = read_bytes(path);
+  ASSERT_EQ(through4.rfind(through2, 0), 0u) << "append must only add rows";
+
+  EXPECT_EQ(csv.keep_through(2), 2);
+  EXPECT_EQ(read_bytes(path), through2);
+  EXPECT_FALSE(fs::exists(path.string() + ".tmp"));
+
+  // Appending after the cut continues as an uninterrupted run would write.
+  csv.append(3, row(3));
+  csv.append(4, row(4));
+  EXPECT_EQ(read_bytes(path), through4);
+
+  // keep_through(-1): every row goes, the header stays, and the next append adds no second header.
+  EXPECT_EQ(csv.keep_through(-1), 5);
+  const std::string header = read_bytes(path);
+  EXPECT_EQ(header, through2.substr(0, through2.find('\n') + 1));
+  csv.append(0, row(0));
+  EXPECT_EQ(read_bytes(path), through4.substr(0, through4.find('\n', header.size()) + 1));
+}
+
+TEST_F(RunDirFiles, KeepThroughWithNothingToDropDoesNotRewrite) {
+  const fs::path path = dir_ / "results.csv";
+  ResultsCsv csv(path.string());
+  EXPECT_EQ(csv.keep_through(3), 0) << "no file yet";
+  EXPECT_FALSE(fs::exists(path)) << "keep_through must not create the file";
+
+  for (int e = 0; e <= 2; ++e) csv.append(e, row(e));
+  const std::string before = read_bytes(path);
+  // A second name for the file's inode: an atomic rewrite would give `path` another inode (and
+  // the witness keeps the old one allocated, so a rewrite cannot land on the same number).
+  const fs::path witness = dir_ / "witness";
+  fs::create_hard_link(path, witness);
+  EXPECT_EQ(csv.keep_through(2), 0);
+  EXPECT_TRUE(fs::equivalent(path, witness)) << "keep_through(2) rewrote a file with nothing to drop";
+  EXPECT_EQ(csv.keep_through(100), 0);
+  EXPECT_TRUE(fs::equivalent(path, witness)) << "keep_through(100) rewrote a file with nothing to drop";
+  EXPECT_EQ(read_bytes(path), before);
+  // The witness itself shows a rewrite when there is one.
+  EXPECT_EQ(csv.keep_through(1), 1);
+  EXPECT_FALSE(fs::equivalent(path, witness));
+}
+
+TEST_F(RunDirFiles, WriteYamlPairsIsAtomic) {
+  const fs::path path = dir_ / "opt.yaml";
+  write_yaml_pairs(path.string(), {{"weights", "a much longer value than the next one"}, {"epochs", "300"}});
+  write_yaml_pairs(path.string(), {{"epochs", "3"}, {"imgsz", "640"}, {"freeze", "[0, 1]"}});
+  EXPECT_EQ(read_bytes(path), "epochs: 3\nimgsz: 640\nfreeze: [0, 1]\n");
+  EXPECT_FALSE(fs::exists(path.string() + ".tmp"));
+  write_yaml_pairs(path.string(), {});
+  EXPECT_EQ(read_bytes(path), "");
+  EXPECT_THROW(write_yaml_pairs((dir_ / "missing" / "opt.yaml").string(), {{"a", "b"}}), kestrel::Error);
 }
