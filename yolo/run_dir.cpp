@@ -72,8 +72,8 @@ int ResultsCsv::keep_through(int last_epoch) const {
   int dropped = 0;
   for (bool first = true; std::getline(in, line); first = false) {
     if (!first) {
-      int epoch = 0;
-      if (std::sscanf(line.c_str(), "%d", &epoch) != 1 || epoch > last_epoch) {
+      double epoch = 0;  // a '%20.5g' cell: 100000 reads back as 1e+05
+      if (std::sscanf(line.c_str(), "%lf", &epoch) != 1 || epoch > last_epoch) {
         ++dropped;
         continue;
       }

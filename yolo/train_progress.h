@@ -28,7 +28,7 @@ struct RunProgress {
   static RunProgress from_json(const json::Value& v, const std::string& path);
 };
 
-// "      3/99     0.512G     0.1034    0.06011    0.02433         57        640:  40% 12/30 [00:05, 2.21it/s]"
+// "       3/99     0.512G     0.1034    0.06011    0.02433         57        640:  40% 12/30 [00:05, 2.21it/s]"
 std::string progress_line(int epoch, int epochs, double mem_gb, const EpochProgress& p,
                           int64_t instances, int64_t size, int64_t done, int64_t total, double seconds);
 
