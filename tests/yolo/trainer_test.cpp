@@ -232,6 +232,27 @@ TEST(Trainer, RanksThatDisagreeStopAtStartUpNamingTheDifference) {
   EXPECT_NE(kestrel::testing::read_file(project.string() + ".rank0.log").find("rank(s) were started with another"), std::string::npos);
 }
 
+// Ctrl-C to a 2-process job: the launcher forwards it, both ranks agree on the batch to stop at,
+// rank 0 saves, every process exits 130; resuming the job ends with the uninterrupted job's
+// results.csv.
+TEST(Trainer, InterruptedDdpJobResumesToTheUninterruptedResults) {
+  const fs::path whole = scratch("ddp_whole"), cut = scratch("ddp_cut");
+  const std::string port = std::to_string(29500 + ::getpid() % 400);
+  const std::string args = kTinyCli + " --epochs 3 --noval --nproc-per-node 2 --master-port " + port;
+  ASSERT_EQ(run(kestrel_binary().string() + " train " + args + " --project " + whole.string()), 0);
+  const pid_t pid = start_kestrel(args + " --project " + cut.string(), cut.string() + ".log");
+  ASSERT_TRUE(wait_for_rows(cut / "exp", 1, pid)) << kestrel::testing::read_file(cut.string() + ".log");
+  ::kill(pid, SIGINT);
+  const int status = wait_exit(pid);
+  const std::string log = kestrel::testing::read_file(cut.string() + ".log");
+  if (status == 0) GTEST_SKIP() << "the job finished before SIGINT arrived";
+  EXPECT_EQ(status, 130) << log;
+  EXPECT_NE(log.find("Stopped by SIGINT"), std::string::npos) << log;
+  ASSERT_EQ(run(kestrel_binary().string() + " train --resume --nproc-per-node 2 --master-port " + port +
+                " --project " + cut.string()), 0);
+  EXPECT_EQ(kestrel::testing::read_file(cut / "exp/results.csv"), kestrel::testing::read_file(whole / "exp/results.csv"));
+}
+
 TEST(Trainer, TwoProcessGlooRunWritesFromRankZeroOnly) {
   const fs::path project = scratch("ddp");
   const std::string cmd = kestrel_binary().string() +
