@@ -58,14 +58,13 @@ int run_detect(const std::vector<std::string>& argv) {
                    {"save-txt", false}, {"save-conf", false}, {"project", true}, {"name", true},
                    {"exist-ok", false}, {"cfg", true}, {"nc", true}});
   if (!args.has("weights") || !args.has("source")) throw UsageError("--weights and --source are required");
-  const int img_size = static_cast<int>(args.get_int("img-size", args.get_int("imgsz", 640)));
+  const int img_size = args.get_int32("img-size", args.get_int32("imgsz", 640));
   yolo::NmsOptions nms;
   nms.conf_thres = args.get_double("conf-thres", 0.25);
   nms.iou_thres = args.get_double("iou-thres", 0.45);
   nms.max_det = args.get_int("max-det", 1000);
   const Device device = inference_device(args.get("device", ""));
-  std::optional<int> nc;
-  if (auto v = args.get_optional_int("nc")) nc = static_cast<int>(*v);
+  const std::optional<int> nc = args.get_optional_int32("nc");
   InferenceModel im = load_inference_model(args.get("weights", ""), args.get("cfg", ""), nc, device);
   const int stride = static_cast<int>(std::max(32.0, im.model->strides().back()));
   const std::vector<std::string> sources = collect_sources(args.get("source", ""));
