@@ -75,10 +75,23 @@ int run_detect(const std::vector<std::string>& argv) {
 
   autograd::NoGradGuard no_grad;
   double t_pre = 0, t_inf = 0, t_nms = 0;
+  size_t skipped = 0;
   for (size_t k = 0; k < sources.size(); ++k) {
     const std::string& path = sources[k];
     auto t0 = Clock::now();
-    cv::Mat original = yolo::data::read_image(path);
+    // One unreadable file in a folder must not cost the results of all the others.
+    cv::Mat original;
+    std::string damage;
+    try {
+      original = yolo::data::read_image(path, &damage);
+    } catch (const Error& e) {
+      std::fprintf(stderr, "WARNING: skipping %s: %s\n", path.c_str(), e.what());
+      ++skipped;
+      continue;
+    }
+    if (!damage.empty())
+      std::fprintf(stderr, "WARNING: %s: corrupt JPEG restored (%s); what is missing is grey\n",
+                   path.c_str(), damage.c_str());
     yolo::data::Letterboxed lb = yolo::data::letterbox(original, img_size, img_size, true, true, stride);
     cv::Mat rgb;
     cv::cvtColor(lb.image, rgb, cv::COLOR_BGR2RGB);
@@ -129,7 +142,11 @@ int run_detect(const std::vector<std::string>& argv) {
     std::printf("image %zu/%zu %s: %dx%d %s%.1fms\n", k + 1, sources.size(), path.c_str(), rgb.rows,
                 rgb.cols, summary.empty() ? "(no detections), " : summary.c_str(), inf_ms);
   }
-  const double n = static_cast<double>(sources.size());
+  const char* files = skipped == 1 ? "file" : "files";
+  if (skipped > 0) std::printf("%zu %s skipped (unreadable or corrupt, see the warnings above)\n", skipped, files);
+  KESTREL_CHECK(skipped < sources.size(), "no image of --source '", args.get("source", ""),
+                "' could be read (", skipped, " ", files, " skipped); check the files named above");
+  const double n = static_cast<double>(sources.size() - skipped);
   std::printf("Speed: %.1fms pre-process, %.1fms inference, %.1fms NMS per image at shape (1, 3, %d, %d)\n",
               t_pre / n, t_inf / n, t_nms / n, img_size, img_size);
   std::printf("Results saved to %s\n", save_dir.c_str());
