@@ -62,7 +62,8 @@ int run_val(const std::vector<std::string>& argv) {
   const std::vector<std::string> names = im.names.empty() ? dcfg.names : im.names;
   vo.coco_ids = dcfg.nc == 80 && dcfg.yaml_path.find("coco") != std::string::npos;
 
-  yolo::data::DatasetSplit split = yolo::data::load_split(dcfg, task, dcfg.nc, vo.single_cls, true);
+  yolo::data::DatasetSplit split = yolo::data::load_split(dcfg, task, dcfg.nc, vo.single_cls, true, 0,
+                                                                     /*evaluation=*/true);
   std::printf("%s: %s\n", task.c_str(), split.summary.c_str());
   for (const auto& w : split.warnings) std::printf("%s: WARNING %s\n", task.c_str(), w.c_str());
   const std::string project = args.get("project", "runs/val");
