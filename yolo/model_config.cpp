@@ -2,7 +2,10 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
+#include <utility>
 #include <fstream>
 #include <sstream>
 
@@ -10,6 +13,40 @@
 
 namespace kestrel::yolo {
 namespace {
+
+// Bounds far beyond every official model (yolov5x6: 12 repeats, 1280 channels, multiples 1.33
+// and 1.25), so that a typo such as `depth_multiple: 133` is refused here rather than building
+// a model no machine can hold.
+constexpr double kMaxMultiple = 4.0;
+constexpr int64_t kMaxRepeats = 64;
+constexpr int64_t kMaxChannels = 8192;
+
+// The builder's scaling (yolo/model.cpp, as the reference's parse_model): repeats round half to
+// even, channels round up to a multiple of 8.
+int64_t scaled_repeats(int number, double gd) {
+  return number > 1 ? std::max<int64_t>(static_cast<int64_t>(std::nearbyint(number * gd)), 1) : number;
+}
+int64_t scaled_channels(int64_t c2, double gw) {
+  return static_cast<int64_t>(std::ceil(static_cast<double>(c2) * gw / 8.0)) * 8;
+}
+
+// Repeats and output channels of a row after the multiples, within the bounds above.
+void check_size(const LayerRow& r, const ModelConfig& cfg) {
+  const int64_t repeats = scaled_repeats(r.number, cfg.depth_multiple);
+  KESTREL_CHECK(repeats <= kMaxRepeats, r.where, ": `number` ", r.number, " gives ", repeats,
+                " repeats at depth_multiple ", cfg.depth_multiple, "; at most ", kMaxRepeats,
+                " are supported (yolov5x uses 12): check the yaml");
+  // These modules take their output channels as the first argument.
+  const bool has_c2 = r.module == "Conv" || r.module == "C3" || r.module == "Bottleneck" ||
+                      r.module == "SPPF";
+  if (!has_c2 || r.args.empty()) return;
+  const int64_t c2 = r.args[0].as_int(r.where);
+  KESTREL_CHECK(c2 >= 1, r.where, ": output channels must be at least 1, got ", c2);
+  const int64_t channels = scaled_channels(c2, cfg.width_multiple);
+  KESTREL_CHECK(channels <= kMaxChannels, r.where, ": ", c2,
+                " output channels give ", channels, " at width_multiple ", cfg.width_multiple,
+                "; at most ", kMaxChannels, " are supported (yolov5x uses 1280): check the yaml");
+}
 
 ConfigArg to_arg(const YAML::Node& node, const std::string& where) {
   ConfigArg a;
@@ -63,6 +100,7 @@ void parse_rows(const YAML::Node& section, const char* section_name, const std::
     KESTREL_CHECK(r.number >= 1, r.where, ": `number` must be at least 1, got ", r.number);
     KESTREL_CHECK(row[3].IsSequence(), r.where, ": `args` must be a list");
     for (const auto& a : row[3]) r.args.push_back(to_arg(a, r.where));
+    check_size(r, cfg);
     for (int f : r.from) {
       const int target = f < 0 ? layer + f : f;
       KESTREL_CHECK((target >= 0 && target < layer) || (layer == 0 && f == -1), r.where,
@@ -130,9 +168,14 @@ ModelConfig parse_model_config(const std::string& yaml_text, const std::string& 
   KESTREL_CHECK(cfg.nc >= 1, source, ": nc must be at least 1, got ", cfg.nc);
   cfg.depth_multiple = required<double>(root, "depth_multiple", source);
   cfg.width_multiple = required<double>(root, "width_multiple", source);
-  KESTREL_CHECK(cfg.depth_multiple > 0 && cfg.width_multiple > 0, source,
-                ": depth_multiple and width_multiple must be positive");
+  for (const auto& [key, value] : {std::pair{"depth_multiple", cfg.depth_multiple},
+                                   std::pair{"width_multiple", cfg.width_multiple}})
+    KESTREL_CHECK(value > 0 && value <= kMaxMultiple, source, ": ", key, " ", value,
+                  " is outside (0, ", kMaxMultiple, "]; the official models use 0.25 (n) to ",
+                  "1.33 (x)");
   if (root["ch"]) cfg.input_channels = required<int>(root, "ch", source);
+  KESTREL_CHECK(cfg.input_channels >= 1 && cfg.input_channels <= kMaxChannels, source, ": ch ",
+                cfg.input_channels, " is outside [1, ", kMaxChannels, "] (images have 3 channels)");
   if (root["activation"]) {
     const std::string act = required<std::string>(root, "activation", source);
     KESTREL_CHECK(act == "nn.SiLU()", source, ": activation '", act,

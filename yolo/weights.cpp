@@ -1,9 +1,9 @@
 #include "yolo/weights.h"
 
+#include <cmath>
 #include <set>
 
 #include "engine/autograd.h"
-#include "engine/safetensors.h"
 
 namespace kestrel::yolo {
 namespace {
@@ -25,14 +25,43 @@ void assign(const layers::StateEntry& e, const Tensor& file_tensor) {
   e.slot->copy_(src);
 }
 
+// The file dtypes a floating model tensor loads from.
+bool file_floating(const std::string& file) {
+  return file == "F16" || file == "BF16" || file == "F32" || file == "F64";
+}
+
 bool dtype_compatible(DType model, const std::string& file) {
-  static const std::set<std::string> floats = {"F16", "BF16", "F32", "F64"};
-  if (is_floating(model)) return floats.count(file) != 0;
+  if (is_floating(model)) return file_floating(file);
   return (model == DType::I64 && file == "I64") || (model == DType::I32 && file == "I32") ||
          (model == DType::U8 && file == "U8");
 }
 
+template <class T>
+bool finite_values(const T* v, int64_t n) {
+  for (int64_t i = 0; i < n; ++i)
+    if (!std::isfinite(v[i])) return false;
+  return true;
+}
+
+// A tensor as get() returns it: contiguous, on the CPU.
+bool all_finite(const Tensor& t) {
+  if (t.dtype() == DType::F32) return finite_values(t.data<float>(), t.numel());
+  if (t.dtype() == DType::F64) return finite_values(t.data<double>(), t.numel());
+  for (int64_t i = 0; i < t.numel(); ++i)  // F16, BF16
+    if (!std::isfinite(load_as_double(t.data_ptr(), t.dtype(), i))) return false;
+  return true;
+}
+
 }  // namespace
+
+void check_finite(const SafetensorsFile& file, const std::string& path, const std::string& prefix) {
+  for (const std::string& name : file.names()) {
+    if (name.rfind(prefix, 0) != 0 || !file_floating(file.entry(name).dtype)) continue;
+    KESTREL_CHECK(all_finite(file.get(name)), path, ": tensor '", name, "' holds NaN/Inf values; ",
+                  "the checkpoint is damaged (a run that diverged saves such weights): use an ",
+                  "earlier checkpoint, or train from scratch");
+  }
+}
 
 void save_weights(layers::Module& model, const std::string& path, DType dtype,
                   const std::map<std::string, std::string>& metadata) {
@@ -79,6 +108,7 @@ void load_weights(layers::Module& model, const std::string& path, const std::str
                  list, "\nuse weights saved from the same model yaml and --nc, or start from ",
                  "them with transfer (train --weights) to copy what matches");
   }
+  check_finite(file, path, prefix);
   for (const layers::StateEntry& e : entries) assign(e, file.get(prefix + e.name));
 }
 
@@ -96,6 +126,7 @@ std::string load_inference_weights(layers::Module& model, const std::string& pat
 TransferResult transfer_weights(layers::Module& model, const std::string& path,
                                 const std::vector<std::string>& exclude, const std::string& prefix) {
   SafetensorsFile file = load_safetensors(path);
+  check_finite(file, path, prefix);
   TransferResult r;
   for (const layers::StateEntry& e : model.state_entries()) {
     ++r.total;

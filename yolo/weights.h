@@ -6,9 +6,16 @@
 #include <string>
 #include <vector>
 
+#include "engine/safetensors.h"
 #include "layers/module.h"
 
 namespace kestrel::yolo {
+
+// Throws, naming `path` and the first tensor (in file order) under `prefix` whose floating-point
+// values include NaN or Inf. A run that diverged saves such weights; loading them would only move
+// the failure to the first forward pass, far from its cause. Integer tensors are not checked.
+// Every loader below calls it before copying anything into the model.
+void check_finite(const SafetensorsFile& file, const std::string& path, const std::string& prefix = "");
 
 // Floating-point tensors are written as `dtype` (F32 or F16); integer buffers keep their type.
 void save_weights(layers::Module& model, const std::string& path, DType dtype = DType::F32,

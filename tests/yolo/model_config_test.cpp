@@ -24,6 +24,13 @@ head:
   ]
 )";
 
+// kTiny with one piece of text replaced.
+std::string tiny_with(const std::string& from, const std::string& to) {
+  std::string yaml = kTiny;
+  yaml.replace(yaml.find(from), from.size(), to);
+  return yaml;
+}
+
 std::string error_of(const std::string& yaml) {
   try {
     parse_model_config(yaml, "bad.yaml");
@@ -86,4 +93,27 @@ TEST(ModelConfig, RefusesBrokenFilesWithTheFileNamed) {
   odd_anchors.replace(odd_anchors.find("33,23]"), 6, "33]");
   EXPECT_NE(error_of(odd_anchors).find("w,h pairs"), std::string::npos);
   EXPECT_THROW(load_model_config("models/no_such_model.yaml"), Error);
+}
+
+// A typo that would build a model no machine can hold is refused with the file named; the bounds
+// leave every shipped model (LoadsEveryShippedModel) and much larger ones alone.
+TEST(ModelConfig, RefusesSizesFarBeyondAnyRealModel) {
+  const auto refused = [](const std::string& yaml, const std::string& expected) {
+    const std::string msg = error_of(yaml);
+    EXPECT_NE(msg.find(expected), std::string::npos) << "expected '" << expected << "' in: " << msg;
+  };
+  refused(tiny_with("depth_multiple: 0.33", "depth_multiple: 133"), "bad.yaml: depth_multiple 133 is outside (0, 4]");
+  refused(tiny_with("width_multiple: 0.25", "width_multiple: 0"), "bad.yaml: width_multiple 0 is outside (0, 4]");
+  refused(tiny_with("width_multiple: 0.25", "width_multiple: .nan"), "width_multiple nan is outside");
+  // 200 * 0.33 = 66 repeats; 190 * 0.33 = 62.7 -> 63 still passes.
+  refused(tiny_with("[-1, 3, C3, [64]]", "[-1, 200, C3, [64]]"),
+          "bad.yaml, backbone row 1 (layer 1): `number` 200 gives 66 repeats at depth_multiple 0.33; at most 64");
+  EXPECT_NO_THROW(parse_model_config(tiny_with("[-1, 3, C3, [64]]", "[-1, 190, C3, [64]]"), "ok.yaml"));
+  // 40000 * 0.25 = 10000 channels; 32768 * 0.25 = 8192 passes.
+  refused(tiny_with("[64, 3, 2]", "[40000, 3, 2]"),
+          "bad.yaml, backbone row 0 (layer 0): 40000 output channels give 10000 at width_multiple 0.25; at most 8192");
+  EXPECT_NO_THROW(parse_model_config(tiny_with("[64, 3, 2]", "[32768, 3, 2]"), "ok.yaml"));
+  refused(tiny_with("[-1, 3, C3, [64]]", "[-1, 3, C3, [0]]"), "output channels must be at least 1");
+  refused(tiny_with("nc: 3", "nc: 3\nch: 100000"), "bad.yaml: ch 100000 is outside [1, 8192]");
+  EXPECT_NO_THROW(parse_model_config(tiny_with("depth_multiple: 0.33", "depth_multiple: 4"), "ok.yaml"));
 }

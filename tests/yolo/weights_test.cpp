@@ -2,6 +2,7 @@
 // mismatch reports, and transfer between models of different class counts.
 #include "yolo/weights.h"
 
+#include <cmath>
 #include <filesystem>
 
 #include "engine/autograd.h"
@@ -116,5 +117,55 @@ TEST(Weights, TransferToAnotherClassCountSkipsTheHead) {
   EXPECT_EQ(r.transferred, total - 6 - 1);  // 3 head weights and 3 biases differ; anchors excluded
   EXPECT_EQ(source.state_entries()[0].slot->to_double_vector(),
             target.state_entries()[0].slot->to_double_vector());
+  std::filesystem::remove(path);
+}
+
+// A diverged run's NaN/Inf is caught when the weights are loaded, naming the file and the tensor,
+// by every loader, before the model is touched.
+TEST(Weights, NonFiniteValuesAreRefusedNamingFileAndTensor) {
+  DetectionModel m = nano(std::nullopt, 1);
+  const std::string path = temp_path("nonfinite.safetensors");
+  // The model's tensors as a file would hold them (dtype, names under prefix), one value replaced.
+  auto write_damaged = [&](DType dtype, const std::string& prefix, const std::string& bad, double value) {
+    save_weights(m, path, dtype);
+    const SafetensorsFile file = load_safetensors(path);
+    std::vector<std::pair<std::string, Tensor>> tensors;
+    for (const std::string& name : file.names()) {
+      Tensor t = file.get(name);
+      if (name == bad) store_from_double(t.data_ptr(), t.dtype(), 7, value);
+      tensors.emplace_back(prefix + name, t);
+    }
+    save_safetensors(path, tensors);
+  };
+  auto error_of = [](auto&& load) -> std::string {
+    try {
+      load();
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "loaded";
+  };
+
+  write_damaged(DType::F32, "", "model.3.conv.weight", std::nan(""));
+  const std::string plain = error_of([&] { load_weights(m, path); });
+  EXPECT_EQ(plain.rfind(path + ": tensor 'model.3.conv.weight' holds NaN/Inf values; the checkpoint is damaged", 0), 0u)
+      << plain;
+  EXPECT_NE(error_of([&] { transfer_weights(m, path); }).find("'model.3.conv.weight' holds NaN/Inf"), std::string::npos);
+  for (const layers::StateEntry& e : m.state_entries()) {  // nothing was copied into the model
+    if (e.name != "model.3.conv.weight") continue;
+    for (double v : e.slot->to_double_vector()) ASSERT_TRUE(std::isfinite(v));
+  }
+
+  write_damaged(DType::F16, "", "model.24.m.0.bias", INFINITY);
+  EXPECT_NE(error_of([&] { load_weights(m, path); }).find("'model.24.m.0.bias' holds NaN/Inf"), std::string::npos);
+
+  // A checkpoint's EMA: inference loading names the tensor as the file does; check_finite looks
+  // only under the prefix it is given.
+  write_damaged(DType::F32, "ema.", "model.9.cv2.conv.weight", -INFINITY);
+  EXPECT_NE(error_of([&] { load_inference_weights(m, path); }).find("'ema.model.9.cv2.conv.weight'"), std::string::npos);
+  const SafetensorsFile ckpt = load_safetensors(path);
+  EXPECT_THROW(check_finite(ckpt, path), Error);
+  EXPECT_THROW(check_finite(ckpt, path, "ema."), Error);
+  EXPECT_NO_THROW(check_finite(ckpt, path, "model."));
   std::filesystem::remove(path);
 }

@@ -1,6 +1,7 @@
 #include "yolo/cli/args.h"
 
 #include <algorithm>
+#include <limits>
 
 namespace kestrel::cli {
 namespace {
@@ -46,6 +47,20 @@ std::string Args::get(const std::string& name, const std::string& fallback) cons
 int64_t Args::get_int(const std::string& name, int64_t fallback) const {
   auto v = get_optional_int(name);
   return v ? *v : fallback;
+}
+
+int Args::get_int32(const std::string& name, int fallback) const {
+  auto v = get_optional_int32(name);
+  return v ? *v : fallback;
+}
+
+std::optional<int> Args::get_optional_int32(const std::string& name) const {
+  const std::optional<int64_t> v = get_optional_int(name);
+  if (!v) return std::nullopt;
+  if (*v < std::numeric_limits<int>::min() || *v > std::numeric_limits<int>::max())
+    throw UsageError("--" + name + " " + std::to_string(*v) + " is out of range (at most " +
+                     std::to_string(std::numeric_limits<int>::max()) + ")");
+  return static_cast<int>(*v);
 }
 
 std::optional<int64_t> Args::get_optional_int(const std::string& name) const {

@@ -1,6 +1,7 @@
 // Command-line flags in the reference's style: --name value, --name=value, boolean --flag.
 // Every flag a command accepts is declared; anything else is a usage error (exit status 2).
 #pragma once
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <stdexcept>
@@ -24,8 +25,12 @@ class Args {
   bool has(const std::string& name) const { return values_.count(name) != 0; }
   std::string get(const std::string& name, const std::string& fallback) const;
   int64_t get_int(const std::string& name, int64_t fallback) const;
+  // As get_int, for values stored in an int: one outside [INT_MIN, INT_MAX] is a usage error,
+  // never wrapped around (--batch-size 4294967304 would otherwise become 8).
+  int get_int32(const std::string& name, int fallback) const;
   double get_double(const std::string& name, double fallback) const;
   std::optional<int64_t> get_optional_int(const std::string& name) const;
+  std::optional<int> get_optional_int32(const std::string& name) const;
 
  private:
   std::map<std::string, std::string> values_;

@@ -58,14 +58,13 @@ int run_detect(const std::vector<std::string>& argv) {
                    {"save-txt", false}, {"save-conf", false}, {"project", true}, {"name", true},
                    {"exist-ok", false}, {"cfg", true}, {"nc", true}});
   if (!args.has("weights") || !args.has("source")) throw UsageError("--weights and --source are required");
-  const int img_size = static_cast<int>(args.get_int("img-size", args.get_int("imgsz", 640)));
+  const int img_size = args.get_int32("img-size", args.get_int32("imgsz", 640));
   yolo::NmsOptions nms;
   nms.conf_thres = args.get_double("conf-thres", 0.25);
   nms.iou_thres = args.get_double("iou-thres", 0.45);
   nms.max_det = args.get_int("max-det", 1000);
   const Device device = inference_device(args.get("device", ""));
-  std::optional<int> nc;
-  if (auto v = args.get_optional_int("nc")) nc = static_cast<int>(*v);
+  const std::optional<int> nc = args.get_optional_int32("nc");
   InferenceModel im = load_inference_model(args.get("weights", ""), args.get("cfg", ""), nc, device);
   const int stride = static_cast<int>(std::max(32.0, im.model->strides().back()));
   const std::vector<std::string> sources = collect_sources(args.get("source", ""));
@@ -76,10 +75,23 @@ int run_detect(const std::vector<std::string>& argv) {
 
   autograd::NoGradGuard no_grad;
   double t_pre = 0, t_inf = 0, t_nms = 0;
+  size_t skipped = 0;
   for (size_t k = 0; k < sources.size(); ++k) {
     const std::string& path = sources[k];
     auto t0 = Clock::now();
-    cv::Mat original = yolo::data::read_image(path);
+    // One unreadable file in a folder must not cost the results of all the others.
+    cv::Mat original;
+    std::string damage;
+    try {
+      original = yolo::data::read_image(path, &damage);
+    } catch (const Error& e) {
+      std::fprintf(stderr, "WARNING: skipping %s: %s\n", path.c_str(), e.what());
+      ++skipped;
+      continue;
+    }
+    if (!damage.empty())
+      std::fprintf(stderr, "WARNING: %s: corrupt JPEG restored (%s); what is missing is grey\n",
+                   path.c_str(), damage.c_str());
     yolo::data::Letterboxed lb = yolo::data::letterbox(original, img_size, img_size, true, true, stride);
     cv::Mat rgb;
     cv::cvtColor(lb.image, rgb, cv::COLOR_BGR2RGB);
@@ -130,7 +142,11 @@ int run_detect(const std::vector<std::string>& argv) {
     std::printf("image %zu/%zu %s: %dx%d %s%.1fms\n", k + 1, sources.size(), path.c_str(), rgb.rows,
                 rgb.cols, summary.empty() ? "(no detections), " : summary.c_str(), inf_ms);
   }
-  const double n = static_cast<double>(sources.size());
+  const char* files = skipped == 1 ? "file" : "files";
+  if (skipped > 0) std::printf("%zu %s skipped (unreadable or corrupt, see the warnings above)\n", skipped, files);
+  KESTREL_CHECK(skipped < sources.size(), "no image of --source '", args.get("source", ""),
+                "' could be read (", skipped, " ", files, " skipped); check the files named above");
+  const double n = static_cast<double>(sources.size() - skipped);
   std::printf("Speed: %.1fms pre-process, %.1fms inference, %.1fms NMS per image at shape (1, 3, %d, %d)\n",
               t_pre / n, t_inf / n, t_nms / n, img_size, img_size);
   std::printf("Results saved to %s\n", save_dir.c_str());

@@ -28,8 +28,7 @@ int run_model(const std::vector<std::string>& argv) {
   if (!args.has("cfg")) throw UsageError("--cfg is required");
   const int64_t img_size = args.get_int("img-size", 640);
   if (img_size <= 0) throw UsageError("--img-size must be positive");
-  std::optional<int> nc;
-  if (auto v = args.get_optional_int("nc")) nc = static_cast<int>(*v);
+  const std::optional<int> nc = args.get_optional_int32("nc");
   yolo::DetectionModel model(yolo::load_model_config(args.get("cfg", "")), nc,
                              static_cast<uint64_t>(args.get_int("seed", 0)));
   if (args.has("weights")) yolo::load_weights(model, args.get("weights", ""));

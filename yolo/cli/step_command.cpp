@@ -86,14 +86,14 @@ int run_step(const std::vector<std::string>& argv) {
   model.to(device);
   model.train(true);
   const Batch batch = load_batch(args.get("batch", ""));
-  const int64_t img_size =
-      args.get_int("img-size", std::max(batch.images.size(2), batch.images.size(3)));
+  const int img_size = args.get_int32(
+      "img-size", static_cast<int>(std::max(batch.images.size(2), batch.images.size(3))));
   if (img_size < 1) throw UsageError("--img-size must be positive");
   const yolo::Hyp hyp = args.has("hyp") ? yolo::load_hyp(args.get("hyp", "")) : yolo::Hyp();
   layers::Detect& detect = model.detect();
   const yolo::Hyp loss_hyp = yolo::scale_loss_hyp(hyp, static_cast<int>(detect.nl),
                                                   static_cast<int>(detect.nc),
-                                                  static_cast<int>(img_size));
+                                                  img_size);
 
   Named out;
   const std::vector<Tensor> preds = model.forward(ops::nchw_to_nhwc(batch.images.to(device)));

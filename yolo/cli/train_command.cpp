@@ -120,9 +120,9 @@ int run_train(const std::vector<std::string>& raw) {
   o.cfg = args.get("cfg", o.cfg);
   o.weights = args.get("weights", "");
   o.hyp = args.get("hyp", "");
-  o.epochs = static_cast<int>(args.get_int("epochs", o.epochs));
-  o.batch_size = static_cast<int>(args.get_int("batch-size", o.batch_size));
-  o.img_size = static_cast<int>(args.get_int("img-size", args.get_int("imgsz", args.get_int("img", o.img_size))));
+  o.epochs = args.get_int32("epochs", o.epochs);
+  o.batch_size = args.get_int32("batch-size", o.batch_size);
+  o.img_size = args.get_int32("img-size", args.get_int32("imgsz", args.get_int32("img", o.img_size)));
   o.rect = args.has("rect");
   if (args.has("resume") && args.has("resume-from")) throw UsageError("give --resume or --resume-from, not both");
   if (args.has("resume")) o.resume = "";
@@ -140,15 +140,15 @@ int run_train(const std::vector<std::string>& raw) {
   if (o.optimizer != "SGD" && o.optimizer != "Adam" && o.optimizer != "AdamW")
     throw UsageError("--optimizer must be SGD, Adam or AdamW");
   o.sync_bn = args.has("sync-bn");
-  o.workers = static_cast<int>(args.get_int("workers", o.workers));
+  o.workers = args.get_int32("workers", o.workers);
   o.project = args.get("project", o.project);
   o.name = args.get("name", o.name);
   o.exist_ok = args.has("exist-ok");
   o.cos_lr = args.has("cos-lr");
   o.label_smoothing = args.get_double("label-smoothing", 0.0);
-  o.patience = static_cast<int>(args.get_int("patience", o.patience));
+  o.patience = args.get_int32("patience", o.patience);
   if (args.has("freeze")) o.freeze = parse_int_list(args.get("freeze", ""), "freeze");
-  o.save_period = static_cast<int>(args.get_int("save-period", -1));
+  o.save_period = args.get_int32("save-period", -1);
   o.seed = static_cast<uint64_t>(args.get_int("seed", 0));
   o.deterministic = args.has("deterministic");
   o.amp = args.get("amp", "");
@@ -157,23 +157,23 @@ int run_train(const std::vector<std::string>& raw) {
   o.trace = args.get("trace", "");
   o.check_sync = args.has("check-sync");
   o.dist_timeout = args.get_double("dist-timeout", 300);
-  o.max_batches = static_cast<int>(args.get_int("max-batches", 0));
+  o.max_batches = args.get_int32("max-batches", 0);
   if (o.epochs < 1 || o.batch_size < 1 || o.img_size < 32 || o.workers < 0)
     throw UsageError("--epochs and --batch-size must be >= 1, --img-size >= 32, --workers >= 0");
   if (o.label_smoothing < 0 || o.label_smoothing >= 1) throw UsageError("--label-smoothing must be in [0, 1)");
   if (o.bucket_cap_mb <= 0) throw UsageError("--bucket-cap-mb must be positive");
 
-  const int nproc = static_cast<int>(args.get_int("nproc-per-node", 1));
+  const int nproc = args.get_int32("nproc-per-node", 1);
   if (nproc < 1) throw UsageError("--nproc-per-node must be >= 1");
   const int max_restarts = static_cast<int>(args.get_int("max-restarts", 0));
   if (max_restarts < 0) throw UsageError("--max-restarts must be >= 0");
   if (nproc > 1 || args.has("nnodes") || max_restarts > 0) {
     dist::LaunchOptions l;
     l.nproc_per_node = nproc;
-    l.nnodes = static_cast<int>(args.get_int("nnodes", 1));
-    l.node_rank = static_cast<int>(args.get_int("node-rank", 0));
+    l.nnodes = args.get_int32("nnodes", 1);
+    l.node_rank = args.get_int32("node-rank", 0);
     l.master_addr = args.get("master-addr", "127.0.0.1");
-    l.master_port = static_cast<int>(args.get_int("master-port", 29500));
+    l.master_port = args.get_int32("master-port", 29500);
     l.log_dir = o.project;
     l.command = {dist::current_executable().string(), "train"};
     for (const auto& a : dist::strip_launcher_flags(argv)) l.command.push_back(a);

@@ -32,8 +32,8 @@ int run_val(const std::vector<std::string>& argv) {
   const std::string task = args.get("task", "val");
   if (task != "val" && task != "test" && task != "train") throw UsageError("--task must be val, test or train");
   yolo::ValOptions vo;
-  vo.img_size = static_cast<int>(args.get_int("img-size", args.get_int("imgsz", 640)));
-  vo.batch_size = static_cast<int>(args.get_int("batch-size", 32));
+  vo.img_size = args.get_int32("img-size", args.get_int32("imgsz", 640));
+  vo.batch_size = args.get_int32("batch-size", 32);
   vo.conf_thres = args.get_double("conf-thres", 0.001);
   vo.iou_thres = args.get_double("iou-thres", 0.6);
   vo.max_det = args.get_int("max-det", 300);
@@ -41,7 +41,7 @@ int run_val(const std::vector<std::string>& argv) {
   vo.verbose = args.has("verbose");
   vo.save_json = args.has("save-json");
   vo.save_txt = args.has("save-txt");
-  vo.workers = static_cast<int>(args.get_int("workers", 8));
+  vo.workers = args.get_int32("workers", 8);
   vo.plots = true;
   if (vo.batch_size < 1 || vo.img_size < 32) throw UsageError("--batch-size >= 1 and --img-size >= 32");
   const Device device = inference_device(args.get("device", ""));
@@ -53,8 +53,7 @@ int run_val(const std::vector<std::string>& argv) {
   std::string data = args.get("data", "synthetic");
   if (data == "synthetic") data = yolo::data::ensure_synthetic_dataset(yolo::data::default_synthetic_dir());
   const yolo::data::DatasetConfig dcfg = yolo::data::load_dataset_config(data);
-  std::optional<int> nc;
-  if (auto v = args.get_optional_int("nc")) nc = static_cast<int>(*v);
+  std::optional<int> nc = args.get_optional_int32("nc");
   if (!nc) nc = vo.single_cls ? 1 : dcfg.nc;  // a checkpoint's own class count wins
   InferenceModel im = load_inference_model(args.get("weights", ""), args.get("cfg", ""), nc, device);
   const int model_nc = static_cast<int>(im.model->detect().nc);
@@ -63,7 +62,8 @@ int run_val(const std::vector<std::string>& argv) {
   const std::vector<std::string> names = im.names.empty() ? dcfg.names : im.names;
   vo.coco_ids = dcfg.nc == 80 && dcfg.yaml_path.find("coco") != std::string::npos;
 
-  yolo::data::DatasetSplit split = yolo::data::load_split(dcfg, task, dcfg.nc, vo.single_cls, true);
+  yolo::data::DatasetSplit split = yolo::data::load_split(dcfg, task, dcfg.nc, vo.single_cls, true, 0,
+                                                                     /*evaluation=*/true);
   std::printf("%s: %s\n", task.c_str(), split.summary.c_str());
   for (const auto& w : split.warnings) std::printf("%s: WARNING %s\n", task.c_str(), w.c_str());
   const std::string project = args.get("project", "runs/val");

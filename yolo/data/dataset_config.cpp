@@ -209,7 +209,7 @@ std::vector<std::string> list_images(const std::vector<std::string>& sources,
 }
 
 DatasetSplit load_split(const DatasetConfig& config, const std::string& split, int nc,
-                        bool single_cls, bool use_cache, int threads) {
+                        bool single_cls, bool use_cache, int threads, bool evaluation) {
   const std::vector<std::string>& sources = config.split(split);
   const std::string where = str(config.yaml_path, ": `", split, "`");
   KESTREL_CHECK(!sources.empty(), where, " is not set in the dataset yaml");
@@ -248,6 +248,12 @@ DatasetSplit load_split(const DatasetConfig& config, const std::string& split, i
   out.summary = scan_summary(out.from_cache ? out.cache_path : labels_what, scan.counts);
   out.counts = scan.counts;
   out.warnings.insert(out.warnings.end(), scan.warnings.begin(), scan.warnings.end());
+  KESTREL_CHECK(scan.counts.found > 0 || split != "train" || evaluation, where,
+                ": no labels found in ", labels_what, " (label cache ", out.cache_path,
+                "), can not start training; each image needs a label file at its path with ",
+                "/images/ replaced by /labels/ and the extension by .txt, e.g. ",
+                image_to_label_path(images.front()), ", holding one `class x y w h` row per ",
+                "object (normalised to 0..1)");
   if (scan.counts.found == 0)
     out.warnings.push_back(str("WARNING: no labels found in ", labels_what,
                                " (labels are found by replacing /images/ with /labels/ in image paths)"));

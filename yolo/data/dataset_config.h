@@ -52,8 +52,10 @@ struct DatasetSplit {
 // Lists the split's images, then takes the checked labels from the label cache when it is current
 // (use_cache) or scans them on `threads` threads (0: min(8, hardware threads), as the reference)
 // and writes the cache. Classes must lie in [0, nc); with single_cls any class >= 0 is accepted
-// and becomes 0 (the reference's --single-cls).
+// and becomes 0 (the reference's --single-cls). The train split must have at least one label
+// file, as the reference's augmenting (training) dataset insists; `evaluation` lifts that for
+// `kestrel val --task train`. Other splits may have none (every image is then a background).
 DatasetSplit load_split(const DatasetConfig& config, const std::string& split, int nc,
-                        bool single_cls, bool use_cache, int threads = 0);
+                        bool single_cls, bool use_cache, int threads = 0, bool evaluation = false);
 
 }  // namespace kestrel::yolo::data

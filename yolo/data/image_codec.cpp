@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <new>
 
 #include "kernels/error.h"
 
@@ -62,6 +63,27 @@ cv::Mat decode_png(const std::vector<uint8_t>& bytes, const std::string& path, b
   return out;
 }
 
+cv::Mat decode_jpeg(const std::vector<uint8_t>& bytes, const std::string& path,
+                    const ImageInfo& info, std::string* warning) {
+  TjHandle tj(false);
+  const bool swapped = orientation_swaps_sides(info.exif_orientation);
+  const int w = swapped ? info.height : info.width, h = swapped ? info.width : info.height;
+  cv::Mat image(h, w, CV_8UC3);
+  const int rc = tjDecompress2(tj.h, bytes.data(), bytes.size(), image.data, w, 0, h, TJPF_BGR,
+                               TJFLAG_ACCURATEDCT);
+  // libjpeg-turbo reports damage it recovers from (premature end of data, stray bytes) as a
+  // warning: what could not be decoded is grey and the image is usable.
+  const bool recovered = rc != 0 && tjGetErrorCode(tj.h) == TJERR_WARNING;
+  KESTREL_CHECK(rc == 0 || recovered, "corrupt JPEG '", path, "': ", tjGetErrorStr2(tj.h));
+  if (recovered && warning) *warning = tjGetErrorStr2(tj.h);
+  return apply_exif_orientation(image, info.exif_orientation);
+}
+
+std::string out_of_memory(const std::string& path, const ImageInfo& info) {
+  return str("not enough memory to decode '", path, "' (", info.width, "x", info.height,
+             " pixels); free memory, use fewer --workers, or downscale the image");
+}
+
 void write_atomically(const std::string& path, const uint8_t* data, size_t n) {
   const std::string tmp = path + ".tmp";
   {
@@ -79,7 +101,12 @@ std::vector<uint8_t> read_file_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary | std::ios::ate);
   KESTREL_CHECK(in, "cannot read '", path, "': check the path and permissions");
   const std::streamsize n = in.tellg();
-  std::vector<uint8_t> bytes(static_cast<size_t>(std::max<std::streamsize>(n, 0)));
+  std::vector<uint8_t> bytes;
+  try {
+    bytes.resize(static_cast<size_t>(std::max<std::streamsize>(n, 0)));
+  } catch (const std::bad_alloc&) {
+    KESTREL_FAIL("not enough memory to read '", path, "' (", n, " bytes)");
+  }
   in.seekg(0);
   if (n > 0) in.read(reinterpret_cast<char*>(bytes.data()), n);
   KESTREL_CHECK(in.good() || n == 0, "reading '", path, "' failed");
@@ -145,32 +172,38 @@ ImageInfo probe_image(const std::vector<uint8_t>& bytes, const std::string& path
     info.exif_orientation = jpeg_exif_orientation(bytes);
     info.width = orientation_swaps_sides(info.exif_orientation) ? h : w;
     info.height = orientation_swaps_sides(info.exif_orientation) ? w : h;
-    info.truncated = bytes.size() < 4 || bytes[bytes.size() - 2] != 0xFF || bytes.back() != 0xD9;
   } else if (info.format == ImageFormat::Png) {
     decode_png(bytes, path, true, &info);
   } else {
     KESTREL_FAIL("'", path, "' is not a JPEG or PNG image; Kestrel reads those two formats ",
                  "(convert others, e.g. with `convert in.tif out.png`)");
   }
+  const int64_t pixels = static_cast<int64_t>(info.width) * info.height;
+  KESTREL_CHECK(pixels <= kMaxImagePixels, "corrupt image '", path, "': its header declares ",
+                info.width, "x", info.height, " = ", pixels, " pixels, above the limit of ",
+                kMaxImagePixels, " (PIL's decompression-bomb guard, as the reference); ",
+                "downscale the image or remove it from the dataset");
   return info;
 }
 
-cv::Mat decode_image(const std::vector<uint8_t>& bytes, const std::string& path) {
-  ImageInfo info = probe_image(bytes, path);
-  if (info.format == ImageFormat::Png) return decode_png(bytes, path, false, nullptr);
-  TjHandle tj(false);
-  const bool swapped = orientation_swaps_sides(info.exif_orientation);
-  const int w = swapped ? info.height : info.width, h = swapped ? info.width : info.height;
-  cv::Mat image(h, w, CV_8UC3);
-  const int rc = tjDecompress2(tj.h, bytes.data(), bytes.size(), image.data, w, 0, h, TJPF_BGR,
-                               TJFLAG_ACCURATEDCT);
-  // libjpeg-turbo reports recoverable damage (e.g. premature end of data) as a warning.
-  KESTREL_CHECK(rc == 0 || tjGetErrorCode(tj.h) == TJERR_WARNING, "corrupt JPEG '", path, "': ",
-                tjGetErrorStr2(tj.h));
-  return apply_exif_orientation(image, info.exif_orientation);
+cv::Mat decode_image(const std::vector<uint8_t>& bytes, const std::string& path,
+                     std::string* warning) {
+  if (warning) warning->clear();
+  const ImageInfo info = probe_image(bytes, path);
+  try {
+    if (info.format == ImageFormat::Png) return decode_png(bytes, path, false, nullptr);
+    return decode_jpeg(bytes, path, info, warning);
+  } catch (const std::bad_alloc&) {
+    KESTREL_FAIL(out_of_memory(path, info));
+  } catch (const cv::Exception& e) {
+    if (e.code == cv::Error::StsNoMem) KESTREL_FAIL(out_of_memory(path, info));  // cv::Mat's
+    throw;
+  }
 }
 
-cv::Mat read_image(const std::string& path) { return decode_image(read_file_bytes(path), path); }
+cv::Mat read_image(const std::string& path, std::string* warning) {
+  return decode_image(read_file_bytes(path), path, warning);
+}
 
 void write_jpeg(const std::string& path, const cv::Mat& bgr, int quality) {
   KESTREL_CHECK(bgr.type() == CV_8UC3 && !bgr.empty(), "write_jpeg: '", path,

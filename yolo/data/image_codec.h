@@ -17,19 +17,27 @@ struct ImageInfo {
   ImageFormat format = ImageFormat::Unknown;
   int width = 0, height = 0;  // after the EXIF orientation
   int exif_orientation = 1;   // 1..8
-  bool truncated = false;     // a JPEG without its end-of-image marker (FF D9)
 };
+
+// PIL's Image.MAX_IMAGE_PIXELS, the reference's decompression-bomb guard: an image declaring
+// more pixels is refused from its header, before any pixel memory is allocated.
+constexpr int64_t kMaxImagePixels = 89'478'485;
 
 // Reads a whole file; throws kestrel::Error naming the path when it cannot.
 std::vector<uint8_t> read_file_bytes(const std::string& path);
 
 // Header-level checks and size, without decoding pixels. Throws kestrel::Error (naming `path`)
-// for empty files, unsupported formats and unreadable headers.
+// for empty files, unsupported formats, unreadable headers and more than kMaxImagePixels.
 ImageInfo probe_image(const std::vector<uint8_t>& bytes, const std::string& path);
 
-// Full decode to BGR, orientation applied. Throws kestrel::Error naming `path` on corrupt data.
-cv::Mat decode_image(const std::vector<uint8_t>& bytes, const std::string& path);
-cv::Mat read_image(const std::string& path);
+// Full decode to BGR, orientation applied. Throws kestrel::Error naming `path` on corrupt data
+// and when the pixels do not fit in memory. Damage the decoder recovers from is no error: a JPEG
+// cut short (or missing its end marker) decodes what it holds, the rest grey, as the reference
+// restores it; the decoder's message then goes to *warning (when given), else it stays empty.
+// Bytes after a JPEG's end-of-image marker are ignored.
+cv::Mat decode_image(const std::vector<uint8_t>& bytes, const std::string& path,
+                     std::string* warning = nullptr);
+cv::Mat read_image(const std::string& path, std::string* warning = nullptr);
 
 // BGR 8-bit, 3 channels. JPEG quality 1..100. Written to path + ".tmp" then renamed.
 void write_jpeg(const std::string& path, const cv::Mat& bgr, int quality = 95);

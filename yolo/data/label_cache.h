@@ -13,7 +13,9 @@
 
 namespace kestrel::yolo::data {
 
-inline constexpr uint32_t kLabelCacheVersion = 1;
+// 2: damaged JPEGs the decoder recovers are used, images above PIL's pixel limit refused; the
+// verdicts of a version-1 scan no longer hold.
+inline constexpr uint32_t kLabelCacheVersion = 2;
 
 // Where the reference puts the cache: beside a list file when the split's last source is a file
 // (train.txt -> train.cache), else beside the first label's directory (labels/train2017 ->

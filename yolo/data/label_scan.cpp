@@ -97,17 +97,17 @@ bool read_file(const std::string& path, std::string& bytes) {
   return !in.bad();
 }
 
-// Empty when the image is usable; otherwise why not. Sets the size after EXIF orientation. The
-// image is decoded in full with the loader's own decoder, so whatever passes here also loads.
-std::string check_image(const std::string& path, int& width, int& height) {
+// Empty when the image is usable; otherwise why not. Sets the size after EXIF orientation, and
+// `restored` to the decoder's message for a damaged JPEG it recovered (the reference restores
+// such files too). The image is decoded in full with the loader's own decoder, so whatever
+// passes here also loads.
+std::string check_image(const std::string& path, int& width, int& height, std::string& restored) {
   try {
     const std::vector<uint8_t> bytes = read_file_bytes(path);
     if (bytes.empty()) return "empty file (0 bytes)";
-    // A JPEG cut short still half-decodes; the missing end-of-image marker gives it away.
-    if (probe_image(bytes, path).truncated) return "truncated JPEG (no end-of-image marker FF D9)";
-    const cv::Mat image = decode_image(bytes, path);
+    const cv::Mat image = decode_image(bytes, path, &restored);
     width = image.cols, height = image.rows;
-  } catch (const Error& e) {
+  } catch (const std::exception& e) {  // one bad file must never stop the scan
     return e.what();
   }
   if (width < 10 || height < 10)
@@ -164,12 +164,18 @@ PairCheck verify_image_label(const std::string& image_path, const std::string& l
   PairCheck check;
   check.counts.total = 1;
   check.record.image_path = image_path;
-  const std::string image_problem = check_image(image_path, check.record.width, check.record.height);
+  std::string restored;
+  const std::string image_problem =
+      check_image(image_path, check.record.width, check.record.height, restored);
   if (!image_problem.empty()) {
     check.counts.corrupt = 1;
     check.warning = str("WARNING: ", image_path, ": ignoring corrupt image: ", image_problem);
     return check;
   }
+  // The reference rewrites such a file; we leave the user's file alone and decode it as it is.
+  if (!restored.empty())
+    check.warning = str("WARNING: ", image_path, ": corrupt JPEG restored (", restored,
+                        "; what is missing decodes grey, the file is left unchanged)");
   std::error_code ec;
   if (!std::filesystem::is_regular_file(label_path, ec)) {
     check.counts.missing = 1;  // no label file: a background image
@@ -191,9 +197,11 @@ PairCheck verify_image_label(const std::string& image_path, const std::string& l
     return check;
   }
   if (labels.boxes.empty()) check.counts.empty = 1;
-  if (labels.duplicates > 0)
-    check.warning = str("WARNING: ", image_path, ": ", labels.duplicates, " duplicate labels removed (",
-                        label_path, ")");
+  if (labels.duplicates > 0) {
+    const std::string note = str(labels.duplicates, " duplicate labels removed (", label_path, ")");
+    check.warning = check.warning.empty() ? str("WARNING: ", image_path, ": ", note)
+                                          : str(check.warning, "; ", note);
+  }
   check.record.boxes = std::move(labels.boxes);
   check.usable = true;
   return check;

@@ -1,35 +1,18 @@
 // `kestrel val` and `kestrel detect` end to end on the synthetic dataset with freshly initialised
 // weights: they run, print the reference's table / per-image lines, write their outputs, and
 // refuse bad input with the documented exit codes.
-#include <sys/wait.h>
-
-#include <array>
-#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
-#include <memory>
 
+#include "tests/support/cli.h"
 #include "tests/support/testing.h"
 
 namespace fs = std::filesystem;
 
 namespace {
 
-fs::path kestrel_binary() { return fs::read_symlink("/proc/self/exe").parent_path() / "kestrel"; }
-
-struct Result {
-  int code;
-  std::string out;
-};
-
-Result run(const std::string& args) {
-  const std::string cmd = kestrel_binary().string() + " " + args + " 2>&1";
-  std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(cmd.c_str(), "r"), pclose);
-  std::string out;
-  std::array<char, 4096> buf;
-  while (size_t n = fread(buf.data(), 1, buf.size(), pipe.get())) out.append(buf.data(), n);
-  const int status = pclose(pipe.release());
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
+using Result = kestrel::testing::CliResult;
+Result run(const std::string& args) { return kestrel::testing::run_kestrel(args); }
 
 fs::path scratch(const std::string& name) {
   fs::path p = fs::temp_directory_path() / ("kestrel_cli_test_" + name);

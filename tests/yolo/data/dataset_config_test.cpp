@@ -163,6 +163,25 @@ TEST(LoadSplit, EndToEndSmallDataset) {
   EXPECT_TRUE(mentions(none, "`test` is not set")) << none;
 }
 
+// As the reference: training on images without a single label file is refused, naming where the
+// labels were looked for; evaluation accepts such a split (every image a background).
+TEST(LoadSplit, TrainSplitWithoutLabelsIsRefused) {
+  TempDir t("nolabels");
+  image(t / "images/train/a.jpg");
+  image(t / "images/train/b.jpg");
+  write(t / "data.yaml", "train: images/train\nval: images/train\nnames: [a]\n");
+  const DatasetConfig cfg = load_dataset_config(t / "data.yaml");
+  const std::string refused = error_of([&] { load_split(cfg, "train", 1, false, false, 1); });
+  EXPECT_TRUE(mentions(refused, "no labels found in " + (t / "labels/train")) &&
+              mentions(refused, "can not start training") && mentions(refused, t / "labels/train/a.txt"))
+      << refused;
+  EXPECT_EQ(load_split(cfg, "val", 1, false, false, 1).records.size(), 2u);
+  EXPECT_EQ(load_split(cfg, "train", 1, false, false, 1, /*evaluation=*/true).records.size(), 2u);
+  // One label file, even an empty one, is enough: the reference counts label files found.
+  write(t / "labels/train/a.txt", "");
+  EXPECT_EQ(load_split(cfg, "train", 1, false, false, 1).counts.found, 1);
+}
+
 TEST(LoadSplit, Coco128WhenPresent) {
   const std::string yaml = "/work/shared/datasets/coco128/coco128.yaml";
   if (!fs::exists(yaml)) GTEST_SKIP() << "coco128 not found at " << yaml;

@@ -1,6 +1,11 @@
-// JPEG and PNG in and out: round trips, EXIF orientation, and refusal of broken files.
+// JPEG and PNG in and out: round trips, EXIF orientation, damaged JPEGs decoded as far as they
+// go, and refusal of broken files and of headers declaring more pixels than PIL allows.
 #include "yolo/data/image_codec.h"
 
+#include <sys/resource.h>
+#include <zlib.h>
+
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
@@ -40,6 +45,48 @@ std::vector<uint8_t> with_orientation(std::vector<uint8_t> jpeg, uint16_t orient
   return jpeg;
 }
 
+// The JPEG with its frame header (SOF0, as tjCompress2 writes) declaring width x height.
+std::vector<uint8_t> jpeg_declaring(std::vector<uint8_t> jpeg, uint16_t width, uint16_t height) {
+  size_t p = 2;
+  while (p + 9 < jpeg.size() && !(jpeg[p] == 0xFF && jpeg[p + 1] == 0xC0))
+    p += 2 + (static_cast<size_t>(jpeg[p + 2]) << 8 | jpeg[p + 3]);
+  EXPECT_LT(p + 9, jpeg.size()) << "no SOF0 marker";
+  jpeg[p + 5] = static_cast<uint8_t>(height >> 8), jpeg[p + 6] = static_cast<uint8_t>(height);
+  jpeg[p + 7] = static_cast<uint8_t>(width >> 8), jpeg[p + 8] = static_cast<uint8_t>(width);
+  return jpeg;
+}
+
+// The PNG with its IHDR chunk declaring width x height (and a CRC that matches, so libpng reads it).
+std::vector<uint8_t> png_declaring(std::vector<uint8_t> png, uint32_t width, uint32_t height) {
+  auto put32 = [&](size_t at, uint32_t v) {
+    for (int i = 0; i < 4; ++i) png[at + i] = static_cast<uint8_t>(v >> (24 - 8 * i));
+  };
+  put32(16, width);  // signature (8), chunk length (4), "IHDR" (4), then width and height
+  put32(20, height);
+  put32(29, static_cast<uint32_t>(crc32(0, png.data() + 12, 17)));  // over "IHDR" + 13 data bytes
+  return png;
+}
+
+std::vector<uint8_t> encoded(const cv::Mat& img, bool png) {
+  const std::string path = temp_file(png ? "enc.png" : "enc.jpg");
+  png ? write_png(path, img) : write_jpeg(path, img, 95);
+  std::vector<uint8_t> bytes = read_file_bytes(path);
+  std::filesystem::remove(path);
+  return bytes;
+}
+
+// 256 high, 64 wide, smooth gradients: a file cut off half-way still shows its top rows exactly.
+cv::Mat gradient() {
+  cv::Mat m(256, 64, CV_8UC3);
+  for (int y = 0; y < m.rows; ++y)
+    for (int x = 0; x < m.cols; ++x) m.at<cv::Vec3b>(y, x) = cv::Vec3b(x * 4, y, 128);
+  return m;
+}
+
+bool mentions(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
 double mean_abs_diff(const cv::Mat& a, const cv::Mat& b) {
   return cv::norm(a, b, cv::NORM_L1) / static_cast<double>(a.total() * a.channels());
 }
@@ -68,7 +115,7 @@ TEST(ImageCodec, JpegRoundTripIsClose) {
   EXPECT_LT(mean_abs_diff(img, back), 4.0);
   ImageInfo info = probe_image(read_file_bytes(path), path);
   EXPECT_EQ(info.format, ImageFormat::Jpeg);
-  EXPECT_FALSE(info.truncated);
+  EXPECT_EQ(info.width, 40);
   std::filesystem::remove(path);
 }
 
@@ -98,8 +145,6 @@ TEST(ImageCodec, BrokenFilesAreRefusedWithTheirPath) {
   const std::string path = temp_file("broken.jpg");
   write_jpeg(path, quadrants());
   std::vector<uint8_t> bytes = read_file_bytes(path);
-  std::vector<uint8_t> cut(bytes.begin(), bytes.begin() + static_cast<long>(bytes.size() - 10));
-  EXPECT_TRUE(probe_image(cut, path).truncated);
   std::vector<uint8_t> header_only(bytes.begin(), bytes.begin() + 20);
   EXPECT_THROW(decode_image(header_only, path), Error);
   EXPECT_THROW(probe_image({}, path), Error);
@@ -113,4 +158,80 @@ TEST(ImageCodec, BrokenFilesAreRefusedWithTheirPath) {
   EXPECT_THROW(decode_image(png, "bad.png"), Error);
   EXPECT_THROW(read_image("/no/such/image.jpg"), Error);
   std::filesystem::remove(path);
+}
+
+TEST(ImageCodec, BytesAfterTheEndMarkerAreIgnored) {
+  const std::vector<uint8_t> jpeg = encoded(gradient(), false);
+  std::vector<uint8_t> padded = jpeg;
+  for (uint8_t b : {0x00, 0x13, 0xFF, 0xD8, 0x42, 0x0A}) padded.push_back(b);
+  std::string warning = "not cleared";
+  const cv::Mat back = decode_image(padded, "padded.jpg", &warning);
+  EXPECT_EQ(cv::norm(back, decode_image(jpeg, "plain.jpg"), cv::NORM_INF), 0.0);
+  EXPECT_TRUE(warning.empty()) << warning;
+}
+
+TEST(ImageCodec, CutJpegsDecodeWhatTheyHoldWithAWarning) {
+  const cv::Mat img = gradient();
+  const std::vector<uint8_t> jpeg = encoded(img, false);
+  const cv::Mat whole = decode_image(jpeg, "whole.jpg");
+  // Only the end-of-image marker missing: every pixel is there.
+  std::string warning;
+  const cv::Mat no_marker =
+      decode_image(std::vector<uint8_t>(jpeg.begin(), jpeg.end() - 2), "no_marker.jpg", &warning);
+  EXPECT_EQ(cv::norm(no_marker, whole, cv::NORM_INF), 0.0);
+  EXPECT_TRUE(mentions(warning, "Premature end of JPEG file")) << warning;
+  // Cut at 60%: the top rows decode as in the whole file (rows near the cut differ: chroma is
+  // interpolated with the missing rows), the rest is filled in.
+  const std::vector<uint8_t> cut(jpeg.begin(), jpeg.begin() + static_cast<long>(jpeg.size() * 6 / 10));
+  const cv::Mat part = decode_image(cut, "cut.jpg", &warning);
+  ASSERT_EQ(part.size(), img.size());
+  EXPECT_EQ(cv::norm(part.rowRange(0, 32), whole.rowRange(0, 32), cv::NORM_INF), 0.0);
+  EXPECT_GT(cv::norm(part.rowRange(224, 256), whole.rowRange(224, 256), cv::NORM_INF), 0.0);
+  EXPECT_FALSE(warning.empty());
+}
+
+TEST(ImageCodec, HeadersDeclaringTooManyPixelsAreRefusedBeforeDecoding) {
+  // 60000x60000 would be 10.8 GB of BGR pixels: refused from the header, naming the file.
+  const std::vector<uint8_t> jpeg = jpeg_declaring(encoded(gradient(), false), 60000, 60000);
+  const std::vector<uint8_t> png = png_declaring(encoded(gradient(), true), 60000, 60000);
+  for (const auto& [bytes, path] : {std::pair{jpeg, "/data/bomb.jpg"}, std::pair{png, "/data/bomb.png"}}) {
+    try {
+      probe_image(bytes, path);
+      ADD_FAILURE() << path << " was not refused";
+    } catch (const Error& e) {
+      EXPECT_TRUE(mentions(e.what(), path) && mentions(e.what(), "60000x60000") &&
+                  mentions(e.what(), "decompression-bomb")) << e.what();
+    }
+    EXPECT_THROW(decode_image(bytes, path), Error);
+  }
+  // PIL's limit itself: 9459^2 = 89,472,681 pixels pass the header check, 9460^2 do not.
+  EXPECT_EQ(probe_image(jpeg_declaring(jpeg, 9459, 9459), "ok.jpg").width, 9459);
+  EXPECT_EQ(probe_image(png_declaring(png, 9459, 9459), "ok.png").height, 9459);
+  EXPECT_THROW(probe_image(jpeg_declaring(jpeg, 9460, 9460), "big.jpg"), Error);
+  EXPECT_THROW(probe_image(png_declaring(png, 9460, 9460), "big.png"), Error);
+}
+
+// Pixels that do not fit in memory are an Error naming the file, not a std::bad_alloc or
+// cv::Exception that says nothing of it. The child process caps its address space to make the
+// 8000x8000 (192 MB) allocation fail.
+TEST(ImageCodecDeathTest, AllocationFailureNamesTheFile) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const std::vector<uint8_t> jpeg = jpeg_declaring(encoded(gradient(), false), 8000, 8000);
+  auto decode_with_little_memory = [&] {
+    std::ifstream status("/proc/self/status");
+    long vm_kb = 0;
+    for (std::string key; status >> key;)
+      if (key == "VmSize:") status >> vm_kb;
+    const rlim_t cap = static_cast<rlim_t>(vm_kb) * 1024 + (64u << 20);
+    const rlimit limit{cap, cap};
+    setrlimit(RLIMIT_AS, &limit);
+    try {
+      decode_image(jpeg, "/data/huge.jpg");
+    } catch (const Error& e) {
+      std::fprintf(stderr, "%s\n", e.what());
+      std::_Exit(mentions(e.what(), "/data/huge.jpg") ? 0 : 1);  // no exit handlers: OpenBLAS's hang here
+    }
+    std::_Exit(2);
+  };
+  EXPECT_EXIT(decode_with_little_memory(), ::testing::ExitedWithCode(0), "not enough memory");
 }

@@ -61,6 +61,20 @@ void write_jpeg_with_orientation(const std::string& file, const cv::Mat& image, 
       .write(reinterpret_cast<const char*>(jpeg.data()), static_cast<std::streamsize>(jpeg.size()));
 }
 
+void write_bytes(const std::string& file, const std::vector<uint8_t>& bytes) {
+  std::ofstream(file, std::ios::binary | std::ios::trunc)
+      .write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+}
+
+// A JPEG whose frame header (SOF0, as write_jpeg writes) declares side x side pixels.
+std::vector<uint8_t> declaring_size(std::vector<uint8_t> jpeg, uint16_t side) {
+  size_t p = 2;
+  while (p + 9 < jpeg.size() && !(jpeg[p] == 0xFF && jpeg[p + 1] == 0xC0))
+    p += 2 + (static_cast<size_t>(jpeg[p + 2]) << 8 | jpeg[p + 3]);
+  for (size_t at : {p + 5, p + 7}) jpeg[at] = static_cast<uint8_t>(side >> 8), jpeg[at + 1] = static_cast<uint8_t>(side);
+  return jpeg;
+}
+
 TEST_F(ImageIoTest, LoadImageRespectsExifOrientation) {
   // 32 wide, 16 high: left half black, right half white. Orientation 6 means "rotate 90 degrees
   // clockwise to display": upright it is 16 wide, 32 high, black on top.
@@ -93,6 +107,20 @@ TEST_F(ImageIoTest, BadFilesThrowNamingTheFile) {
   expect_error(path("empty.jpg"));
   std::ofstream(path("junk.jpg")) << "this is not a jpeg at all";
   expect_error(path("junk.jpg"));
+  // Refused from its header (PIL's pixel limit), never allocated: 60000^2 BGR would be 10.8 GB.
+  write_jpeg(path("small.jpg"), random_image(16, 16, 1));
+  write_bytes(path("bomb.jpg"), declaring_size(read_file_bytes(path("small.jpg")), 60000));
+  expect_error(path("bomb.jpg"));
+}
+
+TEST_F(ImageIoTest, CutJpegStillLoads) {
+  // The reference restores a JPEG cut short instead of dropping it; the loader decodes its rows.
+  write_jpeg(path("full.jpg"), random_image(40, 60, 7));
+  const std::vector<uint8_t> jpeg = read_file_bytes(path("full.jpg"));
+  write_bytes(path("cut.jpg"), std::vector<uint8_t>(jpeg.begin(), jpeg.end() - jpeg.size() / 3));
+  const LoadedImage li = load_image(path("cut.jpg"), 60, true);
+  EXPECT_EQ(li.w0, 60);
+  EXPECT_EQ(li.h0, 40);
 }
 
 TEST_F(ImageIoTest, ResizeLongSideUsesTheReferenceInterpolation) {

@@ -53,6 +53,15 @@ std::vector<uint8_t> with_orientation(std::vector<uint8_t> jpeg, uint8_t orienta
   return jpeg;
 }
 
+// The JPEG with its frame header (SOF0, as write_jpeg writes) declaring a size of side x side.
+std::vector<uint8_t> declaring_size(std::vector<uint8_t> jpeg, uint16_t side) {
+  size_t p = 2;
+  while (p + 9 < jpeg.size() && !(jpeg[p] == 0xFF && jpeg[p + 1] == 0xC0))
+    p += 2 + (static_cast<size_t>(jpeg[p + 2]) << 8 | jpeg[p + 3]);
+  for (size_t at : {p + 5, p + 7}) jpeg[at] = static_cast<uint8_t>(side >> 8), jpeg[at + 1] = static_cast<uint8_t>(side);
+  return jpeg;
+}
+
 bool mentions(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }
@@ -163,7 +172,7 @@ TEST(VerifyImageLabel, CorruptImagesAreSkippedWithTheFileNamed) {
     const char* expect;
   } cases[] = {
       {"zero.jpg", {}, "empty file (0 bytes)"},
-      {"cut.jpg", std::vector<uint8_t>(jpeg.begin(), jpeg.end() - 100), "truncated JPEG"},
+      {"bomb.jpg", declaring_size(jpeg, 60000), "60000x60000 = 3600000000 pixels"},
       {"noise.jpg", {0xFF, 0xD8, 0xFF, 0x00, 0x13, 0x77, 0xFF, 0xD9}, "corrupt JPEG"},
       {"text.png", {'h', 'e', 'l', 'l', 'o'}, "not a JPEG or PNG"},
   };
@@ -182,6 +191,36 @@ TEST(VerifyImageLabel, CorruptImagesAreSkippedWithTheFileNamed) {
   const PairCheck gone = verify_image_label(d.image("missing.jpg"), d.label("x.txt"), 1);
   EXPECT_FALSE(gone.usable);
   EXPECT_EQ(gone.counts.corrupt, 1);
+}
+
+// As the reference restores a JPEG that does not end in FF D9: decoded as far as it goes, used,
+// and reported. Bytes after the end marker are no damage at all.
+TEST(VerifyImageLabel, DamagedJpegsAreRestoredWithAWarning) {
+  TempDir d("restored");
+  write_text(d.label("cut.txt"), "0 0.5 0.5 0.5 0.5\n0 0.5 0.5 0.5 0.5\n");
+  write_jpeg(d.image("full.jpg"), picture(40, 48));
+  std::vector<uint8_t> jpeg;
+  {
+    std::ifstream in(d.image("full.jpg"), std::ios::binary);
+    jpeg.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  write_bytes(d.image("cut.jpg"), std::vector<uint8_t>(jpeg.begin(), jpeg.end() - 100));
+  const PairCheck cut = verify_image_label(d.image("cut.jpg"), d.label("cut.txt"), 1);
+  ASSERT_TRUE(cut.usable) << cut.warning;
+  EXPECT_EQ(cut.counts, (ScanCounts{1, 0, 0, 0, 1}));
+  EXPECT_EQ(cut.record.width, 48);
+  EXPECT_EQ(cut.record.height, 40);
+  EXPECT_EQ(cut.record.boxes.size(), 1u);
+  EXPECT_TRUE(mentions(cut.warning, d.image("cut.jpg")) && mentions(cut.warning, "corrupt JPEG restored") &&
+              mentions(cut.warning, "1 duplicate labels removed"))
+      << cut.warning;
+
+  jpeg.insert(jpeg.end(), {0x00, 0x42, 0xFF, 0xD8});
+  write_bytes(d.image("padded.jpg"), jpeg);
+  const PairCheck padded = verify_image_label(d.image("padded.jpg"), d.label("none.txt"), 1);
+  EXPECT_TRUE(padded.usable);
+  EXPECT_TRUE(padded.warning.empty()) << padded.warning;
+  EXPECT_EQ(padded.record.width, 48);
 }
 
 TEST(VerifyImageLabel, BadLabelsRefuseTheImageNamingFileAndRow) {

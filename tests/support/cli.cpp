@@ -1,0 +1,25 @@
+#include "tests/support/cli.h"
+
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <memory>
+
+namespace kestrel::testing {
+
+std::filesystem::path kestrel_binary() {
+  return std::filesystem::read_symlink("/proc/self/exe").parent_path() / "kestrel";
+}
+
+CliResult run_kestrel(const std::string& args) {
+  const std::string cmd = kestrel_binary().string() + " " + args + " 2>&1";
+  std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(cmd.c_str(), "r"), pclose);
+  std::string out;
+  std::array<char, 4096> buf;
+  while (size_t n = fread(buf.data(), 1, buf.size(), pipe.get())) out.append(buf.data(), n);
+  const int status = pclose(pipe.release());
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+}  // namespace kestrel::testing

@@ -1,0 +1,58 @@
+// The flag parser: integer flags are checked against the type they end up in, so an overflowing
+// value is a usage error (exit 2) rather than a silent wrap-around.
+#include "yolo/cli/args.h"
+
+#include <climits>
+
+#include "tests/support/cli.h"
+#include "tests/support/testing.h"
+
+using kestrel::cli::Args;
+using kestrel::cli::UsageError;
+using kestrel::testing::run_kestrel;
+
+namespace {
+
+const std::map<std::string, bool> kSpec = {{"epochs", true}, {"nc", true}, {"rect", false}};
+
+std::string usage_error_of(const std::vector<std::string>& argv, const char* flag) {
+  try {
+    Args(argv, kSpec).get_int32(flag, 0);
+  } catch (const UsageError& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+}  // namespace
+
+TEST(Args, Int32FlagsInRangeAreRead) {
+  const Args args({"--epochs", "2147483647", "--nc=-2147483648", "--rect"}, kSpec);
+  EXPECT_EQ(args.get_int32("epochs", 1), INT_MAX);
+  EXPECT_EQ(args.get_optional_int32("nc"), INT_MIN);
+  EXPECT_EQ(Args({}, kSpec).get_int32("epochs", 300), 300);
+  EXPECT_EQ(Args({}, kSpec).get_optional_int32("nc"), std::nullopt);
+  EXPECT_TRUE(args.has("rect"));
+}
+
+TEST(Args, Int32FlagsOutOfRangeAreUsageErrors) {
+  // 4294967304 = 2^32 + 8 would wrap to 8 in an int.
+  EXPECT_EQ(usage_error_of({"--epochs", "4294967304"}, "epochs"),
+            "--epochs 4294967304 is out of range (at most 2147483647)");
+  EXPECT_NE(usage_error_of({"--epochs", "-2147483649"}, "epochs"), "no error");
+  EXPECT_THROW(Args({"--nc", "99999999999"}, kSpec).get_optional_int32("nc"), UsageError);
+  // Beyond int64 too, and not a number at all.
+  EXPECT_NE(usage_error_of({"--epochs", "99999999999999999999"}, "epochs"), "no error");
+  EXPECT_NE(usage_error_of({"--epochs", "12x"}, "epochs"), "no error");
+}
+
+TEST(Args, CommandsRefuseOverflowingIntegersWithExitStatus2) {
+  for (const char* args : {"train --batch-size 4294967304", "train --epochs 99999999999",
+                           "train --img-size 4294967936", "val --weights w --batch-size 4294967304",
+                           "detect --weights w --source s --img-size 4294967936",
+                           "model --cfg models/yolov5n.yaml --nc 4294967297"}) {
+    const kestrel::testing::CliResult r = run_kestrel(args);
+    EXPECT_EQ(r.code, 2) << args << "\n" << r.out;
+    EXPECT_NE(r.out.find("is out of range"), std::string::npos) << args << "\n" << r.out;
+  }
+}
