@@ -4,6 +4,7 @@
 
 #include "engine/autograd.h"
 #include "engine/safetensors.h"
+#include "yolo/weights.h"
 
 namespace kestrel::yolo {
 namespace {
@@ -236,6 +237,7 @@ CheckpointInfo load_checkpoint(const std::string& path, const TrainingObjects& o
   KESTREL_CHECK(o.model, "load_checkpoint: no model given");
   const SafetensorsFile f = load_safetensors(path);
   CheckpointInfo info = info_from(f);
+  check_finite(f, path);  // a diverged run's weights would fail far from the cause
   restore(f, module_tensors(*o.model, "model."), "model");
   if (o.ema) {
     restore(f, module_tensors(o.ema->module(), "ema."), "EMA");

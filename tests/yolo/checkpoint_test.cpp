@@ -341,3 +341,35 @@ TEST(Checkpoint, ProgressMetadataRoundTrips) {
   EXPECT_FALSE(d.accumulated);
   std::remove(path.c_str());
 }
+
+// A diverged run's checkpoint (NaN in the EMA) is refused on --resume, naming the file and the
+// tensor, before anything is copied into the model.
+TEST(Checkpoint, NonFiniteTensorsAreNamedOnLoad) {
+  TrainingRun a(OptimizerKind::SGD);
+  a.train_epoch(0);
+  const std::string path = temp_path("nan_" + std::to_string(::getpid()) + ".safetensors");
+  save_checkpoint(path, a.objects(), a.info(0));
+  SafetensorsFile f = load_safetensors(path);
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  std::string poisoned;
+  for (const std::string& name : f.names()) {
+    Tensor t = f.get(name);
+    if (poisoned.empty() && name.rfind("ema.", 0) == 0 && is_floating(t.dtype())) {
+      std::vector<double> v = t.to_double_vector();
+      v[0] = std::nan("");
+      t = Tensor::from_vector(v, t.shape()).to(t.dtype());
+      poisoned = name;
+    }
+    tensors.emplace_back(name, t);
+  }
+  save_safetensors(path, tensors, f.metadata());
+  TrainingRun b(OptimizerKind::SGD);
+  try {
+    load_checkpoint(path, b.objects());
+    ADD_FAILURE() << "a checkpoint holding NaN was loaded";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(poisoned), std::string::npos) << e.what();
+  }
+  std::remove(path.c_str());
+}

@@ -165,7 +165,7 @@ int run_train(const std::vector<std::string>& raw) {
 
   const int nproc = args.get_int32("nproc-per-node", 1);
   if (nproc < 1) throw UsageError("--nproc-per-node must be >= 1");
-  const int max_restarts = static_cast<int>(args.get_int("max-restarts", 0));
+  const int max_restarts = args.get_int32("max-restarts", 0);
   if (max_restarts < 0) throw UsageError("--max-restarts must be >= 0");
   if (nproc > 1 || args.has("nnodes") || max_restarts > 0) {
     dist::LaunchOptions l;
