@@ -2,34 +2,20 @@
 // the numbers), and --sync-bn reaching the workers of a multi-process job.
 #include <sys/wait.h>
 
-#include <array>
 #include <cstdio>
 #include <filesystem>
-#include <memory>
 
 #include "tests/dist/spawn.h"
+#include "tests/support/cli.h"
 #include "tests/support/testing.h"
 
 namespace fs = std::filesystem;
 
 namespace {
 
-fs::path kestrel_binary() { return fs::read_symlink("/proc/self/exe").parent_path() / "kestrel"; }
+using kestrel::testing::kestrel_binary;
 
-struct Result {
-  int code;
-  std::string out;
-};
-
-Result run(const std::string& args) {
-  const std::string cmd = kestrel_binary().string() + " " + args + " 2>&1";
-  std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(cmd.c_str(), "r"), pclose);
-  std::string out;
-  std::array<char, 4096> buf;
-  while (size_t n = fread(buf.data(), 1, buf.size(), pipe.get())) out.append(buf.data(), n);
-  const int status = pclose(pipe.release());
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
+kestrel::testing::CliResult run(const std::string& args) { return kestrel::testing::run_kestrel(args); }
 
 fs::path scratch(const std::string& name) {
   fs::path p = fs::temp_directory_path() / ("kestrel_train_command_test_" + name);
@@ -45,7 +31,7 @@ const std::string kTiny =
 
 TEST(TrainCommand, RefusesALaunchThatEveryWorkerWouldFail) {
   const fs::path project = scratch("usage");
-  Result r = run(kTiny + " --batch-size 4 --nproc-per-node 3 --project " + project.string());
+  auto r = run(kTiny + " --batch-size 4 --nproc-per-node 3 --project " + project.string());
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_NE(r.out.find("--batch-size 4 must be a multiple of the world size 3"), std::string::npos) << r.out;
   EXPECT_FALSE(fs::exists(project)) << "a worker started";
@@ -59,7 +45,7 @@ TEST(TrainCommand, RefusesALaunchThatEveryWorkerWouldFail) {
 
 TEST(TrainCommand, SyncBnReachesTheWorkers) {
   const fs::path project = scratch("syncbn");
-  const Result r = run(kTiny + " --batch-size 4 --sync-bn --nproc-per-node 2 --max_restarts 0" +
+  const auto r = run(kTiny + " --batch-size 4 --sync-bn --nproc-per-node 2 --max_restarts 0" +
                        " --master-port " + std::to_string(kestrel::testing::free_port()) +
                        " --project " + project.string());
   ASSERT_EQ(r.code, 0) << r.out;
