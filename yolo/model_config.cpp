@@ -5,9 +5,9 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <utility>
 #include <fstream>
 #include <sstream>
+#include <utility>
 
 #include "kernels/error.h"
 
@@ -22,12 +22,12 @@ constexpr int64_t kMaxRepeats = 64;
 constexpr int64_t kMaxChannels = 8192;
 
 // The builder's scaling (yolo/model.cpp, as the reference's parse_model): repeats round half to
-// even, channels round up to a multiple of 8.
+// even, channels round up to a multiple of 8 (in double: any int64 argument stays defined).
 int64_t scaled_repeats(int number, double gd) {
   return number > 1 ? std::max<int64_t>(static_cast<int64_t>(std::nearbyint(number * gd)), 1) : number;
 }
-int64_t scaled_channels(int64_t c2, double gw) {
-  return static_cast<int64_t>(std::ceil(static_cast<double>(c2) * gw / 8.0)) * 8;
+double scaled_channels(int64_t c2, double gw) {
+  return std::ceil(static_cast<double>(c2) * gw / 8.0) * 8;
 }
 
 // Repeats and output channels of a row after the multiples, within the bounds above.
@@ -42,7 +42,7 @@ void check_size(const LayerRow& r, const ModelConfig& cfg) {
   if (!has_c2 || r.args.empty()) return;
   const int64_t c2 = r.args[0].as_int(r.where);
   KESTREL_CHECK(c2 >= 1, r.where, ": output channels must be at least 1, got ", c2);
-  const int64_t channels = scaled_channels(c2, cfg.width_multiple);
+  const double channels = scaled_channels(c2, cfg.width_multiple);
   KESTREL_CHECK(channels <= kMaxChannels, r.where, ": ", c2,
                 " output channels give ", channels, " at width_multiple ", cfg.width_multiple,
                 "; at most ", kMaxChannels, " are supported (yolov5x uses 1280): check the yaml");
