@@ -90,6 +90,11 @@ std::string fingerprint_difference(const RunFingerprint& rank0, const RunFingerp
       if (k0 == k) theirs = v0;
     if (theirs != v) out += str("  --", k, ": rank 0 has '", theirs, "', this rank '", v, "'\n");
   }
+  for (const auto& [k0, v0] : rank0.flags) {
+    bool mine_has = false;
+    for (const auto& [k, v] : mine.flags) mine_has |= k == k0;
+    if (!mine_has) out += str("  --", k0, ": rank 0 has '", v0, "', this rank (absent)\n");
+  }
   return out;
 }
 

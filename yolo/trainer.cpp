@@ -207,7 +207,7 @@ void Trainer::load_data() {
   barrier(rank_);  // rank 0 builds the label cache, the others then read it
   if (!rank_.main()) train_split_ = data::load_split(*dcfg_, "train", dcfg_->nc, o_.single_cls, true);
   out_->line("train: ", train_split_.summary);
-  for (const auto& w : train_split_.warnings) out_->line("train: WARNING ", w);
+  for (const auto& w : train_split_.warnings) out_->line("train: ", w);
   KESTREL_CHECK(!train_split_.records.empty(), "no usable training images in ", dcfg_->yaml_path,
                 ": check the `train` entry and the label files");
 }

@@ -65,7 +65,7 @@ int run_val(const std::vector<std::string>& argv) {
   yolo::data::DatasetSplit split = yolo::data::load_split(dcfg, task, dcfg.nc, vo.single_cls, true, 0,
                                                                      /*evaluation=*/true);
   std::printf("%s: %s\n", task.c_str(), split.summary.c_str());
-  for (const auto& w : split.warnings) std::printf("%s: WARNING %s\n", task.c_str(), w.c_str());
+  for (const auto& w : split.warnings) std::printf("%s: %s\n", task.c_str(), w.c_str());
   const std::string project = args.get("project", "runs/val");
   vo.save_dir = yolo::increment_path(project + "/" + args.get("name", "exp"), args.has("exist-ok"));
   std::filesystem::create_directories(vo.save_dir);

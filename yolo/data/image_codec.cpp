@@ -10,6 +10,7 @@
 #include <memory>
 #include <new>
 
+#include "engine/atomic_file.h"
 #include "kernels/error.h"
 
 namespace kestrel::yolo::data {
@@ -85,14 +86,9 @@ std::string out_of_memory(const std::string& path, const ImageInfo& info) {
 }
 
 void write_atomically(const std::string& path, const uint8_t* data, size_t n) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary);
-    KESTREL_CHECK(out, "cannot write '", tmp, "': check the directory exists and is writable");
-    out.write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(n));
-    KESTREL_CHECK(out.good(), "writing '", tmp, "' failed (disk full?)");
-  }
-  std::filesystem::rename(tmp, path);
+  AtomicFile out(path);
+  out.write(data, n);
+  out.commit();
 }
 
 }  // namespace
