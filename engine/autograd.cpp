@@ -1,10 +1,12 @@
 #include "engine/autograd.h"
 
 #include <atomic>
+#include <optional>
 #include <queue>
 #include <unordered_map>
 
 #include "engine/ops/elementwise.h"
+#include "engine/profiler.h"
 
 namespace kestrel::autograd {
 namespace {
@@ -169,8 +171,18 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
     for (const Tensor& g : inputs) any_gradient = any_gradient || g.defined();
     // A node no gradient reached is not run (its leaves' hooks do not fire in this backward);
     // its successors still get their dependency counts decremented.
-    std::vector<Tensor> outputs =
-        any_gradient ? node->apply(inputs) : std::vector<Tensor>(node->next_edges.size());
+    std::vector<Tensor> outputs;
+    if (any_gradient) {
+      std::optional<profiler::Scope> timed;  // named as the forward op: Conv2dBackward -> Conv2d
+      if (profiler::enabled()) {
+        std::string op = node->name();
+        if (op.ends_with("Backward")) op.resize(op.size() - 8);
+        timed.emplace(op, profiler::Phase::Backward);
+      }
+      outputs = node->apply(inputs);
+    } else {
+      outputs.resize(node->next_edges.size());
+    }
     if (!retain_graph) node->release_saved();
     KESTREL_CHECK(outputs.size() == node->next_edges.size(), node->name(), " returned ",
                   outputs.size(), " gradients for ", node->next_edges.size(), " inputs");

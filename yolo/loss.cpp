@@ -3,6 +3,7 @@
 #include <climits>
 #include <memory>
 
+#include "engine/profiler.h"
 #include "engine/autograd.h"
 #include "engine/stream.h"
 #include "kernels/yolo_loss.h"
@@ -146,6 +147,7 @@ ComputeLoss::ComputeLoss(const layers::Detect& detect, const Hyp& hyp)
 }
 
 LossResult ComputeLoss::operator()(const std::vector<Tensor>& preds, const Tensor& targets_in) const {
+  const profiler::Scope timed("YoloLoss", profiler::Phase::Forward);
   check_inputs(preds, targets_in, nl_, na_, nc_);
   auto st = std::make_shared<LossState>();
   st->device = preds[0].device();

@@ -5,6 +5,7 @@
 #include <set>
 #include <sstream>
 
+#include "engine/profiler.h"
 #include "engine/autograd.h"
 #include "engine/stream.h"
 #include "layers/conv.h"
@@ -110,6 +111,7 @@ std::vector<Tensor> Optimizer::parameters() const {
 }
 
 void Optimizer::step() {
+  const profiler::Scope timed("OptimizerStep", profiler::Phase::Update);
   autograd::NoGradGuard no_grad;
   for (size_t gi = 0; gi < groups_.size(); ++gi) {
     if (kind_ == OptimizerKind::SGD)
@@ -287,6 +289,7 @@ Tensor grad_norm(const std::vector<Tensor>& params) {
 }
 
 Tensor clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
+  const profiler::Scope timed("ClipGradNorm", profiler::Phase::Update);
   KESTREL_CHECK(max_norm > 0, "clip_grad_norm: max_norm must be positive, got ", max_norm);
   Tensor norm = grad_norm(params);
   std::vector<Tensor> grads = gradients_of(params);

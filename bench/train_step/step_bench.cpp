@@ -13,6 +13,7 @@
 #include "bench/kernels/bench_common.h"
 #include "engine/allocator.h"
 #include "engine/ops/layout.h"
+#include "engine/profiler.h"
 #include "engine/random.h"
 #include "engine/stream.h"
 #include "yolo/data/augment_pipeline.h"
@@ -173,6 +174,8 @@ StepResult run_step_bench(const StepConfig& c) {
 
   for (int i = 0; i < c.warmup; ++i) step();
   waited_s = 0;
+  profiler::reset();
+  profiler::enable(c.profile);
   double seconds = 0;
   if (c.device.is_cuda()) {
     // Device time between two events on the compute stream; the host may run ahead inside.
@@ -194,6 +197,9 @@ StepResult run_step_bench(const StepConfig& c) {
     seconds = std::chrono::duration<double>(Clock::now() - t0).count();
     r.peak_mem_mb = max_rss_mb();
   }
+  profiler::enable(false);
+  if (c.profile) std::fprintf(stderr, "%s, batch %d, %d steps:\n%s", c.model.c_str(), c.batch, c.iters,
+                              profiler::table(c.iters).c_str());
   r.ms_per_step = 1e3 * seconds / c.iters;
   r.images_per_s = c.batch * c.iters / seconds;
   const DevicePeak peak = device_peak(c.device);

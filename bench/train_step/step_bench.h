@@ -19,6 +19,7 @@ struct StepConfig {
   std::string data;  // empty: synthetic device-resident batches; else a dataset yaml or "synthetic"
   int workers = 4;
   uint64_t seed = 0;
+  bool profile = false;  // print the per-op time table of the timed steps to stderr
 };
 
 struct StepResult {

@@ -1,5 +1,6 @@
 #include "engine/ops/batchnorm.h"
 
+#include "engine/profiler.h"
 #include "engine/ops/common.h"
 #include "kernels/batchnorm.h"
 
@@ -195,6 +196,7 @@ void check_args(const Tensor& x, const Tensor& weight, const Tensor& bias,
 Tensor batch_norm(const Tensor& x_, const Tensor& weight_, const Tensor& bias_,
                   const Tensor& running_mean, const Tensor& running_var, bool training,
                   double momentum, double eps) {
+  const profiler::Scope timed("BatchNorm", profiler::Phase::Forward);
   check_args(x_, weight_, bias_, running_mean, running_var, training, momentum, eps);
   const Tensor x = x_.contiguous(), weight = weight_.contiguous(), bias = bias_.contiguous();
   Tensor mean = running_mean, var = running_var, count;

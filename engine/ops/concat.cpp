@@ -1,5 +1,6 @@
 #include "engine/ops/concat.h"
 
+#include "engine/profiler.h"
 #include "engine/ops/common.h"
 #include "kernels/concat.h"
 
@@ -72,6 +73,7 @@ int64_t checked_dim(const std::vector<Tensor>& xs, int64_t dim) {
 }  // namespace
 
 Tensor concat(const std::vector<Tensor>& xs, int64_t requested_dim) {
+  const profiler::Scope timed("Concat", profiler::Phase::Forward);
   const int64_t dim = checked_dim(xs, requested_dim);
 
   Shape out_shape = xs[0].shape();

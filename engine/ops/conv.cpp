@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <optional>
 
+#include "engine/profiler.h"
 #include "engine/ops/common.h"
 
 namespace kestrel::ops {
@@ -134,6 +135,7 @@ struct Conv2dBackward : autograd::Node {
 }  // namespace
 
 Tensor conv2d(const Tensor& x_, const Tensor& w_, const Tensor& b_, const Conv2dParams& p) {
+  const profiler::Scope timed("Conv2d", profiler::Phase::Forward);
   check_compatible("conv2d", x_, w_, false);
   const Conv2dShape s = conv_shape(x_.shape(), w_.shape(), p);
   check_dtype("conv2d", x_);

@@ -1,5 +1,6 @@
 #include "engine/ops/elementwise.h"
 
+#include "engine/profiler.h"
 #include "engine/ops/common.h"
 #include "kernels/elementwise.h"
 
@@ -10,6 +11,7 @@ using kernels::Binary;
 using kernels::Unary;
 
 Tensor binary_raw(Binary op, const Tensor& a_, const Tensor& b_, double alpha = 1.0) {
+  const profiler::Scope timed("Elementwise", profiler::Phase::Forward);
   check_compatible("elementwise op", a_, b_);
   Tensor a = a_.contiguous(), b = b_.contiguous();
   Tensor out = Tensor::empty_like(a);
@@ -87,6 +89,7 @@ struct UnaryBackward : autograd::Node {
 };
 
 Tensor unary(Unary op, const Tensor& x_) {
+  const profiler::Scope timed(op == Unary::Silu ? "Silu" : "Sigmoid", profiler::Phase::Forward);
   Tensor x = x_.contiguous();
   Tensor y = Tensor::empty_like(x);
   if (x.device().is_cpu()) {

@@ -1,5 +1,6 @@
 #include "engine/ops/layout.h"
 
+#include "engine/profiler.h"
 #include "engine/ops/common.h"
 #include "kernels/layout.h"
 
@@ -67,6 +68,7 @@ Tensor nhwc_to_nchw(const Tensor& x) {
 }
 
 Tensor images_to_input(const Tensor& images_, DType dtype, double scale) {
+  const profiler::Scope timed("ImagesToInput", profiler::Phase::Forward);
   check_4d("images_to_input", "u8 NHWC [N, H, W, C]", images_);
   KESTREL_CHECK(images_.dtype() == DType::U8, "images_to_input: expects uint8 images, got ",
                 images_.describe(), "; float images only need a multiply (ops::mul)");

@@ -1,5 +1,6 @@
 #include "engine/ops/pool.h"
 
+#include "engine/profiler.h"
 #include "engine/ops/common.h"
 #include "kernels/maxpool.h"
 
@@ -59,6 +60,7 @@ kernels::PoolShape checked_geometry(const Tensor& x, int64_t kernel, int64_t str
 }  // namespace
 
 Tensor max_pool2d(const Tensor& x_, int64_t kernel, int64_t stride, int64_t padding) {
+  const profiler::Scope timed("MaxPool2d", profiler::Phase::Forward);
   const kernels::PoolShape g = checked_geometry(x_, kernel, stride, padding);
   Tensor x = x_.contiguous();
   Tensor y = Tensor::empty({g.n, g.out_h, g.out_w, g.c}, x.dtype(), x.device());

@@ -2,6 +2,7 @@
 // moves. Views share storage; their backward maps the gradient back onto the input's geometry.
 #include <numeric>
 
+#include "engine/profiler.h"
 #include "engine/autograd.h"
 #include "engine/tensor.h"
 
@@ -141,6 +142,7 @@ Tensor Tensor::slice(int64_t d, int64_t start, int64_t end, int64_t step) const 
 Tensor Tensor::contiguous() const { return is_contiguous() ? *this : clone(); }
 
 Tensor Tensor::clone() const {
+  const profiler::Scope timed("Copy", profiler::Phase::Forward);
   Tensor out = Tensor::empty(shape(), dtype(), device());
   out.copy_(*this);
   if (auto node = autograd::make_node<IdentityBackward>({this})) autograd::set_history(out, node);

@@ -1,5 +1,6 @@
 #include "engine/ops/upsample.h"
 
+#include "engine/profiler.h"
 #include "engine/ops/common.h"
 #include "kernels/upsample.h"
 
@@ -31,6 +32,7 @@ struct Upsample2xBackward : autograd::Node {
 }  // namespace
 
 Tensor upsample_nearest2x(const Tensor& x_) {
+  const profiler::Scope timed("Upsample2x", profiler::Phase::Forward);
   KESTREL_CHECK(x_.defined(), "upsample_nearest2x: undefined input");
   KESTREL_CHECK(x_.dim() == 4, "upsample_nearest2x: expects an NHWC tensor [N, H, W, C], got ",
                 x_.describe(), "; convert NCHW data with ops::nchw_to_nhwc");
