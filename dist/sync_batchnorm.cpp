@@ -14,7 +14,6 @@ using kernels::BatchNormShape;
 
 DType param_dtype(DType x) { return x == DType::F64 ? DType::F64 : DType::F32; }
 BatchNormShape shape_of(const Tensor& x) { return {x.size(0) * x.size(1) * x.size(2), x.size(3)}; }
-const float* f32(const Tensor& t) { return t.defined() ? t.data<float>() : nullptr; }
 cudaStream_t stream_of(const Tensor& t) { return current_stream(t.device()).handle(); }
 
 // The ranks' moments gathered and merged into one packed buffer covering the global batch.

@@ -1,6 +1,6 @@
 // Memory for tensors. A caching allocator keeps freed blocks per (device, stream) and hands them
 // out again, so a steady-state training step makes no cudaMalloc calls. The same caching core
-// serves pinned host memory; plain CPU memory comes from aligned malloc.
+// serves pinned host memory and plain CPU memory (64-byte aligned).
 #pragma once
 #include <cstddef>
 #include <cstdint>

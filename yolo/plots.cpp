@@ -190,7 +190,7 @@ void plot_batch(const Tensor& images_in, const std::vector<PlotBox>& boxes,
       const cv::Point p2(cell.x + static_cast<int>(b.x2 * scale), cell.y + static_cast<int>(b.y2 * scale));
       cv::rectangle(mosaic, p1, p2, class_colour(b.cls), 2);
       std::string text = b.cls >= 0 && b.cls < static_cast<int>(names.size()) ? names[b.cls] : std::to_string(b.cls);
-      if (b.conf >= 0) text += " " + short_number(b.conf);
+      if (b.conf >= 0) text.append(1, ' ').append(short_number(b.conf));
       draw_label(mosaic, text, p1, class_colour(b.cls));
     }
   }
