@@ -6,6 +6,7 @@
 #include "engine/ops/batchnorm.h"
 #include "engine/ops/conv.h"
 #include "engine/ops/elementwise.h"
+#include "engine/ops/fold_bn.h"
 
 namespace kestrel::layers {
 
@@ -27,11 +28,12 @@ Conv2d::Conv2d(int64_t c1, int64_t c2, int64_t k, int64_t s, int64_t p, bool wit
   }
 }
 
-Tensor Conv2d::forward(const Tensor& x) {
-  Tensor w = weight, b = bias;
-  if (x.dtype() != weight.dtype()) {  // mixed precision: compute in the activations' type
-    w = weight.to(x.dtype());
-    if (b.defined()) b = bias.to(x.dtype());
+Tensor Conv2d::forward(const Tensor& x) { return forward_with(x, weight, bias); }
+
+Tensor Conv2d::forward_with(const Tensor& x, Tensor w, Tensor b) {
+  if (x.dtype() != w.dtype()) {  // mixed precision: compute in the activations' type
+    w = w.to(x.dtype());
+    if (b.defined()) b = b.to(x.dtype());
   }
   Tensor y = ops::conv2d(x, w, b, ops::Conv2dParams{stride, stride, padding, padding});
   last_macs_ = y.numel() * in_channels * kernel * kernel;
@@ -63,6 +65,14 @@ Conv::Conv(int64_t c1, int64_t c2, int64_t k, int64_t s, std::optional<int64_t> 
   bn = register_module("bn", std::make_shared<BatchNorm2d>(c2, 1e-3, 0.03));
 }
 
-Tensor Conv::forward(const Tensor& x) { return ops::silu(bn->forward(conv->forward(x))); }
+// Inference (eval mode without gradients) folds BN into the convolution, as the reference's val
+// and detect run a fused model: one pass over the activations fewer. Training, and eval that
+// tracks gradients, keep conv -> BN -> SiLU.
+Tensor Conv::forward(const Tensor& x) {
+  if (is_training() || autograd::grad_enabled()) return ops::silu(bn->forward(conv->forward(x)));
+  const ops::FoldedConv f =
+      ops::fold_batch_norm(conv->weight, bn->weight, bn->bias, bn->running_mean, bn->running_var, bn->eps);
+  return ops::silu(conv->forward_with(x, f.weight, f.bias));
+}
 
 }  // namespace kestrel::layers

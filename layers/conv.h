@@ -15,6 +15,8 @@ class Conv2d : public UnaryModule {
   // ±1/sqrt(fan_in) (kaiming_uniform with a = sqrt(5)), drawn from `gen`.
   Conv2d(int64_t c1, int64_t c2, int64_t k, int64_t s, int64_t p, bool bias, Generator& gen);
   Tensor forward(const Tensor& x) override;
+  // The same convolution with other weights of this layer's shape (BN-folded ones, in eval).
+  Tensor forward_with(const Tensor& x, Tensor w, Tensor b);
   std::string type_name() const override { return "torch.nn.modules.conv.Conv2d"; }
 
   // Multiply-accumulates of the last forward (for the model's GFLOPs figure).
