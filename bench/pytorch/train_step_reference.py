@@ -3,7 +3,8 @@
 
 Runs forward, the reference's ComputeLoss, backward, gradient clipping at norm 10 and its SGD
 (smart_optimizer groups) on one resident random batch (u8 images, 4 boxes per image), as
-`train_step --device cpu` does, and prints one JSON line per configuration with the same keys.
+`train_step --device cpu` does, and prints one JSON line per configuration with the same keys. With --forward-only it times
+inference instead, as `train_step --forward-only` does.
 
     /usr/bin/python3 bench/pytorch/train_step_reference.py --yolov5 /tmp/yolov5 \\
         --model yolov5n --img-size 320 --batch-size 16 --iters 5 --warmup 1 --threads 2
@@ -30,6 +31,8 @@ def main():
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--channels-last", action="store_true", help="NHWC memory format, as Kestrel")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--forward-only", action="store_true",
+                   help="inference as the reference's val.py runs it: fused model, eval, no_grad")
     a = p.parse_args()
     sys.path.insert(0, a.yolov5)
     import torch
@@ -74,13 +77,24 @@ def main():
         optimizer.zero_grad()
         return float(items.sum())
 
+    if a.forward_only:
+        model = model.fuse().eval()
+
+        def step():
+            with torch.no_grad():
+                x = images.float() / 255
+                if a.channels_last:
+                    x = x.contiguous(memory_format=torch.channels_last)
+                return float(model(x)[0].numel())
+
     for _ in range(a.warmup):
         step()
     t0 = time.perf_counter()
     for _ in range(a.iters):
         loss = step()
     seconds = time.perf_counter() - t0
-    print(json.dumps({"bench": "train_step_reference", "model": a.model, "img_size": a.img_size,
+    print(json.dumps({"bench": "train_step_reference", "mode": "inference" if a.forward_only else "train",
+                      "model": a.model, "img_size": a.img_size,
                       "batch": a.batch_size, "threads": a.threads, "channels_last": a.channels_last,
                       "iters": a.iters, "warmup": a.warmup,
                       "images_per_s": round(a.batch_size * a.iters / seconds, 3),

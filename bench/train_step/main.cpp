@@ -43,7 +43,8 @@ int to_int(const std::string& flag, const std::string& v) {
 const char* kUsage =
     "usage: train_step --model M[,M2] --img-size S --batch-size B[,B2] --amp bf16|fp16|off[,..]\n"
     "                  --device cpu|0 --iters N [--warmup K] [--data D.yaml|synthetic] [--workers W]\n"
-    "                  [--profile]   per-op forward/backward/update time table on stderr\n";
+    "                  [--profile]   per-op forward/backward/update time table on stderr\n"
+    "                  [--forward-only]   inference instead: eval mode, no gradients, BN folded\n";
 
 }  // namespace
 
@@ -51,7 +52,7 @@ int main(int argc, char** argv) {
   std::map<std::string, std::string> args{{"model", "yolov5s"}, {"img-size", "640"}, {"batch-size", "16"},
                                           {"amp", "off"},       {"device", "cpu"},    {"iters", "10"},
                                           {"warmup", "2"},      {"data", ""},         {"workers", "4"},
-                                          {"profile", "0"}};
+                                          {"profile", "0"},     {"forward-only", "0"}};
   try {
     for (int i = 1; i < argc; ++i) {
       std::string a = argv[i];
@@ -64,7 +65,7 @@ int main(int argc, char** argv) {
       if (const size_t eq = key.find('='); eq != std::string::npos) {
         value = key.substr(eq + 1);
         key = key.substr(0, eq);
-      } else if (key == "profile") {  // a bare switch
+      } else if (key == "profile" || key == "forward-only") {  // bare switches
         value = "1";
       } else {
         KESTREL_CHECK(i + 1 < argc, "train_step: --", key, " needs a value");
@@ -80,6 +81,7 @@ int main(int argc, char** argv) {
     base.workers = to_int("--workers", args["workers"]);
     base.data = args["data"];
     base.profile = args["profile"] != "0";
+    base.forward_only = args["forward-only"] != "0";
     base.device = kestrel::Device::parse(args["device"]);
     KESTREL_CHECK(base.device.is_cpu() || kestrel::cuda_available(), "train_step --device ", args["device"],
                   ": no CUDA device here; use --device cpu");

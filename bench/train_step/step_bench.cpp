@@ -12,6 +12,7 @@
 
 #include "bench/kernels/bench_common.h"
 #include "engine/allocator.h"
+#include "engine/autograd.h"
 #include "engine/ops/layout.h"
 #include "engine/profiler.h"
 #include "engine/random.h"
@@ -158,7 +159,15 @@ StepResult run_step_bench(const StepConfig& c) {
   if (!feed) resident = random_batch(c.batch, c.img_size, nc, c.device, c.seed);
 
   double waited_s = 0;
+  KESTREL_CHECK(!c.forward_only || !feed, "train_step --forward-only runs on resident batches; leave out --data");
+  if (c.forward_only) model.train(false);
   auto step = [&] {
+    if (c.forward_only) {
+      autograd::NoGradGuard no_grad;
+      Tensor x = ops::images_to_input(resident.images, compute);
+      r.last_loss = model.forward(x)[0].numel();
+      return;
+    }
     yolo::data::DeviceBatch db = feed ? feed->next(waited_s) : yolo::data::DeviceBatch{resident.images, resident.targets};
     Tensor x = ops::images_to_input(db.images, compute);
     std::vector<Tensor> preds = model.forward(x);
@@ -204,7 +213,7 @@ StepResult run_step_bench(const StepConfig& c) {
   r.images_per_s = c.batch * c.iters / seconds;
   const DevicePeak peak = device_peak(c.device);
   const double peak_flops = compute == DType::F32 ? peak.fp32_flop_per_s : peak.tensor_flop_per_s;
-  r.mfu = peak_flops > 0 ? 3.0 * r.gflops_per_image * 1e9 * r.images_per_s / peak_flops : 0.0;
+  r.mfu = peak_flops > 0 ? (c.forward_only ? 1.0 : 3.0) * r.gflops_per_image * 1e9 * r.images_per_s / peak_flops : 0.0;
   if (feed) r.data_wait_pct = 100.0 * waited_s / seconds;
   return r;
 }
@@ -212,8 +221,8 @@ StepResult run_step_bench(const StepConfig& c) {
 namespace {
 std::string head(const StepConfig& c) {
   char buf[512];
-  std::snprintf(buf, sizeof buf, R"({"bench":"train_step","model":"%s","img_size":%d,"batch":%d,"amp":"%s","device":"%s","iters":%d,"warmup":%d,"data":"%s")",
-                c.model.c_str(), c.img_size, c.batch, c.amp.c_str(), c.device.str().c_str(), c.iters, c.warmup,
+  std::snprintf(buf, sizeof buf, R"({"bench":"train_step","mode":"%s","model":"%s","img_size":%d,"batch":%d,"amp":"%s","device":"%s","iters":%d,"warmup":%d,"data":"%s")",
+                c.forward_only ? "inference" : "train", c.model.c_str(), c.img_size, c.batch, c.amp.c_str(), c.device.str().c_str(), c.iters, c.warmup,
                 c.data.empty() ? "resident" : c.data.c_str());
   return buf;
 }

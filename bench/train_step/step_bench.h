@@ -20,6 +20,7 @@ struct StepConfig {
   int workers = 4;
   uint64_t seed = 0;
   bool profile = false;  // print the per-op time table of the timed steps to stderr
+  bool forward_only = false;  // inference: eval mode, no gradients (val/detect's forward)
 };
 
 struct StepResult {
