@@ -1,6 +1,7 @@
 #include "engine/device.h"
 
 #include <cuda_runtime.h>
+#include <unistd.h>
 
 #include <cctype>
 
@@ -25,13 +26,32 @@ Device Device::parse(const std::string& text) {
 
 std::string Device::str() const { return is_cpu() ? std::string("cpu") : "cuda:" + std::to_string(index); }
 
+namespace {
+
+// An NVIDIA kernel driver is loaded when its control node or proc entry exists. Without one a
+// CUDA failure means "no GPU here"; with one it means a broken install.
+bool nvidia_driver_present() {
+  return ::access("/dev/nvidiactl", F_OK) == 0 || ::access("/proc/driver/nvidia/version", F_OK) == 0;
+}
+
+}  // namespace
+
+std::string cuda_init_problem(cudaError_t e, bool driver_present) {
+  if (e == cudaSuccess || e == cudaErrorNoDevice || !driver_present) return "";
+  return str("CUDA failed to initialise (", cudaGetErrorName(e), ": ", cudaGetErrorString(e),
+             ") although an NVIDIA driver is loaded. Check `nvidia-smi`, that the driver supports the CUDA ",
+             CUDART_VERSION / 1000, ".", CUDART_VERSION % 1000 / 10,
+             " runtime Kestrel was built with, and CUDA_VISIBLE_DEVICES; or train on the CPU with --device cpu");
+}
+
 int cuda_device_count() {
   int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess) {
-    cudaGetLastError();  // clear the sticky "no driver" error
-    return 0;
-  }
-  return n;
+  const cudaError_t e = cudaGetDeviceCount(&n);
+  if (e == cudaSuccess) return n;
+  cudaGetLastError();  // clear the sticky error
+  const std::string problem = cuda_init_problem(e, nvidia_driver_present());
+  KESTREL_CHECK(problem.empty(), problem);
+  return 0;
 }
 
 bool cuda_available() { return cuda_device_count() > 0; }

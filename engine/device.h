@@ -1,5 +1,7 @@
 // Where a tensor lives: the CPU or one CUDA device.
 #pragma once
+#include <cuda_runtime.h>
+
 #include <string>
 
 namespace kestrel {
@@ -20,8 +22,13 @@ struct Device {
   bool operator==(const Device&) const = default;
 };
 
-// Number of usable CUDA devices; 0 when there is no driver or no device (never throws).
+// 0 where there is no GPU (no NVIDIA driver, or no device); throws where a driver is loaded but
+// CUDA cannot initialise (a broken install must not look like "no GPU": GPU tests would skip and
+// training would silently fall back to the CPU).
 int cuda_device_count();
+// What is wrong when cudaGetDeviceCount answered `e` ("" when nothing is: success, no device, or
+// no driver at all).
+std::string cuda_init_problem(cudaError_t e, bool driver_present);
 bool cuda_available();
 
 // Makes a CUDA device current for the scope (no-op for the CPU).

@@ -21,7 +21,8 @@ fi
 libpath=$(IFS=:; echo "${dirs[*]}")
 export LD_LIBRARY_PATH="$libpath${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 echo "run-gpu-suite: CUDA libraries from: $libpath" | tee "$out/summary.txt"
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null | tee -a "$out/summary.txt"
+gpus=$(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null)
+[[ -n $gpus ]] && echo "$gpus" | tee -a "$out/summary.txt"
 
 cd "$here"  # tests read models/ relative to the bundle root
 pass=0 fail=0 skip=0
@@ -41,6 +42,12 @@ for t in bin/tests/*_cuda_test ${KESTREL_ALL_TESTS:+bin/tests/*_test}; do
   echo "$status  $name  ${secs}s" | tee -a "$out/summary.txt"
 done
 echo "tests: $pass passed, $fail failed, $skip skipped" | tee -a "$out/summary.txt"
+# A GPU that nvidia-smi sees but the tests skip is a broken CUDA set-up, not a pass.
+if [[ -n $gpus ]] && ((skip > 0)); then
+  echo "run-gpu-suite: nvidia-smi lists a GPU but $skip test binaries skipped: CUDA cannot be used (see their logs)" |
+    tee -a "$out/summary.txt"
+  fail=$((fail + skip))
+fi
 
 if [[ -x bin/bench_kernels && -z "${KESTREL_NO_BENCH:-}" ]]; then
   bin/bench_kernels --benchmark_filter="${KESTREL_BENCH_FILTER:-^[A-Za-z0-9_]+/1/}" --benchmark_min_time=0.2 \

@@ -97,7 +97,7 @@ const Command kTrainCommand = {
     "                     [--save-period -1] [--seed 0] [--deterministic] [--amp bf16|fp16|off]\n"
     "                     [--nproc-per-node N] [--nnodes M --node-rank R --master-addr A\n"
     "                     --master-port P] [--bucket-cap-mb 4] [--no-overlap] [--trace FILE]\n"
-    "                     [--dist-timeout 300] [--check-sync] [--max-restarts 0]\n"
+    "                     [--dist-timeout 10800] [--check-sync] [--max-restarts 0]\n"
     "  --batch-size is the total over all ranks; --data defaults to the built-in synthetic set.\n"
     "  --max-restarts K: when a worker dies, restart all of them (resuming from this run's newest\n"
     "  last.safetensors) up to K times.\n",
@@ -156,7 +156,7 @@ int run_train(const std::vector<std::string>& raw) {
   o.no_overlap = args.has("no-overlap");
   o.trace = args.get("trace", "");
   o.check_sync = args.has("check-sync");
-  o.dist_timeout = args.get_double("dist-timeout", 300);
+  o.dist_timeout = args.get_double("dist-timeout", o.dist_timeout);
   o.max_batches = args.get_int32("max-batches", 0);
   if (o.epochs < 1 || o.batch_size < 1 || o.img_size < 32 || o.workers < 0)
     throw UsageError("--epochs and --batch-size must be >= 1, --img-size >= 32, --workers >= 0");
