@@ -296,6 +296,11 @@ SafetensorsFile load_safetensors(const std::string& path) {
                        "file, or truncated"));
   uint8_t length[8];
   file.read(0, length, 8);
+  // PyTorch's .pt files are zip archives ("PK\3\4"), or raw pickles (protocol opcode 0x80) in
+  // the legacy format: say what the file is and how to convert it.
+  if ((length[0] == 'P' && length[1] == 'K' && length[2] == 3 && length[3] == 4) || length[0] == 0x80)
+    bad_file(path, "it is a PyTorch checkpoint (.pt), not safetensors; convert it with "
+                   "`python3 scripts/convert_ultralytics.py IN.pt OUT.safetensors --yolov5 PATH_TO_YOLOV5`");
   uint64_t n = 0;
   for (int i = 7; i >= 0; --i) n = (n << 8) | length[i];
   if (n > kMaxHeaderBytes)

@@ -228,7 +228,11 @@ void Trainer::build_model() {
         p.set_requires_grad(false);
       }
   gs_ = std::max(static_cast<int>(*std::max_element(model_->strides().begin(), model_->strides().end())), 32);
-  KESTREL_CHECK(o_.img_size % gs_ == 0, "--img-size ", o_.img_size, " must be a multiple of the max stride ", gs_);
+  if (o_.img_size % gs_ != 0) {  // the reference's check_img_size: round up, say so
+    const int fixed = (o_.img_size + gs_ - 1) / gs_ * gs_;
+    out_->line("WARNING: --img-size ", o_.img_size, " must be a multiple of the max stride ", gs_, ", updating to ", fixed);
+    o_.img_size = fixed;
+  }
 
   std::vector<std::pair<std::string, Shape>> shapes;
   for (const auto& [n, p] : model_->named_parameters()) shapes.emplace_back(n, p.shape());

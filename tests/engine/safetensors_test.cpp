@@ -394,3 +394,10 @@ TEST_F(Safetensors, RefusesNegativeFractionalAndHugeDimensions) {
 TEST_F(Safetensors, RefusesHostileNesting) {
   expect_refused(file_bytes("{\"w\":" + std::string(10000, '[')), "nesting deeper");
 }
+
+// A PyTorch .pt given where safetensors is expected (zip archive, or a legacy raw pickle) is
+// named as such, with the converter, instead of "header length field says 578712552184433488".
+TEST_F(Safetensors, PyTorchCheckpointsAreNamedWithTheConverter) {
+  expect_refused(std::string("PK\x03\x04", 4) + std::string(60, '\0'), "a PyTorch checkpoint (.pt)");
+  expect_refused(std::string("\x80\x02\x8a\x0a", 4) + std::string(60, '\0'), "scripts/convert_ultralytics.py");
+}

@@ -275,7 +275,19 @@ TEST(Trainer, BadFlagsAndDataFailClearly) {
   EXPECT_EQ(run(k + " train --batch-size 0"), 2);
   EXPECT_EQ(run(k + " train --data /no/such/data.yaml --device cpu --project " + scratch("bad").string()), 1);
   yolo::TrainOptions o = tiny(scratch("bad2"));
-  o.batch_size = 3;
-  o.img_size = 70;  // not a multiple of the stride
+  o.cfg = "models/no-such-model.yaml";
   EXPECT_THROW(yolo::train(o), Error);
+}
+
+// As the reference's check_img_size: an --img-size that is no multiple of the stride is rounded up
+// with a warning, and the run (and its checkpoint) uses the rounded size.
+TEST(Trainer, ImageSizeIsRoundedUpToTheStride) {
+  const fs::path p = scratch("imgsize");
+  yolo::TrainOptions o = tiny(p);
+  o.epochs = 1;
+  o.max_batches = 1;
+  o.img_size = 70;
+  ASSERT_EQ(yolo::train(o), 0);
+  const std::string options = load_safetensors((p / "exp/weights/last.safetensors").string()).metadata().at("options");
+  EXPECT_NE(options.find("\"imgsz\":\"96\""), std::string::npos) << options;
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <vector>
 
 namespace kestrel::cli {
 namespace {
@@ -27,7 +28,19 @@ Args::Args(const std::vector<std::string>& argv, const std::map<std::string, boo
     }
     name = canonical(name);
     auto it = spec.find(name);
-    if (it == spec.end()) throw UsageError("unknown flag --" + name);
+    if (it == spec.end()) {  // argparse's abbreviations: a unique prefix names its flag
+      std::vector<std::string> matches;
+      for (const auto& [flag, takes_value] : spec)
+        if (flag.rfind(name, 0) == 0) matches.push_back(flag);
+      if (matches.empty()) throw UsageError("unknown flag --" + name);
+      if (matches.size() > 1) {
+        std::string list;
+        for (const std::string& m : matches) list += (list.empty() ? "--" : ", --") + m;
+        throw UsageError("ambiguous flag --" + name + ": could be " + list);
+      }
+      name = matches.front();
+      it = spec.find(name);
+    }
     if (values_.count(name)) throw UsageError("--" + name + " given twice");
     if (it->second && !inline_value) {
       if (i + 1 >= argv.size()) throw UsageError("--" + name + " needs a value");

@@ -19,7 +19,8 @@ class UsageError : public std::runtime_error {
 class Args {
  public:
   // spec: flag name (without dashes) -> true if it takes a value. Dashes and underscores in
-  // given names are interchangeable (--img-size, --img_size), as in the reference.
+  // given names are interchangeable (--img-size, --img_size), and a unique prefix names its flag
+  // (--batch for --batch-size), as argparse allows in the reference.
   Args(const std::vector<std::string>& argv, const std::map<std::string, bool>& spec);
 
   bool has(const std::string& name) const { return values_.count(name) != 0; }

@@ -107,7 +107,11 @@ int run_train(const std::vector<std::string>& raw) {
   // The reference's `--resume [PATH]`: an optional value, taken when the next word is no flag.
   std::vector<std::string> argv;
   for (size_t i = 0; i < raw.size(); ++i) {
-    if (raw[i] == "--resume" && i + 1 < raw.size() && raw[i + 1].rfind("--", 0) != 0) {
+    const bool next_is_value = i + 1 < raw.size() && raw[i + 1].rfind("--", 0) != 0;
+    if (raw[i] == "--cache" && !next_is_value) {  // a bare --cache means ram, as the reference
+      argv.push_back("--cache");
+      argv.push_back("ram");
+    } else if (raw[i] == "--resume" && next_is_value) {
       argv.push_back("--resume-from");
       argv.push_back(raw[++i]);
     } else {

@@ -45,10 +45,10 @@ int run_val(const std::vector<std::string>& argv) {
   vo.plots = true;
   if (vo.batch_size < 1 || vo.img_size < 32) throw UsageError("--batch-size >= 1 and --img-size >= 32");
   const Device device = inference_device(args.get("device", ""));
-  if (args.has("half")) {
-    if (!device.is_cuda()) throw UsageError("--half needs a CUDA device");
+  if (args.has("half") && !device.is_cuda())  // as the reference: half precision is a GPU matter
+    std::printf("WARNING: --half is ignored on the CPU (float32 inference)\n");
+  else if (args.has("half"))
     vo.compute_dtype = DType::F16;
-  }
 
   std::string data = args.get("data", "synthetic");
   if (data == "synthetic") data = yolo::data::ensure_synthetic_dataset(yolo::data::default_synthetic_dir());

@@ -56,3 +56,22 @@ TEST(Args, CommandsRefuseOverflowingIntegersWithExitStatus2) {
     EXPECT_NE(r.out.find("is out of range"), std::string::npos) << args << "\n" << r.out;
   }
 }
+
+// argparse's abbreviations, as the reference's users type them: a unique prefix names its flag,
+// an ambiguous one is a usage error listing the candidates.
+TEST(Args, UniquePrefixesNameTheirFlag) {
+  const std::map<std::string, bool> spec = {{"batch-size", true}, {"bucket-cap-mb", true}, {"img-size", true},
+                                            {"rect", false}};
+  const Args args({"--batch", "8", "--img_s=320", "--re"}, spec);
+  EXPECT_EQ(args.get_int32("batch-size", 0), 8);
+  EXPECT_EQ(args.get_int32("img-size", 0), 320);
+  EXPECT_TRUE(args.has("rect"));
+  try {
+    Args({"--b", "8"}, spec);
+    ADD_FAILURE() << "--b is ambiguous";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("--batch-size, --bucket-cap-mb"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(Args({"--batch", "8", "--batch-size", "9"}, spec), UsageError);  // the same flag twice
+  EXPECT_THROW(Args({"--size", "8"}, spec), UsageError);                       // not a prefix
+}

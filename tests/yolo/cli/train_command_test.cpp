@@ -53,3 +53,14 @@ TEST(TrainCommand, SyncBnReachesTheWorkers) {
   EXPECT_FALSE(fs::exists(project / "exp2")) << r.out;
   fs::remove_all(project);
 }
+
+// The reference's spellings: a bare --cache means ram, and argparse abbreviations name their
+// flag (--batch for --batch-size). Checked up to the launch check, which reads both.
+TEST(TrainCommand, BareCacheAndAbbreviationsParseAsTheReference) {
+  auto r = run("train --cache --batch 5 --nproc-per-node 2 --device cpu");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("--batch-size 5 must be a multiple of the world size 2"), std::string::npos) << r.out;
+  r = run("train --cache disk --device cpu");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("--cache supports ram"), std::string::npos) << r.out;
+}
