@@ -296,13 +296,14 @@ SafetensorsFile load_safetensors(const std::string& path) {
                        "file, or truncated"));
   uint8_t length[8];
   file.read(0, length, 8);
-  // PyTorch's .pt files are zip archives ("PK\3\4"), or raw pickles (protocol opcode 0x80) in
-  // the legacy format: say what the file is and how to convert it.
-  if ((length[0] == 'P' && length[1] == 'K' && length[2] == 3 && length[3] == 4) || length[0] == 0x80)
-    bad_file(path, "it is a PyTorch checkpoint (.pt), not safetensors; convert it with "
-                   "`python3 scripts/convert_ultralytics.py IN.pt OUT.safetensors --yolov5 PATH_TO_YOLOV5`");
   uint64_t n = 0;
   for (int i = 7; i >= 0; --i) n = (n << 8) | length[i];
+  // A header length that cannot be right, in a file starting like PyTorch's .pt (a zip archive,
+  // "PK\3\4", or a legacy raw pickle, opcode 0x80): say what it is and how to convert it.
+  const bool pytorch = (length[0] == 'P' && length[1] == 'K' && length[2] == 3 && length[3] == 4) || length[0] == 0x80;
+  if (pytorch && (n > kMaxHeaderBytes || 8 + n > file.size()))
+    bad_file(path, "it is a PyTorch checkpoint (.pt), not safetensors; convert it with "
+                   "`python3 scripts/convert_ultralytics.py IN.pt OUT.safetensors --yolov5 PATH_TO_YOLOV5`");
   if (n > kMaxHeaderBytes)
     bad_file(path, str("the header length field says ", n, " bytes, above the ", kMaxHeaderBytes,
                        "-byte limit: not a safetensors file, or corrupt"));

@@ -400,4 +400,9 @@ TEST_F(Safetensors, RefusesHostileNesting) {
 TEST_F(Safetensors, PyTorchCheckpointsAreNamedWithTheConverter) {
   expect_refused(std::string("PK\x03\x04", 4) + std::string(60, '\0'), "a PyTorch checkpoint (.pt)");
   expect_refused(std::string("\x80\x02\x8a\x0a", 4) + std::string(60, '\0'), "scripts/convert_ultralytics.py");
+  // A real safetensors file whose header length is 128 also starts with the byte 0x80.
+  std::string header = R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})";
+  header.resize(128, ' ');
+  write_bytes(path(), file_bytes(header, std::string(4, '\0')));
+  EXPECT_EQ(load_safetensors(path()).names().size(), 1u);
 }

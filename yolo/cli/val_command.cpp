@@ -60,7 +60,8 @@ int run_val(const std::vector<std::string>& argv) {
   KESTREL_CHECK(vo.single_cls || model_nc == dcfg.nc, "the weights predict ", model_nc, " classes but ",
                 dcfg.yaml_path, " has ", dcfg.nc, "; use the dataset they were trained on");
   const std::vector<std::string> names = im.names.empty() ? dcfg.names : im.names;
-  vo.coco_ids = dcfg.nc == 80 && dcfg.yaml_path.find("coco") != std::string::npos;
+  // As the reference: COCO's 91 category ids only when validating on COCO's own val2017.txt.
+  vo.coco_ids = dcfg.val.size() == 1 && dcfg.val[0].ends_with("coco/val2017.txt");
 
   yolo::data::DatasetSplit split = yolo::data::load_split(dcfg, task, dcfg.nc, vo.single_cls, true, 0,
                                                                      /*evaluation=*/true);

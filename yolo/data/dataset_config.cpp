@@ -221,7 +221,8 @@ DatasetSplit load_split(const DatasetConfig& config, const std::string& split, i
 
   DatasetSplit out;
   out.cache_path = label_cache_path(sources, images);
-  const std::string labels_what = fs::path(out.cache_path).replace_extension().string();
+  const std::string labels_what =
+      out.cache_path.substr(0, out.cache_path.size() - std::string_view(kLabelCacheSuffix).size());
   const uint64_t hash = label_files_hash(images, class_limit);
   ScanResult scan;
   if (use_cache) {

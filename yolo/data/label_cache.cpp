@@ -154,7 +154,9 @@ std::string label_cache_path(const std::vector<std::string>& sources,
   fs::path p = fs::is_regular_file(sources.back(), ec)
                    ? fs::path(sources.back())
                    : fs::path(image_to_label_path(image_paths.front())).parent_path();
-  return p.replace_extension(".cache").string();
+  // Our own name next to the reference's `.cache`: both tools can share a dataset without each
+  // calling the other's cache damaged and rewriting it.
+  return p.replace_extension(kLabelCacheSuffix).string();
 }
 
 uint64_t label_files_hash(const std::vector<std::string>& image_paths, int class_limit) {

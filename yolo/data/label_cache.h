@@ -17,9 +17,11 @@ namespace kestrel::yolo::data {
 // verdicts of a version-1 scan no longer hold.
 inline constexpr uint32_t kLabelCacheVersion = 2;
 
-// Where the reference puts the cache: beside a list file when the split's last source is a file
-// (train.txt -> train.cache), else beside the first label's directory (labels/train2017 ->
-// labels/train2017.cache).
+// Where the reference puts its cache, under our own suffix (the reference's `.cache` stays its
+// own): beside a list file when the split's last source is a file (train.txt ->
+// train.kestrel.cache), else beside the first label's directory (labels/train2017 ->
+// labels/train2017.kestrel.cache).
+inline constexpr const char* kLabelCacheSuffix = ".kestrel.cache";
 std::string label_cache_path(const std::vector<std::string>& sources,
                              const std::vector<std::string>& image_paths);
 

@@ -36,7 +36,7 @@ struct Dataset {
   ~Dataset() { fs::remove_all(root); }
   std::string image(int i) const { return (root / "images" / "train" / (std::to_string(i) + ".jpg")).string(); }
   std::string label(int i) const { return (root / "labels" / "train" / (std::to_string(i) + ".txt")).string(); }
-  std::string cache() const { return (root / "labels" / "train.cache").string(); }
+  std::string cache() const { return (root / "labels" / "train.kestrel.cache").string(); }
   std::vector<std::string> images() const { return {image(0), image(1), image(2), image(3)}; }
   DatasetConfig config() const { return load_dataset_config((root / "data.yaml").string()); }
   static void write(const std::string& path, const std::string& text) {
@@ -62,7 +62,7 @@ TEST(LabelCache, PathFollowsTheReference) {
   EXPECT_EQ(label_cache_path({(d.root / "images" / "train").string()}, d.images()), d.cache());
   const std::string list = (d.root / "train.txt").string();
   Dataset::write(list, "./images/train/0.jpg\n");
-  EXPECT_EQ(label_cache_path({list}, {d.image(0)}), (d.root / "train.cache").string());
+  EXPECT_EQ(label_cache_path({list}, {d.image(0)}), (d.root / "train.kestrel.cache").string());
 }
 
 TEST(LabelCache, RoundTripKeepsRecordsCountsAndWarnings) {
