@@ -5,7 +5,8 @@
 //
 // with x read as zero outside the image. The CPU reference lowers it to GEMMs over the im2col
 // matrix of one image at a time, (OH*OW) x (KH*KW*C), whose column order matches the OHWI filter
-// viewed as O x (KH*KW*C). CUDA runs cuDNN, with the algorithm of each pass chosen once per
+// viewed as O x (KH*KW*C); the engine runs it for float64 (the gradient checks' ground truth),
+// while float32 on the CPU goes through oneDNN (kernels/conv2d_dnnl.h). CUDA runs cuDNN, with the algorithm of each pass chosen once per
 // configuration by timing, and its own deterministic kernels for the bias.
 #pragma once
 #include <cuda_runtime.h>

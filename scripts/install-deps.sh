@@ -6,7 +6,7 @@ set -euo pipefail
 packages=(
   cmake g++ make pkg-config
   libgtest-dev libgmock-dev libbenchmark-dev
-  libopenblas-dev
+  libopenblas-dev libdnnl-dev
   libyaml-cpp-dev
   libgloo-dev
   libopencv-core-dev libopencv-imgproc-dev

@@ -1,7 +1,8 @@
 // Convolutions at YOLOv5s's shapes (640 px input), each pass timed on its own: forward,
 // backward-data, backward-filter. Compute-bound, so the figure is FLOP/s against the device's
-// float32 or tensor-core peak; every pass does 2 * N * OH * OW * O * KH * KW * C FLOPs. On CUDA
-// the label also names the cuDNN algorithm chosen (algo=<name>/<math type>).
+// float32 or tensor-core peak; every pass does 2 * N * OH * OW * O * KH * KW * C FLOPs. The label
+// names the implementation: on CUDA the cuDNN algorithm chosen (algo=<name>/<math type>), on the
+// CPU the oneDNN kernel float32 runs (e.g. algo=brgconv:avx512_core).
 #include "bench/kernels/bench_common.h"
 #include "engine/ops/conv.h"
 
@@ -48,7 +49,7 @@ void run_pass(benchmark::State& state, ConvPass pass) {
       break;
   }
   c.report_flops(2.0 * batch * out * out * l.o * l.k * l.k * l.c);
-  if (dev.is_cuda()) c.add_label("algo", ops::conv2d_algorithm(pass, x, w, p));
+  c.add_label("algo", ops::conv2d_algorithm(pass, x, w, p));
 }
 
 void BM_Conv2dForward(benchmark::State& state) { run_pass(state, ConvPass::Forward); }
@@ -58,10 +59,11 @@ void BM_Conv2dBackwardFilter(benchmark::State& state) {
 }
 
 // {device, batch, layer, bf16}: CUDA at batch 16 and 64 in float32 and bfloat16; the CPU at
-// batch 1 in float32 (a 2-core machine).
+// batch 1 and 4 in float32 (a 2-core machine; batch 4 at 640 px does the FLOPs of a training
+// step's batch 16 at 320 px).
 void Args(benchmark::internal::Benchmark* b) {
   for (int layer = 0; layer < int(std::size(kLayers)); ++layer) {
-    b->Args({0, 1, layer, 0});
+    for (int batch : {1, 4}) b->Args({0, batch, layer, 0});
     for (int batch : {16, 64})
       for (int bf16 : {0, 1}) b->Args({1, batch, layer, bf16});
   }

@@ -5,12 +5,14 @@
 
 #include "engine/profiler.h"
 #include "engine/ops/common.h"
+#include "kernels/conv2d_dnnl.h"
 
 namespace kestrel::ops {
 namespace {
 
 using kernels::Conv2dShape;
 using kernels::ConvPass;
+using kernels::WeightVersion;
 
 // The most workspace an algorithm may use, offered to cuDNN's one-time search of a configuration.
 // The block goes back to the caching allocator afterwards and serves the next search.
@@ -112,17 +114,69 @@ void cudnn_pass(ConvPass pass, DType t, const Conv2dShape& s, const Conv2dParams
   run_cudnn(pass, t, s, algo, dev, in0, in1, out, false);
 }
 
+// The CPU runs float32 through oneDNN and float64 through the im2col + OpenBLAS reference (the
+// gradient checks' ground truth). OpenBLAS thus never runs in a float32 step, and its threads stay
+// asleep while oneDNN's OpenMP threads (OMP_NUM_THREADS) do the work.
+bool use_dnnl(const Tensor& t) { return t.device().is_cpu() && t.dtype() == DType::F32; }
+
+// dx for backward-data; wv names the filter's contents for oneDNN's reordered-filter cache.
+Tensor backward_data(const Tensor& dy_, const Tensor& w_, const Shape& x_shape,
+                     const Conv2dParams& p, WeightVersion wv) {
+  check_compatible("conv2d backward-data", dy_, w_, false);
+  const Conv2dShape s = conv_shape(x_shape, w_.shape(), p);
+  check_dtype("conv2d backward-data", w_);
+  check_output_grad("conv2d backward-data", dy_, s);
+  Tensor dy = dense(dy_), w = dense(w_);
+  Tensor dx = Tensor::empty(x_shape, w.dtype(), w.device());
+  if (use_dnnl(w))
+    kernels::conv2d_backward_data_dnnl(s, dy.data<float>(), w.data<float>(), wv, dx.data<float>());
+  else if (w.device().is_cpu())
+    kernels::conv2d_backward_data_cpu(w.dtype(), s, dy.data_ptr(), w.data_ptr(), dx.data_ptr());
+  else
+    cudnn_pass(ConvPass::BackwardData, w.dtype(), s, p, w.device(), dy.data_ptr(), w.data_ptr(),
+               dx.data_ptr());
+  return dx;
+}
+
+// dw; on oneDNN also the bias gradient into *db (when db is not null), from the same pass.
+Tensor backward_filter(const Tensor& x_, const Tensor& dy_, const Shape& weight_shape,
+                       const Conv2dParams& p, Tensor* db) {
+  check_compatible("conv2d backward-filter", x_, dy_, false);
+  const Conv2dShape s = conv_shape(x_.shape(), weight_shape, p);
+  check_dtype("conv2d backward-filter", x_);
+  check_output_grad("conv2d backward-filter", dy_, s);
+  Tensor x = dense(x_), dy = dense(dy_);
+  Tensor dw = Tensor::empty(weight_shape, x.dtype(), x.device());
+  if (use_dnnl(x)) {
+    if (db) *db = Tensor::empty({s.o}, x.dtype(), x.device());
+    kernels::conv2d_backward_filter_dnnl(s, x.data<float>(), dy.data<float>(), dw.data<float>(),
+                                         db ? db->data<float>() : nullptr);
+  } else if (x.device().is_cpu()) {
+    kernels::conv2d_backward_filter_cpu(x.dtype(), s, x.data_ptr(), dy.data_ptr(), dw.data_ptr());
+  } else {
+    cudnn_pass(ConvPass::BackwardFilter, x.dtype(), s, p, x.device(), x.data_ptr(),
+               dy.data_ptr(), dw.data_ptr());
+  }
+  if (db && !db->defined()) *db = conv2d_backward_bias(dy);
+  return dw;
+}
+
 struct Conv2dBackward : autograd::Node {
   Conv2dParams params;
   Shape x_shape, w_shape;
   autograd::SavedTensor x;  // kept only when the weight needs a gradient
   autograd::SavedTensor w;  // kept only when the input needs a gradient
+  // The version the forward pass gave w's contents (oneDNN only), for backward-data's lookup.
+  WeightVersion w_version = kernels::kUncachedWeights;
   std::vector<Tensor> apply(std::vector<Tensor>& g) override {
     Tensor dy = dense(g[0]);
-    Tensor dx = next_edges[0].fn ? conv2d_backward_data(dy, w.unpack(), x_shape, params) : Tensor();
-    Tensor dw =
-        next_edges[1].fn ? conv2d_backward_filter(x.unpack(), dy, w_shape, params) : Tensor();
-    Tensor db = next_edges[2].fn ? conv2d_backward_bias(dy) : Tensor();
+    Tensor dx = next_edges[0].fn ? backward_data(dy, w.unpack(), x_shape, params, w_version)
+                                 : Tensor();
+    Tensor db;
+    Tensor dw = next_edges[1].fn ? backward_filter(x.unpack(), dy, w_shape, params,
+                                                   next_edges[2].fn ? &db : nullptr)
+                                 : Tensor();
+    if (next_edges[2].fn && !db.defined()) db = conv2d_backward_bias(dy);
     return {dx, dw, db};
   }
   void release_saved() override {
@@ -146,7 +200,17 @@ Tensor conv2d(const Tensor& x_, const Tensor& w_, const Tensor& b_, const Conv2d
   }
   Tensor x = dense(x_), w = dense(w_), b = b_.defined() ? dense(b_) : Tensor();
   Tensor y = Tensor::empty({s.n, s.out_h(), s.out_w(), s.o}, x.dtype(), x.device());
-  if (x.device().is_cpu()) {
+  // Tensors carry no version counter, so nothing tells this op whether w was written since its
+  // last call (the optimizer, EMA and checkpoint loading write weights in place). Every forward
+  // therefore takes a fresh version: oneDNN reorders the filter once for this forward and once for
+  // its backward-data (the two layouts differ), i.e. once per pass per optimizer step, into cached
+  // buffers rewritten in place, and a stale filter can never be read.
+  const WeightVersion wv =
+      use_dnnl(x) ? kernels::conv2d_dnnl_new_weight_version() : kernels::kUncachedWeights;
+  if (use_dnnl(x)) {
+    kernels::conv2d_forward_dnnl(s, x.data<float>(), w.data<float>(), wv,
+                                 b.defined() ? b.data<float>() : nullptr, y.data<float>());
+  } else if (x.device().is_cpu()) {
     kernels::conv2d_forward_cpu(x.dtype(), s, x.data_ptr(), w.data_ptr(),
                                 b.defined() ? b.data_ptr() : nullptr, y.data_ptr());
   } else {
@@ -166,41 +230,20 @@ Tensor conv2d(const Tensor& x_, const Tensor& w_, const Tensor& b_, const Conv2d
     node->w_shape = w_.shape();
     if (w_.requires_grad()) node->x = autograd::SavedTensor(x);
     if (x_.requires_grad()) node->w = autograd::SavedTensor(w);
+    node->w_version = wv;
     autograd::set_history(y, node);
   }
   return y;
 }
 
-Tensor conv2d_backward_data(const Tensor& dy_, const Tensor& w_, const Shape& x_shape,
+Tensor conv2d_backward_data(const Tensor& dy, const Tensor& w, const Shape& x_shape,
                             const Conv2dParams& p) {
-  check_compatible("conv2d backward-data", dy_, w_, false);
-  const Conv2dShape s = conv_shape(x_shape, w_.shape(), p);
-  check_dtype("conv2d backward-data", w_);
-  check_output_grad("conv2d backward-data", dy_, s);
-  Tensor dy = dense(dy_), w = dense(w_);
-  Tensor dx = Tensor::empty(x_shape, w.dtype(), w.device());
-  if (w.device().is_cpu())
-    kernels::conv2d_backward_data_cpu(w.dtype(), s, dy.data_ptr(), w.data_ptr(), dx.data_ptr());
-  else
-    cudnn_pass(ConvPass::BackwardData, w.dtype(), s, p, w.device(), dy.data_ptr(), w.data_ptr(),
-               dx.data_ptr());
-  return dx;
+  return backward_data(dy, w, x_shape, p, kernels::kUncachedWeights);
 }
 
-Tensor conv2d_backward_filter(const Tensor& x_, const Tensor& dy_, const Shape& weight_shape,
+Tensor conv2d_backward_filter(const Tensor& x, const Tensor& dy, const Shape& weight_shape,
                               const Conv2dParams& p) {
-  check_compatible("conv2d backward-filter", x_, dy_, false);
-  const Conv2dShape s = conv_shape(x_.shape(), weight_shape, p);
-  check_dtype("conv2d backward-filter", x_);
-  check_output_grad("conv2d backward-filter", dy_, s);
-  Tensor x = dense(x_), dy = dense(dy_);
-  Tensor dw = Tensor::empty(weight_shape, x.dtype(), x.device());
-  if (x.device().is_cpu())
-    kernels::conv2d_backward_filter_cpu(x.dtype(), s, x.data_ptr(), dy.data_ptr(), dw.data_ptr());
-  else
-    cudnn_pass(ConvPass::BackwardFilter, x.dtype(), s, p, x.device(), x.data_ptr(),
-               dy.data_ptr(), dw.data_ptr());
-  return dw;
+  return backward_filter(x, dy, weight_shape, p, nullptr);
 }
 
 Tensor conv2d_backward_bias(const Tensor& dy_) {
@@ -227,6 +270,7 @@ std::string conv2d_algorithm(ConvPass pass, const Tensor& x, const Tensor& weigh
                              const Conv2dParams& p) {
   check_compatible("conv2d_algorithm", x, weight, false);
   const Conv2dShape s = conv_shape(x.shape(), weight.shape(), p);
+  if (use_dnnl(x)) return kernels::conv2d_dnnl_implementation(pass, s);
   if (x.device().is_cpu()) return "im2col_gemm";
   DeviceGuard guard(x.device());
   std::optional<kernels::Conv2dAlgo> algo =

@@ -2,7 +2,8 @@
 // [O, KH, KW, C], optional bias [O], output NHWC [N, OH, OW, O] with
 // OH = (H + 2 * pad_h - KH) / stride_h + 1 (likewise OW).
 //
-// CPU: float32 / float64 (im2col + BLAS). CUDA: float32 / float16 / bfloat16 through cuDNN with
+// CPU: float32 through oneDNN (kernels/conv2d_dnnl.h), float64 through the im2col + BLAS
+// reference that the gradient checks use. CUDA: float32 / float16 / bfloat16 through cuDNN with
 // float accumulation; the first call of a configuration times cuDNN's algorithms (a few
 // milliseconds to seconds, once per process), later calls reuse the choice and allocate nothing
 // beyond their outputs and the caching allocator's recycled workspace.
@@ -38,7 +39,8 @@ Tensor conv2d_backward_bias(const Tensor& dy);
 
 // The algorithm `pass` of this configuration runs with: on CUDA the cuDNN algorithm and math type
 // chosen by the first call, e.g. "implicit_precomp_gemm/tensor_op" (empty before that call);
-// "im2col_gemm" on the CPU.
+// on the CPU oneDNN's implementation for float32, e.g. "brgconv:avx512_core", and "im2col_gemm"
+// for float64.
 std::string conv2d_algorithm(kernels::ConvPass pass, const Tensor& x, const Tensor& weight,
                              const Conv2dParams& p);
 

@@ -1,0 +1,343 @@
+// oneDNN float32 convolutions: primitives cached per configuration, filters reordered into the
+// blocked format oneDNN chooses and cached per (pointer, configuration, version). See
+// kernels/conv2d_dnnl.h for the contract.
+#include "kernels/conv2d_dnnl.h"
+
+#include <array>
+#include <atomic>
+#include <compare>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include <dnnl.hpp>
+
+#include "kernels/error.h"
+
+namespace kestrel::kernels {
+namespace {
+
+using dnnl::memory;
+using tag = memory::format_tag;
+constexpr memory::data_type kF32 = memory::data_type::f32;
+
+// Reordered filters kept at most: yolov5s's filters take 28 MB in each of the forward and
+// backward-data layouts, yolov5x's 350 MB. Beyond the bound the least recently used copy goes (a
+// model too large for it is reordered on every call: slower, never wrong).
+constexpr size_t kMaxCachedFilterBytes = size_t(512) << 20;
+
+// One configuration of one pass: the shape, the pass, and whether a bias (or its gradient) goes
+// with it.
+struct Key {
+  std::array<int64_t, 13> v;
+  auto operator<=>(const Key&) const = default;
+};
+
+Key key_of(ConvPass pass, const Conv2dShape& s, bool bias) {
+  return Key{{s.n, s.h, s.w, s.c, s.o, s.kh, s.kw, s.stride_h, s.stride_w, s.pad_h, s.pad_w,
+              int64_t(pass), int64_t(bias)}};
+}
+
+// oneDNN's logical dimensions are NCHW / OIHW whatever the layout; the tags say NHWC / OHWI.
+memory::desc activation_md(int64_t n, int64_t c, int64_t h, int64_t w) {
+  return memory::desc({n, c, h, w}, kF32, tag::nhwc);
+}
+memory::desc src_md(const Conv2dShape& s) { return activation_md(s.n, s.c, s.h, s.w); }
+memory::desc dst_md(const Conv2dShape& s) { return activation_md(s.n, s.o, s.out_h(), s.out_w()); }
+memory::desc weights_md(const Conv2dShape& s, tag t) {
+  return memory::desc({s.o, s.c, s.kh, s.kw}, kF32, t);
+}
+memory::desc bias_md(const Conv2dShape& s) { return memory::desc({s.o}, kF32, tag::a); }
+memory::dims strides(const Conv2dShape& s) { return {s.stride_h, s.stride_w}; }
+// Both sides padded alike: oneDNN's output size (in + pad_l + pad_r - k) / stride + 1 then equals
+// conv_out_size, with the same rounding down.
+memory::dims padding(const Conv2dShape& s) { return {s.pad_h, s.pad_w}; }
+
+// A primitive and the scratch memory it needs: every primitive runs in user scratchpad mode (see
+// ScratchPool).
+struct Runnable {
+  dnnl::primitive prim;
+  memory::desc scratch;
+};
+
+// A built convolution with the filter layout it wants and the reorder between that layout and
+// OHWI (absent when oneDNN takes OHWI as it is).
+struct Primitive {
+  Runnable conv;
+  memory::desc filter;  // the layout conv reads (forward, backward-data) or writes (weights)
+  std::optional<Runnable> filter_reorder;  // OHWI -> filter, or filter -> OHWI for weights
+  std::string implementation;
+};
+
+// Scratch buffers for the primitives, leased to one call at a time and kept for the next: calls
+// running concurrently on several threads (DDP ranks as threads in one process) never share
+// scratch, and the steady state allocates nothing. oneDNN's default (library) scratchpad mode
+// shares one scratchpad between primitives unless the library was built with
+// DNNL_ENABLE_CONCURRENT_EXEC, and Debian's build hangs in a backward-weights barrier when two
+// threads convolve at once.
+class ScratchPool {
+  struct Buffer {
+    std::unique_ptr<uint8_t[]> data;
+    size_t size = 0;
+  };
+
+ public:
+  class Lease {
+   public:
+    Lease(ScratchPool& pool, size_t bytes) : pool_(pool) {
+      {
+        std::lock_guard lock(pool_.mutex_);
+        if (!pool_.free_.empty()) {
+          buffer_ = std::move(pool_.free_.back());
+          pool_.free_.pop_back();
+        }
+      }
+      if (buffer_.size < bytes) buffer_ = {std::make_unique_for_overwrite<uint8_t[]>(bytes), bytes};
+    }
+    ~Lease() {
+      std::lock_guard lock(pool_.mutex_);
+      pool_.free_.push_back(std::move(buffer_));
+    }
+    Lease(const Lease&) = delete;
+    Lease& operator=(const Lease&) = delete;
+    void* data() const { return buffer_.data.get(); }
+
+   private:
+    ScratchPool& pool_;
+    Buffer buffer_;
+  };
+
+ private:
+  std::mutex mutex_;
+  std::vector<Buffer> free_;
+};
+
+struct CachedFilter {
+  WeightVersion version = kUncachedWeights;
+  std::shared_ptr<memory> blocked;
+  uint64_t last_use = 0;
+};
+
+// The per-process oneDNN state: one CPU engine, the primitives of every configuration seen, and
+// the reordered filters. A function-local static (instance()) because oneDNN's engine and JIT
+// code are process-wide resources anyway; every member is guarded by mutex_.
+class DnnlConv {
+ public:
+  static DnnlConv& instance() {
+    static DnnlConv conv;
+    return conv;
+  }
+
+  const Primitive& primitive(ConvPass pass, const Conv2dShape& s, bool bias) {
+    std::lock_guard lock(mutex_);
+    const Key key = key_of(pass, s, bias);
+    auto it = primitives_.find(key);
+    if (it == primitives_.end()) it = primitives_.emplace(key, build(pass, s, bias)).first;
+    return it->second;
+  }
+
+  // The filter w in the layout p reads: w itself when that is OHWI, else a reordered copy, from
+  // the cache when (w, configuration) was reordered before at the same non-zero version.
+  std::shared_ptr<memory> filter(const Primitive& p, ConvPass pass, const Conv2dShape& s,
+                                 const float* w, WeightVersion version) {
+    memory user(weights_md(s, tag::ohwi), engine_, const_cast<float*>(w));
+    if (!p.filter_reorder) return std::make_shared<memory>(user);
+    std::lock_guard lock(mutex_);
+    if (version == kUncachedWeights) return reorder(p, user, nullptr);
+    auto& entry = filters_[{w, key_of(pass, s, false)}];
+    entry.last_use = ++clock_;
+    if (entry.version == version) {
+      ++stats_.hits;
+      return entry.blocked;
+    }
+    // Rewrite the old copy in place unless a call still holds it.
+    entry.blocked = reorder(p, user, entry.blocked.use_count() == 1 ? entry.blocked : nullptr);
+    entry.version = version;
+    std::shared_ptr<memory> result = entry.blocked;
+    evict_over_budget();
+    return result;
+  }
+
+  dnnl::engine& engine() { return engine_; }
+
+  // Runs r on a stream of its own (streams are per call: a CPU stream is cheap) with leased
+  // scratch; returns when the results are written.
+  void run(const Runnable& r, std::unordered_map<int, memory> args) {
+    ScratchPool::Lease scratch(scratch_, r.scratch.get_size());
+    if (r.scratch.get_size() > 0)
+      args.emplace(DNNL_ARG_SCRATCHPAD, memory(r.scratch, engine_, scratch.data()));
+    dnnl::stream stream(engine_);
+    r.prim.execute(stream, args);
+    stream.wait();
+  }
+  WeightVersion new_version() { return ++next_version_; }
+  DnnlWeightCacheStats stats() {
+    std::lock_guard lock(mutex_);
+    return stats_;
+  }
+
+ private:
+  DnnlConv() : engine_(dnnl::engine::kind::cpu, 0) {
+    attr_.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  }
+
+  Primitive build(ConvPass pass, const Conv2dShape& s, bool bias) const {
+    const auto algo = dnnl::algorithm::convolution_direct;
+    const memory::desc any = weights_md(s, tag::any), ohwi = weights_md(s, tag::ohwi);
+    const memory::desc no_bias;
+    // The backward passes are built with the forward pass as their hint, as oneDNN requires.
+    const dnnl::convolution_forward::primitive_desc fwd(
+        dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, algo, src_md(s), any,
+                                        bias && pass == ConvPass::Forward ? bias_md(s) : no_bias,
+                                        dst_md(s), strides(s), padding(s), padding(s)),
+        attr_, engine_);
+    Primitive p;
+    switch (pass) {
+      case ConvPass::Forward:
+        p.conv = {dnnl::convolution_forward(fwd), fwd.scratchpad_desc()};
+        p.filter = fwd.weights_desc();
+        p.implementation = fwd.impl_info_str();
+        break;
+      case ConvPass::BackwardData: {
+        const dnnl::convolution_backward_data::primitive_desc pd(
+            dnnl::convolution_backward_data::desc(algo, src_md(s), any, dst_md(s), strides(s),
+                                                  padding(s), padding(s)),
+            attr_, engine_, fwd);
+        p.conv = {dnnl::convolution_backward_data(pd), pd.scratchpad_desc()};
+        p.filter = pd.weights_desc();
+        p.implementation = pd.impl_info_str();
+        break;
+      }
+      case ConvPass::BackwardFilter: {
+        const dnnl::convolution_backward_weights::primitive_desc pd(
+            dnnl::convolution_backward_weights::desc(algo, src_md(s), any,
+                                                     bias ? bias_md(s) : no_bias, dst_md(s),
+                                                     strides(s), padding(s), padding(s)),
+            attr_, engine_, fwd);
+        p.conv = {dnnl::convolution_backward_weights(pd), pd.scratchpad_desc()};
+        p.filter = pd.diff_weights_desc();
+        p.implementation = pd.impl_info_str();
+        if (p.filter != ohwi) p.filter_reorder = reorder_between(p.filter, ohwi);
+        return p;
+      }
+    }
+    if (p.filter != ohwi) p.filter_reorder = reorder_between(ohwi, p.filter);
+    return p;
+  }
+
+  Runnable reorder_between(const memory::desc& from, const memory::desc& to) const {
+    const dnnl::reorder::primitive_desc pd(engine_, from, engine_, to, attr_);
+    return {dnnl::reorder(pd), pd.scratchpad_desc()};
+  }
+
+  // Reorders the OHWI filter into `into` (a new buffer when null). Caller holds mutex_.
+  std::shared_ptr<memory> reorder(const Primitive& p, memory& user, std::shared_ptr<memory> into) {
+    if (!into) into = std::make_shared<memory>(p.filter, engine_);
+    run(*p.filter_reorder, {{DNNL_ARG_FROM, user}, {DNNL_ARG_TO, *into}});
+    ++stats_.reorders;
+    return into;
+  }
+
+  // Drops least recently used filters while the cache holds more than kMaxCachedFilterBytes
+  // (always keeping the one just used). Caller holds mutex_.
+  void evict_over_budget() {
+    size_t bytes = 0;
+    for (const auto& [key, entry] : filters_)
+      if (entry.blocked) bytes += entry.blocked->get_desc().get_size();
+    while (bytes > kMaxCachedFilterBytes && filters_.size() > 1) {
+      auto oldest = filters_.begin();
+      for (auto it = filters_.begin(); it != filters_.end(); ++it)
+        if (it->second.last_use < oldest->second.last_use) oldest = it;
+      if (oldest->second.blocked) bytes -= oldest->second.blocked->get_desc().get_size();
+      filters_.erase(oldest);
+    }
+  }
+
+  std::mutex mutex_;
+  dnnl::engine engine_;
+  dnnl::primitive_attr attr_;  // user scratchpad mode, for every primitive
+  ScratchPool scratch_;
+  std::map<Key, Primitive> primitives_;  // never erased: references to entries stay valid
+  std::map<std::pair<const float*, Key>, CachedFilter> filters_;
+  uint64_t clock_ = 0;
+  std::atomic<WeightVersion> next_version_{kUncachedWeights};
+  DnnlWeightCacheStats stats_;
+};
+
+memory wrap(const memory::desc& md, const void* data) {
+  return memory(md, DnnlConv::instance().engine(), const_cast<void*>(data));
+}
+
+// oneDNN reports failures as dnnl::error; turn them into kestrel::Error naming the pass and shape.
+template <class F>
+void checked(ConvPass pass, const Conv2dShape& s, F f) {
+  try {
+    f();
+  } catch (const dnnl::error& e) {
+    KESTREL_FAIL("conv2d ", conv_pass_name(pass), " through oneDNN failed for input [", s.n, ", ",
+                 s.h, ", ", s.w, ", ", s.c, "], filter [", s.o, ", ", s.kh, ", ", s.kw, ", ",
+                 s.c, "], stride (", s.stride_h, ", ", s.stride_w, "), padding (", s.pad_h, ", ",
+                 s.pad_w, "): ", e.what(), " (status ", int(e.status), ")");
+  }
+}
+
+}  // namespace
+
+WeightVersion conv2d_dnnl_new_weight_version() { return DnnlConv::instance().new_version(); }
+
+void conv2d_forward_dnnl(const Conv2dShape& s, const float* x, const float* w, WeightVersion wv,
+                         const float* bias, float* y) {
+  checked(ConvPass::Forward, s, [&] {
+    DnnlConv& dnnl = DnnlConv::instance();
+    const Primitive& p = dnnl.primitive(ConvPass::Forward, s, bias != nullptr);
+    const std::shared_ptr<memory> filter = dnnl.filter(p, ConvPass::Forward, s, w, wv);
+    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, wrap(src_md(s), x)},
+                                         {DNNL_ARG_WEIGHTS, *filter},
+                                         {DNNL_ARG_DST, wrap(dst_md(s), y)}};
+    if (bias) args.emplace(DNNL_ARG_BIAS, wrap(bias_md(s), bias));
+    dnnl.run(p.conv, args);
+  });
+}
+
+void conv2d_backward_data_dnnl(const Conv2dShape& s, const float* dy, const float* w,
+                               WeightVersion wv, float* dx) {
+  checked(ConvPass::BackwardData, s, [&] {
+    DnnlConv& dnnl = DnnlConv::instance();
+    const Primitive& p = dnnl.primitive(ConvPass::BackwardData, s, false);
+    const std::shared_ptr<memory> filter = dnnl.filter(p, ConvPass::BackwardData, s, w, wv);
+    dnnl.run(p.conv, {{DNNL_ARG_DIFF_DST, wrap(dst_md(s), dy)},
+                     {DNNL_ARG_WEIGHTS, *filter},
+                     {DNNL_ARG_DIFF_SRC, wrap(src_md(s), dx)}});
+  });
+}
+
+void conv2d_backward_filter_dnnl(const Conv2dShape& s, const float* x, const float* dy, float* dw,
+                                 float* db) {
+  checked(ConvPass::BackwardFilter, s, [&] {
+    DnnlConv& dnnl = DnnlConv::instance();
+    const Primitive& p = dnnl.primitive(ConvPass::BackwardFilter, s, db != nullptr);
+    memory user = wrap(weights_md(s, tag::ohwi), dw);
+    // oneDNN writes its own layout into a scratch filter, reordered into the caller's OHWI.
+    memory out = p.filter_reorder ? memory(p.filter, dnnl.engine()) : user;
+    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, wrap(src_md(s), x)},
+                                         {DNNL_ARG_DIFF_DST, wrap(dst_md(s), dy)},
+                                         {DNNL_ARG_DIFF_WEIGHTS, out}};
+    if (db) args.emplace(DNNL_ARG_DIFF_BIAS, wrap(bias_md(s), db));
+    dnnl.run(p.conv, args);
+    if (p.filter_reorder) dnnl.run(*p.filter_reorder, {{DNNL_ARG_FROM, out}, {DNNL_ARG_TO, user}});
+  });
+}
+
+std::string conv2d_dnnl_implementation(ConvPass pass, const Conv2dShape& s) {
+  std::string name;
+  checked(pass, s, [&] { name = DnnlConv::instance().primitive(pass, s, false).implementation; });
+  return name;
+}
+
+DnnlWeightCacheStats conv2d_dnnl_weight_cache_stats() { return DnnlConv::instance().stats(); }
+
+}  // namespace kestrel::kernels

@@ -1,0 +1,56 @@
+// float32 convolutions on the CPU through oneDNN: the fast CPU path for training and inference.
+// Same geometry and buffers as the reference in kernels/conv2d.h (NHWC activations, OHWI filters,
+// contiguous), which stays the float64 reference the tests check against.
+//
+// oneDNN JIT-compiles its kernels for the CPU it finds (AVX-512 included), so one binary serves
+// every x86 machine. Activations and their gradients are handed over as NHWC without copies. The
+// filter goes through the blocked format oneDNN's kernels prefer (plain OHWI would send every
+// configuration to its reference implementation, hundreds of times slower). The reordered copy is
+// cached, keyed by (filter pointer, configuration, WeightVersion): calls that promise unchanged
+// contents through the same version share one reorder, and a new version rewrites the cached copy
+// in place (no allocation). Forward and backward-data want different layouts, so each keeps its
+// own copy. Primitives are built once per configuration and cached for the life of the process;
+// scratch memory is oneDNN's own (library scratchpad mode, reused across calls).
+//
+// Threads: oneDNN runs on OpenMP (GNU libgomp), sized by OMP_NUM_THREADS like any OpenMP program.
+// OpenBLAS is used only by the float64 reference (kernels/conv2d_cpu.cpp), so its thread pool never
+// wakes during a float32 step and the two runtimes do not compete for the cores.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "kernels/conv2d.h"
+
+namespace kestrel::kernels {
+
+// What the caller promises about a filter buffer's contents: two calls with the same pointer and
+// the same non-zero version read the same values, so the reordered filter of the first call may
+// serve the second. A caller that cannot promise that passes kUncachedWeights (reorder every call,
+// cache nothing). conv2d_dnnl_new_weight_version() hands out versions never used before, so a
+// caller that takes a fresh one whenever the filter may have changed can never read stale values.
+using WeightVersion = uint64_t;
+constexpr WeightVersion kUncachedWeights = 0;
+WeightVersion conv2d_dnnl_new_weight_version();
+
+// y = conv(x, w) + bias; bias may be null.
+void conv2d_forward_dnnl(const Conv2dShape& s, const float* x, const float* w, WeightVersion wv,
+                         const float* bias, float* y);
+// dx = the transposed convolution of dy with w.
+void conv2d_backward_data_dnnl(const Conv2dShape& s, const float* dy, const float* w,
+                               WeightVersion wv, float* dx);
+// dw (OHWI) = sum over images of dy^T . im2col(x); db[o] = sum of dy[..., o] when db is not null
+// (oneDNN computes it in the same pass over dy).
+void conv2d_backward_filter_dnnl(const Conv2dShape& s, const float* x, const float* dy, float* dw,
+                                 float* db);
+
+// The oneDNN implementation a pass of this configuration runs, e.g. "brgconv:avx512_core".
+std::string conv2d_dnnl_implementation(ConvPass pass, const Conv2dShape& s);
+
+// Counters of the filter cache (process-wide), for tests and benchmarks: reorders done, and
+// calls served by an already reordered filter.
+struct DnnlWeightCacheStats {
+  uint64_t reorders = 0, hits = 0;
+};
+DnnlWeightCacheStats conv2d_dnnl_weight_cache_stats();
+
+}  // namespace kestrel::kernels
