@@ -1,8 +1,24 @@
-// CPU reference: plain loops over [rows, channels] with double accumulators. Statistics take two
-// passes (mean, then squared deviations from it), the most accurate order for a reference.
+// Batch norm on the CPU over [rows, channels] (NHWC: channels innermost).
+//
+// float64 is the reference: plain loops with double accumulators; statistics take two passes
+// (mean, then squared deviations from it), the most accurate order.
+//
+// float32 is the fast path, with the same double arithmetic per element, so that its results
+// differ from the reference only by the order of summation (and FMA contraction in double): the
+// rows are cut into fixed chunks of ~32K elements, spread over OpenMP threads; each chunk
+// accumulates per-channel partials in double, in loops that vectorise across channels under
+// runtime ISA dispatch; the partials are merged serially in chunk order. Chunk bounds depend only
+// on the shape, so the result is the same bits for any number of threads. The statistics take one
+// pass: per chunk, sums of x - k and (x - k)^2 with k the chunk's first row (a sample of the
+// channel, so the shifted mean is O(std) and q - s^2/n cancels only a few bits of a double), then
+// Chan's formula across chunks. Relative error of the variance, ~1e-15 times (mean - k)^2 / var,
+// far below the float32 output's rounding.
+#include <algorithm>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/batchnorm.h"
+#include "kernels/cpu_simd.h"
 #include "kernels/dispatch.h"
 
 namespace kestrel::kernels {
@@ -15,9 +31,112 @@ std::vector<double> channel_invstd(const T* var, int64_t channels, double eps) {
   return invstd;
 }
 
+template <class T>
+std::vector<double> to_double(const T* v, int64_t n) {
+  return std::vector<double>(v, v + n);
+}
+
+// Rows per chunk: ~32K elements (128 KiB of float), at least one row.
+int64_t chunk_rows(BatchNormShape s) {
+  constexpr int64_t kChunkElements = int64_t(1) << 15;
+  return std::max<int64_t>(1, kChunkElements / std::max<int64_t>(1, s.channels));
+}
+
+int64_t chunk_count(BatchNormShape s) {
+  const int64_t per = chunk_rows(s);
+  return (s.rows + per - 1) / per;
+}
+
+// s[c] += x - k[c], q[c] += (x - k[c])^2 over rows of x; s and q start at zero.
+KESTREL_CPU_CLONES void shifted_sums_f32(const float* x, int64_t rows, int64_t C, const float* k,
+                                         double* s, double* q) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * C;
+#pragma omp simd
+    for (int64_t c = 0; c < C; ++c) {
+      const double d = double(xr[c]) - double(k[c]);
+      s[c] += d;
+      q[c] += d * d;
+    }
+  }
+}
+
+KESTREL_CPU_CLONES void normalize_f32(const float* x, int64_t rows, int64_t C, const double* mean,
+                                      const double* scale, const double* bias, float* y) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * C;
+    float* yr = y + r * C;
+#pragma omp simd
+    for (int64_t c = 0; c < C; ++c)
+      yr[c] = float(batch_norm_apply_fn<double>(xr[c], mean[c], scale[c], bias[c]));
+  }
+}
+
+// sdy[c] += dy, sdy_xmu[c] += dy * (x - mean[c]); both start at zero.
+KESTREL_CPU_CLONES void backward_sums_f32(const float* dy, const float* x, int64_t rows,
+                                          int64_t C, const double* mean, double* sdy,
+                                          double* sdy_xmu) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* gr = dy + r * C;
+    const float* xr = x + r * C;
+#pragma omp simd
+    for (int64_t c = 0; c < C; ++c) {
+      const double g = gr[c];
+      sdy[c] += g;
+      sdy_xmu[c] += g * (double(xr[c]) - mean[c]);
+    }
+  }
+}
+
+KESTREL_CPU_CLONES void backward_apply_f32(const float* dy, const float* x, int64_t rows,
+                                           int64_t C, const double* mean, const double* k1,
+                                           const double* mean_dy, const double* k2, float* dx) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* gr = dy + r * C;
+    const float* xr = x + r * C;
+    float* dr = dx + r * C;
+#pragma omp simd
+    for (int64_t c = 0; c < C; ++c)
+      dr[c] = float(batch_norm_dx_fn<double>(gr[c], xr[c], mean[c], k1[c], mean_dy[c], k2[c]));
+  }
+}
+
+void stats_f32(const float* x, BatchNormShape s, float* moments) {
+  const int64_t C = s.channels, per = chunk_rows(s), chunks = chunk_count(s);
+  std::vector<double> partial(chunks * 2 * C, 0.0);  // per chunk: s[C], q[C]
+  parallel_chunks(s.rows, per, [&](int64_t b, int64_t e) {
+    double* p = partial.data() + (b / per) * 2 * C;
+    shifted_sums_f32(x + b * C, e - b, C, x + b * C, p, p + C);
+  });
+  moments[0] = float(s.rows);
+  for (int64_t c = 0; c < C; ++c) {
+    Moments<double> acc;
+    for (int64_t k = 0; k < chunks; ++k) {
+      const double* p = partial.data() + k * 2 * C;
+      const double n = double(std::min(s.rows, (k + 1) * per) - k * per);
+      Moments<double> part = moments_from_shifted_sums(n, p[c], p[C + c]);
+      part.mean += x[k * per * C + c];
+      acc = merge_moments(acc, part);
+    }
+    moments[1 + c] = float(acc.mean);
+    moments[1 + C + c] = float(acc.count > 0 ? acc.m2 / acc.count : 0.0);
+  }
+}
+
+// Per-channel sums of the chunks, added in chunk order.
+std::vector<double> sum_partials(const std::vector<double>& partial, int64_t chunks,
+                                 int64_t width) {
+  std::vector<double> total(width, 0.0);
+  for (int64_t k = 0; k < chunks; ++k)
+    for (int64_t i = 0; i < width; ++i) total[i] += partial[k * width + i];
+  return total;
+}
+
 }  // namespace
 
 void batch_norm_stats_cpu(DType t, const void* x_, BatchNormShape s, void* moments_) {
+  if (t == DType::F32)
+    return stats_f32(static_cast<const float*>(x_), s, static_cast<float*>(moments_));
   KESTREL_DISPATCH_CPU_FLOAT(t, T, "batch_norm statistics", {
     const T* x = static_cast<const T*>(x_);
     T* moments = static_cast<T*>(moments_);
@@ -62,21 +181,94 @@ void batch_norm_merge_moments_cpu(DType p, int64_t ranks, int64_t channels, cons
   });
 }
 
-void batch_norm_forward_cpu(DType t, const void* x_, BatchNormShape s, const void* mean_,
-                            const void* var_, const void* weight_, const void* bias_, double eps,
-                            void* y_) {
-  KESTREL_DISPATCH_CPU_FLOAT(t, T, "batch_norm", {
-    const T* x = static_cast<const T*>(x_);
-    const T* mean = static_cast<const T*>(mean_);
-    const T* weight = static_cast<const T*>(weight_);
-    const T* bias = static_cast<const T*>(bias_);
-    T* y = static_cast<T*>(y_);
-    const int64_t C = s.channels;
-    std::vector<double> scale = channel_invstd(static_cast<const T*>(var_), C, eps);
-    for (int64_t c = 0; c < C; ++c) scale[c] *= weight[c];
+namespace {
+
+template <class T>
+void forward_typed(const T* x, BatchNormShape s, const T* mean, const T* var, const T* weight,
+                   const T* bias, double eps, T* y) {
+  const int64_t C = s.channels;
+  std::vector<double> scale = channel_invstd(var, C, eps);
+  for (int64_t c = 0; c < C; ++c) scale[c] *= weight[c];
+  if constexpr (std::is_same_v<T, float>) {
+    const std::vector<double> m = to_double(mean, C), b = to_double(bias, C);
+    parallel_chunks(s.rows, chunk_rows(s), [&](int64_t lo, int64_t hi) {
+      normalize_f32(x + lo * C, hi - lo, C, m.data(), scale.data(), b.data(), y + lo * C);
+    });
+  } else {
     for (int64_t r = 0; r < s.rows; ++r)
       for (int64_t c = 0; c < C; ++c)
         y[r * C + c] = T(batch_norm_apply_fn<double>(x[r * C + c], mean[c], scale[c], bias[c]));
+  }
+}
+
+template <class T>
+void backward_reduce_typed(const T* dy, const T* x, BatchNormShape s, const T* mean, const T* var,
+                           double eps, T* sums) {
+  const int64_t C = s.channels;
+  std::vector<double> sum_dy(C, 0.0), sum_dy_xmu(C, 0.0);
+  if constexpr (std::is_same_v<T, float>) {
+    const int64_t per = chunk_rows(s), chunks = chunk_count(s);
+    const std::vector<double> m = to_double(mean, C);
+    std::vector<double> partial(chunks * 2 * C, 0.0);  // per chunk: sum_dy[C], sum_dy_xmu[C]
+    parallel_chunks(s.rows, per, [&](int64_t lo, int64_t hi) {
+      double* p = partial.data() + (lo / per) * 2 * C;
+      backward_sums_f32(dy + lo * C, x + lo * C, hi - lo, C, m.data(), p, p + C);
+    });
+    const std::vector<double> total = sum_partials(partial, chunks, 2 * C);
+    std::copy(total.begin(), total.begin() + C, sum_dy.begin());
+    std::copy(total.begin() + C, total.end(), sum_dy_xmu.begin());
+  } else {
+    for (int64_t r = 0; r < s.rows; ++r)
+      for (int64_t c = 0; c < C; ++c) {
+        const double g = dy[r * C + c];
+        sum_dy[c] += g;
+        sum_dy_xmu[c] += g * (double(x[r * C + c]) - double(mean[c]));
+      }
+  }
+  const std::vector<double> invstd = channel_invstd(var, C, eps);
+  for (int64_t c = 0; c < C; ++c) {
+    sums[c] = T(sum_dy[c]);
+    sums[C + c] = T(sum_dy_xmu[c] * invstd[c]);
+  }
+}
+
+template <class T>
+void backward_apply_typed(const T* dy, const T* x, BatchNormShape s, const T* mean, const T* var,
+                          const T* weight, double eps, const T* sums, const T* count_, T* dx) {
+  const int64_t C = s.channels;
+  const std::vector<double> invstd = channel_invstd(var, C, eps);
+  std::vector<double> k1(C), mean_dy(C, 0.0), k2(C, 0.0);
+  const double count = sums ? double(*count_) : 0.0;
+  for (int64_t c = 0; c < C; ++c) {
+    k1[c] = double(weight[c]) * invstd[c];
+    if (sums) {
+      mean_dy[c] = double(sums[c]) / count;
+      k2[c] = invstd[c] * double(sums[C + c]) / count;
+    }
+  }
+  if constexpr (std::is_same_v<T, float>) {
+    const std::vector<double> m = to_double(mean, C);
+    parallel_chunks(s.rows, chunk_rows(s), [&](int64_t lo, int64_t hi) {
+      backward_apply_f32(dy + lo * C, x + lo * C, hi - lo, C, m.data(), k1.data(), mean_dy.data(),
+                         k2.data(), dx + lo * C);
+    });
+  } else {
+    for (int64_t r = 0; r < s.rows; ++r)
+      for (int64_t c = 0; c < C; ++c)
+        dx[r * C + c] = T(batch_norm_dx_fn<double>(dy[r * C + c], x[r * C + c], mean[c], k1[c],
+                                                   mean_dy[c], k2[c]));
+  }
+}
+
+}  // namespace
+
+void batch_norm_forward_cpu(DType t, const void* x, BatchNormShape s, const void* mean,
+                            const void* var, const void* weight, const void* bias, double eps,
+                            void* y) {
+  KESTREL_DISPATCH_CPU_FLOAT(t, T, "batch_norm", {
+    forward_typed(static_cast<const T*>(x), s, static_cast<const T*>(mean),
+                  static_cast<const T*>(var), static_cast<const T*>(weight),
+                  static_cast<const T*>(bias), eps, static_cast<T*>(y));
   });
 }
 
@@ -96,54 +288,23 @@ void batch_norm_update_running_cpu(DType p, int64_t channels, const void* moment
   });
 }
 
-void batch_norm_backward_reduce_cpu(DType t, const void* dy_, const void* x_, BatchNormShape s,
-                                    const void* mean_, const void* var_, double eps, void* sums_) {
+void batch_norm_backward_reduce_cpu(DType t, const void* dy, const void* x, BatchNormShape s,
+                                    const void* mean, const void* var, double eps, void* sums) {
   KESTREL_DISPATCH_CPU_FLOAT(t, T, "batch_norm backward", {
-    const T* dy = static_cast<const T*>(dy_);
-    const T* x = static_cast<const T*>(x_);
-    const T* mean = static_cast<const T*>(mean_);
-    T* sums = static_cast<T*>(sums_);
-    const int64_t C = s.channels;
-    std::vector<double> sum_dy(C, 0.0), sum_dy_xmu(C, 0.0);
-    for (int64_t r = 0; r < s.rows; ++r)
-      for (int64_t c = 0; c < C; ++c) {
-        const double g = dy[r * C + c];
-        sum_dy[c] += g;
-        sum_dy_xmu[c] += g * (double(x[r * C + c]) - double(mean[c]));
-      }
-    const std::vector<double> invstd = channel_invstd(static_cast<const T*>(var_), C, eps);
-    for (int64_t c = 0; c < C; ++c) {
-      sums[c] = T(sum_dy[c]);
-      sums[C + c] = T(sum_dy_xmu[c] * invstd[c]);
-    }
+    backward_reduce_typed(static_cast<const T*>(dy), static_cast<const T*>(x), s,
+                          static_cast<const T*>(mean), static_cast<const T*>(var), eps,
+                          static_cast<T*>(sums));
   });
 }
 
-void batch_norm_backward_apply_cpu(DType t, const void* dy_, const void* x_, BatchNormShape s,
-                                   const void* mean_, const void* var_, const void* weight_,
-                                   double eps, const void* sums_, const void* count_, void* dx_) {
+void batch_norm_backward_apply_cpu(DType t, const void* dy, const void* x, BatchNormShape s,
+                                   const void* mean, const void* var, const void* weight,
+                                   double eps, const void* sums, const void* count, void* dx) {
   KESTREL_DISPATCH_CPU_FLOAT(t, T, "batch_norm backward", {
-    const T* dy = static_cast<const T*>(dy_);
-    const T* x = static_cast<const T*>(x_);
-    const T* mean = static_cast<const T*>(mean_);
-    const T* weight = static_cast<const T*>(weight_);
-    const T* sums = static_cast<const T*>(sums_);
-    T* dx = static_cast<T*>(dx_);
-    const int64_t C = s.channels;
-    const std::vector<double> invstd = channel_invstd(static_cast<const T*>(var_), C, eps);
-    std::vector<double> k1(C), mean_dy(C, 0.0), k2(C, 0.0);
-    const double count = sums ? double(*static_cast<const T*>(count_)) : 0.0;
-    for (int64_t c = 0; c < C; ++c) {
-      k1[c] = double(weight[c]) * invstd[c];
-      if (sums) {
-        mean_dy[c] = double(sums[c]) / count;
-        k2[c] = invstd[c] * double(sums[C + c]) / count;
-      }
-    }
-    for (int64_t r = 0; r < s.rows; ++r)
-      for (int64_t c = 0; c < C; ++c)
-        dx[r * C + c] = T(batch_norm_dx_fn<double>(dy[r * C + c], x[r * C + c], mean[c], k1[c],
-                                                   mean_dy[c], k2[c]));
+    backward_apply_typed(static_cast<const T*>(dy), static_cast<const T*>(x), s,
+                         static_cast<const T*>(mean), static_cast<const T*>(var),
+                         static_cast<const T*>(weight), eps, static_cast<const T*>(sums),
+                         static_cast<const T*>(count), static_cast<T*>(dx));
   });
 }
 

@@ -12,12 +12,13 @@ using namespace kestrel;
 
 namespace {
 
-// Outputs of the stem conv (P1), and of the C3 stages at P2..P5.
+// YOLOv5s at 640 px: outputs of the stem conv (P1), and of the C3 stages at P2..P5; then YOLOv5n
+// at 320 px: the stem's output and a C3 stage at P4.
 struct Act {
   int64_t h, w, c;
 };
 constexpr Act kActs[] = {{320, 320, 32}, {160, 160, 64}, {80, 80, 128}, {40, 40, 256},
-                         {20, 20, 512}};
+                         {20, 20, 512},  {160, 160, 16}, {40, 40, 64}};
 constexpr DType kDTypes[] = {DType::F32, DType::BF16};
 
 struct Setup {
@@ -86,13 +87,15 @@ void BM_BatchNormBackward(benchmark::State& state) {
 }
 
 // {device, batch, activation, dtype}: CUDA at batch 16 and 64 in bfloat16 and float32; the CPU
-// at batch 1 in float32 (a 2-core machine).
+// in float32 at batch 1 for YOLOv5s at 640 and at batch 16 for YOLOv5n at 320 (the CPU training
+// step's shapes).
 void Args(benchmark::internal::Benchmark* b) {
   for (int act = 0; act < 5; ++act) {
     b->Args({0, 1, act, 0});
     for (int batch : {16, 64})
       for (int dt = 0; dt < 2; ++dt) b->Args({1, batch, act, dt});
   }
+  for (int act = 5; act < 7; ++act) b->Args({0, 16, act, 0});
   b->UseManualTime()->Unit(benchmark::kMillisecond);
 }
 

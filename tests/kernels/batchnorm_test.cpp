@@ -1,8 +1,13 @@
 // Batch norm on the CPU: forward values and running statistics against a naive implementation
 // written here, gradients against finite differences in float64, the statistics' numerical
 // stability at large means (including the shifted-sum + Chan math the CUDA kernels use), the
-// merge of partial statistics, and argument errors.
+// merge of partial statistics, argument errors, and the float32 fast kernels (vectorised, OpenMP
+// chunks) against the float64 reference, on 1 and 2 threads.
+#include <omp.h>
+
 #include <cmath>
+#include <cstring>
+#include <limits>
 #include <string>
 
 #include "engine/autograd.h"
@@ -308,4 +313,126 @@ TEST(BatchNorm, BadArgumentsAreRefusedClearly) {
   expect_error([&] { call(x, p, true, kEps, 1.5); }, "momentum");
   // A single row is fine in eval mode.
   EXPECT_NO_THROW(call(random_tensor({1, 1, 1, 4}, 104, DType::F32), p, false));
+}
+
+namespace {
+
+// One problem for the four kernels, in float32 and the same values widened to float64.
+struct Problem {
+  kernels::BatchNormShape shape;
+  std::vector<float> x, dy, weight, bias;
+};
+
+// Channels alternate between means 0, 3 and 1e4 (where a float32 sum of squares cancels), spreads
+// 0.5 to 2; dy is the kind of gradient BN sees (mean near 0, some channels with an offset).
+Problem make_problem(int64_t rows, int64_t channels, uint64_t seed) {
+  Problem p{{rows, channels}, {}, {}, {}, {}};
+  p.x = random_tensor({rows, channels}, seed, DType::F32, -1, 1).to_vector<float>();
+  p.dy = random_tensor({rows, channels}, seed + 1, DType::F32, -1, 1).to_vector<float>();
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < channels; ++c) {
+      const float mean = c % 3 == 0 ? 0.0f : (c % 3 == 1 ? 3.0f : 1e4f);
+      float& x = p.x[r * channels + c];
+      x = mean + x * (0.5f + static_cast<float>(c % 4) * 0.5f);
+      p.dy[r * channels + c] += c % 2 == 0 ? 0.0f : 0.25f;
+    }
+  p.weight = random_tensor({channels}, seed + 2, DType::F32, 0.5, 1.5).to_vector<float>();
+  p.bias = random_tensor({channels}, seed + 3, DType::F32, -0.5, 0.5).to_vector<float>();
+  return p;
+}
+
+template <class T>
+std::vector<T> widen(const std::vector<float>& v) {
+  return std::vector<T>(v.begin(), v.end());
+}
+
+// Runs stats, forward, backward reduce and backward apply in precision T; returns their outputs
+// (moments, y, sums, dx) in double.
+template <class T>
+std::vector<std::vector<double>> run_kernels(const Problem& p) {
+  const DType dt = std::is_same_v<T, float> ? DType::F32 : DType::F64;
+  const int64_t C = p.shape.channels;
+  const std::vector<T> x = widen<T>(p.x), dy = widen<T>(p.dy), w = widen<T>(p.weight),
+                       b = widen<T>(p.bias);
+  std::vector<T> moments(kernels::moments_size(C)), y(x.size()), sums(2 * C), dx(x.size());
+  kernels::batch_norm_stats_cpu(dt, x.data(), p.shape, moments.data());
+  // Both precisions normalise with the same (float32-rounded) statistics, so that each kernel's
+  // comparison measures that kernel alone.
+  const std::vector<T> stats = widen<T>(std::vector<float>(moments.begin(), moments.end()));
+  const T* mean = stats.data() + 1;
+  const T* var = stats.data() + 1 + C;
+  kernels::batch_norm_forward_cpu(dt, x.data(), p.shape, mean, var, w.data(), b.data(), kEps,
+                                  y.data());
+  kernels::batch_norm_backward_reduce_cpu(dt, dy.data(), x.data(), p.shape, mean, var, kEps,
+                                          sums.data());
+  const std::vector<T> sums_f = widen<T>(std::vector<float>(sums.begin(), sums.end()));
+  kernels::batch_norm_backward_apply_cpu(dt, dy.data(), x.data(), p.shape, mean, var, w.data(),
+                                         kEps, sums_f.data(), stats.data(), dx.data());
+  auto to_d = [](const std::vector<T>& v) { return std::vector<double>(v.begin(), v.end()); };
+  return {to_d(moments), to_d(y), to_d(sums), to_d(dx)};
+}
+
+// Channel counts: the stem input's 3, YOLOv5n's 16 and 64, Detect's odd 255; row counts from one
+// row to several 32K-element chunks, none a multiple of a vector width.
+struct FastCase {
+  int64_t rows, channels;
+};
+constexpr FastCase kFastCases[] = {{1, 16}, {7, 3}, {5, 255}, {4099, 16},
+                                   {25001, 3}, {1031, 64}, {301, 255}};
+
+}  // namespace
+
+// The float32 kernels do the float64 reference's arithmetic in double and round once at the end;
+// they only sum in a different order (chunks, then chunk order; one pass with a per-chunk shift
+// for the statistics). So each result is within one float32 rounding (eps * |value|) of the
+// float64 result, plus the double arithmetic's own error relative to the magnitude of what was
+// summed (1e-12 of it: ~1e-16 per operation, grown by the row count and, for the variance, by the
+// shifted sums' cancellation, (mean - shift)^2 / var, a few tens here).
+TEST(BatchNormFloat32, KernelsMatchFloat64Reference) {
+  const double eps32 = std::numeric_limits<float>::epsilon();
+  for (const FastCase& fc : kFastCases) {
+    const Problem p = make_problem(fc.rows, fc.channels, 200 + fc.rows);
+    const auto f32 = run_kernels<float>(p);
+    const auto f64 = run_kernels<double>(p);
+    const int64_t C = fc.channels;
+    // Magnitudes of what each sum adds up, per channel: sum |x|, sum |dy|, sum |dy xhat|.
+    std::vector<double> abs_x(C, 0.0), abs_dy(C, 0.0), abs_dy_xhat(C, 0.0);
+    for (int64_t i = 0; i < fc.rows * C; ++i) {
+      const int64_t c = i % C;
+      const double mean = float(f64[0][1 + c]), var = float(f64[0][1 + C + c]);
+      abs_x[c] += std::abs(p.x[i]);
+      abs_dy[c] += std::abs(p.dy[i]);
+      abs_dy_xhat[c] += std::abs(p.dy[i] * (p.x[i] - mean)) / std::sqrt(var + kEps);
+    }
+    const std::string where = "rows " + std::to_string(fc.rows) + " C " + std::to_string(C);
+    auto near = [&](double got, double want, double summed, const std::string& what) {
+      EXPECT_NEAR(got, want, eps32 * std::abs(want) + 1e-12 * summed) << what << ", " << where;
+    };
+    EXPECT_EQ(f32[0][0], double(fc.rows));
+    for (int64_t c = 0; c < C; ++c) {
+      near(f32[0][1 + c], f64[0][1 + c], abs_x[c] / fc.rows, "mean");
+      near(f32[0][1 + C + c], f64[0][1 + C + c], f64[0][1 + C + c], "variance");
+      near(f32[2][c], f64[2][c], abs_dy[c], "sum dy");
+      near(f32[2][C + c], f64[2][C + c], abs_dy_xhat[c], "sum dy xhat");
+    }
+    // Per element the same double arithmetic (up to FMA contraction) on O(1) terms.
+    for (size_t i = 0; i < f32[1].size(); ++i) {
+      near(f32[1][i], f64[1][i], 1.0, "y");
+      near(f32[3][i], f64[3][i], 1.0, "dx");
+    }
+  }
+}
+
+// Fixed chunks merged in chunk order: the same bits on one thread and on two.
+TEST(BatchNormFloat32, SameBitsOnOneAndTwoThreads) {
+  for (const FastCase& fc : kFastCases) {
+    const Problem p = make_problem(fc.rows, fc.channels, 300 + fc.rows);
+    omp_set_num_threads(1);
+    const auto one = run_kernels<float>(p);
+    omp_set_num_threads(2);
+    const auto two = run_kernels<float>(p);
+    for (size_t k = 0; k < one.size(); ++k)
+      EXPECT_EQ(std::memcmp(one[k].data(), two[k].data(), one[k].size() * sizeof(double)), 0)
+          << "output " << k << ", rows " << fc.rows << " C " << fc.channels;
+  }
 }
