@@ -1,9 +1,62 @@
+#include "kernels/cpu_simd.h"
 #include "kernels/dispatch.h"
 #include "kernels/maxpool.h"
 
 namespace kestrel::kernels {
+namespace {
+
+// Rows per parallel chunk: about 32K elements, so that a chunk outweighs waking a thread.
+int64_t rows_per_chunk(int64_t row_elements) { return std::max<int64_t>(1, 32768 / std::max<int64_t>(row_elements, 1)); }
+
+// float32 forward, one output row: the same scan and tie/NaN rule as maxpool_choose, with the
+// channel loop innermost so it vectorises (NHWC: a window tap is C contiguous values).
+KESTREL_CPU_CLONES void maxpool_row_f32(const float* x, float* y, uint8_t* window, const PoolShape& s,
+                                        int64_t n, int64_t oh) {
+  const int64_t H = s.h, W = s.w, C = s.c, K = s.kernel;
+  const int64_t h0 = oh * s.stride - s.pad;
+  const int64_t kh_begin = h0 < 0 ? -h0 : 0, kh_end = std::min(K, H - h0);
+  for (int64_t ow = 0; ow < s.out_w; ++ow) {
+    const int64_t o = ((n * s.out_h + oh) * s.out_w + ow) * C;
+    float* __restrict__ yo = y + o;
+    uint8_t* __restrict__ wo = window ? window + o : nullptr;
+    const int64_t w0 = ow * s.stride - s.pad;
+    const int64_t kw_begin = w0 < 0 ? -w0 : 0, kw_end = std::min(K, W - w0);
+    bool first = true;
+    for (int64_t kh = kh_begin; kh < kh_end; ++kh)
+      for (int64_t kw = kw_begin; kw < kw_end; ++kw) {
+        const float* __restrict__ xi = x + ((n * H + h0 + kh) * W + w0 + kw) * C;
+        const uint8_t tap = static_cast<uint8_t>(kh * K + kw);
+        if (first) {
+          for (int64_t c = 0; c < C; ++c) yo[c] = xi[c];
+          if (wo)
+            for (int64_t c = 0; c < C; ++c) wo[c] = tap;
+          first = false;
+          continue;
+        }
+        if (wo) {
+          for (int64_t c = 0; c < C; ++c) {
+            const bool take = pool_replaces(xi[c], yo[c]);
+            yo[c] = take ? xi[c] : yo[c];
+            wo[c] = take ? tap : wo[c];
+          }
+        } else {
+          for (int64_t c = 0; c < C; ++c) yo[c] = pool_replaces(xi[c], yo[c]) ? xi[c] : yo[c];
+        }
+      }
+  }
+}
+
+}  // namespace
 
 void maxpool2d_forward_cpu(DType t, const void* x_, void* y_, uint8_t* window, const PoolShape& s) {
+  if (t == DType::F32) {  // the fast path: rows in parallel, channels vectorised
+    const float* x = static_cast<const float*>(x_);
+    float* y = static_cast<float*>(y_);
+    parallel_chunks(s.n * s.out_h, rows_per_chunk(s.out_w * s.c), [&](int64_t begin, int64_t end) {
+      for (int64_t r = begin; r < end; ++r) maxpool_row_f32(x, y, window, s, r / s.out_h, r % s.out_h);
+    });
+    return;
+  }
   KESTREL_DISPATCH_CPU_FLOAT(t, T, "max_pool2d", {
     const T* x = static_cast<const T*>(x_);
     T* y = static_cast<T*>(y_);
@@ -19,17 +72,21 @@ void maxpool2d_forward_cpu(DType t, const void* x_, void* y_, uint8_t* window, c
   });
 }
 
+// A gather per input element (no write conflicts), so rows run in parallel; the sum per element
+// keeps its fixed order.
 void maxpool2d_backward_cpu(DType t, const void* dy_, const uint8_t* window, void* dx_,
                             const PoolShape& s) {
   KESTREL_DISPATCH_CPU_FLOAT(t, T, "max_pool2d backward", {
     const T* dy = static_cast<const T*>(dy_);
     T* dx = static_cast<T*>(dx_);
-    int64_t i = 0;
-    for (int64_t n = 0; n < s.n; ++n)
-      for (int64_t h = 0; h < s.h; ++h)
+    parallel_chunks(s.n * s.h, rows_per_chunk(s.w * s.c), [&](int64_t begin, int64_t end) {
+      for (int64_t r = begin; r < end; ++r) {
+        const int64_t n = r / s.h, h = r % s.h;
+        T* out = dx + r * s.w * s.c;
         for (int64_t w = 0; w < s.w; ++w)
-          for (int64_t c = 0; c < s.c; ++c, ++i)
-            dx[i] = maxpool_input_grad(dy, window, s, n, h, w, c);
+          for (int64_t c = 0; c < s.c; ++c) out[w * s.c + c] = maxpool_input_grad(dy, window, s, n, h, w, c);
+      }
+    });
   });
 }
 
