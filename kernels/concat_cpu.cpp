@@ -1,6 +1,8 @@
+#include <algorithm>
 #include <cstring>
 
 #include "kernels/concat.h"
+#include "kernels/cpu_simd.h"
 #include "kernels/error.h"
 
 namespace kestrel::kernels {
@@ -12,9 +14,14 @@ void copy_rows_cpu(size_t elem_size, const void* src_, void* dst_, const RowBloc
   const auto* src = static_cast<const unsigned char*>(src_);
   auto* dst = static_cast<unsigned char*>(dst_);
   const size_t row_bytes = static_cast<size_t>(b.cols) * elem_size;
-  for (int64_t r = 0; r < b.rows; ++r)
-    std::memcpy(dst + row_block_dst<int64_t>(r, 0, b.dst_ld) * elem_size,
-                src + row_block_src<int64_t>(r, 0, b.src_ld) * elem_size, row_bytes);
+  // Rows in parallel, about 128 KiB per chunk (concat is pure memory traffic: two cores move
+  // more than one).
+  const int64_t grain = std::max<int64_t>(1, int64_t{128 << 10} / static_cast<int64_t>(row_bytes));
+  parallel_chunks(b.rows, grain, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r)
+      std::memcpy(dst + row_block_dst<int64_t>(r, 0, b.dst_ld) * elem_size,
+                  src + row_block_src<int64_t>(r, 0, b.src_ld) * elem_size, row_bytes);
+  });
 }
 
 }  // namespace kestrel::kernels
