@@ -32,7 +32,7 @@ for ((i = 0; i < rounds; ++i)); do
   k=$(cd "$root" && OMP_NUM_THREADS=$threads seconds "$kestrel" train --data "$data" --cfg "models/$model.yaml" \
         --img-size "$img" --batch-size "$batch" --epochs 1 --workers "$workers" --cache ram --noval \
         --noplots --device cpu --project "$scratch/k" --name "r$i")
-  r=$(cd "$yolov5" && OMP_NUM_THREADS=$threads seconds /usr/bin/python3 train.py --data "$data" --cfg "$model.yaml" \
+  r=$(cd "$yolov5" && OMP_NUM_THREADS=$threads seconds /usr/bin/python3 "$root/bench/epoch/run_reference.py" --data "$data" --cfg "$model.yaml" \
         --weights '' --img "$img" --batch-size "$batch" --epochs 1 --workers "$workers" --cache ram --noval \
         --noplots --device cpu --project "$scratch/r" --name "r$i")
   echo "round $i: kestrel ${k}s reference ${r}s"
