@@ -2,8 +2,13 @@
 
 #include <cuda_runtime.h>
 
+#include <dnnl.h>
+
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
+#include <vector>
 
 #include "engine/stream.h"
 #include "kernels/cuda_check.h"
@@ -32,14 +37,47 @@ constexpr ArchRate kRates[] = {
     {8, 9, 512, 256},
 };
 
+// This machine's CPU limits, measured once per process: SGEMM through oneDNN (the library the
+// CPU convolutions use) on OpenMP's threads, and a streaming copy of buffers far larger than the
+// caches (bytes read + written). Best of several runs, so a busy moment does not lower them.
+struct CpuPeak {
+  double flop_per_s = 0, bytes_per_s = 0;
+};
+
+CpuPeak measure_cpu_peak() {
+  using Clock = std::chrono::steady_clock;
+  auto best_of = [](int runs, auto&& fn) {
+    double best = 1e30;
+    for (int r = 0; r < runs; ++r) {
+      const auto t0 = Clock::now();
+      fn();
+      best = std::min(best, std::chrono::duration<double>(Clock::now() - t0).count());
+    }
+    return best;
+  };
+  CpuPeak p;
+  constexpr int64_t n = 2048;
+  std::vector<float> a(n * n, 0.5f), b(n * n, 0.25f), c(n * n, 0.f);
+  const double gemm_s = best_of(6, [&] {
+    dnnl_sgemm('N', 'N', n, n, n, 1.f, a.data(), n, b.data(), n, 0.f, c.data(), n);
+  });
+  p.flop_per_s = 2.0 * n * n * n / gemm_s;
+  const size_t bytes = size_t{256} << 20;
+  std::vector<char> src(bytes, 1), dst(bytes, 0);
+  const double copy_s = best_of(4, [&] { std::memcpy(dst.data(), src.data(), bytes); });
+  p.bytes_per_s = 2.0 * static_cast<double>(bytes) / copy_s;
+  return p;
+}
+
 }  // namespace
 
 DevicePeak device_peak(Device device) {
   DevicePeak p;
   if (device.is_cpu()) {
     p.name = "cpu";
-    p.bandwidth_bytes_per_s = env_or("KESTREL_CPU_PEAK_GBS", 20.0) * 1e9;
-    p.fp32_flop_per_s = env_or("KESTREL_CPU_PEAK_GFLOPS", 50.0) * 1e9;
+    static const CpuPeak measured = measure_cpu_peak();
+    p.bandwidth_bytes_per_s = env_or("KESTREL_CPU_PEAK_GBS", measured.bytes_per_s / 1e9) * 1e9;
+    p.fp32_flop_per_s = env_or("KESTREL_CPU_PEAK_GFLOPS", measured.flop_per_s / 1e9) * 1e9;
     p.tensor_flop_per_s = p.fp32_flop_per_s;
     return p;
   }
