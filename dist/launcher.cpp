@@ -7,7 +7,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <algorithm>
+#include <cstdlib>
 #include <cstring>
+#include <thread>
 #include <fstream>
 #include <iostream>
 #include <optional>
@@ -41,6 +44,15 @@ class SignalBlock {
   sigset_t previous_;
 };
 
+}  // namespace
+
+int omp_threads_per_worker(int nproc_per_node) {
+  const int cores = static_cast<int>(std::thread::hardware_concurrency());
+  return std::max(1, cores / std::max(1, nproc_per_node));
+}
+
+namespace {
+
 std::vector<std::string> worker_environment(const LaunchOptions& o, int rank, int local_rank) {
   const std::vector<std::pair<std::string, std::string>> ours = {
       {"RANK", std::to_string(rank)},
@@ -57,6 +69,11 @@ std::vector<std::string> worker_environment(const LaunchOptions& o, int rank, in
     if (!replaced) env.push_back(entry);
   }
   for (const auto& [name, value] : ours) env.push_back(name + "=" + value);
+  // Each worker's compute threads (OpenMP: oneDNN and the CPU kernels) share the node's cores
+  // with the other local workers, unless the user sized them: N teams of all cores would spin
+  // against each other. (torchrun sets 1; a share keeps CPU training parallel inside a rank.)
+  if (!std::getenv("OMP_NUM_THREADS"))
+    env.push_back("OMP_NUM_THREADS=" + std::to_string(omp_threads_per_worker(o.nproc_per_node)));
   return env;
 }
 

@@ -2,7 +2,7 @@
 // (the same program with the launcher flags removed) and supervises them, like torchrun.
 //
 // Workers get RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR and MASTER_PORT, which
-// dist/env.h picks up. Global rank 0 keeps the launcher's stdout/stderr; every other worker writes
+// dist/env.h picks up, and OMP_NUM_THREADS (their share of the cores) unless it is set. Global rank 0 keeps the launcher's stdout/stderr; every other worker writes
 // both to <log_dir>/rank<R>.log. SIGINT and SIGTERM are forwarded to the workers. When a worker
 // fails, the others get SIGTERM (SIGKILL after a grace period) and the launcher reports which rank
 // failed, with the tail of its log.
@@ -52,6 +52,10 @@ LaunchResult launch_workers(const LaunchOptions& options, RestartPolicy* restart
 // --max-restarts (as "--flag value" or "--flag=value", dashes or underscores); the workers learn
 // the first five from their environment.
 std::vector<std::string> strip_launcher_flags(const std::vector<std::string>& args);
+
+// OMP_NUM_THREADS a worker gets when the environment sets none: the node's cores shared among its
+// local workers (at least 1).
+int omp_threads_per_worker(int nproc_per_node);
 
 // This program's path (from /proc/self/exe), to start workers with.
 std::filesystem::path current_executable();

@@ -56,7 +56,8 @@ TEST(LauncherWorker, DISABLED_ReportEnv) {
   std::ofstream(out_dir() / ("env" + env_or_empty("RANK")))
       << env_or_empty("RANK") << " " << env_or_empty("WORLD_SIZE") << " "
       << env_or_empty("LOCAL_RANK") << " " << env_or_empty("LOCAL_WORLD_SIZE") << " "
-      << env_or_empty("MASTER_ADDR") << " " << env_or_empty("MASTER_PORT");
+      << env_or_empty("MASTER_ADDR") << " " << env_or_empty("MASTER_PORT") << " "
+      << env_or_empty("OMP_NUM_THREADS");
   std::cout << "hello from rank " << env_or_empty("RANK") << std::endl;
 }
 
@@ -149,6 +150,9 @@ TEST(Launcher, StripsLauncherFlags) {
 TEST(Launcher, WorkersSeeTheirRanksAndOnlyRankZeroPrints) {
   const fs::path dir = testing::temp_dir("launch");
   LaunchOptions o = options_for("DISABLED_ReportEnv", 3, dir);
+  // Each worker's share of the cores, unless the environment already sizes OpenMP.
+  const char* set = std::getenv("OMP_NUM_THREADS");
+  const std::string omp_threads = set ? set : std::to_string(dist::omp_threads_per_worker(3));
   o.nnodes = 2;
   o.node_rank = 1;  // ranks 3, 4, 5 of 6
   const LaunchResult r = launch_workers(o);
@@ -158,7 +162,7 @@ TEST(Launcher, WorkersSeeTheirRanksAndOnlyRankZeroPrints) {
     const int rank = 3 + local;
     EXPECT_EQ(read_file(dir / ("env" + std::to_string(rank))),
               std::to_string(rank) + " 6 " + std::to_string(local) + " 3 127.0.0.1 " +
-                  std::to_string(o.master_port));
+                  std::to_string(o.master_port) + " " + omp_threads);
     EXPECT_NE(read_file(o.log_dir / ("rank" + std::to_string(rank) + ".log"))
                   .find("hello from rank " + std::to_string(rank)),
               std::string::npos);
