@@ -102,9 +102,7 @@ void check_ranks_agree(const RankInfo& rank, Device device, const RunFingerprint
   if (rank.world == 1) return;
   const RunFingerprint rank0 = decode(broadcast_string(rank, device, encode(mine)));
   const std::string difference = fingerprint_difference(rank0, mine);
-  Tensor differing = Tensor::full({1}, difference.empty() ? 0.0 : 1.0, DType::F32, device);
-  rank.group->all_reduce(differing, dist::ReduceOp::Sum)->synchronize();
-  const int n = static_cast<int>(differing.item());
+  const int n = ranks_raising(rank, device, {!difference.empty()})[0];
   if (n == 0) return;
   KESTREL_CHECK(!difference.empty() || !rank.main(), n, " rank(s) were started with another dataset, model "
                 "or flags than rank 0; their logs (rank<R>.log) name the difference. Start every rank "

@@ -62,11 +62,14 @@ std::string broadcast_string(const RankInfo& r, Device device, const std::string
   return out;
 }
 
-bool broadcast_flag(const RankInfo& r, Device device, bool flag) {
-  if (r.world == 1) return flag;
-  Tensor t = Tensor::full({1}, flag ? 1.0 : 0.0, DType::F32, device);
-  r.group->broadcast(t, 0)->synchronize();
-  return t.item() != 0;
+std::vector<int> ranks_raising(const RankInfo& r, Device device, const std::vector<bool>& flags) {
+  std::vector<float> counts(flags.begin(), flags.end());
+  if (r.world > 1) {
+    Tensor t = Tensor::from_vector(counts, {static_cast<int64_t>(counts.size())}, device);
+    r.group->all_reduce(t, dist::ReduceOp::Sum)->synchronize();
+    counts = t.to_vector<float>();
+  }
+  return std::vector<int>(counts.begin(), counts.end());
 }
 
 void barrier(const RankInfo& r) {

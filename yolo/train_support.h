@@ -27,7 +27,9 @@ DType pick_compute_dtype(const std::string& amp, Device device);
 std::string resolve_data(const std::string& data);
 // Rank 0's value on every rank.
 std::string broadcast_string(const RankInfo& r, Device device, const std::string& s);
-bool broadcast_flag(const RankInfo& r, Device device, bool flag);
+// For each flag, how many ranks raised it (one all-reduce; every rank must call it at the same
+// point). A single process gets its own flags back as 0/1.
+std::vector<int> ranks_raising(const RankInfo& r, Device device, const std::vector<bool>& flags);
 void barrier(const RankInfo& r);
 std::string format_seconds(double s);
 // "model.<i>." prefixes of the frozen layers (one number N: the first N layers).

@@ -423,16 +423,10 @@ void Trainer::train_batch(const data::Batch& batch, int epoch, int64_t i) {
   // One small collective per batch carries what every rank must agree on: a non-finite loss
   // anywhere skips the step everywhere (a rank skipping alone would leave the others waiting in
   // their all-reduces), and a stop request anywhere stops every rank at the same batch.
-  bool finite = std::isfinite(loss.box + loss.obj + loss.cls);
-  bool stop = stop_.received() != 0;
-  if (rank_.world > 1) {
-    Tensor flags = Tensor::from_vector(std::vector<float>{finite ? 0.f : 1.f, stop ? 1.f : 0.f}, {2}, device_);
-    rank_.group->all_reduce(flags, dist::ReduceOp::Sum)->synchronize();
-    const std::vector<float> agreed = flags.to_vector<float>();
-    finite = agreed[0] == 0;
-    stop = agreed[1] > 0;
-  }
-  stop_agreed_ = stop_agreed_ || stop;
+  const std::vector<int> raised =
+      ranks_raising(rank_, device_, {!std::isfinite(loss.box + loss.obj + loss.cls), stop_.received() != 0});
+  const bool finite = raised[0] == 0;
+  stop_agreed_ = stop_agreed_ || raised[1] > 0;
   if (!finite) {
     ++nan_steps_;
     ++progress_.skipped;
@@ -531,16 +525,9 @@ bool Trainer::end_epoch(int epoch) {
                  "disable early stopping.");
   }
   // Rank 0's early stop, and a signal any rank received meanwhile (during validation, say).
-  bool stop_signal = stop_.received() != 0;
-  if (rank_.world > 1) {
-    Tensor flags = Tensor::from_vector(std::vector<float>{stop_early ? 1.f : 0.f, stop_signal ? 1.f : 0.f}, {2}, device_);
-    rank_.group->all_reduce(flags, dist::ReduceOp::Sum)->synchronize();
-    const std::vector<float> agreed = flags.to_vector<float>();
-    stop_early = agreed[0] > 0;
-    stop_signal = agreed[1] > 0;
-  }
-  stop_agreed_ = stop_agreed_ || stop_signal;
-  return stop_early || stop_agreed_;
+  const std::vector<int> raised = ranks_raising(rank_, device_, {stop_early, stop_.received() != 0});
+  stop_agreed_ = stop_agreed_ || raised[1] > 0;
+  return raised[0] > 0 || stop_agreed_;
 }
 
 void Trainer::save_checkpoint_as(const std::string& path, int64_t last_epoch, const EpochProgress& progress) {

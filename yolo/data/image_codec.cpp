@@ -85,12 +85,6 @@ std::string out_of_memory(const std::string& path, const ImageInfo& info) {
              " pixels); free memory, use fewer --workers, or downscale the image");
 }
 
-void write_atomically(const std::string& path, const uint8_t* data, size_t n) {
-  AtomicFile out(path);
-  out.write(data, n);
-  out.commit();
-}
-
 }  // namespace
 
 std::vector<uint8_t> read_file_bytes(const std::string& path) {
@@ -212,7 +206,7 @@ void write_jpeg(const std::string& path, const cv::Mat& bgr, int quality) {
                              TJSAMP_420, quality, TJFLAG_ACCURATEDCT);
   std::unique_ptr<unsigned char, void (*)(unsigned char*)> owned(out, tjFree);
   KESTREL_CHECK(rc == 0, "JPEG encoding of '", path, "' failed: ", tjGetErrorStr2(tj.h));
-  write_atomically(path, out, size);
+  write_file_atomic(path, std::string_view(reinterpret_cast<const char*>(out), size));
 }
 
 void write_png(const std::string& path, const cv::Mat& bgr) {
@@ -230,7 +224,7 @@ void write_png(const std::string& path, const cv::Mat& bgr) {
   std::vector<uint8_t> buffer(size);
   KESTREL_CHECK(png_image_write_to_memory(&image, buffer.data(), &size, 0, img.data, 0, nullptr),
                 "PNG encoding of '", path, "' failed: ", image.message);
-  write_atomically(path, buffer.data(), size);
+  write_file_atomic(path, std::string_view(reinterpret_cast<const char*>(buffer.data()), size));
 }
 
 }  // namespace kestrel::yolo::data
