@@ -18,34 +18,14 @@
 #include <vector>
 
 #include "kernels/batchnorm.h"
+#include "kernels/batchnorm_cpu_common.h"
 #include "kernels/cpu_simd.h"
 #include "kernels/dispatch.h"
 
 namespace kestrel::kernels {
 namespace {
 
-template <class T>
-std::vector<double> channel_invstd(const T* var, int64_t channels, double eps) {
-  std::vector<double> invstd(channels);
-  for (int64_t c = 0; c < channels; ++c) invstd[c] = batch_norm_invstd<double>(var[c], eps);
-  return invstd;
-}
-
-template <class T>
-std::vector<double> to_double(const T* v, int64_t n) {
-  return std::vector<double>(v, v + n);
-}
-
-// Rows per chunk: ~32K elements (128 KiB of float), at least one row.
-int64_t chunk_rows(BatchNormShape s) {
-  constexpr int64_t kChunkElements = int64_t(1) << 15;
-  return std::max<int64_t>(1, kChunkElements / std::max<int64_t>(1, s.channels));
-}
-
-int64_t chunk_count(BatchNormShape s) {
-  const int64_t per = chunk_rows(s);
-  return (s.rows + per - 1) / per;
-}
+using namespace bn_cpu;
 
 // s[c] += x - k[c], q[c] += (x - k[c])^2 over rows of x; s and q start at zero.
 KESTREL_CPU_CLONES void shifted_sums_f32(const float* x, int64_t rows, int64_t C, const float* k,
@@ -123,15 +103,6 @@ void stats_f32(const float* x, BatchNormShape s, float* moments) {
   }
 }
 
-// Per-channel sums of the chunks, added in chunk order.
-std::vector<double> sum_partials(const std::vector<double>& partial, int64_t chunks,
-                                 int64_t width) {
-  std::vector<double> total(width, 0.0);
-  for (int64_t k = 0; k < chunks; ++k)
-    for (int64_t i = 0; i < width; ++i) total[i] += partial[k * width + i];
-  return total;
-}
-
 }  // namespace
 
 void batch_norm_stats_cpu(DType t, const void* x_, BatchNormShape s, void* moments_) {
@@ -187,8 +158,7 @@ template <class T>
 void forward_typed(const T* x, BatchNormShape s, const T* mean, const T* var, const T* weight,
                    const T* bias, double eps, T* y) {
   const int64_t C = s.channels;
-  std::vector<double> scale = channel_invstd(var, C, eps);
-  for (int64_t c = 0; c < C; ++c) scale[c] *= weight[c];
+  const std::vector<double> scale = channel_scale(var, weight, C, eps);
   if constexpr (std::is_same_v<T, float>) {
     const std::vector<double> m = to_double(mean, C), b = to_double(bias, C);
     parallel_chunks(s.rows, chunk_rows(s), [&](int64_t lo, int64_t hi) {

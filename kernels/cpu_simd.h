@@ -52,6 +52,15 @@ inline float exp_approx(float x) {
   return er * s1 * s2;
 }
 
+// The float32 fast paths' sigmoid and SiLU derivative: one formula wherever they are computed
+// (the activations and the fused BN + SiLU), so that fused and unfused give the same bits.
+inline float sigmoid_approx(float x) { return 1.0f / (1.0f + exp_approx(-x)); }
+// d silu / dz = s (1 + z (1 - s)), s = sigmoid(z).
+inline float silu_grad_approx(float z) {
+  const float s = sigmoid_approx(z);
+  return s * (1.0f + z * (1.0f - s));
+}
+
 // Runs fn(begin, end) over [0, n) in chunks of `grain` items (the last one shorter), the chunks
 // spread over OpenMP's threads (OMP_NUM_THREADS) when there are at least two. The chunk bounds do
 // not depend on the thread count, so a kernel whose result depends only on them (per-element math,

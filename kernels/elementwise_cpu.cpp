@@ -13,24 +13,19 @@ namespace {
 // 128 KiB of float per chunk: the smaller activations of a step run on the calling thread alone.
 constexpr int64_t kGrain = int64_t(1) << 15;
 
-inline float sigmoid_fast(float x) { return 1.0f / (1.0f + exp_approx(-x)); }
-
 KESTREL_CPU_CLONES void silu_forward_f32(const float* x, float* y, int64_t n) {
 #pragma omp simd
-  for (int64_t i = 0; i < n; ++i) y[i] = x[i] * sigmoid_fast(x[i]);
+  for (int64_t i = 0; i < n; ++i) y[i] = x[i] * sigmoid_approx(x[i]);
 }
 
 KESTREL_CPU_CLONES void sigmoid_forward_f32(const float* x, float* y, int64_t n) {
 #pragma omp simd
-  for (int64_t i = 0; i < n; ++i) y[i] = sigmoid_fast(x[i]);
+  for (int64_t i = 0; i < n; ++i) y[i] = sigmoid_approx(x[i]);
 }
 
 KESTREL_CPU_CLONES void silu_backward_f32(const float* x, const float* dy, float* dx, int64_t n) {
 #pragma omp simd
-  for (int64_t i = 0; i < n; ++i) {
-    const float s = sigmoid_fast(x[i]);
-    dx[i] = dy[i] * (s * (1.0f + x[i] * (1.0f - s)));
-  }
+  for (int64_t i = 0; i < n; ++i) dx[i] = dy[i] * silu_grad_approx(x[i]);
 }
 
 KESTREL_CPU_CLONES void sigmoid_backward_f32(const float* y, const float* dy, float* dx,

@@ -4,6 +4,7 @@
 
 #include "engine/autograd.h"
 #include "engine/ops/batchnorm.h"
+#include "engine/ops/batchnorm_silu.h"
 #include "engine/ops/conv.h"
 #include "engine/ops/elementwise.h"
 #include "engine/ops/fold_bn.h"
@@ -60,6 +61,13 @@ Tensor BatchNorm2d::forward(const Tensor& x) {
   return ops::batch_norm(x, weight, bias, running_mean, running_var, is_training(), momentum, eps);
 }
 
+Tensor BatchNorm2d::forward_silu(const Tensor& x) {
+  if (norm) return ops::silu(forward(x));
+  if (is_training()) num_batches_tracked.data<int64_t>()[0] += 1;
+  return ops::batch_norm_silu(x, weight, bias, running_mean, running_var, is_training(), momentum,
+                              eps);
+}
+
 Conv::Conv(int64_t c1, int64_t c2, int64_t k, int64_t s, std::optional<int64_t> p, Generator& gen) {
   conv = register_module("conv", std::make_shared<Conv2d>(c1, c2, k, s, p.value_or(k / 2), false, gen));
   bn = register_module("bn", std::make_shared<BatchNorm2d>(c2, 1e-3, 0.03));
@@ -67,9 +75,9 @@ Conv::Conv(int64_t c1, int64_t c2, int64_t k, int64_t s, std::optional<int64_t> 
 
 // Inference (eval mode without gradients) folds BN into the convolution, as the reference's val
 // and detect run a fused model: one pass over the activations fewer. Training, and eval that
-// tracks gradients, keep conv -> BN -> SiLU.
+// tracks gradients, run conv -> fused BN + SiLU.
 Tensor Conv::forward(const Tensor& x) {
-  if (is_training() || autograd::grad_enabled()) return ops::silu(bn->forward(conv->forward(x)));
+  if (is_training() || autograd::grad_enabled()) return bn->forward_silu(conv->forward(x));
   const ops::FoldedConv f =
       ops::fold_batch_norm(conv->weight, bn->weight, bn->bias, bn->running_mean, bn->running_var, bn->eps);
   return ops::silu(conv->forward_with(x, f.weight, f.bias));

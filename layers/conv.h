@@ -40,6 +40,8 @@ class BatchNorm2d : public UnaryModule {
 
   BatchNorm2d(int64_t channels, double eps, double momentum);
   Tensor forward(const Tensor& x) override;
+  // silu(forward(x)), fused into one op where the normalisation is the plain one.
+  Tensor forward_silu(const Tensor& x);
   std::string type_name() const override { return "torch.nn.modules.batchnorm.BatchNorm2d"; }
 
   Tensor weight, bias;                   // parameters, fp32

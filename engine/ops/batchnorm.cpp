@@ -163,6 +163,10 @@ void check_param(const Tensor& t, const char* name, const Tensor& x) {
                 " must be contiguous; call .contiguous() first");
 }
 
+}  // namespace
+
+namespace bn_steps {
+
 void check_args(const Tensor& x, const Tensor& weight, const Tensor& bias,
                 const Tensor& running_mean, const Tensor& running_var, bool training,
                 double momentum, double eps) {
@@ -191,31 +195,32 @@ void check_args(const Tensor& x, const Tensor& weight, const Tensor& bias,
                 "; use a larger batch or eval mode");
 }
 
-}  // namespace
+Statistics statistics(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
+                      bool training, double momentum) {
+  if (!training) return {running_mean.clone(), running_var.clone(), Tensor()};
+  const Tensor moments = local_moments(x);
+  const int64_t c = x.size(3);
+  update_running(moments, momentum, running_mean, running_var);
+  return {moments.slice(0, 1, 1 + c), moments.slice(0, 1 + c, 1 + 2 * c), moments.slice(0, 0, 1)};
+}
+
+}  // namespace bn_steps
 
 Tensor batch_norm(const Tensor& x_, const Tensor& weight_, const Tensor& bias_,
                   const Tensor& running_mean, const Tensor& running_var, bool training,
                   double momentum, double eps) {
   const profiler::Scope timed("BatchNorm", profiler::Phase::Forward);
-  check_args(x_, weight_, bias_, running_mean, running_var, training, momentum, eps);
+  bn_steps::check_args(x_, weight_, bias_, running_mean, running_var, training, momentum, eps);
   const Tensor x = x_.contiguous(), weight = weight_.contiguous(), bias = bias_.contiguous();
-  Tensor mean = running_mean, var = running_var, count;
-  if (training) {
-    const Tensor moments = local_moments(x);
-    const int64_t c = x.size(3);
-    count = moments.slice(0, 0, 1);
-    mean = moments.slice(0, 1, 1 + c);
-    var = moments.slice(0, 1 + c, 1 + 2 * c);
-    update_running(moments, momentum, running_mean, running_var);
-  }
-  Tensor y = x.numel() > 0 ? normalize(x, mean, var, weight, bias, eps) : Tensor::empty_like(x);
+  const Statistics st = statistics(x, running_mean, running_var, training, momentum);
+  Tensor y = x.numel() > 0 ? normalize(x, st.mean, st.var, weight, bias, eps)
+                           : Tensor::empty_like(x);
   if (auto node = autograd::make_node<BatchNormBackward>({&x_, &weight_, &bias_})) {
     node->x = autograd::SavedTensor(x);
     node->weight = autograd::SavedTensor(weight);
-    // Eval mode: the running statistics change under later training steps, so keep a copy.
-    node->mean = autograd::SavedTensor(training ? mean : mean.clone());
-    node->var = autograd::SavedTensor(training ? var : var.clone());
-    node->count = autograd::SavedTensor(count);
+    node->mean = autograd::SavedTensor(st.mean);
+    node->var = autograd::SavedTensor(st.var);
+    node->count = autograd::SavedTensor(st.count);
     node->eps = eps;
     autograd::set_history(y, node);
   }

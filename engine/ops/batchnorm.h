@@ -20,7 +20,20 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias,
 // which inserts collectives between them. Not recorded by autograd. x is NHWC; statistics are
 // float32 (float64 for float64 x); moments are packed [count, mean[C], biased var[C]].
 namespace bn_steps {
+// The checks batch_norm makes of its arguments; a kestrel::Error naming the problem and the fix.
+void check_args(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                const Tensor& running_mean, const Tensor& running_var, bool training,
+                double momentum, double eps);
 Tensor local_moments(const Tensor& x);
+// The statistics a forward pass normalises with. Training: the batch's mean and biased variance
+// (slices of one moments buffer) and its row count, after updating the running statistics.
+// Eval: copies of the running statistics (later training steps change those in place, and a
+// backward pass needs the values used), count undefined.
+struct Statistics {
+  Tensor mean, var, count;
+};
+Statistics statistics(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
+                      bool training, double momentum);
 Tensor normalize(const Tensor& x, const Tensor& mean, const Tensor& var, const Tensor& weight,
                  const Tensor& bias, double eps);
 void update_running(const Tensor& moments, double momentum, const Tensor& running_mean,

@@ -1,7 +1,8 @@
 // The Conv block (conv -> BN -> SiLU): in eval mode without gradients it runs with BN folded into
 // the convolution and must give what the three ops give (float32: the fold changes rounding
-// only, so within a few ulp of the activations' scale); with gradients, or in training, it keeps
-// the three ops (autograd reaches the BN parameters).
+// only, so within a few ulp of the activations' scale); with gradients, or in training, it runs
+// the convolution and the fused BN + SiLU (autograd reaches the BN parameters), or BN and SiLU
+// separately when a replacement normalisation (SyncBN) is installed.
 #include "layers/conv.h"
 
 #include <set>
@@ -39,7 +40,33 @@ TEST(ConvBlock, EvalWithoutGradientsFoldsBatchNormAndAgrees) {
     for (const auto& row : profiler::rows()) ran.insert(row.op);
     EXPECT_TRUE(ran.count("FoldBatchNorm") && !ran.count("BatchNorm")) << "the eval forward did not fold";
   }
-  const Tensor with_grad = block.forward(x);  // gradients on: the unfused path
+  const Tensor with_grad = block.forward(x);  // gradients on: conv, then the fused BN + SiLU
   EXPECT_TRUE(all_close(with_grad, three_ops, 0, 0));
   EXPECT_GT(block.conv->last_macs(), 0);
+}
+
+TEST(ConvBlock, TrainingRunsTheFusedBatchNormSiluOrTheInstalledNormalisation) {
+  Generator gen(8);
+  layers::Conv block(8, 16, 1, 1, std::nullopt, gen);
+  block.train(true);
+  const Tensor x = random_tensor({2, 6, 6, 8}, 5, DType::F32);
+  profiler::reset();
+  profiler::enable(true);
+  const Tensor fused = block.forward(x);
+  profiler::enable(false);
+  std::set<std::string> ran;
+  for (const auto& row : profiler::rows()) ran.insert(row.op);
+  EXPECT_TRUE(ran.count("BatchNormSilu") && !ran.count("Silu")) << "training did not fuse";
+  EXPECT_EQ(block.bn->num_batches_tracked.data<int64_t>()[0], 1);
+
+  int calls = 0;
+  block.bn->norm = [&](const Tensor& in, const Tensor& w, const Tensor& b, const Tensor& rm,
+                       const Tensor& rv, bool training, double momentum, double eps) {
+    ++calls;
+    return ops::batch_norm(in, w, b, rm, rv, training, momentum, eps);
+  };
+  const Tensor separate = block.forward(x);
+  EXPECT_EQ(calls, 1) << "the installed normalisation was bypassed";
+  EXPECT_EQ(block.bn->num_batches_tracked.data<int64_t>()[0], 2);
+  EXPECT_TRUE(all_close(separate, fused, 1e-5, 1e-5));
 }

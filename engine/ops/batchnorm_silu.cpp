@@ -1,0 +1,93 @@
+#include "engine/ops/batchnorm_silu.h"
+
+#include "engine/autograd.h"
+#include "engine/ops/batchnorm.h"
+#include "engine/ops/elementwise.h"
+#include "engine/profiler.h"
+#include "kernels/batchnorm_silu.h"
+
+namespace kestrel::ops {
+namespace {
+
+kernels::BatchNormShape shape_of(const Tensor& x) { return {x.numel() / x.size(3), x.size(3)}; }
+
+struct BatchNormSiluBackward : autograd::Node {
+  autograd::SavedTensor x, weight, bias, mean, var;
+  autograd::SavedTensor count;  // training only: the rows the batch statistics cover
+  double eps = 0;
+
+  std::vector<Tensor> apply(std::vector<Tensor>& grads) override {
+    const Tensor xs = x.unpack(), w = weight.unpack(), b = bias.unpack();
+    const Tensor mu = mean.unpack(), v = var.unpack(), n = count.unpack();
+    const Tensor dy = grads[0].contiguous();
+    KESTREL_CHECK(dy.dtype() == xs.dtype() && dy.shape() == xs.shape(),
+                  "batch_norm_silu backward: gradient ", dy.describe(),
+                  " does not match the input ", xs.describe());
+    const kernels::BatchNormShape s = shape_of(xs);
+    // g = dy * silu'(z) and BN's sums over it in one pass; g's buffer then becomes dx in place.
+    Tensor g = Tensor::empty_like(xs);
+    Tensor sums = Tensor::empty({2 * s.channels}, mu.dtype());
+    if (xs.numel() > 0)
+      kernels::batch_norm_silu_backward_reduce_cpu(xs.dtype(), dy.data_ptr(), xs.data_ptr(), s,
+                                                   mu.data_ptr(), v.data_ptr(), w.data_ptr(),
+                                                   b.data_ptr(), eps, g.data_ptr(),
+                                                   sums.data_ptr());
+    else
+      sums.zero_();
+    const bool training = n.defined();
+    Tensor dx;
+    if (next_edges[0].fn) {
+      if (xs.numel() > 0)
+        kernels::batch_norm_backward_apply_cpu(xs.dtype(), g.data_ptr(), xs.data_ptr(), s,
+                                               mu.data_ptr(), v.data_ptr(), w.data_ptr(), eps,
+                                               training ? sums.data_ptr() : nullptr,
+                                               training ? n.data_ptr() : nullptr, g.data_ptr());
+      dx = g;
+    }
+    const int64_t c = s.channels;
+    Tensor dweight = next_edges[1].fn ? sums.slice(0, c, 2 * c) : Tensor();
+    Tensor dbias = next_edges[2].fn ? sums.slice(0, 0, c) : Tensor();
+    return {dx, dweight, dbias};
+  }
+  void release_saved() override {
+    x.release();
+    weight.release();
+    bias.release();
+    mean.release();
+    var.release();
+    count.release();
+  }
+  std::string name() const override { return "BatchNormSiluBackward"; }
+};
+
+}  // namespace
+
+Tensor batch_norm_silu(const Tensor& x_, const Tensor& weight_, const Tensor& bias_,
+                       const Tensor& running_mean, const Tensor& running_var, bool training,
+                       double momentum, double eps) {
+  if (!x_.device().is_cpu())
+    return silu(batch_norm(x_, weight_, bias_, running_mean, running_var, training, momentum, eps));
+  const profiler::Scope timed("BatchNormSilu", profiler::Phase::Forward);
+  bn_steps::check_args(x_, weight_, bias_, running_mean, running_var, training, momentum, eps);
+  const Tensor x = x_.contiguous(), weight = weight_.contiguous(), bias = bias_.contiguous();
+  const bn_steps::Statistics st =
+      bn_steps::statistics(x, running_mean, running_var, training, momentum);
+  Tensor y = Tensor::empty_like(x);
+  if (x.numel() > 0)
+    kernels::batch_norm_silu_forward_cpu(x.dtype(), x.data_ptr(), shape_of(x), st.mean.data_ptr(),
+                                         st.var.data_ptr(), weight.data_ptr(), bias.data_ptr(),
+                                         eps, y.data_ptr());
+  if (auto node = autograd::make_node<BatchNormSiluBackward>({&x_, &weight_, &bias_})) {
+    node->x = autograd::SavedTensor(x);
+    node->weight = autograd::SavedTensor(weight);
+    node->bias = autograd::SavedTensor(bias);
+    node->mean = autograd::SavedTensor(st.mean);
+    node->var = autograd::SavedTensor(st.var);
+    node->count = autograd::SavedTensor(st.count);
+    node->eps = eps;
+    autograd::set_history(y, node);
+  }
+  return y;
+}
+
+}  // namespace kestrel::ops

@@ -1,0 +1,27 @@
+// Batch norm followed by SiLU, the pair that ends each of YOLOv5's 57 Conv blocks, fused into
+// single passes over memory on the CPU:
+//   forward:  y = silu(z), z = (x - mean) * invstd * w + b, without storing z;
+//   backward: g = dy * silu'(z) (z recomputed from x) written once, with BN's backward sums
+//             [sum(g)[C], sum(g * xhat)[C]] accumulated in the same pass; dx then comes from
+//             batch_norm_backward_apply_cpu on g (in place: dx may be g's buffer).
+// Unfused, the pair reads and writes z twice forward and once more backward, and keeps z alive
+// for the backward pass. The float32 path uses the same per-element formulas as the separate
+// kernels (double for BN, exp_approx for SiLU), so fused and unfused agree to the bit up to FMA
+// contraction; float64 runs plain loops (the gradient checks' reference). CUDA composes the
+// separate kernels (engine/ops/batchnorm_silu.cpp).
+#pragma once
+#include "kernels/batchnorm.h"
+
+namespace kestrel::kernels {
+
+void batch_norm_silu_forward_cpu(DType t, const void* x, BatchNormShape s, const void* mean,
+                                 const void* var, const void* weight, const void* bias,
+                                 double eps, void* y);
+
+// g receives dy * silu'(z); sums receives [sum(g)[C], sum(g * xhat)[C]] as
+// batch_norm_backward_reduce_cpu would for g.
+void batch_norm_silu_backward_reduce_cpu(DType t, const void* dy, const void* x, BatchNormShape s,
+                                         const void* mean, const void* var, const void* weight,
+                                         const void* bias, double eps, void* g, void* sums);
+
+}  // namespace kestrel::kernels

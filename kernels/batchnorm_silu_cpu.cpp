@@ -1,0 +1,126 @@
+// Fused batch norm + SiLU on the CPU (see batchnorm_silu.h). The chunking, the double arithmetic
+// of BN and the chunk-ordered merge of partial sums are those of batchnorm_cpu.cpp, so the result
+// does not depend on the thread count.
+#include <type_traits>
+#include <vector>
+
+#include "kernels/batchnorm_cpu_common.h"
+#include "kernels/batchnorm_silu.h"
+#include "kernels/cpu_simd.h"
+#include "kernels/dispatch.h"
+#include "kernels/elementwise.h"
+
+namespace kestrel::kernels {
+namespace {
+
+using namespace bn_cpu;
+
+KESTREL_CPU_CLONES void bn_silu_f32(const float* x, int64_t rows, int64_t C, const double* mean,
+                                    const double* scale, const double* bias, float* y) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * C;
+    float* yr = y + r * C;
+#pragma omp simd
+    for (int64_t c = 0; c < C; ++c) {
+      const float z = float(batch_norm_apply_fn<double>(xr[c], mean[c], scale[c], bias[c]));
+      yr[c] = z * sigmoid_approx(z);
+    }
+  }
+}
+
+// g = dy * silu'(z); sg[c] += g, sg_xmu[c] += g * (x - mean[c]); sg and sg_xmu start at zero.
+KESTREL_CPU_CLONES void bn_silu_grad_sums_f32(const float* dy, const float* x, int64_t rows,
+                                              int64_t C, const double* mean, const double* scale,
+                                              const double* bias, float* g, double* sg,
+                                              double* sg_xmu) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* dr = dy + r * C;
+    const float* xr = x + r * C;
+    float* gr = g + r * C;
+#pragma omp simd
+    for (int64_t c = 0; c < C; ++c) {
+      const float z = float(batch_norm_apply_fn<double>(xr[c], mean[c], scale[c], bias[c]));
+      const float gv = dr[c] * silu_grad_approx(z);
+      gr[c] = gv;
+      sg[c] += gv;
+      sg_xmu[c] += double(gv) * (double(xr[c]) - mean[c]);
+    }
+  }
+}
+
+template <class T>
+void forward_typed(const T* x, BatchNormShape s, const T* mean, const T* var, const T* weight,
+                   const T* bias, double eps, T* y) {
+  const int64_t C = s.channels;
+  const std::vector<double> scale = channel_scale(var, weight, C, eps);
+  if constexpr (std::is_same_v<T, float>) {
+    const std::vector<double> m = to_double(mean, C), b = to_double(bias, C);
+    parallel_chunks(s.rows, chunk_rows(s), [&](int64_t lo, int64_t hi) {
+      bn_silu_f32(x + lo * C, hi - lo, C, m.data(), scale.data(), b.data(), y + lo * C);
+    });
+  } else {
+    for (int64_t r = 0; r < s.rows; ++r)
+      for (int64_t c = 0; c < C; ++c)
+        y[r * C + c] = silu_fn<double>(
+            batch_norm_apply_fn<double>(x[r * C + c], mean[c], scale[c], bias[c]));
+  }
+}
+
+template <class T>
+void backward_reduce_typed(const T* dy, const T* x, BatchNormShape s, const T* mean, const T* var,
+                           const T* weight, const T* bias, double eps, T* g, T* sums) {
+  const int64_t C = s.channels;
+  const std::vector<double> scale = channel_scale(var, weight, C, eps);
+  const std::vector<double> m = to_double(mean, C), b = to_double(bias, C);
+  std::vector<double> total(2 * C, 0.0);  // sum(g)[C], sum(g * (x - mean))[C]
+  if constexpr (std::is_same_v<T, float>) {
+    const int64_t per = chunk_rows(s), chunks = chunk_count(s);
+    std::vector<double> partial(chunks * 2 * C, 0.0);
+    parallel_chunks(s.rows, per, [&](int64_t lo, int64_t hi) {
+      double* p = partial.data() + (lo / per) * 2 * C;
+      bn_silu_grad_sums_f32(dy + lo * C, x + lo * C, hi - lo, C, m.data(), scale.data(),
+                            b.data(), g + lo * C, p, p + C);
+    });
+    total = sum_partials(partial, chunks, 2 * C);
+  } else {
+    for (int64_t r = 0; r < s.rows; ++r)
+      for (int64_t c = 0; c < C; ++c) {
+        const int64_t i = r * C + c;
+        const double z = batch_norm_apply_fn<double>(x[i], m[c], scale[c], b[c]);
+        const double gv = double(dy[i]) * silu_grad_fn<double>(z);
+        g[i] = T(gv);
+        total[c] += gv;
+        total[C + c] += gv * (double(x[i]) - m[c]);
+      }
+  }
+  const std::vector<double> invstd = channel_invstd(var, C, eps);
+  for (int64_t c = 0; c < C; ++c) {
+    sums[c] = T(total[c]);
+    sums[C + c] = T(total[C + c] * invstd[c]);
+  }
+}
+
+}  // namespace
+
+void batch_norm_silu_forward_cpu(DType t, const void* x, BatchNormShape s, const void* mean,
+                                 const void* var, const void* weight, const void* bias,
+                                 double eps, void* y) {
+  KESTREL_DISPATCH_CPU_FLOAT(t, T, "batch_norm_silu", {
+    forward_typed(static_cast<const T*>(x), s, static_cast<const T*>(mean),
+                  static_cast<const T*>(var), static_cast<const T*>(weight),
+                  static_cast<const T*>(bias), eps, static_cast<T*>(y));
+  });
+}
+
+void batch_norm_silu_backward_reduce_cpu(DType t, const void* dy, const void* x, BatchNormShape s,
+                                         const void* mean, const void* var, const void* weight,
+                                         const void* bias, double eps, void* g, void* sums) {
+  KESTREL_DISPATCH_CPU_FLOAT(t, T, "batch_norm_silu backward", {
+    backward_reduce_typed(static_cast<const T*>(dy), static_cast<const T*>(x), s,
+                          static_cast<const T*>(mean), static_cast<const T*>(var),
+                          static_cast<const T*>(weight), static_cast<const T*>(bias), eps,
+                          static_cast<T*>(g), static_cast<T*>(sums));
+  });
+}
+
+}  // namespace kestrel::kernels
