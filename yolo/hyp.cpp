@@ -45,7 +45,17 @@ std::vector<std::pair<const char*, double Hyp::*>> fields() {
           {"label_smoothing", &Hyp::label_smoothing}};
 }
 
+double Hyp::* field_of(const std::string& key) {
+  for (const auto& [name, field] : fields())
+    if (key == name) return field;
+  KESTREL_FAIL("unknown hyperparameter '", key, "'; the reference's keys are lr0, lrf, momentum, ... "
+               "(see hyp.scratch-low.yaml)");
+}
+
 }  // namespace
+
+double Hyp::get(const std::string& key) const { return this->*field_of(key); }
+void Hyp::set(const std::string& key, double value) { this->*field_of(key) = value; }
 
 std::map<std::string, double> Hyp::values() const {
   std::map<std::string, double> out;

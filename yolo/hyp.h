@@ -22,6 +22,9 @@ struct Hyp {
 
   // name -> value of every key, in the reference's file order (for hyp.yaml and checkpoints).
   std::map<std::string, double> values() const;
+  // One key's value by its name in the hyp file; an unknown name is an error naming it.
+  double get(const std::string& key) const;
+  void set(const std::string& key, double value);
   // The reference's hyp.yaml text of these values.
   std::string to_yaml() const;
 };

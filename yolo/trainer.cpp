@@ -59,7 +59,8 @@ using Clock = std::chrono::steady_clock;
 //   stopping: end_epoch() with the reference's EarlyStopping
 class Trainer {
  public:
-  explicit Trainer(const TrainOptions& requested) : requested_(requested) {}
+  Trainer(const TrainOptions& requested, TrainResults* results)
+      : requested_(requested), results_(results) {}
 
   int run() {
     resolve_options();
@@ -104,7 +105,11 @@ class Trainer {
   int finish(bool interrupted);
   dist::NamedTensors trainable() const;
 
+  // The reference draws no plots while evolving.
+  bool plots() const { return !o_.noplots && o_.evolve == 0; }
+
   const TrainOptions requested_;
+  TrainResults* results_;
   TrainOptions o_;
   StopSignal stop_;
   RankInfo rank_;
@@ -186,7 +191,10 @@ void Trainer::prepare_run_directory() {
   last_path_ = weights_dir_ + "/last.safetensors";
   best_path_ = weights_dir_ + "/best.safetensors";
   if (rank_.main()) fs::create_directories(weights_dir_);
-  hyp_ = resume_ ? resume_->info.hyp : (o_.hyp.empty() ? Hyp{} : load_hyp(o_.hyp));
+  hyp_ = resume_             ? resume_->info.hyp
+         : o_.hyp_values     ? *o_.hyp_values
+         : o_.hyp.empty()    ? Hyp{}
+                             : load_hyp(o_.hyp);
   hyp_.label_smoothing = o_.label_smoothing;
   if (rank_.main()) {
     write_file_atomic(save_dir_ + "/hyp.yaml", hyp_.to_yaml());
@@ -246,7 +254,7 @@ void Trainer::build_model() {
     Generator anchor_gen(o_.seed, 7);
     out_->raw(check_anchors(train_split_.records, model_->detect(), hyp_.anchor_t, o_.img_size, anchor_gen));
   }
-  if (rank_.main() && !o_.noplots && !resume_) plot_labels(train_split_.records, names_, save_dir_ + "/labels.jpg");
+  if (rank_.main() && plots() && !resume_) plot_labels(train_split_.records, names_, save_dir_ + "/labels.jpg");
   model_->to(device_);
   if (o_.sync_bn && rank_.world > 1) {
     auto group = rank_.group;
@@ -462,7 +470,7 @@ void Trainer::train_batch(const data::Batch& batch, int epoch, int64_t i) {
       dist::check_sync(*rank_.group, model_->named_parameters(), str("parameters after step ", ni));
   }
   progress_.add(loss.box, loss.obj, loss.cls);
-  if (rank_.main() && ni < 3 && !o_.noplots)
+  if (rank_.main() && ni < 3 && plots())
     plot_batch(batch.images, target_boxes(batch.targets, batch.images.size(1), batch.images.size(2)), names_,
                save_dir_ + "/train_batch" + std::to_string(ni) + ".jpg");
 }
@@ -511,13 +519,13 @@ bool Trainer::end_epoch(int epoch) {
     ResultsCsv(save_dir_ + "/results.csv")
         .append(epoch, {progress_.mloss[0], progress_.mloss[1], progress_.mloss[2], m.mp, m.mr, m.map50, m.map,
                         last_val_.box_loss, last_val_.obj_loss, last_val_.cls_loss, lrs[0], lrs[1], lrs[2]});
-    if (!o_.nosave || final_epoch) {
+    if (!o_.nosave || (final_epoch && o_.evolve == 0)) {
       save_checkpoint_as(last_path_, epoch, EpochProgress{});
       if (best_fitness_ == fi) publish_copy(last_path_, best_path_);
       if (o_.save_period > 0 && epoch % o_.save_period == 0)
         publish_copy(last_path_, weights_dir_ + "/epoch" + std::to_string(epoch) + ".safetensors");
     }
-    if (!o_.noplots) plot_results(save_dir_ + "/results.csv", save_dir_ + "/results.png");
+    if (plots()) plot_results(save_dir_ + "/results.csv", save_dir_ + "/results.png");
     if (stop_early)
       out_->line("Stopping training early as no improvement observed in last ", stopper_->patience(),
                  " epochs. Best results observed at epoch ", stopper_->state().best_epoch,
@@ -556,9 +564,13 @@ int Trainer::finish(bool interrupted) {
   if (rank_.main() && fs::exists(best_path_)) {
     out_->line("\nValidating ", best_path_, "...");
     load_inference_weights(*ema_model_, best_path_);
-    validator_->set_plots(!o_.noplots);
+    validator_->set_plots(plots());
     validator_->set_verbose(true);
     out_->raw(validator_->run(*ema_model_, compute_loss_.get()).table);
+  }
+  if (rank_.main() && results_) {
+    const ValMetrics& m = last_val_.metrics;
+    *results_ = {m.mp, m.mr, m.map50, m.map, last_val_.box_loss, last_val_.obj_loss, last_val_.cls_loss};
   }
   if (nan_steps_) out_->line(nan_steps_, " steps with a NaN/Inf loss were skipped in total");
   const int completed = std::max(0, last_completed_ - start_epoch_ + 1);
@@ -574,6 +586,7 @@ int Trainer::finish(bool interrupted) {
 
 }  // namespace
 
-int train(const TrainOptions& options) { return Trainer(options).run(); }
+int train(const TrainOptions& options) { return Trainer(options, nullptr).run(); }
+int train(const TrainOptions& options, TrainResults* results) { return Trainer(options, results).run(); }
 
 }  // namespace kestrel::yolo

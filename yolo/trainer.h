@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "yolo/hyp.h"
+
 namespace kestrel::yolo {
 
 struct TrainOptions {
@@ -15,6 +17,7 @@ struct TrainOptions {
   std::string cfg = "models/yolov5s.yaml";
   std::string weights;  // safetensors to start from ("" = scratch)
   std::string hyp;      // hyp yaml ("" = the built-in scratch-low values)
+  std::optional<Hyp> hyp_values;  // in place of the file (--evolve's generations)
   int epochs = 100;
   int batch_size = 16;  // total over all ranks
   int img_size = 640;
@@ -43,6 +46,9 @@ struct TrainOptions {
   double dist_timeout = 10800;  // the reference's: rank 0 alone may scan, validate and save for long
   int max_batches = 0;  // testing aid: stop each epoch after this many batches (0 = all)
   int64_t interrupt_after = 0;  // testing aid: act as on SIGINT after this many batches (0 = never)
+  // --evolve N: this run is one of N generations (yolo/evolve.h): as the reference, it writes no
+  // weights and no plots, and validates only its final epoch.
+  int evolve = 0;
 
   // The options as opt.yaml lists them (reference flag names).
   std::vector<std::pair<std::string, std::string>> to_pairs() const;
@@ -52,5 +58,14 @@ struct TrainOptions {
 // ended the run), 128 + the signal's number when SIGINT or SIGTERM interrupted it (130, 143);
 // the run can then be continued with --resume. Output (rank 0 only) goes to stdout.
 int train(const TrainOptions& options);
+
+// The final validation of a run, as the reference's train() returns it: precision, recall, mAP50,
+// mAP50-95 and the validation box, objectness and class losses.
+struct TrainResults {
+  double precision = 0, recall = 0, map50 = 0, map = 0;
+  double box_loss = 0, obj_loss = 0, cls_loss = 0;
+};
+// As train(), filling *results (rank 0) from the last validation when the run ends.
+int train(const TrainOptions& options, TrainResults* results);
 
 }  // namespace kestrel::yolo

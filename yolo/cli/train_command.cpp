@@ -11,6 +11,7 @@
 #include "yolo/checkpoint.h"
 #include "yolo/cli/args.h"
 #include "yolo/cli/commands.h"
+#include "yolo/evolve.h"
 #include "yolo/run_dir.h"
 #include "yolo/trainer.h"
 
@@ -29,7 +30,7 @@ const std::map<std::string, bool> kFlags = {
     {"deterministic", false}, {"amp", true},       {"nproc-per-node", true}, {"nnodes", true},
     {"node-rank", true},   {"master-addr", true},  {"master-port", true},   {"bucket-cap-mb", true},
     {"no-overlap", false}, {"trace", true},        {"dist-timeout", true},  {"max-batches", true},
-    {"check-sync", false}, {"max-restarts", true}};
+    {"check-sync", false}, {"max-restarts", true},  {"evolve", true}};
 
 std::vector<int> parse_int_list(const std::string& text, const char* flag) {
   std::vector<int> out;
@@ -42,6 +43,10 @@ std::vector<int> parse_int_list(const std::string& text, const char* flag) {
     }
   }
   return out;
+}
+
+bool is_count(const std::string& word) {
+  return !word.empty() && word.find_first_not_of("0123456789") == std::string::npos;
 }
 
 // The batch size the workers will train with: a resumed run keeps its checkpoint's.
@@ -97,10 +102,12 @@ const Command kTrainCommand = {
     "                     [--save-period -1] [--seed 0] [--deterministic] [--amp bf16|fp16|off]\n"
     "                     [--nproc-per-node N] [--nnodes M --node-rank R --master-addr A\n"
     "                     --master-port P] [--bucket-cap-mb 4] [--no-overlap] [--trace FILE]\n"
-    "                     [--dist-timeout 10800] [--check-sync] [--max-restarts 0]\n"
+    "                     [--dist-timeout 10800] [--check-sync] [--max-restarts 0] [--evolve [300]]\n"
     "  --batch-size is the total over all ranks; --data defaults to the built-in synthetic set.\n"
     "  --max-restarts K: when a worker dies, restart all of them (resuming from this run's newest\n"
-    "  last.safetensors) up to K times.\n",
+    "  last.safetensors) up to K times.\n"
+    "  --evolve N: N generations of hyperparameter evolution (default project runs/evolve):\n"
+    "  evolve.csv, hyp_evolve.yaml and evolve.png in the run directory.\n",
     run_train};
 
 int run_train(const std::vector<std::string>& raw) {
@@ -111,6 +118,9 @@ int run_train(const std::vector<std::string>& raw) {
     if (raw[i] == "--cache" && !next_is_value) {  // a bare --cache means ram, as the reference
       argv.push_back("--cache");
       argv.push_back("ram");
+    } else if (raw[i] == "--evolve" && !(next_is_value && is_count(raw[i + 1]))) {
+      argv.push_back("--evolve");  // a bare --evolve: the reference's 300 generations
+      argv.push_back("300");
     } else if (raw[i] == "--resume" && next_is_value) {
       argv.push_back("--resume-from");
       argv.push_back(raw[++i]);
@@ -169,6 +179,14 @@ int run_train(const std::vector<std::string>& raw) {
 
   const int nproc = args.get_int32("nproc-per-node", 1);
   if (nproc < 1) throw UsageError("--nproc-per-node must be >= 1");
+  if (args.has("evolve")) {
+    const int generations = args.get_int32("evolve", 300);
+    if (generations < 1) throw UsageError("--evolve N needs N >= 1 generations");
+    if (nproc > 1 || args.has("nnodes"))
+      throw UsageError("--evolve is not compatible with multi-process (DDP) training, as in the "
+                       "reference; evolve in one process");
+    return yolo::evolve(o, generations);
+  }
   const int max_restarts = args.get_int32("max-restarts", 0);
   if (max_restarts < 0) throw UsageError("--max-restarts must be >= 0");
   if (nproc > 1 || args.has("nnodes") || max_restarts > 0) {
