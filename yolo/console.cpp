@@ -31,7 +31,7 @@ std::string format_bar(int64_t done, int64_t total, double seconds) {
   bar.append(kCells - cells, ' ');
   const std::string left = done > 0 ? format_interval(seconds / done * std::max<int64_t>(0, total - done)) : "?";
   char head[32];
-  std::snprintf(head, sizeof head, "%3d%%|", static_cast<int>(frac * 100));
+  std::snprintf(head, sizeof head, "%3.0f%%|", frac * 100);  // rounded, as tqdm's {percentage:3.0f}
   return str(head, bar, "| ", done, "/", total, " ", format_interval(seconds), "<", left);
 }
 

@@ -58,16 +58,16 @@ std::vector<double> nice_ticks(double lo, double hi, int max_ticks, bool integer
 }
 
 std::string tick_label(double value, double step) {
-  char buf[32];
-  const double a = std::abs(value);
-  if (value != 0 && (a >= 1e5 || a < 1e-3)) {
-    std::snprintf(buf, sizeof buf, "%.3g", value);
-    return buf;
-  }
+  // One format per axis (the step decides), so neighbouring ticks read alike: fixed decimals
+  // down to steps of 1e-6, "%.3g" below that and for very large values.
   int decimals = 0;
-  for (double s = std::abs(step); decimals < 6 && std::abs(s - std::round(s)) > 1e-6 * std::max(1.0, s); s *= 10)
+  for (double s = std::abs(step); decimals < 7 && std::abs(s - std::round(s)) > 1e-6 * s; s *= 10)
     ++decimals;
-  std::snprintf(buf, sizeof buf, "%.*f", decimals, value);
+  char buf[32];
+  if (decimals > 6 || std::abs(value) >= 1e5)
+    std::snprintf(buf, sizeof buf, "%.3g", value);
+  else
+    std::snprintf(buf, sizeof buf, "%.*f", decimals, value);
   return buf;
 }
 

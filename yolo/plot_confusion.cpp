@@ -50,7 +50,8 @@ void plot_confusion_matrix(const std::vector<std::vector<double>>& matrix,
   for (int i = 0; i < n; ++i)
     name_width = std::max(name_width, text_size(tick_name(i, nc, names, named), name_font).width);
   const int label_room = text_size("Predicted", label_font).height + 40;
-  const int left = label_room + name_width + 20, bottom = label_room + name_width + 20;
+  constexpr int kTick = 12;
+  const int left = label_room + name_width + kTick + 30, bottom = label_room + name_width + kTick + 30;
   const int side = std::min(kHeight - kTop - bottom, kWidth - left - kColourBar - 260);
   const int cell = std::max(1, side / n), size = cell * n;
   const int x0 = left + (kWidth - left - size - kColourBar - 260) / 2, y0 = kTop;
@@ -70,9 +71,10 @@ void plot_confusion_matrix(const std::vector<std::vector<double>>& matrix,
                  v / vmax > 0.6 ? kWhite : kPlotInk);
       }
     }
+  cv::rectangle(canvas, {x0, y0, size, size}, cv::Scalar(200, 200, 200), 1);
   // Tick labels: every cell when named (or few), else about 20 evenly spaced indices.
   const int every = named || n <= 30 ? 1 : (n + 19) / 20;
-  const int tick = std::max(4, cell / 6);
+  const int tick = kTick;
   for (int i = 0; i < n; i += every) {
     const std::string name = tick_name(i, nc, names, named);
     const int mid = i * cell + cell / 2;

@@ -25,6 +25,7 @@ TEST(FormatBar, PercentBarCountElapsedAndLeft) {
   EXPECT_EQ(format_bar(13, 30, 13), " 43%|████▎     | 13/30 00:13<00:17");
   EXPECT_EQ(format_bar(30, 30, 61), "100%|██████████| 30/30 01:01<00:00");
   EXPECT_EQ(format_bar(5, 0, 1), "  0%|          | 5/0 00:01<00:00");
+  EXPECT_EQ(format_bar(6, 7, 1).substr(0, 4), " 86%") << "rounded, as tqdm";
 }
 
 TEST(ProgressCadence, TerminalRedrawsAtMostEveryTenthOfASecond) {

@@ -91,7 +91,9 @@ TEST(PlotCanvas, TickLabelsShowTheDecimalsTheStepNeeds) {
   EXPECT_EQ(tick_label(40, 10), "40");
   EXPECT_EQ(tick_label(0.04, 0.01), "0.04");
   EXPECT_EQ(tick_label(0, 0.01), "0.00");
-  EXPECT_EQ(tick_label(2e-5, 1e-5), "2e-05");
+  EXPECT_EQ(tick_label(0.0009, 0.000025), "0.000900") << "same decimals as 0.000925 beside it";
+  EXPECT_EQ(tick_label(2e-7, 1e-7), "2e-07");
+  EXPECT_EQ(tick_label(2e6, 1e6), "2e+06");
 }
 
 TEST(PlotText, BluesRunsFromNearWhiteToDarkBlue) {
