@@ -206,7 +206,7 @@ ValResult Validator::run(DetectionModel& model, ComputeLoss* loss) {
                       metrics_row("all", result.images, result.instances, m.mp, m.mr, m.map50, m.map) + "\n";
   if (result.instances == 0)
     table += "WARNING: no labels found in the validation set, can not compute metrics without labels\n";
-  if ((options_.verbose || (nc_ < 50 && !options_.training)) && nc_ > 1) {
+  if (per_class_rows(options_.verbose, options_.training, nc_)) {
     for (size_t i = 0; i < m.ap_class.size(); ++i) {
       const int c = m.ap_class[i];
       const std::string name = c < static_cast<int>(names_.size()) ? names_[c] : std::to_string(c);
