@@ -45,7 +45,7 @@ void plot_confusion_matrix(const std::vector<std::vector<double>>& matrix,
   const bool named = nc > 0 && nc < 99 && static_cast<int>(names.size()) == nc;
   // Names scale with the cells, between readable-small and the axis labels' size.
   const int guess = (kHeight - kTop - 400) / n;
-  const double name_font = std::clamp(guess / 34.0, 0.5, 1.1), label_font = 1.3;
+  const double name_font = std::clamp(guess / 30.0, 0.5, 1.1), label_font = 1.3;
   int name_width = 0;
   for (int i = 0; i < n; ++i)
     name_width = std::max(name_width, text_size(tick_name(i, nc, names, named), name_font).width);
