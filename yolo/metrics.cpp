@@ -342,6 +342,8 @@ std::string metrics_row(const std::string& name, int64_t images, int64_t instanc
   return head + buf;
 }
 
+bool per_class_rows(bool verbose, bool training, int nc) { return (verbose || (nc < 50 && !training)) && nc > 1; }
+
 std::vector<std::string> metrics_table(const ValMetrics& m, int64_t images,
                                        const std::vector<std::string>& names, bool per_class) {
   int64_t labels = 0;

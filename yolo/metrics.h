@@ -92,6 +92,10 @@ std::string metrics_row(const std::string& name, int64_t images, int64_t instanc
 // nc > 1) one row per class in m.ap_class, named by names[class].
 std::vector<std::string> metrics_table(const ValMetrics& m, int64_t images,
                                        const std::vector<std::string>& names, bool per_class);
+// Whether val prints the per-class rows, as the reference: (verbose or (nc < 50 and not
+// training)) and nc > 1. The trainer validates with training set, so its per-epoch tables carry
+// only "all" and the final validation of best (verbose) the classes too.
+bool per_class_rows(bool verbose, bool training, int nc);
 
 // The reference's ConfusionMatrix: (nc + 1) x (nc + 1) counts indexed [predicted][true], the last
 // row and column standing for background.

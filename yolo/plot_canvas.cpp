@@ -2,13 +2,17 @@
 
 #include <opencv2/imgproc.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
+
+#include "yolo/data/image_codec.h"
+#include "yolo/plot_text.h"
 
 namespace kestrel::yolo {
 namespace {
 
-const cv::Scalar kInk(40, 40, 40), kGrid(225, 225, 225);
+const cv::Scalar kGrid(225, 225, 225);
 constexpr int kFont = cv::FONT_HERSHEY_SIMPLEX;
 
 }  // namespace
@@ -23,24 +27,77 @@ std::string short_number(double v) {
   return buf;
 }
 
-Chart::Chart(cv::Mat& canvas, cv::Rect frame, const std::string& title, double x0, double x1,
-             double y0, double y1)
-    : canvas_(canvas), x0_(x0), x1_(x1 > x0 ? x1 : x0 + 1), y0_(y0), y1_(y1 > y0 ? y1 : y0 + 1) {
-  const int left = 52, right = 12, top = 26, bottom = 34;
-  area_ = cv::Rect(frame.x + left, frame.y + top, frame.width - left - right,
-                   frame.height - top - bottom);
-  cv::putText(canvas_, title, {frame.x + left, frame.y + 18}, kFont, 0.5, kInk, 1, cv::LINE_AA);
-  for (int i = 0; i <= 4; ++i) {
-    const int y = area_.y + area_.height * i / 4;
-    const int x = area_.x + area_.width * i / 4;
-    cv::line(canvas_, {area_.x, y}, {area_.x + area_.width, y}, kGrid, 1);
-    cv::line(canvas_, {x, area_.y}, {x, area_.y + area_.height}, kGrid, 1);
-    const double yv = y1_ - (y1_ - y0_) * i / 4, xv = x0_ + (x1_ - x0_) * i / 4;
-    cv::putText(canvas_, short_number(yv), {frame.x + 2, y + 4}, kFont, 0.35, kInk, 1, cv::LINE_AA);
-    cv::putText(canvas_, short_number(xv), {x - 10, area_.y + area_.height + 14}, kFont, 0.35, kInk,
-                1, cv::LINE_AA);
+std::vector<double> nice_ticks(double lo, double hi, int max_ticks, bool integer) {
+  if (!(std::isfinite(lo) && std::isfinite(hi))) return {};
+  if (hi < lo) std::swap(lo, hi);
+  if (hi - lo < 1e-300) return {lo};
+  max_ticks = std::max(2, max_ticks);
+  const double raw = (hi - lo) / (max_ticks - 1);
+  const double power = std::pow(10.0, std::floor(std::log10(raw)));
+  double multiple = 10;
+  for (double m : {1.0, 2.0, 2.5, 5.0, 10.0}) {
+    const double s = m * power;
+    // A step is good when the ticks it places inside [lo, hi] are few enough.
+    if (std::floor(hi / s + 1e-9) - std::ceil(lo / s - 1e-9) + 1 <= max_ticks) {
+      multiple = m;
+      break;
+    }
   }
-  cv::rectangle(canvas_, area_, kInk, 1);
+  // k * multiple / 10^-e rather than k * multiple * 10^e: 0.6, not 0.6000000000000001.
+  const double inverse = power < 1 ? std::round(1 / power) : 0;
+  auto at = [&](double k) { return inverse > 0 ? k * multiple / inverse : k * multiple * power; };
+  double step = at(1);
+  std::vector<double> ticks;
+  if (integer && step < 1) {
+    for (double k = std::ceil(lo); k <= hi; k += 1) ticks.push_back(k);
+    return ticks;
+  }
+  for (double k = std::ceil(lo / step - 1e-9); at(k) <= hi + step * 1e-9; k += 1)
+    ticks.push_back(k == 0 ? 0.0 : at(k));
+  return ticks;
+}
+
+std::string tick_label(double value, double step) {
+  // One format per axis (the step decides), so neighbouring ticks read alike: fixed decimals
+  // down to steps of 1e-6, "%.3g" below that and for very large values.
+  int decimals = 0;
+  for (double s = std::abs(step); decimals < 7 && std::abs(s - std::round(s)) > 1e-6 * s; s *= 10)
+    ++decimals;
+  char buf[32];
+  if (decimals > 6 || std::abs(value) >= 1e5)
+    std::snprintf(buf, sizeof buf, "%.3g", value);
+  else
+    std::snprintf(buf, sizeof buf, "%.*f", decimals, value);
+  return buf;
+}
+
+Chart::Chart(cv::Mat& canvas, cv::Rect frame, const std::string& title, double x0, double x1,
+             double y0, double y1, const ChartStyle& style)
+    : canvas_(canvas), frame_(frame), style_(style), x0_(x0), x1_(x1 > x0 ? x1 : x0 + 1), y0_(y0),
+      y1_(y1 > y0 ? y1 : y0 + 1) {
+  area_ = cv::Rect(frame.x + style.left, frame.y + style.top, frame.width - style.left - style.right,
+                   frame.height - style.top - style.bottom);
+  const double font = style.font;
+  put_text(canvas_, title, {area_.x + area_.width / 2, frame.y + 12},
+           font * 1.25, Align::kCentre, Align::kStart);
+  const int gap = std::max(3, text_size("0", font).height / 2);
+  const std::vector<double> xt = style.x_ticks ? nice_ticks(x0_, x1_, style.max_ticks, style.integer_x) : std::vector<double>{};
+  const std::vector<double> yt = nice_ticks(y0_, y1_, style.max_ticks);
+  for (double v : yt) {
+    const int y = to_pixel(x0_, v).y;
+    cv::line(canvas_, {area_.x, y}, {area_.x + area_.width, y}, kGrid, 1);
+    cv::line(canvas_, {area_.x - gap, y}, {area_.x, y}, kPlotInk, 1);
+    put_text(canvas_, tick_label(v, yt.size() > 1 ? yt[1] - yt[0] : v), {area_.x - 2 * gap, y}, font,
+             Align::kEnd, Align::kCentre);
+  }
+  for (double v : xt) {
+    const int x = to_pixel(v, y0_).x;
+    cv::line(canvas_, {x, area_.y}, {x, area_.y + area_.height}, kGrid, 1);
+    cv::line(canvas_, {x, area_.y + area_.height}, {x, area_.y + area_.height + gap}, kPlotInk, 1);
+    put_text(canvas_, tick_label(v, xt.size() > 1 ? xt[1] - xt[0] : v),
+             {x, area_.y + area_.height + 2 * gap}, font, Align::kCentre, Align::kStart);
+  }
+  cv::rectangle(canvas_, area_, kPlotInk, 1);
 }
 
 cv::Point Chart::to_pixel(double x, double y) const {
@@ -56,14 +113,28 @@ void Chart::line(const std::vector<double>& xs, const std::vector<double>& ys, c
     if (i > 0 && std::isfinite(ys[i - 1]))
       cv::line(canvas_, to_pixel(xs[i - 1], ys[i - 1]), to_pixel(xs[i], ys[i]), colour, thickness,
                cv::LINE_AA);
-    if (markers) cv::circle(canvas_, to_pixel(xs[i], ys[i]), 3, colour, cv::FILLED, cv::LINE_AA);
+    if (markers) cv::circle(canvas_, to_pixel(xs[i], ys[i]), thickness + 2, colour, cv::FILLED, cv::LINE_AA);
   }
 }
 
-void Chart::dashed(const std::vector<double>& xs, const std::vector<double>& ys, cv::Scalar colour) {
-  for (size_t i = 1; i < xs.size() && i < ys.size(); i += 2)
-    if (std::isfinite(ys[i]) && std::isfinite(ys[i - 1]))
-      cv::line(canvas_, to_pixel(xs[i - 1], ys[i - 1]), to_pixel(xs[i], ys[i]), colour, 1, cv::LINE_AA);
+void Chart::dotted(const std::vector<double>& xs, const std::vector<double>& ys, cv::Scalar colour,
+                   int thickness) {
+  // Dots every few pixels along the polyline, as matplotlib's ':' style.
+  const double spacing = 2.0 * thickness + 4;
+  double carry = 0;
+  for (size_t i = 1; i < xs.size() && i < ys.size(); ++i) {
+    if (!std::isfinite(ys[i]) || !std::isfinite(ys[i - 1])) continue;
+    const cv::Point a = to_pixel(xs[i - 1], ys[i - 1]), b = to_pixel(xs[i], ys[i]);
+    const double length = std::hypot(b.x - a.x, b.y - a.y);
+    double t = carry;
+    for (; t <= length; t += spacing) {
+      const double f = length > 0 ? t / length : 0;
+      cv::circle(canvas_, {static_cast<int>(std::lround(a.x + f * (b.x - a.x))),
+                           static_cast<int>(std::lround(a.y + f * (b.y - a.y)))},
+                 std::max(1, thickness - 1), colour, cv::FILLED, cv::LINE_AA);
+    }
+    carry = t - length;
+  }
 }
 
 void Chart::bar(double x, double width, double height, cv::Scalar colour) {
@@ -74,14 +145,22 @@ void Chart::point(double x, double y, cv::Scalar colour, int radius) {
   cv::circle(canvas_, to_pixel(x, y), radius, colour, cv::FILLED);
 }
 
+void Chart::cell(double x0, double y0, double x1, double y1, cv::Scalar colour) {
+  const cv::Rect r = cv::Rect(to_pixel(x0, y1), to_pixel(x1, y0)) & area_;
+  if (!r.empty()) cv::rectangle(canvas_, r, colour, cv::FILLED);
+}
+
 void Chart::x_label(const std::string& text) {
-  cv::putText(canvas_, text, {area_.x + area_.width / 2 - 20, area_.y + area_.height + 30}, kFont,
-              0.4, kInk, 1, cv::LINE_AA);
+  put_text(canvas_, text, {area_.x + area_.width / 2, frame_.y + frame_.height - 4}, style_.font * 1.25,
+           Align::kCentre, Align::kEnd);
 }
 
 void Chart::y_label(const std::string& text) {
-  cv::putText(canvas_, text, {area_.x + 4, area_.y + 14}, kFont, 0.4, kInk, 1, cv::LINE_AA);
+  put_text_vertical(canvas_, text, {frame_.x + 2, area_.y + area_.height / 2}, style_.font * 1.25,
+                    Align::kStart, Align::kCentre);
 }
+
+void Chart::close() { cv::rectangle(canvas_, area_, kPlotInk, 1); }
 
 cv::Scalar class_colour(int index) {
   // 20 distinct hues (BGR), cycled.
@@ -101,6 +180,13 @@ void draw_label(cv::Mat& image, const std::string& text, cv::Point origin, cv::S
   cv::rectangle(image, box, background, cv::FILLED);
   cv::putText(image, text, {box.x + 2, box.y + size.height + 1}, kFont, scale, {255, 255, 255}, 1,
               cv::LINE_AA);
+}
+
+void save_plot(const std::string& path, const cv::Mat& image) {
+  if (path.size() > 4 && path.substr(path.size() - 4) == ".png")
+    data::write_png(path, image);
+  else
+    data::write_jpeg(path, image, 92);
 }
 
 }  // namespace kestrel::yolo

@@ -10,18 +10,12 @@
 #include "kernels/error.h"
 #include "yolo/data/image_codec.h"
 #include "yolo/plot_canvas.h"
+#include "yolo/plot_text.h"
 
 namespace kestrel::yolo {
 namespace {
 
 const cv::Scalar kWhite(255, 255, 255), kBlue(180, 119, 31), kOrange(14, 127, 255);
-
-void save(const std::string& path, const cv::Mat& image) {
-  if (path.size() > 4 && path.substr(path.size() - 4) == ".png")
-    data::write_png(path, image);
-  else
-    data::write_jpeg(path, image, 92);
-}
 
 std::string trim(const std::string& s) {
   const size_t a = s.find_first_not_of(' '), b = s.find_last_not_of(' ');
@@ -49,7 +43,11 @@ std::pair<double, double> finite_range(const std::vector<double>& v) {
   for (double x : v)
     if (std::isfinite(x)) lo = std::min(lo, x), hi = std::max(hi, x);
   if (!std::isfinite(lo)) return {0, 1};
-  if (hi - lo < 1e-12) return {lo - 0.5, hi + 0.5};
+  // A constant series: a band of 5 % around it (0.5 around zero), so its value stays readable.
+  if (hi - lo < 1e-12) {
+    const double pad = lo != 0 ? std::abs(lo) * 0.05 : 0.5;
+    return {lo - pad, hi + pad};
+  }
   const double pad = (hi - lo) * 0.05;
   return {lo - pad, hi + pad};
 }
@@ -84,8 +82,14 @@ void plot_results(const std::string& csv_path, const std::string& png_path) {
   const std::vector<std::string> order = {
       "train/box_loss", "train/obj_loss", "train/cls_loss", "metrics/precision", "metrics/recall",
       "val/box_loss",   "val/obj_loss",   "val/cls_loss",   "metrics/mAP_0.5",   "metrics/mAP_0.5:0.95"};
-  const int cw = 320, ch = 260;
+  // The reference's 12 x 6 inch figure at 200 dpi.
+  const int cw = 480, ch = 600;
   cv::Mat canvas(2 * ch, 5 * cw, CV_8UC3, kWhite);
+  ChartStyle style;
+  style.font = 0.6;
+  style.left = 100, style.right = 20, style.top = 130, style.bottom = 60;
+  style.max_ticks = 6;
+  style.integer_x = true;
   const std::vector<double>& epochs = columns[0];
   for (size_t k = 0; k < order.size(); ++k) {
     auto it = std::find(header.begin(), header.end(), order[k]);
@@ -94,57 +98,16 @@ void plot_results(const std::string& csv_path, const std::string& png_path) {
     const auto [lo, hi] = finite_range(y);
     const auto [x0, x1] = epochs.empty() ? std::pair<double, double>{0, 1}
                                          : std::pair<double, double>{epochs.front(), std::max(epochs.back(), epochs.front() + 1)};
-    Chart chart(canvas, cv::Rect(static_cast<int>(k % 5) * cw, static_cast<int>(k / 5) * ch, cw, ch),
-                order[k], x0, x1, lo, hi);
+    const cv::Rect frame(static_cast<int>(k % 5) * cw, static_cast<int>(k / 5) * ch, cw, ch);
+    Chart chart(canvas, frame, order[k], x0, x1, lo, hi, style);
     chart.line(epochs, y, kBlue, 2, true);
-    chart.dashed(epochs, smooth(y), kOrange);
+    chart.dotted(epochs, smooth(y), kOrange, 2);
+    chart.close();
+    // The legend sits between the title and the plot area, clear of the data.
+    draw_legend(canvas, {{"results", kBlue, 2}, {"smooth", kOrange, 2, true}},
+                {chart.area().x + chart.area().width - 190, frame.y + 50}, 0.5);
   }
-  save(png_path, canvas);
-}
-
-void plot_labels(const std::vector<data::ImageRecord>& records,
-                 const std::vector<std::string>& names, const std::string& path) {
-  const int nc = std::max<int>(1, static_cast<int>(names.size()));
-  std::vector<double> counts(nc, 0);
-  std::vector<data::LabelBox> boxes;
-  for (const auto& r : records)
-    for (const auto& b : r.boxes) {
-      if (b.cls >= 0 && b.cls < nc) counts[b.cls] += 1;
-      boxes.push_back(b);
-    }
-  const int cell = 400;
-  cv::Mat canvas(2 * cell, 2 * cell, CV_8UC3, kWhite);
-  {
-    Chart chart(canvas, {0, 0, cell, cell}, "instances per class", 0, nc, 0,
-                *std::max_element(counts.begin(), counts.end()) * 1.05 + 1);
-    for (int c = 0; c < nc; ++c) chart.bar(c + 0.1, 0.8, counts[c], class_colour(c));
-    chart.x_label("class");
-  }
-  {
-    // All boxes drawn centred on a 1x1 canvas, as the reference's fourth panel.
-    cv::Rect frame(cell, 0, cell, cell);
-    cv::Mat panel = canvas(cv::Rect(cell + 40, 30, cell - 60, cell - 60));
-    const size_t shown = std::min<size_t>(boxes.size(), 1000);
-    for (size_t i = 0; i < shown; ++i) {
-      const auto& b = boxes[i];
-      const int w = static_cast<int>(b.w * panel.cols), h = static_cast<int>(b.h * panel.rows);
-      cv::rectangle(panel, cv::Rect(panel.cols / 2 - w / 2, panel.rows / 2 - h / 2, w, h),
-                    class_colour(b.cls), 1);
-    }
-    cv::putText(canvas, "boxes (centred)", {frame.x + 52, 18}, cv::FONT_HERSHEY_SIMPLEX, 0.5,
-                {40, 40, 40}, 1, cv::LINE_AA);
-  }
-  {
-    Chart chart(canvas, {0, cell, cell, cell}, "centres", 0, 1, 0, 1);
-    for (const auto& b : boxes) chart.point(b.x, 1 - b.y, class_colour(b.cls), 2);
-    chart.x_label("x");
-  }
-  {
-    Chart chart(canvas, {cell, cell, cell, cell}, "sizes", 0, 1, 0, 1);
-    for (const auto& b : boxes) chart.point(b.w, b.h, class_colour(b.cls), 2);
-    chart.x_label("width");
-  }
-  save(path, canvas);
+  save_plot(png_path, canvas);
 }
 
 std::vector<PlotBox> target_boxes(const Tensor& targets, int64_t height, int64_t width) {
@@ -194,69 +157,7 @@ void plot_batch(const Tensor& images_in, const std::vector<PlotBox>& boxes,
       draw_label(mosaic, text, p1, class_colour(b.cls));
     }
   }
-  save(path, mosaic);
-}
-
-void plot_confusion_matrix(const std::vector<std::vector<double>>& matrix,
-                           const std::vector<std::string>& names, const std::string& path) {
-  const int n = static_cast<int>(matrix.size());
-  KESTREL_CHECK(n > 0, "plot_confusion_matrix: empty matrix");
-  const int cellpx = std::clamp(720 / n, 8, 60), margin = 110;
-  cv::Mat canvas(n * cellpx + margin + 20, n * cellpx + margin + 20, CV_8UC3, kWhite);
-  for (int c = 0; c < n; ++c) {
-    double total = 0;
-    for (int r = 0; r < n; ++r) total += matrix[r][c];
-    for (int r = 0; r < n; ++r) {
-      const double v = total > 0 ? matrix[r][c] / total : 0;
-      const cv::Rect cell(margin + c * cellpx, margin + r * cellpx, cellpx, cellpx);
-      const double shade = 255 * (1 - v);
-      cv::rectangle(canvas, cell, cv::Scalar(255, shade * 0.8 + 40, shade), cv::FILLED);
-      if (cellpx >= 30 && v > 0)
-        cv::putText(canvas, short_number(v), {cell.x + 3, cell.y + cellpx / 2 + 4},
-                    cv::FONT_HERSHEY_SIMPLEX, 0.35, v > 0.5 ? kWhite : cv::Scalar(40, 40, 40), 1, cv::LINE_AA);
-    }
-  }
-  if (cellpx >= 14) {
-    for (int i = 0; i < n; ++i) {
-      const std::string name = i < static_cast<int>(names.size()) ? names[i] : "background";
-      cv::putText(canvas, name.substr(0, 12), {4, margin + i * cellpx + cellpx / 2 + 4},
-                  cv::FONT_HERSHEY_SIMPLEX, 0.35, {40, 40, 40}, 1, cv::LINE_AA);
-      cv::Mat label(cellpx, margin - 4, CV_8UC3, kWhite);
-      cv::putText(label, name.substr(0, 12), {2, cellpx / 2 + 4}, cv::FONT_HERSHEY_SIMPLEX, 0.35,
-                  {40, 40, 40}, 1, cv::LINE_AA);
-      cv::Mat rotated;
-      cv::rotate(label, rotated, cv::ROTATE_90_COUNTERCLOCKWISE);
-      rotated.copyTo(canvas(cv::Rect(margin + i * cellpx, 2, cellpx, margin - 4)));
-    }
-  }
-  cv::putText(canvas, "True", {margin + n * cellpx / 2 - 10, n * cellpx + margin + 16},
-              cv::FONT_HERSHEY_SIMPLEX, 0.45, {40, 40, 40}, 1, cv::LINE_AA);
-  save(path, canvas);
-}
-
-void plot_pr_curve(const std::vector<double>& px, const std::vector<std::vector<double>>& py,
-                   const std::vector<double>& ap50, const std::vector<std::string>& names,
-                   const std::string& path) {
-  cv::Mat canvas(640, 900, CV_8UC3, kWhite);
-  Chart chart(canvas, {0, 0, 640, 640}, "Precision-Recall", 0, 1, 0, 1);
-  std::vector<double> mean(px.size(), 0);
-  for (size_t c = 0; c < py.size(); ++c) {
-    if (py.size() < 21) chart.line(px, py[c], class_colour(static_cast<int>(c)), 1);
-    for (size_t i = 0; i < px.size() && i < py[c].size(); ++i) mean[i] += py[c][i] / py.size();
-  }
-  chart.line(px, mean, kBlue, 3);
-  chart.x_label("Recall");
-  chart.y_label("Precision");
-  double map = 0;
-  for (double a : ap50) map += a / std::max<size_t>(1, ap50.size());
-  int y = 40;
-  draw_label(canvas, "all classes " + short_number(map) + " mAP@0.5", {650, y}, kBlue, 0.45);
-  for (size_t c = 0; c < ap50.size() && c < 20; ++c) {
-    y += 24;
-    const std::string name = c < names.size() ? names[c] : std::to_string(c);
-    draw_label(canvas, name + " " + short_number(ap50[c]), {650, y}, class_colour(static_cast<int>(c)), 0.4);
-  }
-  save(path, canvas);
+  save_plot(path, mosaic);
 }
 
 }  // namespace kestrel::yolo

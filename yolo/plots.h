@@ -1,6 +1,8 @@
 // The run directory's images, drawn by the project (OpenCV drawing, written as PNG/JPEG through
-// yolo/data/image_codec.h): results.png, labels.jpg, train/val batch mosaics, the confusion
-// matrix and the precision-recall curve.
+// yolo/data/image_codec.h): results.png, labels.jpg, labels_correlogram.jpg, train/val batch
+// mosaics, the confusion matrix, the precision-recall curve and the F1/P/R-confidence curves.
+// Defined in plots.cpp (results, batches), plot_labels.cpp, plot_confusion.cpp and
+// plot_curves.cpp.
 #pragma once
 #include <string>
 #include <vector>
@@ -17,6 +19,10 @@ void plot_results(const std::string& csv_path, const std::string& png_path);
 // centred on one canvas.
 void plot_labels(const std::vector<data::ImageRecord>& records,
                  const std::vector<std::string>& names, const std::string& path);
+
+// labels_correlogram.jpg: the reference's pairplot of the labels' x, y, width and height
+// (normalised): a histogram of each on the diagonal, 2-D histograms of each pair below it.
+void plot_labels_correlogram(const std::vector<data::ImageRecord>& records, const std::string& path);
 
 // A box on a batch image, in that image's pixels; conf < 0 marks a ground-truth label.
 struct PlotBox {
@@ -37,8 +43,10 @@ void plot_batch(const Tensor& images, const std::vector<PlotBox>& boxes,
 // normalised) for plot_batch.
 std::vector<PlotBox> target_boxes(const Tensor& targets, int64_t height, int64_t width);
 
-// confusion_matrix.png: (nc + 1) x (nc + 1) counts (rows predicted, columns true, last =
-// background), each column normalised, as the reference plots it.
+// confusion_matrix.png at the reference's 3000 x 2250: (nc + 1) x (nc + 1) counts (rows
+// predicted, columns true, last = background), each column normalised, in the Blues colour map
+// with a colour bar; values written in the cells below 30 classes, class names on the axes below
+// 99 names (as the reference).
 void plot_confusion_matrix(const std::vector<std::vector<double>>& matrix,
                            const std::vector<std::string>& names, const std::string& path);
 
@@ -47,5 +55,14 @@ void plot_confusion_matrix(const std::vector<std::vector<double>>& matrix,
 void plot_pr_curve(const std::vector<double>& px, const std::vector<std::vector<double>>& py,
                    const std::vector<double>& ap50, const std::vector<std::string>& names,
                    const std::string& path);
+
+// F1_curve.png, P_curve.png, R_curve.png: a metric over confidence (px: the confidence grid,
+// py[c]: per class), a thin line per class (named in the legend below 21 classes, grey above) and
+// the all-classes mean, smoothed as the reference, in bold with its best value in the legend.
+void plot_mc_curve(const std::vector<double>& px, const std::vector<std::vector<double>>& py,
+                   const std::vector<std::string>& names, const std::string& ylabel,
+                   const std::string& path);
+// That bold line's legend: "all classes 0.62 at 0.412" (best smoothed mean, and its confidence).
+std::string mc_curve_summary(const std::vector<double>& px, const std::vector<std::vector<double>>& py);
 
 }  // namespace kestrel::yolo

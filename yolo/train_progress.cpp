@@ -1,11 +1,8 @@
 #include "yolo/train_progress.h"
 
-#include <unistd.h>
-
 #include <cstdio>
 
 #include "kernels/error.h"
-#include "yolo/train_support.h"
 
 namespace kestrel::yolo {
 namespace {
@@ -57,27 +54,12 @@ RunProgress RunProgress::from_json(const json::Value& v, const std::string& path
 
 std::string progress_line(int epoch, int epochs, double mem_gb, const EpochProgress& p,
                           int64_t instances, int64_t size, int64_t done, int64_t total, double seconds) {
-  char line[256];
-  std::snprintf(line, sizeof line, "%11s %9.3gG %10.4g %10.4g %10.4g %10lld %10lld: %3d%% %lld/%lld [%s, %.2fit/s]",
-                str(epoch, "/", epochs - 1).c_str(), mem_gb, p.mloss[0], p.mloss[1], p.mloss[2],
-                static_cast<long long>(instances), static_cast<long long>(size),
-                static_cast<int>(100 * done / std::max<int64_t>(total, 1)), static_cast<long long>(done),
-                static_cast<long long>(total), format_seconds(seconds).c_str(), done / std::max(seconds, 1e-9));
-  return line;
-}
-
-Console::Console(bool on) : on_(on), tty_(on && isatty(STDOUT_FILENO)) {}
-
-void Console::raw(const std::string& s) const {
-  if (!on_) return;
-  std::fputs(s.c_str(), stdout);
-  std::fflush(stdout);
-}
-
-void Console::progress(const std::string& line, int64_t done, int64_t total) const {
-  if (!on_) return;
-  if (tty_) raw("\r" + line + (done == total ? "\n" : ""));
-  else if (done == total || done % 50 == 0) raw(line + "\n");
+  char mem[32], line[256];
+  std::snprintf(mem, sizeof mem, "%.3gG", mem_gb);
+  std::snprintf(line, sizeof line, "%11s%11s%11.4g%11.4g%11.4g%11.4g%11.4g: ", str(epoch, "/", epochs - 1).c_str(),
+                mem, p.mloss[0], p.mloss[1], p.mloss[2], static_cast<double>(instances),
+                static_cast<double>(size));
+  return line + format_bar(done, total, seconds);
 }
 
 }  // namespace kestrel::yolo

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "engine/json.h"
+#include "yolo/console.h"
 #include "yolo/early_stopping.h"
 
 namespace kestrel::yolo {
@@ -28,25 +29,10 @@ struct RunProgress {
   static RunProgress from_json(const json::Value& v, const std::string& path);
 };
 
-// "       3/99     0.512G     0.1034    0.06011    0.02433         57        640:  40% 12/30 [00:05, 2.21it/s]"
+// The reference's epoch line: ('%11s' * 2 + '%11.4g' * 5) % (epoch/epochs-1, GPU memory,
+// the three mean losses, instances, size), then ": " and the bar, e.g.
+// "       3/99     0.512G     0.1034    0.06011    0.02433         57        640:  40%|████      | 12/30 00:05<00:07"
 std::string progress_line(int epoch, int epochs, double mem_gb, const EpochProgress& p,
                           int64_t instances, int64_t size, int64_t done, int64_t total, double seconds);
-
-// Prints on rank 0 only. On a terminal the progress line redraws in place; in a log (stdout not
-// a terminal) it prints every 50 batches and at the end of the epoch, as tqdm does in files.
-class Console {
- public:
-  explicit Console(bool on);
-  template <class... A>
-  void line(const A&... parts) const {
-    if (on_) raw(str(parts...) + "\n");
-  }
-  void raw(const std::string& s) const;
-  void progress(const std::string& line, int64_t done, int64_t total) const;
-  bool on() const { return on_; }
-
- private:
-  bool on_, tty_;
-};
 
 }  // namespace kestrel::yolo

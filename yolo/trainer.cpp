@@ -254,7 +254,10 @@ void Trainer::build_model() {
     Generator anchor_gen(o_.seed, 7);
     out_->raw(check_anchors(train_split_.records, model_->detect(), hyp_.anchor_t, o_.img_size, anchor_gen));
   }
-  if (rank_.main() && plots() && !resume_) plot_labels(train_split_.records, names_, save_dir_ + "/labels.jpg");
+  if (rank_.main() && plots() && !resume_) {
+    plot_labels(train_split_.records, names_, save_dir_ + "/labels.jpg");
+    plot_labels_correlogram(train_split_.records, save_dir_ + "/labels_correlogram.jpg");
+  }
   model_->to(device_);
   if (o_.sync_bn && rank_.world > 1) {
     auto group = rank_.group;
@@ -329,7 +332,9 @@ void Trainer::build_optimization() {
     vopt.compute_dtype = compute_;
     vopt.workers = std::max(1, o_.workers);
     vopt.save_dir = save_dir_;
+    vopt.training = true;
     validator_ = std::make_unique<Validator>(val_split.records, names_, nc_, vopt, device_, gs_);
+    validator_->set_console(&*out_);
   }
   uploader_ = std::make_unique<data::BatchUploader>(device_);
   if (!o_.trace.empty()) trace_ = std::make_unique<dist::TraceWriter>(rank_.rank);
@@ -388,6 +393,7 @@ bool Trainer::train_epoch(int epoch) {
   out_->line(str("\n", std::string(6, ' '), "Epoch    GPU_mem   box_loss   obj_loss   cls_loss  Instances       Size"));
   t_epoch_ = Clock::now();
   const int64_t shown = o_.max_batches > 0 ? std::min<int64_t>(nb_, o_.max_batches) : nb_;
+  ProgressCadence cadence = out_->cadence();
   for (int64_t i = progress_.next_batch; i < shown; ++i) {
     std::optional<data::Batch> b = loader_->next();
     if (!b) break;
@@ -396,9 +402,10 @@ bool Trainer::train_epoch(int epoch) {
     if (out_->on()) {
       const double secs = std::chrono::duration<double>(Clock::now() - t_epoch_).count();
       const double mem = device_.is_cuda() ? allocator_stats(device_).reserved / 1e9 : 0.0;
-      out_->progress(progress_line(epoch, o_.epochs, mem, progress_, b->targets.size(0), b->images.size(1), i + 1,
-                                   shown, secs),
-                     i + 1, shown);
+      if (cadence.due(i + 1, shown, secs))
+        out_->progress(progress_line(epoch, o_.epochs, mem, progress_, b->targets.size(0), b->images.size(1), i + 1,
+                                     shown, secs),
+                       i + 1 == shown);
     }
     // Stop at an optimizer-step boundary: nothing is half-accumulated in the saved state.
     if (stop_agreed_ && !accumulated_) return false;

@@ -69,6 +69,9 @@ ValResult Validator::run(DetectionModel& model, ComputeLoss* loss) {
   if (options_.save_txt) std::filesystem::create_directories(options_.save_dir + "/labels");
 
   loader_->start_epoch(0);
+  const int64_t total_batches = (pipeline_->size() + options_.batch_size - 1) / options_.batch_size;
+  ProgressCadence cadence = console_ ? console_->cadence() : ProgressCadence(false);
+  const auto t_start = Clock::now();
   while (std::optional<data::Batch> batch = loader_->next()) {
     auto t0 = Clock::now();
     data::DeviceBatch db = uploader.to_device(*batch);
@@ -179,6 +182,10 @@ ValResult Validator::run(DetectionModel& model, ComputeLoss* loss) {
       plot_batch(batch->images, pred_boxes, names_, prefix + "_pred.jpg");
     }
     ++batches;
+    const double seconds = ms_since(t_start) / 1000;
+    if (console_ && cadence.due(batches, total_batches, seconds))
+      console_->progress(metrics_header() + ": " + format_bar(batches, total_batches, seconds),
+                         batches == total_batches);
   }
   model.train(was_training);
 
@@ -195,22 +202,24 @@ ValResult Validator::run(DetectionModel& model, ComputeLoss* loss) {
   result.ms_nms = t_nms / n;
 
   const ValMetrics& m = result.metrics;
-  std::string table = metrics_header() + "\n" +
+  std::string table = (console_ ? "" : metrics_header() + "\n") +
                       metrics_row("all", result.images, result.instances, m.mp, m.mr, m.map50, m.map) + "\n";
   if (result.instances == 0)
     table += "WARNING: no labels found in the validation set, can not compute metrics without labels\n";
-  if (options_.verbose || (nc_ < 50 && nc_ > 1)) {
+  if (per_class_rows(options_.verbose, options_.training, nc_)) {
     for (size_t i = 0; i < m.ap_class.size(); ++i) {
       const int c = m.ap_class[i];
       const std::string name = c < static_cast<int>(names_.size()) ? names_[c] : std::to_string(c);
       table += metrics_row(name, result.images, m.nt[c], m.p[i], m.r[i], m.ap50[i], m.ap[i]) + "\n";
     }
   }
-  char speed[160];
-  std::snprintf(speed, sizeof speed, "Speed: %.1fms pre-process, %.1fms inference, %.1fms NMS per image at shape (%d, 3, %d, %d)\n",
-                result.ms_pre, result.ms_inf, result.ms_nms, options_.batch_size, options_.img_size,
-                options_.img_size);
-  table += speed;
+  if (!options_.training) {
+    char speed[160];
+    std::snprintf(speed, sizeof speed, "Speed: %.1fms pre-process, %.1fms inference, %.1fms NMS per image at shape (%d, 3, %d, %d)\n",
+                  result.ms_pre, result.ms_inf, result.ms_nms, options_.batch_size, options_.img_size,
+                  options_.img_size);
+    table += speed;
+  }
   result.table = table;
 
   if (!options_.save_dir.empty() && options_.plots) {
@@ -233,6 +242,12 @@ ValResult Validator::run(DetectionModel& model, ComputeLoss* loss) {
         curve_names.push_back(c < static_cast<int>(names_.size()) ? names_[c] : std::to_string(c));
       }
       plot_pr_curve(px, curves, curve_ap50, curve_names, options_.save_dir + "/PR_curve.png");
+      // The metric-confidence curves of every class with labels, as the reference plots them.
+      std::vector<std::string> class_names;
+      for (int c : d.classes) class_names.push_back(c < static_cast<int>(names_.size()) ? names_[c] : std::to_string(c));
+      plot_mc_curve(px, d.f1_curve, class_names, "F1", options_.save_dir + "/F1_curve.png");
+      plot_mc_curve(px, d.p_curve, class_names, "Precision", options_.save_dir + "/P_curve.png");
+      plot_mc_curve(px, d.r_curve, class_names, "Recall", options_.save_dir + "/R_curve.png");
     }
   }
   if (options_.save_json && !options_.save_dir.empty()) {

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "yolo/console.h"
 #include "yolo/data/loader.h"
 #include "yolo/loss.h"
 #include "yolo/metrics.h"
@@ -24,6 +25,9 @@ struct ValOptions {
   DType compute_dtype = DType::F32;  // bf16 / fp16 for --half on CUDA
   int workers = 8;
   bool verbose = false;       // per-class rows
+  // Called by the trainer (the reference's `training`): no per-class rows unless verbose, no
+  // speed line. Outside training, per-class rows below 50 classes.
+  bool training = false;
   std::string save_dir;       // where plots / json / txt go ("" = nowhere)
   bool plots = false;         // val_batch0_labels/pred.jpg, confusion matrix, PR curve
   bool save_json = false;     // COCO-format detections (predictions.json)
@@ -36,7 +40,9 @@ struct ValResult {
   double box_loss = 0, obj_loss = 0, cls_loss = 0;  // mean over batches (when a loss was given)
   double ms_pre = 0, ms_inf = 0, ms_nms = 0;        // per image
   int64_t images = 0, instances = 0;
-  std::string table;  // the printed table and speed line
+  // The printed table and speed line. Where a console showed the progress line, that line
+  // carried the header (as the reference's tqdm description) and the table starts at "all".
+  std::string table;
 };
 
 class Validator {
@@ -49,11 +55,14 @@ class Validator {
   int64_t size() const { return pipeline_->size(); }
   void set_plots(bool on) { options_.plots = on; }
   void set_verbose(bool on) { options_.verbose = on; }
+  // A progress line per batch on this console (nullptr: none). Not owned; must outlive run().
+  void set_console(const Console* console) { console_ = console; }
 
  private:
   std::vector<std::string> names_;
   int nc_;
   ValOptions options_;
+  const Console* console_ = nullptr;
   Device device_;
   std::shared_ptr<const data::AugmentPipeline> pipeline_;
   std::unique_ptr<data::Loader> loader_;

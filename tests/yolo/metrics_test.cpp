@@ -292,6 +292,15 @@ TEST(Metrics, TableHasAnAllRowThenOneRowPerClass) {
   EXPECT_THROW(metrics_table(m, 2, {"person"}, true), Error);
 }
 
+TEST(Metrics, PerClassRowsOnlyOutsideTrainingOrWhenVerbose) {
+  EXPECT_FALSE(per_class_rows(false, true, 4)) << "per-epoch validation during training";
+  EXPECT_TRUE(per_class_rows(true, true, 4)) << "the final validation of best (verbose)";
+  EXPECT_TRUE(per_class_rows(false, false, 4)) << "kestrel val below 50 classes";
+  EXPECT_FALSE(per_class_rows(false, false, 80)) << "kestrel val at 80 classes needs --verbose";
+  EXPECT_TRUE(per_class_rows(true, false, 80));
+  EXPECT_FALSE(per_class_rows(true, false, 1)) << "one class: the all row says it";
+}
+
 // --- confusion matrix -----------------------------------------------------------------------
 
 TEST(Metrics, ConfusionMatrixCountsMatchesMissesAndBackground) {

@@ -2,11 +2,16 @@
 // was checked by eye when they were written; these tests keep them from breaking.)
 #include "yolo/plots.h"
 
+#include <opencv2/imgproc.hpp>
+
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 
 #include "tests/support/testing.h"
 #include "yolo/data/image_codec.h"
+#include "yolo/plot_canvas.h"
+#include "yolo/plot_text.h"
 
 using namespace kestrel;
 using namespace kestrel::yolo;
@@ -19,7 +24,95 @@ std::filesystem::path out_dir() {
   return d;
 }
 
+// Pixels that are not (near) white in a region of an image.
+int inked(const cv::Mat& image, cv::Rect region = {}) {
+  if (region.empty()) region = {0, 0, image.cols, image.rows};
+  cv::Mat grey;
+  cv::cvtColor(image(region), grey, cv::COLOR_BGR2GRAY);
+  return cv::countNonZero(grey < 230);
+}
+
+std::vector<std::string> class_names(int n) {
+  std::vector<std::string> names;
+  for (int i = 0; i < n; ++i) names.push_back(i % 7 == 3 ? "a-rather-long-name-" + std::to_string(i) : "cls" + std::to_string(i));
+  return names;
+}
+
+// Per-class curves over a confidence grid: class c peaks at a different confidence.
+std::vector<std::vector<double>> bumps(const std::vector<double>& px, int n) {
+  std::vector<std::vector<double>> py(n, std::vector<double>(px.size()));
+  for (int c = 0; c < n; ++c)
+    for (size_t i = 0; i < px.size(); ++i)
+      py[c][i] = std::max(0.0, 0.9 - 3 * std::abs(px[i] - (0.2 + 0.6 * c / std::max(1, n - 1))) * (1 + 0.1 * c));
+  return py;
+}
+
+std::vector<double> grid(int n) {
+  std::vector<double> px(n);
+  for (int i = 0; i < n; ++i) px[i] = i / double(n - 1);
+  return px;
+}
+
+std::vector<data::ImageRecord> random_records(int nc, int images) {
+  std::vector<data::ImageRecord> records(images);
+  uint32_t state = 12345;
+  auto next = [&] { return (state = state * 1664525u + 1013904223u) / 4294967296.0; };
+  for (auto& r : records) {
+    r.width = r.height = 640;
+    for (int k = 0; k < 6; ++k) {
+      const float w = static_cast<float>(0.05 + 0.4 * next() * next()), h = static_cast<float>(0.05 + 0.5 * next() * next());
+      r.boxes.push_back({static_cast<int>(next() * nc), static_cast<float>(0.2 + 0.6 * next()),
+                         static_cast<float>(0.3 + 0.5 * next()), w, h});
+    }
+  }
+  return records;
+}
+
 }  // namespace
+
+TEST(PlotCanvas, NiceTicksAreRoundAndCoverTheRange) {
+  EXPECT_EQ(nice_ticks(0, 1, 6), (std::vector<double>{0, 0.2, 0.4, 0.6, 0.8, 1.0}));
+  EXPECT_EQ(nice_ticks(0, 1, 5), (std::vector<double>{0, 0.25, 0.5, 0.75, 1.0}));
+  const std::vector<double> t = nice_ticks(0.0312, 0.0987, 6);
+  ASSERT_GE(t.size(), 3u);
+  EXPECT_LE(t.size(), 6u);
+  EXPECT_NEAR(t[0], 0.04, 1e-12);
+  EXPECT_NEAR(t[1] - t[0], 0.01, 1e-12);
+  // Epochs: integer steps only, even over a short range.
+  EXPECT_EQ(nice_ticks(0, 2, 6, true), (std::vector<double>{0, 1, 2}));
+  EXPECT_EQ(nice_ticks(0, 299, 6, true), (std::vector<double>{0, 50, 100, 150, 200, 250}));
+  EXPECT_EQ(nice_ticks(3, 3, 6), (std::vector<double>{3}));
+  EXPECT_TRUE(nice_ticks(NAN, 1, 6).empty());
+}
+
+TEST(PlotCanvas, TickLabelsShowTheDecimalsTheStepNeeds) {
+  EXPECT_EQ(tick_label(0.25, 0.25), "0.25");
+  EXPECT_EQ(tick_label(0.5, 0.25), "0.50");
+  EXPECT_EQ(tick_label(40, 10), "40");
+  EXPECT_EQ(tick_label(0.04, 0.01), "0.04");
+  EXPECT_EQ(tick_label(0, 0.01), "0.00");
+  EXPECT_EQ(tick_label(0.0009, 0.000025), "0.000900") << "same decimals as 0.000925 beside it";
+  EXPECT_EQ(tick_label(2e-7, 1e-7), "2e-07");
+  EXPECT_EQ(tick_label(2e6, 1e6), "2e+06");
+}
+
+TEST(PlotText, BluesRunsFromNearWhiteToDarkBlue) {
+  EXPECT_EQ(blues(0), cv::Scalar(255, 251, 247));
+  EXPECT_EQ(blues(1), cv::Scalar(107, 48, 8));
+  EXPECT_GT(blues(0.3)[0], blues(0.3)[2]) << "blue channel dominates";
+  EXPECT_EQ(blues(2), blues(1));
+}
+
+TEST(PlotText, VerticalTextAndLegendInk) {
+  cv::Mat canvas(300, 300, CV_8UC3, cv::Scalar(255, 255, 255));
+  put_text_vertical(canvas, "Precision", {20, 150}, 0.6);
+  EXPECT_GT(inked(canvas, {0, 60, 45, 180}), 50) << "turned text lies in a tall thin box";
+  EXPECT_EQ(inked(canvas, {60, 0, 240, 300}), 0);
+  const cv::Rect box = draw_legend(canvas, {{"results", {180, 119, 31}}, {"smooth", {14, 127, 255}, 2, true}},
+                                   {100, 20}, 0.5);
+  EXPECT_GT(box.height, 20);
+  EXPECT_GT(inked(canvas, box), 100);
+}
 
 TEST(Plots, ResultsChartFromCsv) {
   const auto csv = out_dir() / "results.csv";
@@ -35,8 +128,14 @@ TEST(Plots, ResultsChartFromCsv) {
   f.close();
   plot_results(csv.string(), (out_dir() / "results.png").string());
   cv::Mat img = data::read_image((out_dir() / "results.png").string());
-  EXPECT_EQ(img.cols, 1600);
-  EXPECT_EQ(img.rows, 520);
+  EXPECT_EQ(img.cols, 2400);  // the reference's 12 x 6 inches at 200 dpi
+  EXPECT_EQ(img.rows, 1200);
+  // Each of the ten panels is drawn, and each carries the results/smooth legend above its data.
+  for (int k = 0; k < 10; ++k) {
+    const cv::Rect panel((k % 5) * 480, (k / 5) * 600, 480, 600);
+    EXPECT_GT(inked(img, {panel.x + 100, panel.y + 130, 360, 410}), 500) << "panel " << k;
+    EXPECT_GT(inked(img, {panel.x + 270, panel.y + 50, 200, 70}), 100) << "legend of panel " << k;
+  }
   EXPECT_THROW(plot_results((out_dir() / "missing.csv").string(), "x.png"), Error);
 }
 
@@ -48,7 +147,7 @@ TEST(Plots, LabelsBatchConfusionAndPr) {
   }
   const std::vector<std::string> names = {"circle", "square", "triangle"};
   plot_labels(records, names, (out_dir() / "labels.jpg").string());
-  EXPECT_EQ(data::read_image((out_dir() / "labels.jpg").string()).cols, 800);
+  EXPECT_EQ(data::read_image((out_dir() / "labels.jpg").string()).cols, 1600);
 
   Tensor images = Tensor::full({4, 64, 96, 3}, 120, DType::U8);
   Tensor targets = Tensor::from_vector<float>({0, 1, 0.5f, 0.5f, 0.4f, 0.4f, 3, 2, 0.2f, 0.3f, 0.2f, 0.2f}, {2, 6});
@@ -73,5 +172,79 @@ TEST(Plots, LabelsBatchConfusionAndPr) {
     p2[i] = 0.9 - 0.5 * px[i];
   }
   plot_pr_curve(px, {p0, p1, p2}, {0.85, 0.67, 0.65}, names, (out_dir() / "PR_curve.png").string());
-  EXPECT_EQ(data::read_image((out_dir() / "PR_curve.png").string()).cols, 900);
+  cv::Mat pr = data::read_image((out_dir() / "PR_curve.png").string());
+  EXPECT_EQ(pr.cols, 1350);
+  EXPECT_EQ(pr.rows, 900);
+}
+
+TEST(Plots, MetricConfidenceCurvesAt4And80Classes) {
+  const std::vector<double> px = grid(1000);
+  for (int nc : {4, 80}) {
+    const std::vector<std::vector<double>> py = bumps(px, nc);
+    for (const char* metric : {"F1", "Precision", "Recall"}) {
+      const auto path = out_dir() / (std::string(metric) + "_curve_" + std::to_string(nc) + ".png");
+      plot_mc_curve(px, py, class_names(nc), metric, path.string());
+      cv::Mat img = data::read_image(path.string());
+      ASSERT_EQ(img.cols, 1350) << path;
+      EXPECT_EQ(img.rows, 900);
+      EXPECT_GT(inked(img, {90, 50, 500, 770}), 2000) << "curves drawn: " << path;
+      // The legend right of the plot area: one row per class below 21 classes, else only the mean.
+      const int legend_ink = inked(img, {1000, 50, 350, 400});
+      EXPECT_GT(legend_ink, 300) << path;
+      if (nc == 80) {
+        EXPECT_EQ(inked(img, {1000, 200, 350, 400}), 0) << "no per-class legend at 80 classes";
+      }
+    }
+  }
+}
+
+TEST(Plots, McCurveSummaryNamesTheBestSmoothedMean) {
+  const std::vector<double> px = grid(1000);
+  std::vector<double> y(px.size());
+  for (size_t i = 0; i < px.size(); ++i) y[i] = 1 - std::abs(px[i] - 0.4);
+  EXPECT_EQ(mc_curve_summary(px, {y, y}), "all classes 0.99 at 0.400");
+}
+
+TEST(Plots, LabelsAt80Classes) {
+  const auto path = out_dir() / "labels_80.jpg";
+  plot_labels(random_records(80, 200), class_names(80), path.string());
+  cv::Mat img = data::read_image(path.string());
+  ASSERT_EQ(img.cols, 1600);
+  for (int k = 0; k < 4; ++k)
+    EXPECT_GT(inked(img, {(k % 2) * 800 + 100, (k / 2) * 800 + 60, 650, 600}), 1000) << "panel " << k;
+}
+
+TEST(Plots, CorrelogramIsALowerTriangleOfHistograms) {
+  const auto path = out_dir() / "labels_correlogram.jpg";
+  plot_labels_correlogram(random_records(80, 200), path.string());
+  cv::Mat img = data::read_image(path.string());
+  ASSERT_EQ(img.cols, 2000);
+  ASSERT_EQ(img.rows, 2000);
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 4; ++j) {
+      const cv::Rect plot(j * 500 + 100, i * 500 + 35, 380, 390);
+      if (j <= i)
+        EXPECT_GT(inked(img, plot), 300) << "panel " << i << "," << j;
+      else
+        EXPECT_EQ(inked(img, plot), 0) << "upper triangle stays empty: " << i << "," << j;
+    }
+}
+
+TEST(Plots, ConfusionMatrixAtTheReferenceSizeAt4And80Classes) {
+  for (int nc : {4, 80}) {
+    std::vector<std::vector<double>> m(nc + 1, std::vector<double>(nc + 1, 0));
+    for (int c = 0; c <= nc; ++c) {
+      m[c][c] = 10 + c % 5;
+      m[(c + 1) % (nc + 1)][c] = 3;
+      m[nc][c] += 1;
+    }
+    const auto path = out_dir() / ("confusion_matrix_" + std::to_string(nc) + ".png");
+    plot_confusion_matrix(m, class_names(nc), path.string());
+    cv::Mat img = data::read_image(path.string());
+    ASSERT_EQ(img.cols, 3000);
+    ASSERT_EQ(img.rows, 2250);
+    EXPECT_GT(inked(img, {0, 0, 3000, 100}), 200) << "title";
+    EXPECT_GT(inked(img, {0, 2150, 3000, 100}), 200) << "'True' under the names";
+    EXPECT_GT(inked(img, {0, 1000, 450, 250}), 200) << "'Predicted' left of the names";
+  }
 }

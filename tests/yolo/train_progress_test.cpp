@@ -178,13 +178,15 @@ TEST(RunProgress, MissingOrDamagedFieldIsAnErrorNamingTheFile) {
 }
 
 // The reference's columns: ('%11s' * 2 + '%11.4g' * 5) % (f'{epoch}/{epochs - 1}', f'{mem:.3g}G',
-// *mloss, targets, imgsz), then tqdm's percentage, count, elapsed time and rate.
+// *mloss, targets, imgsz), then ": " and the bar (format_bar, tested in console_test).
 TEST(ProgressLine, ReferenceLayout) {
   EpochProgress p;
   p.mloss[0] = 0.1034;
   p.mloss[1] = 0.06011;
   p.mloss[2] = 0.02433;
   EXPECT_EQ(progress_line(3, 100, 0.512, p, 57, 640, 12, 30, 5.43),
-            "       3/99     0.512G     0.1034    0.06011    0.02433         57        640:  40% "
-            "12/30 [00:05, 2.21it/s]");
+            "       3/99     0.512G     0.1034    0.06011    0.02433         57        640:  40%|████      | "
+            "12/30 00:05<00:08");
+  EXPECT_EQ(progress_line(0, 3, 0, EpochProgress{}, 1234567, 320, 0, 8, 0).substr(0, 77),
+            "        0/2         0G          0          0          0  1.235e+06        320");
 }

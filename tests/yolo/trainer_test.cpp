@@ -118,7 +118,8 @@ TEST(Trainer, LearnsTheSyntheticDatasetAndFillsTheRunDirectory) {
   for (const char* f : {"weights/last.safetensors", "weights/best.safetensors", "hyp.yaml", "opt.yaml",
                         "results.csv", "results.png", "labels.jpg", "train_batch0.jpg", "train_batch1.jpg",
                         "train_batch2.jpg", "val_batch0_labels.jpg", "val_batch0_pred.jpg",
-                        "confusion_matrix.png", "PR_curve.png"})
+                        "confusion_matrix.png", "PR_curve.png", "F1_curve.png", "P_curve.png", "R_curve.png",
+                        "labels_correlogram.jpg"})
     EXPECT_TRUE(fs::exists(run / f)) << f;
   const auto rows = read_results(run / "results.csv");
   ASSERT_EQ(rows.size(), 20u);

@@ -72,6 +72,8 @@ int run_val(const std::vector<std::string>& argv) {
   std::filesystem::create_directories(vo.save_dir);
   const int stride = static_cast<int>(std::max(32.0, im.model->strides().back()));
   yolo::Validator validator(split.records, names, model_nc, vo, device, stride);
+  const yolo::Console console(true);
+  validator.set_console(&console);
   std::printf("%s", validator.run(*im.model).table.c_str());
   std::printf("Results saved to %s\n", vo.save_dir.c_str());
   return 0;
