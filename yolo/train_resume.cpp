@@ -104,6 +104,9 @@ TrainOptions options_from_json(const json::Value& options, const std::string& pa
     else if (key == "no_overlap") flag(o.no_overlap);
     else if (key == "check_sync") flag(o.check_sync);
     else if (key == "max_batches") number(o.max_batches);
+    else if (key == "evolve") {
+      if (v != "null") number(o.evolve);
+    }
   }
   return o;
 }
