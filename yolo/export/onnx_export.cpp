@@ -52,8 +52,12 @@ std::string python_str(const std::string& s) {
   return out + quote;
 }
 
+int64_t largest_stride(const DetectionModel& model) {
+  return static_cast<int64_t>(*std::max_element(model.strides().begin(), model.strides().end()));
+}
+
 void check_options(const DetectionModel& model, const OnnxExportOptions& o) {
-  const int64_t gs = static_cast<int64_t>(*std::max_element(model.strides().begin(), model.strides().end()));
+  const int64_t gs = largest_stride(model);
   KESTREL_CHECK(o.batch >= 1, "ONNX export: batch size ", o.batch, " must be at least 1");
   KESTREL_CHECK(o.height > 0 && o.width > 0 && o.height % gs == 0 && o.width % gs == 0, "ONNX export: image size ",
                 o.height, "x", o.width, " must be a positive multiple of the model's largest stride ", gs);
@@ -132,15 +136,13 @@ onnx::ModelProto build_onnx_model(const DetectionModel& model, const OnnxExportO
 
   std::vector<std::string> names = o.names;
   for (int64_t c = static_cast<int64_t>(names.size()); c < model.detect().nc; ++c) names.push_back(std::to_string(c));
-  const auto& strides = model.strides();
-  for (const auto& [key, value] :
-       {std::pair<std::string, std::string>{"stride", std::to_string(static_cast<int64_t>(
-                                                          *std::max_element(strides.begin(), strides.end())))},
-        {"names", python_names_dict(names)}}) {
+  auto add_metadata = [&](const std::string& key, const std::string& value) {
     auto* p = m.add_metadata_props();
     p->set_key(key);
     p->set_value(value);
-  }
+  };
+  add_metadata("stride", std::to_string(largest_stride(model)));
+  add_metadata("names", python_names_dict(names));
   check_onnx_model(m);
   return m;
 }
