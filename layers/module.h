@@ -90,6 +90,7 @@ class Sequential : public UnaryModule {
   Tensor forward(const Tensor& x) override;
   std::string type_name() const override { return "torch.nn.modules.container.Sequential"; }
   size_t size() const { return items_.size(); }
+  const std::vector<std::shared_ptr<UnaryModule>>& items() const { return items_; }
 
  private:
   std::vector<std::shared_ptr<UnaryModule>> items_;

@@ -9,7 +9,8 @@ packages=(
   libopenblas-dev libdnnl-dev
   libyaml-cpp-dev
   libgloo-dev
-  libopencv-core-dev libopencv-imgproc-dev
+  libopencv-core-dev libopencv-imgproc-dev libopencv-dnn-dev
+  libonnx-dev libprotobuf-dev python3-onnx
   libturbojpeg0-dev libpng-dev
   patchelf xz-utils
 )

@@ -42,8 +42,17 @@ class DetectionModel : public layers::Module {
 
   const ModelConfig& config() const { return config_; }
   layers::Detect& detect() { return *detect_; }
+  const layers::Detect& detect() const { return *detect_; }
   const std::vector<double>& strides() const { return detect_->strides; }
   const std::vector<LayerInfo>& layer_table() const { return table_; }
+
+  // The yaml's rows as built: each layer's module and the absolute indices of its inputs (the
+  // previous layer's index for -1). The ONNX export walks this list as forward() does.
+  struct Layer {
+    std::shared_ptr<layers::Module> module;
+    std::vector<int> from;  // absolute indices
+  };
+  const std::vector<Layer>& layers() const { return layers_; }
 
   // The reference's count of modules (len(list(model.modules()))), parameters, and the GFLOPs of
   // one image of img_size x img_size (2 x multiply-accumulates of the convolutions).
@@ -55,10 +64,6 @@ class DetectionModel : public layers::Module {
   std::string describe(int64_t img_size);
 
  private:
-  struct Layer {
-    std::shared_ptr<layers::Module> module;
-    std::vector<int> from;  // absolute indices
-  };
   void build(Generator& gen);
   std::vector<Tensor> run(const Tensor& x, std::vector<Shape>* shapes = nullptr);
 

@@ -19,6 +19,7 @@ int run_step(const std::vector<std::string>& args);
 int run_train(const std::vector<std::string>& args);
 int run_val(const std::vector<std::string>& args);
 int run_detect(const std::vector<std::string>& args);
+int run_export(const std::vector<std::string>& args);
 
 extern const Command kModelCommand;
 extern const Command kDemoCommand;
@@ -26,5 +27,6 @@ extern const Command kStepCommand;
 extern const Command kTrainCommand;
 extern const Command kValCommand;
 extern const Command kDetectCommand;
+extern const Command kExportCommand;
 
 }  // namespace kestrel::cli

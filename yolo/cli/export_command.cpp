@@ -1,0 +1,99 @@
+// `kestrel export`: the reference's export.py for its ONNX format. The graph is written next to
+// the weights (best.safetensors -> best.onnx); see yolo/export/onnx_export.h for what it holds.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+
+#include "engine/autograd.h"
+#include "yolo/cli/args.h"
+#include "yolo/cli/commands.h"
+#include "yolo/cli/inference_model.h"
+#include "yolo/export/onnx_export.h"
+
+namespace kestrel::cli {
+namespace fs = std::filesystem;
+namespace {
+
+double megabytes(const std::string& path) { return static_cast<double>(fs::file_size(path)) / 1e6; }
+
+std::string shape_text(const std::vector<int64_t>& s) {
+  std::string out = "(";
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + ")";
+}
+
+}  // namespace
+
+const Command kExportCommand = {
+    "export", "export weights for deployment: ONNX (reference export.py)",
+    "usage: kestrel export --weights W.safetensors [--include onnx] [--img-size 640] [--batch-size 1]\n"
+    "                      [--dynamic] [--half] [--device cpu|0] [--opset 12] [--cfg M.yaml] [--nc N]\n"
+    "  writes W.onnx next to the weights: input 'images' (batch, 3, height, width) RGB in [0, 1],\n"
+    "  output 'output0' (batch, anchors, 5 + nc): xywh in pixels, objectness and class scores\n"
+    "  --include   the format; onnx is the one Kestrel writes\n"
+    "  --img-size  the input size, rounded up to a multiple of the largest stride\n"
+    "  --dynamic   'batch', 'height' and 'width' axes instead of fixed sizes\n"
+    "  --half      float16 graph; as in the reference it needs a GPU (--device 0) and no --dynamic\n"
+    "  --opset     ONNX opset, 12 (the reference's default) to the ONNX library's newest\n"
+    "  --cfg/--nc are only needed for plain weights files (checkpoints carry their model).\n",
+    run_export};
+
+int run_export(const std::vector<std::string>& argv) {
+  Args args(argv, {{"weights", true}, {"include", true}, {"img-size", true}, {"imgsz", true},
+                   {"batch-size", true}, {"dynamic", false}, {"half", false}, {"device", true},
+                   {"opset", true}, {"cfg", true}, {"nc", true}});
+  if (!args.has("weights")) throw UsageError("--weights is required");
+  const std::string include = args.get("include", "onnx");
+  if (include != "onnx") throw UsageError("--include " + include + ": Kestrel exports onnx only");
+  yolo::OnnxExportOptions o;
+  o.batch = args.get_int32("batch-size", 1);
+  o.dynamic = args.has("dynamic");
+  o.half = args.has("half");
+  o.opset = args.get_int32("opset", 12);
+  const int64_t img_size = args.get_int32("img-size", args.get_int32("imgsz", 640));
+  if (o.batch < 1 || img_size < 1) throw UsageError("--batch-size and --img-size must be positive");
+  const Device device = inference_device(args.get("device", "cpu"));
+  // As the reference: float16 export is for GPUs (where half inference runs), and a float16 graph
+  // has fixed shapes.
+  if (o.half && !device.is_cuda())
+    throw UsageError("--half writes a float16 model and, as the reference's export, needs a GPU: add --device 0, "
+                     "or drop --half for a float32 model");
+  if (o.half && o.dynamic) throw UsageError("--half and --dynamic do not go together: use one of them");
+
+  const auto start = std::chrono::steady_clock::now();
+  const std::string weights = args.get("weights", "");
+  InferenceModel im = load_inference_model(weights, args.get("cfg", ""), args.get_optional_int32("nc"), device);
+  const auto& strides = im.model->strides();
+  const int64_t gs = static_cast<int64_t>(*std::max_element(strides.begin(), strides.end()));
+  o.height = o.width = static_cast<int64_t>(std::ceil(static_cast<double>(img_size) / gs)) * gs;
+  if (o.height != img_size)
+    std::printf("WARNING: --img-size %lld is not a multiple of the largest stride %lld, using %lld\n",
+                static_cast<long long>(img_size), static_cast<long long>(gs), static_cast<long long>(o.height));
+  o.names = im.names;
+
+  // A dry run at the export's size on the device, as the reference's: the model runs and its
+  // output has the graph's shape.
+  const std::vector<int64_t> shape = yolo::onnx_output_shape(*im.model, o);
+  {
+    autograd::NoGradGuard no_grad;
+    const Tensor x = Tensor::zeros({o.batch, o.height, o.width, im.model->config().input_channels}, DType::F32, device);
+    const Shape got = im.model->predict(x).boxes.shape();
+    KESTREL_CHECK(got == shape, "the model's output ", shape_text(got), " differs from the graph's ", shape_text(shape));
+  }
+  std::printf("Kestrel: starting from %s with output shape %s (%.1f MB)\n", weights.c_str(), shape_text(shape).c_str(),
+              megabytes(weights));
+
+  const std::string out = fs::path(weights).replace_extension(".onnx").string();
+  std::printf("\nONNX: starting export with opset %d%s...\n", o.opset, o.dynamic ? ", dynamic axes" : "");
+  const onnx::ModelProto model = yolo::build_onnx_model(*im.model, o);
+  yolo::save_onnx_model(model, out);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::printf("ONNX: export success, %.1fs, saved as %s (%.1f MB)\n", seconds, out.c_str(), megabytes(out));
+  std::printf("\nExport complete (%.1fs)\nResults saved to %s\nVisualize: https://netron.app\n", seconds,
+              fs::absolute(out).parent_path().c_str());
+  return 0;
+}
+
+}  // namespace kestrel::cli
