@@ -11,6 +11,7 @@ packages=(
   libgloo-dev
   libopencv-core-dev libopencv-imgproc-dev
   libturbojpeg0-dev libpng-dev
+  libprotobuf-dev protobuf-compiler
   patchelf xz-utils
 )
 

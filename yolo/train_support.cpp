@@ -182,7 +182,8 @@ std::vector<std::pair<std::string, std::string>> TrainOptions::to_pairs() const 
           {"bucket_cap_mb", number_text(bucket_cap_mb)},
           {"no_overlap", b(no_overlap)},
           {"check_sync", b(check_sync)},
-          {"max_batches", std::to_string(max_batches)}};
+          {"max_batches", std::to_string(max_batches)},
+          {"no_tensorboard", b(no_tensorboard)}};
 }
 
 }  // namespace kestrel::yolo

@@ -21,6 +21,7 @@ struct TrainOptions {
   bool rect = false;
   std::optional<std::string> resume;  // checkpoint path ("" = the latest last.safetensors)
   bool nosave = false, noval = false, noautoanchor = false, noplots = false;
+  bool no_tensorboard = false;  // no TensorBoard event file in the run directory
   std::string cache;  // "" or "ram"
   std::string device;  // "", "cpu", "0", "0,1"
   bool multi_scale = false, single_cls = false;

@@ -89,6 +89,7 @@ TrainOptions unusual_options() {
   o.no_overlap = true;
   o.check_sync = true;
   o.max_batches = 9;
+  o.no_tensorboard = true;
   return o;
 }
 
