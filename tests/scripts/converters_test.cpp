@@ -7,6 +7,7 @@
 // imports them) and the reference's source tree at $KESTREL_REFERENCE_DIR (default /tmp/yolov5);
 // skipped, saying which is missing, without them.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -39,7 +40,7 @@ std::string find_reference(Reference& ref) {
 }
 
 fs::path scratch(const std::string& name) {
-  const fs::path p = fs::temp_directory_path() / ("kestrel_converters_test_" + name);
+  const fs::path p = fs::temp_directory_path() / ("kestrel_converters_test_" + name + "_" + std::to_string(::getpid()));
   fs::remove_all(p);
   fs::create_directories(p);
   return p;

@@ -27,8 +27,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// Per process: other checkouts on the same machine may run these tests at the same time.
 fs::path scratch(const std::string& name) {
-  fs::path p = fs::temp_directory_path() / ("kestrel_trainer_test_" + name);
+  fs::path p = fs::temp_directory_path() / ("kestrel_trainer_test_" + name + "_" + std::to_string(::getpid()));
   fs::remove_all(p);
   return p;
 }
