@@ -3,44 +3,31 @@
 
 The names stay those of the reference's state_dict (model.0.conv.weight, ...), convolution weights
 stay OIHW, the anchors stay in stride units: exactly what `kestrel model --weights` and
-`kestrel train --weights` read.
+`kestrel train --weights` read. The checkpoint's EMA is taken where it has one (as the reference's
+val.py does), else its model. The file's metadata carries the model yaml ("model_yaml"), the class
+count ("nc") and the class names ("names", a JSON list), so `kestrel val` and `kestrel detect` need
+no --cfg and print names. The way back is scripts/convert_to_ultralytics.py.
 
 Optional tool: it needs PyTorch and the reference's source tree (a checkpoint pickles the
-reference's classes, so they must be importable); nothing in Kestrel's build or tests needs it.
+reference's classes, so they must be importable); nothing in Kestrel's build needs it.
 
     python3 scripts/convert_ultralytics.py yolov5s.pt yolov5s.safetensors --yolov5 ~/src/yolov5
 """
 import argparse
 import json
 import os
-import struct
 import sys
 
-DTYPES = {'torch.float32': 'F32', 'torch.float16': 'F16', 'torch.bfloat16': 'BF16',
-          'torch.float64': 'F64', 'torch.int64': 'I64', 'torch.int32': 'I32', 'torch.uint8': 'U8'}
+from safetensors_io import write_safetensors
 
 
-def write_safetensors(path, tensors, metadata):
-    import torch
-    header, blobs, offset = {}, [], 0
-    for name in sorted(tensors):
-        t = tensors[name].detach().cpu().contiguous()
-        dtype = DTYPES.get(str(t.dtype))
-        if dtype is None:
-            sys.exit(f'{name}: dtype {t.dtype} has no safetensors equivalent here')
-        data = t.view(-1).view(dtype=torch.uint8).numpy().tobytes() if t.numel() else b''
-        header[name] = {'dtype': dtype, 'shape': list(t.shape), 'data_offsets': [offset, offset + len(data)]}
-        blobs.append(data)
-        offset += len(data)
-    header['__metadata__'] = metadata
-    text = json.dumps(header, separators=(',', ':')).encode()
-    text += b' ' * (-len(text) % 8)
-    with open(path + '.tmp', 'wb') as f:
-        f.write(struct.pack('<Q', len(text)))
-        f.write(text)
-        for b in blobs:
-            f.write(b)
-    os.replace(path + '.tmp', path)
+def class_names(model, nc):
+    names = getattr(model, 'names', None)
+    if isinstance(names, dict):
+        names = [names[k] for k in sorted(names)]
+    if not isinstance(names, (list, tuple)) or (nc is not None and len(names) != nc):
+        return None
+    return [str(n) for n in names]
 
 
 def main():
@@ -51,11 +38,12 @@ def main():
     ap.add_argument('--half', action='store_true', help='store floating-point tensors as float16')
     args = ap.parse_args()
     if args.yolov5:
-        sys.path.insert(0, args.yolov5)
+        sys.path.insert(0, os.path.abspath(args.yolov5))
     try:
         import torch
-    except ImportError:
-        sys.exit('PyTorch is needed to read a .pt checkpoint: pip install torch')
+        import yaml
+    except ImportError as e:
+        sys.exit(f'{e}: PyTorch and PyYAML are needed to read a .pt checkpoint')
     try:
         ckpt = torch.load(args.checkpoint, map_location='cpu', weights_only=False)
     except TypeError:  # PyTorch < 1.13 has no weights_only
@@ -70,12 +58,19 @@ def main():
     state = model.float().state_dict()
     if args.half:
         state = {k: (v.half() if v.is_floating_point() else v) for k, v in state.items()}
-    nc = getattr(model, 'nc', None) or getattr(model, 'yaml', {}).get('nc')
-    metadata = {'source': args.checkpoint, 'format': 'kestrel-yolov5'}
+    cfg = getattr(model, 'yaml', None)
+    nc = getattr(model, 'nc', None) or (cfg or {}).get('nc')
+    metadata = {'source': os.path.basename(args.checkpoint), 'format': 'kestrel-yolov5'}
     if nc is not None:
-        metadata['nc'] = str(nc)
+        metadata['nc'] = str(int(nc))
+    if isinstance(cfg, dict):
+        metadata['model_yaml'] = yaml.safe_dump(cfg, sort_keys=False, default_flow_style=None)
+    names = class_names(model, nc)
+    if names is not None:
+        metadata['names'] = json.dumps(names)
     write_safetensors(args.output, state, metadata)
-    print(f'{args.output}: {len(state)} tensors')
+    print(f'{args.output}: {len(state)} tensors, {nc} classes'
+          f'{", names and model yaml" if names and "model_yaml" in metadata else ""} from {args.checkpoint}')
 
 
 if __name__ == '__main__':

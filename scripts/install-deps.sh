@@ -12,6 +12,7 @@ packages=(
   libopencv-core-dev libopencv-imgproc-dev libopencv-dnn-dev
   libonnx-dev libprotobuf-dev python3-onnx
   libturbojpeg0-dev libpng-dev
+  libprotobuf-dev protobuf-compiler
   patchelf xz-utils
 )
 

@@ -1,6 +1,8 @@
 #include "yolo/checkpoint.h"
 
 #include <charconv>
+#include <cmath>
+#include <filesystem>
 
 #include "engine/autograd.h"
 #include "engine/safetensors.h"
@@ -10,6 +12,7 @@ namespace kestrel::yolo {
 namespace {
 
 constexpr const char* kFormat = "kestrel.checkpoint.v1";
+constexpr const char* kStripped = "stripped";
 
 using Named = std::vector<std::pair<std::string, Tensor>>;
 
@@ -107,6 +110,8 @@ CheckpointInfo info_from(const SafetensorsFile& f) {
   info.best_fitness = parse_meta(f, "best_fitness").as_real();
   info.hyp = parse_hyp_json(parse_meta(f, "hyp"), f.path());
   info.options = parse_meta(f, "options");
+  auto stripped = f.metadata().find(kStripped);
+  info.stripped = stripped != f.metadata().end() && stripped->second == "true";
   if (f.metadata().count("progress")) info.progress = parse_meta(f, "progress");
   const json::Value generators = parse_meta(f, "generators");
   for (const json::Value& g : generators.as_array())
@@ -172,6 +177,17 @@ void restore_gradients(const SafetensorsFile& f, const Named& params) {
   }
 }
 
+// A stripped file's copy of a tensor: float16 where its values fit (|x| <= 65504, beyond which
+// float16 has only Inf), else as it was.
+Tensor half_where_it_fits(const Tensor& t) {
+  if (!is_floating(t.dtype()) || t.dtype() == DType::F16) return t;
+  const Tensor f32 = t.dtype() == DType::F32 ? t : t.to(DType::F32);
+  const float* v = f32.data<float>();
+  for (int64_t i = 0; i < f32.numel(); ++i)
+    if (std::fabs(v[i]) > 65504.0f) return t;
+  return f32.to(DType::F16);
+}
+
 }  // namespace
 
 GeneratorState generator_state(const std::string& name, const Generator& g) {
@@ -232,11 +248,19 @@ CheckpointInfo read_checkpoint_info(const std::string& path) {
   return info_from(load_safetensors(path));
 }
 
+void check_resumable(const CheckpointInfo& info, const std::string& path) {
+  KESTREL_CHECK(!info.stripped, "'", path, "' is a stripped final checkpoint: its run finished, and ",
+                "stripping kept only the EMA weights in float16, without the optimizer state a ",
+                "resumed run needs, so it cannot be resumed. To train on from it, start a new run ",
+                "with --weights ", path);
+}
+
 CheckpointInfo load_checkpoint(const std::string& path, const TrainingObjects& o,
                                const PendingGradients& gradients) {
   KESTREL_CHECK(o.model, "load_checkpoint: no model given");
   const SafetensorsFile f = load_safetensors(path);
   CheckpointInfo info = info_from(f);
+  check_resumable(info, path);
   check_finite(f, path);  // a diverged run's weights would fail far from the cause
   restore(f, module_tensors(*o.model, "model."), "model");
   if (o.ema) {
@@ -263,6 +287,25 @@ CheckpointInfo load_checkpoint(const std::string& path, const TrainingObjects& o
   }
   restore_gradients(f, gradients);
   return info;
+}
+
+uint64_t strip_checkpoint(const std::string& path) {
+  const SafetensorsFile f = load_safetensors(path);
+  if (info_from(f).stripped) return std::filesystem::file_size(path);
+  bool has_ema = false;
+  for (const std::string& name : f.names()) has_ema = has_ema || name.rfind("ema.", 0) == 0;
+  const std::string source = has_ema ? "ema." : "model.";
+  Named tensors;
+  for (const std::string& name : f.names())
+    if (name.rfind(source, 0) == 0)
+      tensors.emplace_back("model." + name.substr(source.size()), half_where_it_fits(f.get(name)));
+  KESTREL_CHECK(!tensors.empty(), "checkpoint '", path, "' holds no model weights to keep; is it a ",
+                "Kestrel training checkpoint?");
+  std::map<std::string, std::string> md = f.metadata();
+  for (const char* key : {"optimizer", "schedule", "scaler", "ema_updates", "progress"}) md.erase(key);
+  md[kStripped] = "true";
+  save_safetensors(path, tensors, md);
+  return std::filesystem::file_size(path);
 }
 
 }  // namespace kestrel::yolo

@@ -14,6 +14,9 @@
 //                          loss means, early-stopping state (absent in older files: {})
 //   tensors  "grad.<param name>"            gradients accumulated since the last optimizer step
 //                                           (only when the caller passes them: see below)
+// A stripped checkpoint (strip_checkpoint, the end of a finished run) holds only "model.<name>":
+// the EMA's weights in float16, and the metadata above less optimizer, schedule, scaler,
+// ema_updates and progress, plus "stripped": "true".
 // Everything is stored at full precision (float32 tensors, shortest round-trip decimals), unlike
 // the reference's float16 copies, so that a run resumed on the CPU ends bitwise where an
 // uninterrupted one does. The file is written to a temporary name and renamed.
@@ -50,6 +53,7 @@ struct CheckpointInfo {
   json::Value options = json::Object{};
   std::vector<GeneratorState> generators;
   json::Value progress = json::Object{};
+  bool stripped = false;  // EMA weights only, float16: not resumable
 };
 
 // What a checkpoint holds besides the info; null members are left out of the file (a stripped
@@ -73,9 +77,20 @@ void save_checkpoint(const std::string& path, const TrainingObjects& objects,
 // The info alone (for --resume: the options and hyp come before the model is built).
 CheckpointInfo read_checkpoint_info(const std::string& path);
 
+// Throws, naming `path`, when `info` is a stripped checkpoint's: a finished run's weights serve
+// val, detect and train --weights, but hold nothing to resume from.
+void check_resumable(const CheckpointInfo& info, const std::string& path);
+
 // Restores every non-null object from the file; each must be built as at save time (same model
-// yaml, optimizer kind and groups). A part the caller asks for but the file lacks is an error.
+// yaml, optimizer kind and groups). A part the caller asks for but the file lacks is an error, and
+// so is a stripped file.
 CheckpointInfo load_checkpoint(const std::string& path, const TrainingObjects& objects,
                                const PendingGradients& gradients = {});
+
+// As the reference's strip_optimizer when a run ends: rewrites `path` (atomically) keeping the
+// EMA's weights (the model's where the file has no EMA) as "model.<name>" in float16 (a tensor
+// whose values float16 cannot hold stays float32; integer buffers keep their type), dropping the
+// optimizer, pending gradients and resume state. Returns the new file's size in bytes.
+uint64_t strip_checkpoint(const std::string& path);
 
 }  // namespace kestrel::yolo

@@ -11,7 +11,7 @@ namespace {
 
 // Options a resumed run takes from its command line: none of them changes what is computed.
 bool may_change_on_resume(const std::string& key) {
-  for (const char* k : {"device", "workers", "bucket_cap_mb", "no_overlap", "check_sync"})
+  for (const char* k : {"device", "workers", "bucket_cap_mb", "no_overlap", "check_sync", "no_tensorboard"})
     if (key == k) return true;
   return false;
 }
@@ -107,6 +107,7 @@ TrainOptions options_from_json(const json::Value& options, const std::string& pa
     else if (key == "evolve") {
       if (v != "null") number(o.evolve);
     }
+    else if (key == "no_tensorboard") flag(o.no_tensorboard);
   }
   return o;
 }
@@ -124,6 +125,7 @@ ResumePlan plan_resume(const TrainOptions& requested) {
   KESTREL_CHECK(fs::is_regular_file(plan.path), "--resume: '", plan.path,
                 "' is not a file; give a last.safetensors written by kestrel train");
   plan.info = read_checkpoint_info(plan.path);
+  check_resumable(plan.info, plan.path);
   plan.save_dir = fs::path(plan.path).parent_path().parent_path().string();
 
   TrainOptions o = options_from_json(plan.info.options, plan.path);
@@ -147,6 +149,7 @@ ResumePlan plan_resume(const TrainOptions& requested) {
   if (requested.bucket_cap_mb != defaults.bucket_cap_mb) o.bucket_cap_mb = requested.bucket_cap_mb;
   if (requested.no_overlap) o.no_overlap = true;
   if (requested.check_sync) o.check_sync = true;
+  if (requested.no_tensorboard) o.no_tensorboard = true;
   o.trace = requested.trace;
   o.dist_timeout = requested.dist_timeout;
   o.interrupt_after = requested.interrupt_after;

@@ -183,7 +183,8 @@ std::vector<std::pair<std::string, std::string>> TrainOptions::to_pairs() const 
           {"no_overlap", b(no_overlap)},
           {"check_sync", b(check_sync)},
           {"max_batches", std::to_string(max_batches)},
-          {"evolve", evolve > 0 ? std::to_string(evolve) : "null"}};
+          {"evolve", evolve > 0 ? std::to_string(evolve) : "null"},
+          {"no_tensorboard", b(no_tensorboard)}};
 }
 
 }  // namespace kestrel::yolo

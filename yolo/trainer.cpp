@@ -41,6 +41,7 @@
 #include "yolo/train_progress.h"
 #include "yolo/train_resume.h"
 #include "yolo/train_support.h"
+#include "yolo/training_board.h"
 #include "yolo/validator.h"
 #include "yolo/weights.h"
 
@@ -102,6 +103,7 @@ class Trainer {
   void average_pending_gradients();
   void save_checkpoint_as(const std::string& path, int64_t last_epoch, const EpochProgress& progress);
   void save_interrupted(int epoch);
+  void strip_final_checkpoints();
   int finish(bool interrupted);
   dist::NamedTensors trainable() const;
 
@@ -138,6 +140,7 @@ class Trainer {
   std::unique_ptr<EarlyStopping> stopper_;
   std::unique_ptr<data::BatchUploader> uploader_;
   std::unique_ptr<dist::TraceWriter> trace_;
+  std::optional<TrainingBoard> board_;  // rank 0, unless --no-tensorboard
   dist::NamedTensors device_buffers_;
 
   // Where the run stands.
@@ -200,6 +203,11 @@ void Trainer::prepare_run_directory() {
     write_file_atomic(save_dir_ + "/hyp.yaml", hyp_.to_yaml());
     write_yaml_pairs(save_dir_ + "/opt.yaml", o_.to_pairs());
   }
+  if (rank_.main() && !o_.no_tensorboard) {
+    board_.emplace(save_dir_, resume_ ? std::optional<int64_t>(resume_->info.epoch + 1) : std::nullopt);
+    out_->line("TensorBoard: Start with 'tensorboard --logdir ", fs::path(save_dir_).parent_path().string(),
+               "', view at http://localhost:6006/");
+  }
   std::string hyp_line = "hyperparameters: ";
   for (const auto& [k, v] : hyp_.values()) hyp_line += k + "=" + short_number(v) + ", ";
   out_->line(hyp_line.substr(0, hyp_line.size() - 2));
@@ -225,7 +233,7 @@ void Trainer::build_model() {
   const ModelConfig mcfg = parse_model_config(cfg_text_, o_.cfg);
   model_ = std::make_shared<DetectionModel>(mcfg, nc_, o_.seed);
   if (!o_.weights.empty()) {
-    const std::string prefix = load_safetensors(o_.weights).contains("ema.model.0.conv.weight") ? "ema." : "";
+    const std::string prefix = inference_prefix(load_safetensors(o_.weights));
     TransferResult tr = transfer_weights(*model_, o_.weights, {"anchor"}, prefix);
     out_->line("Transferred ", tr.transferred, "/", tr.total, " items from ", o_.weights);
   }
@@ -477,9 +485,11 @@ void Trainer::train_batch(const data::Batch& batch, int epoch, int64_t i) {
       dist::check_sync(*rank_.group, model_->named_parameters(), str("parameters after step ", ni));
   }
   progress_.add(loss.box, loss.obj, loss.cls);
-  if (rank_.main() && ni < 3 && plots())
-    plot_batch(batch.images, target_boxes(batch.targets, batch.images.size(1), batch.images.size(2)), names_,
-               save_dir_ + "/train_batch" + std::to_string(ni) + ".jpg");
+  if (rank_.main() && ni < 3 && plots()) {
+    const std::string mosaic = save_dir_ + "/train_batch" + std::to_string(ni) + ".jpg";
+    plot_batch(batch.images, target_boxes(batch.targets, batch.images.size(1), batch.images.size(2)), names_, mosaic);
+    if (board_) board_->log_image(mosaic, epoch);
+  }
 }
 
 // Gradient accumulation may span the end of an epoch. Under DDP each rank holds its own share;
@@ -523,9 +533,11 @@ bool Trainer::end_epoch(int epoch) {
     if (fi > best_fitness_) best_fitness_ = fi;
     // The row first, then the checkpoint: a kill between them leaves a row past the checkpoint's
     // epoch, which --resume drops and writes again.
-    ResultsCsv(save_dir_ + "/results.csv")
-        .append(epoch, {progress_.mloss[0], progress_.mloss[1], progress_.mloss[2], m.mp, m.mr, m.map50, m.map,
-                        last_val_.box_loss, last_val_.obj_loss, last_val_.cls_loss, lrs[0], lrs[1], lrs[2]});
+    const std::vector<double> row = {progress_.mloss[0], progress_.mloss[1], progress_.mloss[2], m.mp, m.mr, m.map50,
+                                     m.map, last_val_.box_loss, last_val_.obj_loss, last_val_.cls_loss, lrs[0], lrs[1],
+                                     lrs[2]};
+    ResultsCsv(save_dir_ + "/results.csv").append(epoch, row);
+    if (board_) board_->log_epoch(epoch, row);
     if (!o_.nosave || (final_epoch && o_.evolve == 0)) {
       save_checkpoint_as(last_path_, epoch, EpochProgress{});
       if (best_fitness_ == fi) publish_copy(last_path_, best_path_);
@@ -564,10 +576,24 @@ void Trainer::save_interrupted(int epoch) {
   }
 }
 
+// As the reference's strip_optimizer once a run has ended (all epochs, or an early stop; not an
+// interruption, whose last must stay resumable): last and best keep the EMA weights in float16.
+// The epoch<N> copies keep the full state.
+void Trainer::strip_final_checkpoints() {
+  for (const std::string& path : {last_path_, best_path_}) {
+    if (!fs::exists(path)) continue;
+    const uint64_t bytes = strip_checkpoint(path);
+    char size[32];
+    std::snprintf(size, sizeof size, "%.1fMB", bytes / 1e6);
+    out_->line("Optimizer stripped from ", path, ", ", size);
+  }
+}
+
 int Trainer::finish(bool interrupted) {
   const double hours = std::chrono::duration<double>(Clock::now() - t_start_).count() / 3600.0;
-  // As the reference: the best weights validated once more, with plots (also after an early
-  // stop or an interruption).
+  if (rank_.main() && !interrupted) strip_final_checkpoints();
+  // As the reference: the best weights validated once more (the stripped file, which is what the
+  // run hands on), with plots (also after an early stop or an interruption).
   if (rank_.main() && fs::exists(best_path_)) {
     out_->line("\nValidating ", best_path_, "...");
     load_inference_weights(*ema_model_, best_path_);
@@ -579,6 +605,7 @@ int Trainer::finish(bool interrupted) {
     const ValMetrics& m = last_val_.metrics;
     *results_ = {m.mp, m.mr, m.map50, m.map, last_val_.box_loss, last_val_.obj_loss, last_val_.cls_loss};
   }
+  if (board_) board_->log_result_plots(std::max(last_completed_, 0));
   if (nan_steps_) out_->line(nan_steps_, " steps with a NaN/Inf loss were skipped in total");
   const int completed = std::max(0, last_completed_ - start_epoch_ + 1);
   out_->line(str("\n", completed, " epoch", completed == 1 ? "" : "s", " completed in ", short_number(hours), " hours."));

@@ -1,6 +1,7 @@
 // The training loop of the reference's train.py: data, model, optimizer groups, warmup and
-// one-cycle schedule, EMA, AMP, accumulation, per-epoch validation on the EMA, checkpoints,
-// results.csv and plots, early stopping, resume, and data-parallel training (Reducer, SyncBN,
+// one-cycle schedule, EMA, AMP, accumulation, per-epoch validation on the EMA, checkpoints
+// (stripped to the EMA in float16 when the run ends), results.csv, TensorBoard events and plots,
+// early stopping, resume, and data-parallel training (Reducer, SyncBN,
 // rank-0-only logging and checkpoints) when the process is one rank of several.
 #pragma once
 #include <cstdint>
@@ -24,6 +25,7 @@ struct TrainOptions {
   bool rect = false;
   std::optional<std::string> resume;  // checkpoint path ("" = the latest last.safetensors)
   bool nosave = false, noval = false, noautoanchor = false, noplots = false;
+  bool no_tensorboard = false;  // no TensorBoard event file in the run directory
   std::string cache;  // "" or "ram"
   std::string device;  // "", "cpu", "0", "0,1"
   bool multi_scale = false, single_cls = false;

@@ -112,13 +112,14 @@ void load_weights(layers::Module& model, const std::string& path, const std::str
   for (const layers::StateEntry& e : entries) assign(e, file.get(prefix + e.name));
 }
 
+std::string inference_prefix(const SafetensorsFile& file) {
+  if (file.contains("ema.model.0.conv.weight")) return "ema.";
+  if (file.contains("model.model.0.conv.weight")) return "model.";
+  return "";
+}
+
 std::string load_inference_weights(layers::Module& model, const std::string& path) {
-  SafetensorsFile file = load_safetensors(path);
-  std::string prefix;
-  if (file.contains("ema.model.0.conv.weight"))
-    prefix = "ema.";
-  else if (file.contains("model.model.0.conv.weight"))
-    prefix = "model.";
+  const std::string prefix = inference_prefix(load_safetensors(path));
   load_weights(model, path, prefix);
   return prefix;
 }

@@ -28,8 +28,12 @@ void save_weights(layers::Module& model, const std::string& path, DType dtype = 
 // "model."); names without it are then ignored.
 void load_weights(layers::Module& model, const std::string& path, const std::string& prefix = "");
 
-// For inference (val, detect): a training checkpoint's EMA weights (as the reference's best.pt
-// holds the EMA), else its model weights, else a plain weights file. Returns the prefix used.
+// Which weights of a file serve inference and fine-tuning: "ema." in a training checkpoint (as the
+// reference's best.pt holds the EMA), "model." in a stripped one (float16, converted on load) or
+// one saved without EMA, "" in a plain weights file.
+std::string inference_prefix(const SafetensorsFile& file);
+
+// For inference (val, detect): the weights inference_prefix picks. Returns the prefix used.
 std::string load_inference_weights(layers::Module& model, const std::string& path);
 
 // As the reference does when fine-tuning from another model: copies the tensors whose names

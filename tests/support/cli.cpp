@@ -4,6 +4,7 @@
 
 #include <array>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 
 namespace kestrel::testing {
@@ -12,14 +13,29 @@ std::filesystem::path kestrel_binary() {
   return std::filesystem::read_symlink("/proc/self/exe").parent_path() / "kestrel";
 }
 
-CliResult run_kestrel(const std::string& args) {
-  const std::string cmd = kestrel_binary().string() + " " + args + " 2>&1";
+CliResult run_kestrel(const std::string& args) { return run_command(kestrel_binary().string() + " " + args); }
+
+CliResult run_command(const std::string& command) {
+  const std::string cmd = command + " 2>&1";
   std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(cmd.c_str(), "r"), pclose);
   std::string out;
   std::array<char, 4096> buf;
   while (size_t n = fread(buf.data(), 1, buf.size(), pipe.get())) out.append(buf.data(), n);
   const int status = pclose(pipe.release());
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+std::string find_python(const std::vector<std::string>& modules) {
+  std::vector<std::string> candidates;
+  if (const char* env = std::getenv("KESTREL_PYTHON"); env && *env) candidates.push_back(env);
+  candidates.push_back("python3");
+  candidates.push_back("/usr/bin/python3");
+  std::string imports = "import sys";
+  for (const std::string& m : modules) imports += "; import " + m;
+  for (const std::string& python : candidates)
+    // From /, so that a source folder of the same name (tensorboard/) does not pass for the package.
+    if (run_command("cd / && " + python + " -c '" + imports + "' > /dev/null").code == 0) return python;
+  return "";
 }
 
 }  // namespace kestrel::testing

@@ -2,6 +2,7 @@
 #pragma once
 #include <filesystem>
 #include <string>
+#include <vector>
 
 namespace kestrel::testing {
 
@@ -15,5 +16,12 @@ struct CliResult {
 
 // Runs `kestrel <args>` through the shell (args are not quoted) and waits for it.
 CliResult run_kestrel(const std::string& args);
+
+// Runs a shell command line, stdout and stderr together, and waits for it.
+CliResult run_command(const std::string& command);
+
+// The first of $KESTREL_PYTHON, python3 (from PATH) and /usr/bin/python3 that imports every one
+// of `modules`; empty when none does (tests then skip, naming what is missing).
+std::string find_python(const std::vector<std::string>& modules);
 
 }  // namespace kestrel::testing

@@ -7,6 +7,7 @@
 // them leaves .grad alone; the trainer's progress metadata round-trips too.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -371,5 +372,56 @@ TEST(Checkpoint, NonFiniteTensorsAreNamedOnLoad) {
     EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find(poisoned), std::string::npos) << e.what();
   }
+  std::remove(path.c_str());
+}
+
+// strip_checkpoint, as the reference's strip_optimizer: the EMA's weights as "model.*" in float16
+// (a running variance past float16's range stays float32 rather than becoming Inf), integer
+// buffers as they were, no optimizer, gradients or resume state; the file is marked stripped, is
+// refused by load_checkpoint naming itself, and stripping it again changes nothing.
+TEST(Checkpoint, StrippedFileKeepsTheEmaInHalfPrecisionAndRefusesToResume) {
+  TrainingRun a(OptimizerKind::SGD);
+  a.train_epoch(0);
+  std::string huge;
+  for (const layers::StateEntry& e : a.ema.module().state_entries())
+    if (e.name.find("running_var") != std::string::npos) {
+      e.slot->fill_(1e6);
+      huge = e.name;
+    }
+  ASSERT_FALSE(huge.empty());
+  const std::string path = temp_path("strip_" + std::to_string(::getpid()) + ".safetensors");
+  save_checkpoint(path, a.objects(), a.info(0), a.model.named_parameters());
+  const SafetensorsFile full = load_safetensors(path);
+  const uint64_t bytes = strip_checkpoint(path);
+  EXPECT_EQ(bytes, std::filesystem::file_size(path));
+  const SafetensorsFile s = load_safetensors(path);
+  std::vector<std::string> expected;
+  for (const layers::StateEntry& e : a.ema.module().state_entries()) expected.push_back("model." + e.name);
+  std::sort(expected.begin(), expected.end());
+  EXPECT_EQ(s.names(), expected);
+  for (const std::string& name : s.names()) {
+    Tensor ema = full.get("ema." + name.substr(6));
+    const std::string want = !is_floating(ema.dtype()) ? full.entry("ema." + name.substr(6)).dtype
+                             : name == "model." + huge ? "F32" : "F16";
+    EXPECT_EQ(s.entry(name).dtype, want) << name;
+    if (want == "F16") ema = ema.to(DType::F16);
+    EXPECT_EQ(s.get(name).to_double_vector(), ema.to_double_vector()) << name;
+  }
+  for (const char* key : {"optimizer", "schedule", "scaler", "ema_updates", "progress"})
+    EXPECT_EQ(s.metadata().count(key), 0u) << key;
+  EXPECT_EQ(s.metadata().at("options"), full.metadata().at("options"));
+  const CheckpointInfo info = read_checkpoint_info(path);
+  EXPECT_TRUE(info.stripped);
+  EXPECT_EQ(info.epoch, 0);
+  TrainingRun b(OptimizerKind::SGD);
+  try {
+    load_checkpoint(path, b.objects());
+    ADD_FAILURE() << "a stripped checkpoint was resumed";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'" + path + "' is a stripped final checkpoint"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("--weights " + path), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(strip_checkpoint(path), bytes);
+  EXPECT_EQ(load_safetensors(path).names(), expected);
   std::remove(path.c_str());
 }

@@ -90,6 +90,7 @@ TrainOptions unusual_options() {
   o.check_sync = true;
   o.max_batches = 9;
   o.evolve = 5;
+  o.no_tensorboard = true;
   return o;
 }
 

@@ -14,16 +14,22 @@
 #include <sstream>
 
 #include "engine/safetensors.h"
+#include "tests/support/cli.h"
 #include "tests/support/testing.h"
+#include "tests/tensorboard/event_file.h"
 #include "tests/yolo/training_state.h"
+#include "yolo/model.h"
+#include "yolo/run_dir.h"
+#include "yolo/weights.h"
 
 using namespace kestrel;
 namespace fs = std::filesystem;
 
 namespace {
 
+// Per process: other checkouts on the same machine may run these tests at the same time.
 fs::path scratch(const std::string& name) {
-  fs::path p = fs::temp_directory_path() / ("kestrel_trainer_test_" + name);
+  fs::path p = fs::temp_directory_path() / ("kestrel_trainer_test_" + name + "_" + std::to_string(::getpid()));
   fs::remove_all(p);
   return p;
 }
@@ -137,12 +143,15 @@ TEST(Trainer, LearnsTheSyntheticDatasetAndFillsTheRunDirectory) {
 // uninterrupted one does: model, EMA, optimizer and every results.csv row. The first stop lands
 // mid-epoch on an optimizer step; the second comes while gradients accumulate and so waits for
 // the epoch's end, whose checkpoint must carry the pending gradients. The resumed runs ask for
-// another batch size and no --freeze: the checkpoint's must win.
+// another batch size and no --freeze: the checkpoint's must win. The final epoch's full state is
+// compared in its --save-period copy (last and best are stripped when a run ends; they must then
+// be equal too).
 TEST(Trainer, InterruptedAndResumedRunsEqualAnUninterruptedRun) {
   const fs::path a = scratch("resume_a"), b = scratch("resume_b");
   yolo::TrainOptions whole = tiny(a);
   whole.epochs = 4;
   whole.freeze = {1};
+  whole.save_period = 1;
   ASSERT_EQ(yolo::train(whole), 0);
   yolo::TrainOptions first = whole;
   first.project = b.string();
@@ -161,9 +170,117 @@ TEST(Trainer, InterruptedAndResumedRunsEqualAnUninterruptedRun) {
   ASSERT_EQ(yolo::train(third), 0);
   EXPECT_FALSE(fs::exists(b / "exp2")) << "a resumed run must continue in its own directory";
 
-  kestrel::testing::expect_same_training_state(a / "exp/weights/last.safetensors", last);
+  kestrel::testing::expect_same_training_state(a / "exp/weights/epoch3.safetensors", b / "exp/weights/epoch3.safetensors");
+  kestrel::testing::expect_stripped(last);
+  kestrel::testing::expect_same_tensors(a / "exp/weights/last.safetensors", last);
   EXPECT_EQ(read_results(a / "exp/results.csv"), read_results(b / "exp/results.csv"));
+  // Three event files; the resumed runs' restart markers make TensorBoard show the same curves.
+  EXPECT_EQ(kestrel::testing::event_files(b / "exp").size(), 3u);
+  std::string error_a, error_b;
+  const auto curves = kestrel::testing::run_scalars(b / "exp", &error_b);
+  EXPECT_EQ(curves, kestrel::testing::run_scalars(a / "exp", &error_a));
+  EXPECT_EQ(error_a + error_b, "");
+  EXPECT_EQ(curves.size(), yolo::ResultsCsv::columns().size());
   EXPECT_GT(fs::file_size(b / "exp/weights/best.safetensors"), 0u);
+}
+
+// A finished run's last and best are stripped as the reference's strip_optimizer leaves them: the
+// EMA weights in float16 (the full state's epoch copy rounds to them), a fraction of the size. A
+// stripped file refuses --resume, naming itself and the way on (--weights); it loads for val
+// without --cfg, and its weights transfer for fine-tuning.
+TEST(Trainer, FinishedRunsLeaveStrippedCheckpoints) {
+  const fs::path p = scratch("stripped");
+  yolo::TrainOptions o = tiny(p);
+  o.epochs = 1;
+  o.max_batches = 2;
+  o.save_period = 1;
+  ASSERT_EQ(yolo::train(o), 0);
+  const fs::path weights = p / "exp/weights", last = weights / "last.safetensors";
+  kestrel::testing::expect_stripped(last);
+  kestrel::testing::expect_stripped(weights / "best.safetensors");
+  EXPECT_LT(5 * fs::file_size(last), fs::file_size(weights / "epoch0.safetensors"));
+  const SafetensorsFile stripped = load_safetensors(last.string());
+  const SafetensorsFile full = load_safetensors((weights / "epoch0.safetensors").string());
+  for (const std::string& name : stripped.names()) {
+    Tensor ema = full.get("ema." + name.substr(std::string("model.").size()));
+    if (is_floating(ema.dtype())) ema = ema.to(DType::F16);
+    EXPECT_EQ(ema.to_double_vector(), stripped.get(name).to_double_vector()) << name;
+  }
+
+  yolo::TrainOptions resume = tiny(p);
+  resume.resume = last.string();
+  try {
+    yolo::train(resume);
+    ADD_FAILURE() << "a stripped checkpoint was resumed";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("'" + last.string() + "' is a stripped final checkpoint"), std::string::npos) << what;
+    EXPECT_NE(what.find("--weights " + last.string()), std::string::npos) << what;
+  }
+
+  yolo::DetectionModel model(yolo::load_model_config("models/yolov5n.yaml"), 4);
+  const yolo::TransferResult tr =
+      yolo::transfer_weights(model, last.string(), {"anchor"}, yolo::inference_prefix(stripped));
+  EXPECT_EQ(tr.transferred, tr.total - 1);  // all but the anchors, as the trainer's --weights
+  const kestrel::testing::CliResult val = kestrel::testing::run_kestrel(
+      "val --weights " + (weights / "best.safetensors").string() + " --data synthetic --img-size 64 --device cpu"
+      " --workers 1 --project " + (p / "val").string());
+  EXPECT_EQ(val.code, 0) << val.out;
+}
+
+// The run directory's event file holds, per epoch, every results.csv column under the reference's
+// tags with the row's values (float32 of them; the csv has 5 digits), the train-batch mosaics and
+// the result plots as images; --noplots keeps the scalars; --no-tensorboard writes no file.
+TEST(Trainer, WritesTensorBoardEvents) {
+  const fs::path p = scratch("tensorboard");
+  yolo::TrainOptions o = tiny(p);
+  o.noplots = false;
+  o.max_batches = 2;
+  ASSERT_EQ(yolo::train(o), 0);
+  const std::vector<fs::path> files = kestrel::testing::event_files(p / "exp");
+  ASSERT_EQ(files.size(), 1u);
+  const kestrel::testing::EventFile f = kestrel::testing::read_event_file(files[0]);
+  ASSERT_EQ(f.error, "");
+  const auto s = kestrel::testing::scalars(f);
+  const auto rows = read_results(p / "exp/results.csv");
+  const std::vector<std::string>& tags = yolo::ResultsCsv::columns();
+  ASSERT_EQ(rows.size(), 2u);
+  ASSERT_EQ(s.size(), tags.size());
+  for (size_t c = 0; c < tags.size(); ++c) {
+    const auto& series = s.at(tags[c]);
+    ASSERT_EQ(series.size(), 2u) << tags[c];
+    for (int64_t e = 0; e < 2; ++e) {
+      EXPECT_EQ(series[e].first, e) << tags[c];
+      EXPECT_NEAR(series[e].second, rows[e][c + 1], 1e-4 * std::abs(rows[e][c + 1]) + 1e-9) << tags[c];
+    }
+  }
+  std::map<std::string, const tensorflow::Summary::Image*> images;
+  for (const tensorflow::Event& e : f.events)
+    for (const tensorflow::Summary::Value& v : e.summary().value())
+      if (v.has_image()) images[v.tag()] = &v.image();
+  for (const char* tag : {"train_batch0", "train_batch1", "results", "confusion_matrix", "PR_curve"}) {
+    const std::string ext = tag == std::string("train_batch0") || tag == std::string("train_batch1") ? ".jpg" : ".png";
+    if (tag == std::string("PR_curve") && !fs::exists(p / "exp" / (tag + ext))) continue;  // no predictions yet
+    ASSERT_TRUE(images.count(tag)) << tag;
+    EXPECT_GT(images[tag]->height(), 0) << tag;
+    EXPECT_GT(images[tag]->width(), 0) << tag;
+    const std::string& bytes = images[tag]->encoded_image_string();
+    EXPECT_EQ(bytes, kestrel::testing::read_binary(p / "exp" / (tag + ext))) << tag;
+  }
+
+  yolo::TrainOptions quiet = tiny(p);
+  quiet.epochs = 1;
+  quiet.max_batches = 1;
+  ASSERT_EQ(yolo::train(quiet), 0);  // --noplots
+  const std::vector<fs::path> quiet_files = kestrel::testing::event_files(p / "exp2");
+  ASSERT_EQ(quiet_files.size(), 1u);
+  const kestrel::testing::EventFile q = kestrel::testing::read_event_file(quiet_files[0]);
+  EXPECT_EQ(kestrel::testing::scalars(q).size(), tags.size());
+  for (const tensorflow::Event& e : q.events)
+    for (const tensorflow::Summary::Value& v : e.summary().value()) EXPECT_FALSE(v.has_image()) << v.tag();
+  quiet.no_tensorboard = true;
+  ASSERT_EQ(yolo::train(quiet), 0);
+  EXPECT_TRUE(kestrel::testing::event_files(p / "exp3").empty());
 }
 
 // The reference's stopping rules: a fitness equal to the best counts as an improvement, so a

@@ -14,21 +14,47 @@ Device inference_device(const std::string& spec) {
   return d;
 }
 
+namespace {
+
+const std::string* metadata_entry(const SafetensorsFile& file, const std::string& key) {
+  auto it = file.metadata().find(key);
+  return it == file.metadata().end() ? nullptr : &it->second;
+}
+
+json::Value parse_metadata(const std::string& text, const std::string& key, const std::string& weights) {
+  try {
+    return json::parse(text);
+  } catch (const Error& e) {
+    KESTREL_FAIL("'", weights, "': metadata '", key, "' is not valid JSON (", e.what(), "); the file is damaged");
+  }
+}
+
+std::vector<std::string> names_of(const json::Value& names, const std::string& weights) {
+  KESTREL_CHECK(names.is_array(), "'", weights, "': the class names are not a JSON list; the file is damaged");
+  std::vector<std::string> out;
+  for (const auto& n : names.as_array()) out.push_back(n.as_string());
+  return out;
+}
+
+}  // namespace
+
 InferenceModel load_inference_model(const std::string& weights, const std::string& cfg,
                                     std::optional<int> nc, Device device) {
   SafetensorsFile file = load_safetensors(weights);
   InferenceModel out;
   yolo::ModelConfig config;
-  auto meta = file.metadata().find("options");
-  if (meta != file.metadata().end()) {
-    json::Value opts = json::parse(meta->second);
+  if (const std::string* options = metadata_entry(file, "options")) {  // a training checkpoint
+    json::Value opts = parse_metadata(*options, "options", weights);
     const json::Value* yaml = opts.find("cfg_yaml");
     KESTREL_CHECK(yaml, "checkpoint '", weights, "' has no model yaml in its options");
     const json::Value* cfg_name = opts.find("cfg");
     config = yolo::parse_model_config(yaml->as_string(), cfg_name ? cfg_name->as_string() : weights);
     if (opts.find("nc")) nc = static_cast<int>(opts.find("nc")->as_integer());
-    if (const json::Value* names = opts.find("names"))
-      for (const auto& n : names->as_array()) out.names.push_back(n.as_string());
+    if (const json::Value* names = opts.find("names")) out.names = names_of(*names, weights);
+  } else if (const std::string* yaml = metadata_entry(file, "model_yaml")) {  // converted weights
+    config = yolo::parse_model_config(*yaml, weights + " (its model_yaml)");
+    if (const std::string* n = metadata_entry(file, "nc")) nc = static_cast<int>(parse_metadata(*n, "nc", weights).as_integer());
+    if (const std::string* names = metadata_entry(file, "names")) out.names = names_of(parse_metadata(*names, "names", weights), weights);
   } else {
     KESTREL_CHECK(!cfg.empty(), "'", weights, "' is a plain weights file without its model: ",
                   "give --cfg models/yolov5s.yaml (and --nc if not 80)");

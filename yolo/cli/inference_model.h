@@ -1,6 +1,8 @@
-// Building a model for val/detect from a weights file: a training checkpoint carries its model
-// yaml, class count and names; a plain weights file needs --cfg (and the class count from --nc or
-// the dataset).
+// Building a model for val/detect from a weights file: a training checkpoint (full or stripped)
+// carries its model yaml, class count and names in its "options" metadata; weights converted by
+// scripts/convert_ultralytics.py carry them as the metadata entries "model_yaml" (the yaml text),
+// "nc" and "names" (a JSON list); other plain weights files need --cfg (and the class count from
+// --nc or the dataset).
 #pragma once
 #include <memory>
 #include <optional>

@@ -30,7 +30,8 @@ const std::map<std::string, bool> kFlags = {
     {"deterministic", false}, {"amp", true},       {"nproc-per-node", true}, {"nnodes", true},
     {"node-rank", true},   {"master-addr", true},  {"master-port", true},   {"bucket-cap-mb", true},
     {"no-overlap", false}, {"trace", true},        {"dist-timeout", true},  {"max-batches", true},
-    {"check-sync", false}, {"max-restarts", true},  {"evolve", true}};
+    {"check-sync", false}, {"max-restarts", true},  {"evolve", true},
+    {"no-tensorboard", false}};
 
 std::vector<int> parse_int_list(const std::string& text, const char* flag) {
   std::vector<int> out;
@@ -103,11 +104,14 @@ const Command kTrainCommand = {
     "                     [--nproc-per-node N] [--nnodes M --node-rank R --master-addr A\n"
     "                     --master-port P] [--bucket-cap-mb 4] [--no-overlap] [--trace FILE]\n"
     "                     [--dist-timeout 10800] [--check-sync] [--max-restarts 0] [--evolve [300]]\n"
+    "                     [--no-tensorboard]\n"
     "  --batch-size is the total over all ranks; --data defaults to the built-in synthetic set.\n"
     "  --max-restarts K: when a worker dies, restart all of them (resuming from this run's newest\n"
     "  last.safetensors) up to K times.\n"
     "  --evolve N: N generations of hyperparameter evolution (default project runs/evolve):\n"
-    "  evolve.csv, hyp_evolve.yaml and evolve.png in the run directory.\n",
+    "  evolve.csv, hyp_evolve.yaml and evolve.png in the run directory.\n"
+    "  TensorBoard event files go to the run directory (tensorboard --logdir runs/train) unless\n"
+    "  --no-tensorboard; --noplots leaves them on.\n",
     run_train};
 
 int run_train(const std::vector<std::string>& raw) {
@@ -145,6 +149,7 @@ int run_train(const std::vector<std::string>& raw) {
   o.noval = args.has("noval");
   o.noautoanchor = args.has("noautoanchor");
   o.noplots = args.has("noplots");
+  o.no_tensorboard = args.has("no-tensorboard");
   o.cache = args.get("cache", "");
   if (!o.cache.empty() && o.cache != "ram") throw UsageError("--cache supports ram");
   o.device = args.get("device", "");

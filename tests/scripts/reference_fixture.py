@@ -1,0 +1,108 @@
+#!/usr/bin/env python3
+"""Reference-side helpers for tests/scripts/converters_test.cpp; the reference's source tree
+(YOLOv5 v7.0) is $KESTREL_REFERENCE_DIR (default /tmp/yolov5):
+
+  make OUT.pt              a checkpoint as the reference's train.py saves one: 'model' and 'ema'
+                           (different weights, random BN statistics) in float16, a yolov5n with 3
+                           named classes, built from the reference's yaml with a fixed seed
+  compare A.pt B.pt        A's weights (its 'ema', else 'model') against B's 'model', bit for bit,
+                           with the class count and names; exit 1 naming every difference
+  weights A.pt B.st PREFIX A's weights against the tensors under PREFIX of safetensors B,
+                           bit for bit after A's float16 is widened to B's dtype
+"""
+import os
+import sys
+from copy import deepcopy
+from datetime import datetime
+from pathlib import Path
+
+import torch
+
+REFERENCE = os.environ.get('KESTREL_REFERENCE_DIR', '/tmp/yolov5')
+sys.path.insert(0, REFERENCE)
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / 'scripts'))
+from safetensors_io import read_safetensors  # noqa: E402
+
+NAMES = {0: 'heron', 1: 'kestrel', 2: 'owl'}
+
+
+def make(out):
+    from models.yolo import DetectionModel
+    torch.manual_seed(0)
+    model = DetectionModel(str(Path(REFERENCE) / 'models' / 'yolov5n.yaml'), ch=3, nc=len(NAMES))
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, torch.nn.BatchNorm2d):
+                m.running_mean.normal_(0, 0.5)
+                m.running_var.uniform_(0.5, 2.0)
+                m.num_batches_tracked.fill_(1234)
+    model.nc, model.names = len(NAMES), NAMES
+    ema = deepcopy(model)
+    with torch.no_grad():
+        for p in ema.parameters():
+            p.add_(torch.randn_like(p) * 0.01)
+    ckpt = {'epoch': 4, 'best_fitness': 0.25, 'model': deepcopy(model).half(), 'ema': deepcopy(ema).half(),
+            'updates': 40, 'optimizer': torch.optim.SGD(model.parameters(), lr=0.01).state_dict(),
+            'opt': {'epochs': 5}, 'git': None, 'date': datetime.now().isoformat()}
+    torch.save(ckpt, out)
+
+
+def load(path):
+    try:
+        return torch.load(path, map_location='cpu', weights_only=False)
+    except TypeError:  # PyTorch < 1.13 has no weights_only
+        return torch.load(path, map_location='cpu')
+
+
+def weights_of(path):
+    ckpt = load(path)
+    return ckpt.get('ema') or ckpt['model']
+
+
+def compare(a_path, b_path):
+    a = weights_of(a_path)
+    b = load(b_path)
+    problems = []
+    if b.get('optimizer') is not None or b.get('ema') is not None:
+        problems.append(f'{b_path} keeps an optimizer or EMA')
+    model = b['model']
+    if type(model).__name__ != 'DetectionModel' or type(model).__module__ != 'models.yolo':
+        problems.append(f'{b_path}: model is {type(model).__module__}.{type(model).__name__}')
+    sa, sb = a.state_dict(), model.state_dict()
+    if list(sa) != list(sb):
+        problems.append(f'names differ: {sorted(set(sa) ^ set(sb))[:10]}')
+    for k in sa:
+        if k in sb and (sa[k].dtype != sb[k].dtype or sa[k].shape != sb[k].shape or not torch.equal(sa[k], sb[k])):
+            problems.append(f'{k}: {sa[k].dtype} {list(sa[k].shape)} vs {sb[k].dtype} {list(sb[k].shape)}')
+    if dict(enumerate(a.names.values() if isinstance(a.names, dict) else a.names)) != model.names:
+        problems.append(f'names {a.names} vs {model.names}')
+    if a.nc != model.nc or model.yaml['nc'] != a.nc:
+        problems.append(f'nc {a.nc} vs {model.nc} (yaml {model.yaml["nc"]})')
+    for p in problems:
+        print(p)
+    print(f'compared {len(sa)} tensors: {len(problems)} differences')
+    sys.exit(1 if problems else 0)
+
+
+def against_safetensors(a_path, st_path, prefix):
+    sa = weights_of(a_path).state_dict()
+    tensors, _ = read_safetensors(st_path)
+    problems = []
+    for k, v in sa.items():
+        t = tensors.get(prefix + k)
+        if t is None or t.shape != v.shape or not torch.equal(v.to(t.dtype), t):
+            problems.append(k)
+    print(f'compared {len(sa)} tensors: {len(problems)} differences {problems[:10]}')
+    sys.exit(1 if problems else 0)
+
+
+if __name__ == '__main__':
+    command = sys.argv[1]
+    if command == 'make':
+        make(sys.argv[2])
+    elif command == 'compare':
+        compare(sys.argv[2], sys.argv[3])
+    elif command == 'weights':
+        against_safetensors(sys.argv[2], sys.argv[3], sys.argv[4])
+    else:
+        sys.exit(f'unknown command {command}')
