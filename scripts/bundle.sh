@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Packs a relocatable bundle for CUDA machines that have a driver and the CUDA libraries but no
 # package manager or network: the kestrel binary, the test and benchmark binaries (bench_kernels,
-# train_step, overlap), the data/hyps files, the model
-# yaml files, run-gpu-suite.sh, and every shared library they need that is neither part of the
-# base system (glibc, libstdc++, libgcc) nor of the CUDA install (CUDA runtime, cuBLAS, cuDNN,
-# NCCL, the driver): ldd lists them transitively, so oneDNN (libdnnl.so.2) comes with what it links,
-# GNU OpenMP (libgomp.so.1) and the OpenCL ICD loader (libOpenCL.so.1, loaded, never used: Kestrel
-# runs oneDNN on the CPU engine only). Binaries get RPATH $ORIGIN/../lib.
+# train_step, overlap), the data/hyps files, the model yaml files (in models/ beside bin/, where
+# `--cfg yolov5n.yaml` finds them), run-gpu-suite.sh, and every shared library they need that is
+# neither part of the base system (glibc, libstdc++, libgcc) nor of the CUDA install (CUDA
+# runtime, cuBLAS, cuDNN, NCCL, the driver): ldd lists them transitively, so oneDNN (libdnnl.so.2)
+# comes with what it links, GNU OpenMP (libgomp.so.1) and the OpenCL ICD loader (libOpenCL.so.1,
+# loaded, never used: Kestrel runs oneDNN on the CPU engine only). Binaries get RPATH
+# $ORIGIN/../lib.
 #
 #   scripts/bundle.sh OUTDIR        # build directory from $BUILD_DIR (default: build)
 #

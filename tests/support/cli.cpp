@@ -12,8 +12,10 @@ std::filesystem::path kestrel_binary() {
   return std::filesystem::read_symlink("/proc/self/exe").parent_path() / "kestrel";
 }
 
-CliResult run_kestrel(const std::string& args) {
-  const std::string cmd = kestrel_binary().string() + " " + args + " 2>&1";
+CliResult run_kestrel(const std::string& args) { return run_kestrel_in(".", args); }
+
+CliResult run_kestrel_in(const std::filesystem::path& dir, const std::string& args) {
+  const std::string cmd = "cd '" + dir.string() + "' && " + kestrel_binary().string() + " " + args + " 2>&1";
   std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(cmd.c_str(), "r"), pclose);
   std::string out;
   std::array<char, 4096> buf;

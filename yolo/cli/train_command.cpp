@@ -12,6 +12,7 @@
 #include "yolo/cli/args.h"
 #include "yolo/cli/commands.h"
 #include "yolo/run_dir.h"
+#include "yolo/shipped_files.h"
 #include "yolo/trainer.h"
 
 namespace kestrel::cli {
@@ -162,6 +163,10 @@ int run_train(const std::vector<std::string>& raw) {
   o.check_sync = args.has("check-sync");
   o.dist_timeout = args.get_double("dist-timeout", o.dist_timeout);
   o.max_batches = args.get_int32("max-batches", 0);
+  if (!o.resume) {  // a resumed run takes its files from the checkpoint
+    o.cfg = yolo::find_shipped_file(o.cfg, "--cfg");
+    if (!o.hyp.empty()) o.hyp = yolo::find_shipped_file(o.hyp, "--hyp");
+  }
   if (o.epochs < 1 || o.batch_size < 1 || o.img_size < 32 || o.workers < 0)
     throw UsageError("--epochs and --batch-size must be >= 1, --img-size >= 32, --workers >= 0");
   if (o.label_smoothing < 0 || o.label_smoothing >= 1) throw UsageError("--label-smoothing must be in [0, 1)");
