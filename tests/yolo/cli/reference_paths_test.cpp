@@ -1,5 +1,6 @@
-// Paths as the reference user gives them, through the kestrel binary: --cfg by the shipped model's
-// name and the default cfg from another working directory.
+// Paths and devices as the reference user gives them, through the kestrel binary: --cfg by the
+// shipped model's name and the default cfg from another working directory, and a --device list
+// naming GPUs this machine lacks refused before any worker starts.
 #include <unistd.h>
 
 #include <filesystem>
@@ -40,5 +41,15 @@ TEST(ReferencePaths, CfgByNameFromAnotherDirectory) {
   EXPECT_EQ(r.code, 1) << r.out;
   EXPECT_TRUE(mentions(r.out, "--cfg 'yolov5q.yaml': no such file")) << r.out;
   EXPECT_TRUE(mentions(r.out, "yolov5n.yaml, yolov5n6.yaml")) << r.out;
+  fs::remove_all(dir);
+}
+
+TEST(ReferencePaths, DeviceListNamingMissingGpusIsRefused) {
+  const fs::path dir = scratch("device");
+  const CliResult r = run_kestrel("train --device 0,63 --batch-size 4 --epochs 1 --project " +
+                                  (dir / "runs").string());
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_TRUE(mentions(r.out, "--device 0,63: GPU ") && mentions(r.out, " does not exist (this machine has ")) << r.out;
+  EXPECT_FALSE(fs::exists(dir / "runs")) << "a run started";
   fs::remove_all(dir);
 }
