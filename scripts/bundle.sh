@@ -18,6 +18,13 @@ build_dir=${BUILD_DIR:-$root/build}
 out_dir=${1:?usage: scripts/bundle.sh OUTDIR}
 command -v patchelf >/dev/null || { echo "bundle: patchelf is missing; run scripts/install-deps.sh" >&2; exit 1; }
 [[ -x "$build_dir/kestrel" ]] || { echo "bundle: no $build_dir/kestrel; build first (scripts/build.sh)" >&2; exit 1; }
+# The bundle leaves OpenCV videoio and highgui out (detect on videos, --view-img): their codec and
+# GUI libraries would multiply its size. A build that links them is refused.
+if ldd "$build_dir/kestrel" | grep -qE 'libopencv_(videoio|highgui)'; then
+  echo "bundle: $build_dir/kestrel links OpenCV videoio or highgui, which the bundle leaves out;" \
+       "reconfigure with cmake -B $build_dir -DKESTREL_VIDEOIO=OFF -DKESTREL_HIGHGUI=OFF and rebuild" >&2
+  exit 1
+fi
 
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
