@@ -75,9 +75,9 @@ struct Outputs {
   yolo::data::ImageWindows* windows = nullptr;  // --view-img
 };
 
-// Frames of one video or stream, each detected, then written to <save_dir>/<name>.mp4 and shown.
-// Returns false when a stop signal ended it early.
-bool run_video(Detector& detector, const SourceItem& item, const std::string& prefix, int stride,
+// Frames of one video or stream, each detected, then written to <save_dir>/<name>.mp4 and shown,
+// until the source ends or a stop signal arrives (the .mp4 is finalised either way).
+void run_video(Detector& detector, const SourceItem& item, const std::string& prefix, int stride,
                const Outputs& out, const yolo::StopSignal& stop) {
   yolo::data::VideoReader reader(item.path, stride);
   const bool stream = item.kind == SourceKind::kStream;
@@ -103,9 +103,8 @@ bool run_video(Detector& detector, const SourceItem& item, const std::string& pr
       }
       writer->write(frame);
     }
-    if (stop.received()) return false;
+    if (stop.received()) return;
   }
-  return true;
 }
 
 }  // namespace
