@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Packs a relocatable bundle for CUDA machines that have a driver and the CUDA libraries but no
 # package manager or network: the kestrel binary, the test and benchmark binaries (bench_kernels,
-# train_step, overlap), the data/hyps files, the model
-# yaml files, run-gpu-suite.sh, and every shared library they need that is neither part of the
-# base system (glibc, libstdc++, libgcc) nor of the CUDA install (CUDA runtime, cuBLAS, cuDNN,
-# NCCL, the driver): ldd lists them transitively, so oneDNN (libdnnl.so.2) comes with what it links,
-# GNU OpenMP (libgomp.so.1) and the OpenCL ICD loader (libOpenCL.so.1, loaded, never used: Kestrel
-# runs oneDNN on the CPU engine only). Binaries get RPATH $ORIGIN/../lib.
+# train_step, overlap), the data/hyps files, the model yaml files (in models/ beside bin/, where
+# `--cfg yolov5n.yaml` finds them), run-gpu-suite.sh, and every shared library they need that is
+# neither part of the base system (glibc, libstdc++, libgcc) nor of the CUDA install (CUDA
+# runtime, cuBLAS, cuDNN, NCCL, the driver): ldd lists them transitively, so oneDNN (libdnnl.so.2)
+# comes with what it links, GNU OpenMP (libgomp.so.1) and the OpenCL ICD loader (libOpenCL.so.1,
+# loaded, never used: Kestrel runs oneDNN on the CPU engine only). Binaries get RPATH
+# $ORIGIN/../lib.
 #
 #   scripts/bundle.sh OUTDIR        # build directory from $BUILD_DIR (default: build)
 #
@@ -17,6 +18,13 @@ build_dir=${BUILD_DIR:-$root/build}
 out_dir=${1:?usage: scripts/bundle.sh OUTDIR}
 command -v patchelf >/dev/null || { echo "bundle: patchelf is missing; run scripts/install-deps.sh" >&2; exit 1; }
 [[ -x "$build_dir/kestrel" ]] || { echo "bundle: no $build_dir/kestrel; build first (scripts/build.sh)" >&2; exit 1; }
+# The bundle leaves OpenCV videoio and highgui out (detect on videos, --view-img): their codec and
+# GUI libraries would multiply its size. A build that links them is refused.
+if ldd "$build_dir/kestrel" | grep -qE 'libopencv_(videoio|highgui)'; then
+  echo "bundle: $build_dir/kestrel links OpenCV videoio or highgui, which the bundle leaves out;" \
+       "reconfigure with cmake -B $build_dir -DKESTREL_VIDEOIO=OFF -DKESTREL_HIGHGUI=OFF and rebuild" >&2
+  exit 1
+fi
 
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT

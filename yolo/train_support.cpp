@@ -7,24 +7,19 @@
 #include <fstream>
 #include <sstream>
 
+#include "dist/device_plan.h"
 #include "engine/random.h"
 #include "yolo/data/synthetic.h"
 
 namespace kestrel::yolo {
 
 Device pick_device(const std::string& spec, int local_rank) {
-  if (spec == "cpu") return Device::cpu();
-  if (spec.empty()) {
-    if (!cuda_available()) return Device::cpu();
-    return Device::cuda(local_rank % cuda_device_count());
-  }
-  std::vector<int> ids;
-  std::stringstream ss(spec);
-  for (std::string part; std::getline(ss, part, ',');) ids.push_back(Device::parse(part).index);
-  KESTREL_CHECK(!ids.empty(), "--device '", spec, "': give cpu, a GPU index or a list like 0,1");
-  const int id = ids[static_cast<size_t>(local_rank) % ids.size()];
-  KESTREL_CHECK(id < cuda_device_count(), "--device ", spec, ": GPU ", id, " not found (",
-                cuda_device_count(), " CUDA devices); use --device cpu");
+  const std::vector<int> gpus = dist::parse_device_list(spec);
+  if (spec == "cpu" || (gpus.empty() && !cuda_available())) return Device::cpu();
+  const int count = cuda_device_count();
+  const int id = dist::worker_gpu(gpus, local_rank, count);
+  KESTREL_CHECK(id < count, "--device ", spec, ": GPU ", id, " not found (", count,
+                " CUDA devices); use --device cpu");
   return Device::cuda(id);
 }
 

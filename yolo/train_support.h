@@ -19,7 +19,7 @@ struct RankInfo {
   bool main() const { return rank == 0; }
 };
 
-// --device: "", "cpu", "0", "0,1" (the local rank picks from a list).
+// --device: "", "cpu", "0", "0,1": local rank r opens the r-th listed GPU (dist/device_plan.h).
 Device pick_device(const std::string& spec, int local_rank);
 // --amp: bf16 | fp16 | off; "" = bf16 on sm_80+ GPUs (fp16 before), off on the CPU.
 DType pick_compute_dtype(const std::string& amp, Device device);

@@ -15,6 +15,10 @@ std::filesystem::path kestrel_binary() {
 
 CliResult run_kestrel(const std::string& args) { return run_command(kestrel_binary().string() + " " + args); }
 
+CliResult run_kestrel_in(const std::filesystem::path& dir, const std::string& args) {
+  return run_command("cd '" + dir.string() + "' && " + kestrel_binary().string() + " " + args);
+}
+
 CliResult run_command(const std::string& command) {
   const std::string cmd = command + " 2>&1";
   std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(cmd.c_str(), "r"), pclose);

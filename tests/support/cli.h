@@ -16,6 +16,8 @@ struct CliResult {
 
 // Runs `kestrel <args>` through the shell (args are not quoted) and waits for it.
 CliResult run_kestrel(const std::string& args);
+// The same, from the working directory `dir`.
+CliResult run_kestrel_in(const std::filesystem::path& dir, const std::string& args);
 
 // Runs a shell command line, stdout and stderr together, and waits for it.
 CliResult run_command(const std::string& command);

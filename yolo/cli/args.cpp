@@ -14,7 +14,8 @@ std::string canonical(std::string name) {
 
 }  // namespace
 
-Args::Args(const std::vector<std::string>& argv, const std::map<std::string, bool>& spec) {
+Args::Args(const std::vector<std::string>& argv, const std::map<std::string, bool>& spec,
+           const std::set<std::string>& lists) {
   for (size_t i = 0; i < argv.size(); ++i) {
     const std::string& a = argv[i];
     if (a.rfind("--", 0) != 0 || a.size() == 2)
@@ -45,6 +46,8 @@ Args::Args(const std::vector<std::string>& argv, const std::map<std::string, boo
     if (it->second && !inline_value) {
       if (i + 1 >= argv.size()) throw UsageError("--" + name + " needs a value");
       value = argv[++i];
+      while (lists.count(name) && i + 1 < argv.size() && argv[i + 1].rfind("--", 0) != 0)
+        value += "," + argv[++i];
     } else if (!it->second && inline_value) {
       throw UsageError("--" + name + " takes no value");
     }
@@ -86,6 +89,32 @@ std::optional<int64_t> Args::get_optional_int(const std::string& name) const {
   } catch (const std::exception&) {
   }
   throw UsageError("--" + name + " expects an integer, got '" + it->second + "'");
+}
+
+std::vector<int> Args::get_int_list(const std::string& name) const {
+  std::vector<int> out;
+  const std::string text = get(name, "");
+  if (!has(name)) return out;
+  size_t start = 0;
+  for (;;) {
+    const size_t comma = text.find(',', start);
+    const std::string part = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    size_t used = 0;
+    long long v = 0;
+    try {
+      v = std::stoll(part, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (part.empty() || used != part.size())
+      throw UsageError("--" + name + " expects integers like 0 or 0 2 3, got '" + text + "'");
+    if (v < std::numeric_limits<int>::min() || v > std::numeric_limits<int>::max())
+      throw UsageError("--" + name + " " + part + " is out of range (at most " +
+                       std::to_string(std::numeric_limits<int>::max()) + ")");
+    out.push_back(static_cast<int>(v));
+    if (comma == std::string::npos) return out;
+    start = comma + 1;
+  }
 }
 
 double Args::get_double(const std::string& name, double fallback) const {

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -21,7 +22,10 @@ class Args {
   // spec: flag name (without dashes) -> true if it takes a value. Dashes and underscores in
   // given names are interchangeable (--img-size, --img_size), and a unique prefix names its flag
   // (--batch for --batch-size), as argparse allows in the reference.
-  Args(const std::vector<std::string>& argv, const std::map<std::string, bool>& spec);
+  // Flags named in `lists` take one or more values, as argparse's nargs='+' (--classes 0 2 3):
+  // the words up to the next flag, kept joined by commas (so --classes 0,2,3 reads the same).
+  Args(const std::vector<std::string>& argv, const std::map<std::string, bool>& spec,
+       const std::set<std::string>& lists = {});
 
   bool has(const std::string& name) const { return values_.count(name) != 0; }
   std::string get(const std::string& name, const std::string& fallback) const;
@@ -32,6 +36,8 @@ class Args {
   double get_double(const std::string& name, double fallback) const;
   std::optional<int64_t> get_optional_int(const std::string& name) const;
   std::optional<int> get_optional_int32(const std::string& name) const;
+  // A list flag's integers (empty when the flag is absent); anything else is a usage error.
+  std::vector<int> get_int_list(const std::string& name) const;
 
  private:
   std::map<std::string, std::string> values_;

@@ -1,156 +1,225 @@
-// `kestrel detect`: the reference's detect.py on images: letterbox (minimum rectangle), model,
-// NMS, boxes back to the image, annotated copies and optional YOLO txt files.
-#include <opencv2/imgproc.hpp>
-
-#include <chrono>
+// `kestrel detect`: the reference's detect.py. Sources are images, videos, folders, globs, .txt
+// lists, stream URLs and webcams (yolo/data/detect_sources.h; videos and streams need a build
+// with OpenCV videoio); each frame goes through the Detector, and is saved (the image under its
+// own name, a video as <stem>.mp4) unless --nosave, and shown with --view-img.
+#include <cctype>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <map>
+#include <memory>
+#include <tuple>
 
-#include "engine/autograd.h"
-#include "yolo/box_ops.h"
 #include "yolo/cli/args.h"
 #include "yolo/cli/commands.h"
-#include "yolo/cli/inference_model.h"
-#include "yolo/data/augment.h"
-#include "yolo/data/dataset_config.h"
+#include "yolo/cli/detector.h"
+#include "yolo/data/detect_sources.h"
 #include "yolo/data/image_codec.h"
-#include "yolo/nms.h"
-#include "yolo/plot_canvas.h"
+#include "yolo/data/image_window.h"
+#include "yolo/data/video_io.h"
 #include "yolo/run_dir.h"
+#include "yolo/stop_signal.h"
 
 namespace kestrel::cli {
 namespace fs = std::filesystem;
 namespace {
 
-using Clock = std::chrono::steady_clock;
-double ms_since(Clock::time_point t) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+using yolo::data::SourceItem;
+using yolo::data::SourceKind;
+
+const std::map<std::string, bool> kFlags = {
+    {"weights", true},      {"source", true},       {"img-size", true},     {"imgsz", true},
+    {"img", true},          {"conf-thres", true},   {"iou-thres", true},    {"max-det", true},
+    {"device", true},       {"view-img", false},    {"save-txt", false},    {"save-conf", false},
+    {"save-crop", false},   {"nosave", false},      {"classes", true},      {"agnostic-nms", false},
+    {"project", true},      {"name", true},         {"exist-ok", false},    {"line-thickness", true},
+    {"hide-labels", false}, {"hide-conf", false},   {"vid-stride", true},   {"cfg", true},
+    {"nc", true}};
+
+// --img-size H [W] (one size is square).
+std::vector<int> requested_size(const Args& args) {
+  std::vector<int> size = {640};
+  for (const char* flag : {"img-size", "imgsz", "img"})
+    if (args.has(flag)) size = args.get_int_list(flag);
+  if (size.size() == 1) size.push_back(size[0]);
+  if (size.size() != 2 || size[0] < 1 || size[1] < 1)
+    throw UsageError("--img-size takes one or two positive sizes (height width), e.g. 640 or 480 640");
+  return size;
 }
 
-std::vector<std::string> collect_sources(const std::string& source) {
-  if (fs::is_directory(source)) {
-    std::vector<std::string> files;
-    for (const auto& e : fs::directory_iterator(source))
-      if (e.is_regular_file() && yolo::data::is_image_path(e.path().string())) files.push_back(e.path().string());
-    std::sort(files.begin(), files.end());
-    KESTREL_CHECK(!files.empty(), "--source '", source, "' holds no .jpg/.png images");
-    return files;
+// The size rounded up to multiples of the stride, as the reference's check_img_size.
+std::pair<int, int> image_size(const std::vector<int>& size, int stride) {
+  std::vector<int> fixed = size;
+  for (int& s : fixed) s = (s + stride - 1) / stride * stride;
+  if (fixed != size)
+    std::printf("WARNING: --img-size %d %d must be a multiple of the max stride %d, updating to %d %d\n",
+                size[0], size[1], stride, fixed[0], fixed[1]);
+  return {fixed[0], fixed[1]};
+}
+
+// The annotated image under its own name (other formats than JPEG and PNG are saved as JPEG).
+void save_image(const fs::path& save_dir, const std::string& path, const cv::Mat& image) {
+  const fs::path name = fs::path(path).filename();
+  std::string ext = name.extension().string();
+  for (char& c : ext) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (ext == ".png")
+    yolo::data::write_png((save_dir / name).string(), image);
+  else if (ext == ".jpg" || ext == ".jpeg")
+    yolo::data::write_jpeg((save_dir / name).string(), image, 95);
+  else
+    yolo::data::write_jpeg((save_dir / name).replace_extension(".jpg").string(), image, 95);
+}
+
+struct Outputs {
+  bool save_img = true;
+  yolo::data::ImageWindows* windows = nullptr;  // --view-img
+};
+
+// Frames of one video or stream, each detected, then written to <save_dir>/<name>.mp4 and shown,
+// until the source ends or a stop signal arrives (the .mp4 is finalised either way).
+void run_video(Detector& detector, const SourceItem& item, const std::string& prefix, int stride,
+               const Outputs& out, const yolo::StopSignal& stop) {
+  yolo::data::VideoReader reader(item.path, stride);
+  const bool stream = item.kind == SourceKind::kStream;
+  const std::string stem = fs::path(item.path).stem().string();
+  std::unique_ptr<yolo::data::VideoWriter> writer;
+  cv::Mat frame;
+  for (int64_t n = 0; reader.read(frame); ++n) {
+    // Videos count frames from 1, streams from 0, in the reference's label file names.
+    const int64_t index = stream ? n : n + 1;
+    const std::string tail = detector.process(frame, str(stem, "_", index), stem);
+    if (stream)
+      std::printf("%s%s\n", prefix.c_str(), tail.c_str());
+    else
+      std::printf("%s(%lld/%lld) %s: %s\n", prefix.c_str(), static_cast<long long>(index),
+                  static_cast<long long>(reader.frames()), item.path.c_str(), tail.c_str());
+    std::fflush(stdout);
+    if (out.windows) out.windows->show(item.path, frame);
+    if (out.save_img) {
+      if (!writer) {  // the reference: the source's fps and size for videos, 30 fps for streams
+        const fs::path path = (fs::path(detector.save_dir()) / fs::path(item.path).filename()).replace_extension(".mp4");
+        writer = std::make_unique<yolo::data::VideoWriter>(path.string(), stream ? 30.0 : reader.fps(),
+                                                           frame.cols, frame.rows);
+      }
+      writer->write(frame);
+    }
+    if (stop.received()) return;
   }
-  KESTREL_CHECK(fs::is_regular_file(source), "--source '", source, "' is neither an image nor a directory");
-  return {source};
 }
 
 }  // namespace
 
 const Command kDetectCommand = {
-    "detect", "detect objects in images and save annotated copies (reference detect.py)",
-    "usage: kestrel detect --weights W.safetensors --source IMAGE|DIR [--img-size 640]\n"
+    "detect", "detect objects in images, videos and streams (reference detect.py)",
+    "usage: kestrel detect --weights W.safetensors --source SRC [--img-size 640 [W]]\n"
     "                      [--conf-thres 0.25] [--iou-thres 0.45] [--max-det 1000] [--device cpu|0]\n"
-    "                      [--save-txt] [--save-conf] [--project runs/detect] [--name exp]\n"
-    "                      [--exist-ok] [--cfg M.yaml] [--nc N]\n",
+    "                      [--classes 0 [2 ...]] [--agnostic-nms] [--save-txt] [--save-conf]\n"
+    "                      [--save-crop] [--nosave] [--view-img] [--line-thickness 3]\n"
+    "                      [--hide-labels] [--hide-conf] [--vid-stride 1] [--project runs/detect]\n"
+    "                      [--name exp] [--exist-ok] [--cfg M.yaml] [--nc N]\n"
+    "  SRC: an image, a video, a folder, a glob ('imgs/**/*.jpg'), a .txt list of those, a stream\n"
+    "  URL (rtsp://, rtmp://, http(s)://) or a webcam index (0). Videos and streams need a build\n"
+    "  with OpenCV videoio; --view-img needs a display and a build with highgui.\n",
     run_detect};
 
 int run_detect(const std::vector<std::string>& argv) {
-  Args args(argv, {{"weights", true}, {"source", true}, {"img-size", true}, {"imgsz", true},
-                   {"conf-thres", true}, {"iou-thres", true}, {"max-det", true}, {"device", true},
-                   {"save-txt", false}, {"save-conf", false}, {"project", true}, {"name", true},
-                   {"exist-ok", false}, {"cfg", true}, {"nc", true}});
+  Args args(argv, kFlags, {"classes", "img-size", "imgsz", "img"});
   if (!args.has("weights") || !args.has("source")) throw UsageError("--weights and --source are required");
-  const int img_size = args.get_int32("img-size", args.get_int32("imgsz", 640));
-  yolo::NmsOptions nms;
-  nms.conf_thres = args.get_double("conf-thres", 0.25);
-  nms.iou_thres = args.get_double("iou-thres", 0.45);
-  nms.max_det = args.get_int("max-det", 1000);
-  const Device device = inference_device(args.get("device", ""));
-  const std::optional<int> nc = args.get_optional_int32("nc");
-  InferenceModel im = load_inference_model(args.get("weights", ""), args.get("cfg", ""), nc, device);
-  const int stride = static_cast<int>(std::max(32.0, im.model->strides().back()));
-  const std::vector<std::string> sources = collect_sources(args.get("source", ""));
-  const std::string save_dir = yolo::increment_path(args.get("project", "runs/detect") + "/" + args.get("name", "exp"), args.has("exist-ok"));
-  fs::create_directories(save_dir);
-  if (args.has("save-txt")) fs::create_directories(save_dir + "/labels");
-  auto name_of = [&](int c) { return c < static_cast<int>(im.names.size()) ? im.names[c] : std::to_string(c); };
+  const std::string source = args.get("source", "");
+  const bool view_img = args.has("view-img");
+  if (view_img) {
+    const std::string why = yolo::data::view_unavailable_reason(std::getenv("DISPLAY"), std::getenv("WAYLAND_DISPLAY"));
+    if (!why.empty()) throw UsageError("--view-img: " + why);
+  }
+  const int vid_stride = args.get_int32("vid-stride", 1);
+  if (vid_stride < 1) throw UsageError("--vid-stride must be >= 1");
+  DetectSettings s;
+  s.nms.conf_thres = args.get_double("conf-thres", 0.25);
+  s.nms.iou_thres = args.get_double("iou-thres", 0.45);
+  s.nms.max_det = args.get_int("max-det", 1000);
+  s.nms.classes = args.get_int_list("classes");
+  s.nms.agnostic = args.has("agnostic-nms");
+  s.save_txt = args.has("save-txt");
+  s.save_conf = args.has("save-conf");
+  s.save_crop = args.has("save-crop");
+  s.hide_labels = args.has("hide-labels");
+  s.hide_conf = args.has("hide-conf");
+  s.line_thickness = args.get_int32("line-thickness", 3);
+  const bool save_img = !args.has("nosave");
+  s.draw = save_img || view_img;
+  const std::vector<int> size = requested_size(args);
 
-  autograd::NoGradGuard no_grad;
-  double t_pre = 0, t_inf = 0, t_nms = 0;
-  size_t skipped = 0;
-  for (size_t k = 0; k < sources.size(); ++k) {
-    const std::string& path = sources[k];
-    auto t0 = Clock::now();
+  // As the reference: the model first, then the sources.
+  const Device device = inference_device(args.get("device", ""));
+  InferenceModel im = load_inference_model(args.get("weights", ""), args.get("cfg", ""),
+                                           args.get_optional_int32("nc"), device);
+  const std::vector<SourceItem> items = yolo::data::expand_sources(source);
+  for (const SourceItem& item : items)
+    KESTREL_CHECK(item.kind == SourceKind::kImage || yolo::data::video_io_available(), "--source: '",
+                  item.path, "' is a ", item.kind == SourceKind::kVideo ? "video" : "stream",
+                  ", and this kestrel was built without OpenCV videoio, which reads them; install "
+                  "libopencv-videoio-dev and rebuild (CMake finds it), or extract the frames first "
+                  "(ffmpeg -i VIDEO frames/%06d.jpg) and pass the folder");
+  s.stride = static_cast<int>(std::max(32.0, im.model->strides().back()));
+  std::tie(s.img_h, s.img_w) = image_size(size, s.stride);
+  const std::string save_dir = yolo::increment_path(args.get("project", "runs/detect") + "/" + args.get("name", "exp"),
+                                                    args.has("exist-ok"));
+  fs::create_directories(s.save_txt ? fs::path(save_dir) / "labels" : fs::path(save_dir));
+  Detector detector(std::move(im), s, device, save_dir);
+  yolo::data::ImageWindows windows;
+  const Outputs out{save_img, view_img ? &windows : nullptr};
+  const yolo::StopSignal stop;
+
+  size_t skipped = 0, images = 0, streams = 0;
+  for (size_t k = 0; k < items.size() && !stop.received(); ++k) {
+    const SourceItem& item = items[k];
+    const std::string count = str(k + 1, "/", items.size(), " ");
+    if (item.kind == SourceKind::kVideo) {
+      run_video(detector, item, "video " + count, vid_stride, out, stop);
+      continue;
+    }
+    if (item.kind == SourceKind::kStream) {
+      run_video(detector, item, str(streams++, ": "), vid_stride, out, stop);
+      continue;
+    }
+    ++images;
     // One unreadable file in a folder must not cost the results of all the others.
-    cv::Mat original;
+    cv::Mat frame;
     std::string damage;
     try {
-      original = yolo::data::read_image(path, &damage);
+      frame = yolo::data::read_image(item.path, &damage);
     } catch (const Error& e) {
-      std::fprintf(stderr, "WARNING: skipping %s: %s\n", path.c_str(), e.what());
+      std::fprintf(stderr, "WARNING: skipping %s: %s\n", item.path.c_str(), e.what());
       ++skipped;
       continue;
     }
     if (!damage.empty())
       std::fprintf(stderr, "WARNING: %s: corrupt JPEG restored (%s); what is missing is grey\n",
-                   path.c_str(), damage.c_str());
-    yolo::data::Letterboxed lb = yolo::data::letterbox(original, img_size, img_size, true, true, stride);
-    cv::Mat rgb;
-    cv::cvtColor(lb.image, rgb, cv::COLOR_BGR2RGB);
-    Tensor x = Tensor::empty({1, rgb.rows, rgb.cols, 3});
-    float* px = x.data<float>();
-    for (int y = 0; y < rgb.rows; ++y)
-      for (int i = 0; i < rgb.cols * 3; ++i) px[y * rgb.cols * 3 + i] = rgb.ptr<uint8_t>(y)[i] / 255.0f;
-    x = x.to(device);
-    t_pre += ms_since(t0);
-    t0 = Clock::now();
-    yolo::DetectionModel::Prediction pred = im.model->predict(x);
-    current_stream(device).synchronize();
-    const double inf_ms = ms_since(t0);
-    t_inf += inf_ms;
-    t0 = Clock::now();
-    Tensor det = yolo::non_max_suppression(pred.boxes, nms)[0];
-    t_nms += ms_since(t0);
-    yolo::scale_boxes(det, {rgb.rows, rgb.cols}, {original.rows, original.cols},
-                      yolo::RatioPad{lb.ratio_w, lb.pad_w, lb.pad_h});
-
-    const std::vector<float> d = det.to_vector<float>();
-    std::map<int, int> counts;
-    std::ofstream txt;
-    if (args.has("save-txt")) txt.open(save_dir + "/labels/" + fs::path(path).stem().string() + ".txt");
-    for (size_t i = 0; i + 6 <= d.size(); i += 6) {
-      const int c = static_cast<int>(d[i + 5]);
-      ++counts[c];
-      const cv::Point p1(static_cast<int>(d[i]), static_cast<int>(d[i + 1]));
-      const cv::Point p2(static_cast<int>(d[i + 2]), static_cast<int>(d[i + 3]));
-      const int thick = std::max(1, (original.rows + original.cols) / 600);
-      cv::rectangle(original, p1, p2, yolo::class_colour(c), thick, cv::LINE_AA);
-      yolo::draw_label(original, name_of(c) + " " + yolo::short_number(d[i + 4]), p1, yolo::class_colour(c), 0.5);
-      if (txt) {
-        const double w = original.cols, h = original.rows;
-        txt << c << " " << (d[i] + d[i + 2]) / 2 / w << " " << (d[i + 1] + d[i + 3]) / 2 / h << " "
-            << (d[i + 2] - d[i]) / w << " " << (d[i + 3] - d[i + 1]) / h;
-        if (args.has("save-conf")) txt << " " << d[i + 4];
-        txt << "\n";
-      }
-    }
-    const std::string out_path = save_dir + "/" + fs::path(path).filename().string();
-    if (fs::path(path).extension() == ".png")
-      yolo::data::write_png(out_path, original);
-    else
-      yolo::data::write_jpeg(out_path, original, 95);
-    std::string summary;
-    for (const auto& [c, n] : counts) summary += str(n, " ", name_of(c), n > 1 ? "s" : "", ", ");
-    std::printf("image %zu/%zu %s: %dx%d %s%.1fms\n", k + 1, sources.size(), path.c_str(), rgb.rows,
-                rgb.cols, summary.empty() ? "(no detections), " : summary.c_str(), inf_ms);
+                   item.path.c_str(), damage.c_str());
+    const std::string stem = fs::path(item.path).stem().string();
+    const std::string tail = detector.process(frame, stem, stem);
+    std::printf("image %s%s: %s\n", count.c_str(), item.path.c_str(), tail.c_str());
+    if (out.windows) out.windows->show(item.path, frame);
+    if (save_img) save_image(save_dir, item.path, frame);
   }
   const char* files = skipped == 1 ? "file" : "files";
   if (skipped > 0) std::printf("%zu %s skipped (unreadable or corrupt, see the warnings above)\n", skipped, files);
-  KESTREL_CHECK(skipped < sources.size(), "no image of --source '", args.get("source", ""),
-                "' could be read (", skipped, " ", files, " skipped); check the files named above");
-  const double n = static_cast<double>(sources.size() - skipped);
+  KESTREL_CHECK(images == 0 || skipped < images, "no image of --source '", source, "' could be read (", skipped,
+                " ", files, " skipped); check the files named above");
+  const DetectTimes& t = detector.times();
+  const double n = static_cast<double>(std::max<int64_t>(t.frames, 1));
   std::printf("Speed: %.1fms pre-process, %.1fms inference, %.1fms NMS per image at shape (1, 3, %d, %d)\n",
-              t_pre / n, t_inf / n, t_nms / n, img_size, img_size);
-  std::printf("Results saved to %s\n", save_dir.c_str());
-  return 0;
+              t.pre / n, t.inference / n, t.nms / n, s.img_h, s.img_w);
+  if (s.save_txt || save_img) {
+    std::printf("Results saved to %s\n", save_dir.c_str());
+    if (s.save_txt) {
+      size_t labels = 0;
+      for (const auto& e : fs::directory_iterator(fs::path(save_dir) / "labels"))
+        labels += e.path().extension() == ".txt";
+      std::printf("%zu labels saved to %s/labels\n", labels, save_dir.c_str());
+    }
+  }
+  return stop.received() ? 128 + stop.received() : 0;
 }
 
 }  // namespace kestrel::cli

@@ -2,6 +2,7 @@
 
 #include "engine/json.h"
 #include "engine/safetensors.h"
+#include "yolo/shipped_files.h"
 #include "yolo/weights.h"
 
 namespace kestrel::cli {
@@ -57,8 +58,8 @@ InferenceModel load_inference_model(const std::string& weights, const std::strin
     if (const std::string* names = metadata_entry(file, "names")) out.names = names_of(parse_metadata(*names, "names", weights), weights);
   } else {
     KESTREL_CHECK(!cfg.empty(), "'", weights, "' is a plain weights file without its model: ",
-                  "give --cfg models/yolov5s.yaml (and --nc if not 80)");
-    config = yolo::load_model_config(cfg);
+                  "give its model with --cfg (e.g. --cfg yolov5s.yaml) and --nc if not 80");
+    config = yolo::load_model_config(yolo::find_shipped_file(cfg, "--cfg"));
   }
   out.model = std::make_shared<yolo::DetectionModel>(config, nc, 0);
   yolo::load_inference_weights(*out.model, weights);

@@ -5,6 +5,7 @@
 #include "yolo/cli/args.h"
 #include "yolo/cli/commands.h"
 #include "yolo/model.h"
+#include "yolo/shipped_files.h"
 #include "yolo/weights.h"
 
 namespace kestrel::cli {
@@ -29,7 +30,8 @@ int run_model(const std::vector<std::string>& argv) {
   const int64_t img_size = args.get_int("img-size", 640);
   if (img_size <= 0) throw UsageError("--img-size must be positive");
   const std::optional<int> nc = args.get_optional_int32("nc");
-  yolo::DetectionModel model(yolo::load_model_config(args.get("cfg", "")), nc,
+  const std::string cfg = yolo::find_shipped_file(args.get("cfg", ""), "--cfg");
+  yolo::DetectionModel model(yolo::load_model_config(cfg), nc,
                              static_cast<uint64_t>(args.get_int("seed", 0)));
   if (args.has("weights")) yolo::load_weights(model, args.get("weights", ""));
   std::printf("%s", model.describe(img_size).c_str());

@@ -12,6 +12,7 @@
 #include "yolo/loss.h"
 #include "yolo/model.h"
 #include "yolo/optimizer.h"
+#include "yolo/shipped_files.h"
 #include "yolo/weights.h"
 
 namespace kestrel::cli {
@@ -81,7 +82,7 @@ int run_step(const std::vector<std::string>& argv) {
     KESTREL_CHECK(device.index < cuda_device_count(), "--device ", device.index,
                   ": this machine has ", cuda_device_count(), " CUDA devices; use --device cpu");
 
-  yolo::DetectionModel model(yolo::load_model_config(args.get("cfg", "")));
+  yolo::DetectionModel model(yolo::load_model_config(yolo::find_shipped_file(args.get("cfg", ""), "--cfg")));
   yolo::load_weights(model, args.get("weights", ""));
   model.to(device);
   model.train(true);
@@ -89,7 +90,7 @@ int run_step(const std::vector<std::string>& argv) {
   const int img_size = args.get_int32(
       "img-size", static_cast<int>(std::max(batch.images.size(2), batch.images.size(3))));
   if (img_size < 1) throw UsageError("--img-size must be positive");
-  const yolo::Hyp hyp = args.has("hyp") ? yolo::load_hyp(args.get("hyp", "")) : yolo::Hyp();
+  const yolo::Hyp hyp = args.has("hyp") ? yolo::load_hyp(yolo::find_shipped_file(args.get("hyp", ""), "--hyp")) : yolo::Hyp();
   layers::Detect& detect = model.detect();
   const yolo::Hyp loss_hyp = yolo::scale_loss_hyp(hyp, static_cast<int>(detect.nl),
                                                   static_cast<int>(detect.nc),

@@ -1,10 +1,14 @@
 // `kestrel train`: the reference train.py's flags, plus --amp, the launcher flags
 // (--nproc-per-node, --nnodes, --node-rank, --master-addr, --master-port, --max-restarts),
-// --bucket-cap-mb, --no-overlap and --trace. With --nproc-per-node N > 1 (or --max-restarts K > 0)
-// this process becomes the launcher and starts N workers running the same command.
+// --bucket-cap-mb, --no-overlap and --trace. With --nproc-per-node N > 1, a --device list of N > 1
+// GPUs, or --max-restarts K > 0, this process becomes the launcher and starts N workers running
+// the same command.
+#include <cstdio>
 #include <filesystem>
 #include <sstream>
 
+#include "dist/device_plan.h"
+#include "dist/env.h"
 #include "dist/launcher.h"
 #include "dist/restart_policy.h"
 #include "kernels/error.h"
@@ -13,6 +17,7 @@
 #include "yolo/cli/commands.h"
 #include "yolo/evolve.h"
 #include "yolo/run_dir.h"
+#include "yolo/shipped_files.h"
 #include "yolo/trainer.h"
 
 namespace kestrel::cli {
@@ -79,6 +84,20 @@ void check_launch(const yolo::TrainOptions& o, int nproc, int nnodes, int max_re
                      "restart together; drop it or run with --nnodes 1");
 }
 
+// How many local workers to start: --nproc-per-node, or one per GPU of a --device list. A process
+// that a launcher started (this one's workers, torchrun, mpirun, srun) is a worker itself and
+// trains: --device then only picks its GPU.
+int local_workers(const std::string& device, std::optional<int> nproc_flag) {
+  if (!dist::detect_launcher(dist::process_environment()).empty()) return 1;
+  const bool lists_gpus = !dist::parse_device_list(device).empty();
+  const dist::WorkerPlan plan =
+      dist::plan_local_workers(device, nproc_flag, lists_gpus ? cuda_device_count() : 0);
+  if (!nproc_flag && plan.nproc_per_node > 1)
+    std::printf("--device %s: starting %d processes, one per GPU (DDP)\n", device.c_str(),
+                plan.nproc_per_node);
+  return plan.nproc_per_node;
+}
+
 // Restarts resume this run's checkpoint, or start over in the run directory that the first
 // attempt creates (predicted here, as the trainer names it).
 dist::RestartPolicy restart_policy(const yolo::TrainOptions& o,
@@ -106,6 +125,7 @@ const Command kTrainCommand = {
     "                     [--dist-timeout 10800] [--check-sync] [--max-restarts 0] [--evolve [300]]\n"
     "                     [--no-tensorboard]\n"
     "  --batch-size is the total over all ranks; --data defaults to the built-in synthetic set.\n"
+    "  --device 0,1 (a list of GPUs) starts one process per GPU (DDP).\n"
     "  --max-restarts K: when a worker dies, restart all of them (resuming from this run's newest\n"
     "  last.safetensors) up to K times.\n"
     "  --evolve N: N generations of hyperparameter evolution (default project runs/evolve):\n"
@@ -177,13 +197,20 @@ int run_train(const std::vector<std::string>& raw) {
   o.check_sync = args.has("check-sync");
   o.dist_timeout = args.get_double("dist-timeout", o.dist_timeout);
   o.max_batches = args.get_int32("max-batches", 0);
+  if (!o.resume) {  // a resumed run takes its files from the checkpoint
+    o.cfg = yolo::find_shipped_file(o.cfg, "--cfg");
+    if (!o.hyp.empty()) o.hyp = yolo::find_shipped_file(o.hyp, "--hyp");
+  }
   if (o.epochs < 1 || o.batch_size < 1 || o.img_size < 32 || o.workers < 0)
     throw UsageError("--epochs and --batch-size must be >= 1, --img-size >= 32, --workers >= 0");
   if (o.label_smoothing < 0 || o.label_smoothing >= 1) throw UsageError("--label-smoothing must be in [0, 1)");
   if (o.bucket_cap_mb <= 0) throw UsageError("--bucket-cap-mb must be positive");
 
-  const int nproc = args.get_int32("nproc-per-node", 1);
-  if (nproc < 1) throw UsageError("--nproc-per-node must be >= 1");
+  const std::optional<int> nproc_flag = args.get_optional_int32("nproc-per-node");
+  if (nproc_flag && *nproc_flag < 1) throw UsageError("--nproc-per-node must be >= 1");
+  const int max_restarts = args.get_int32("max-restarts", 0);
+  if (max_restarts < 0) throw UsageError("--max-restarts must be >= 0");
+  const int nproc = local_workers(o.device, nproc_flag);
   if (args.has("evolve")) {
     const int generations = args.get_int32("evolve", 300);
     if (generations < 1) throw UsageError("--evolve N needs N >= 1 generations");
@@ -192,8 +219,6 @@ int run_train(const std::vector<std::string>& raw) {
                        "reference; evolve in one process");
     return yolo::evolve(o, generations);
   }
-  const int max_restarts = args.get_int32("max-restarts", 0);
-  if (max_restarts < 0) throw UsageError("--max-restarts must be >= 0");
   if (nproc > 1 || args.has("nnodes") || max_restarts > 0) {
     dist::LaunchOptions l;
     l.nproc_per_node = nproc;

@@ -1,5 +1,5 @@
 // Geometric augmentations: box conversions, mosaic placement, random perspective, the candidate
-// filter, letterbox and rectangular batch shapes (colour, mixing and flips: augment_color.cpp).
+// filter and letterbox (colour, mixing and flips: augment_color.cpp).
 #include <algorithm>
 #include <cmath>
 #include <numbers>
@@ -174,40 +174,6 @@ Letterboxed letterbox(const cv::Mat& image, int new_h, int new_w, bool auto_pad,
   const int right = static_cast<int>(std::nearbyint(out.pad_w + 0.1));
   cv::copyMakeBorder(resized, out.image, top, bottom, left, right, cv::BORDER_CONSTANT,
                      cv::Scalar::all(kPadValue));
-  return out;
-}
-
-RectBatches rect_batches(const std::vector<std::array<int, 2>>& wh, int batch_size, int img_size,
-                         int stride, double pad) {
-  KESTREL_CHECK(batch_size > 0 && img_size > 0 && stride > 0,
-                "rect_batches: batch_size, img_size and stride must be positive");
-  const int64_t n = static_cast<int64_t>(wh.size());
-  std::vector<double> ar(n);
-  for (int64_t i = 0; i < n; ++i) {
-    KESTREL_CHECK(wh[i][0] > 0 && wh[i][1] > 0, "rect_batches: image ", i, " has size ",
-                  wh[i][0], "x", wh[i][1]);
-    ar[i] = static_cast<double>(wh[i][1]) / wh[i][0];
-  }
-  RectBatches out;
-  out.order.resize(n);
-  for (int64_t i = 0; i < n; ++i) out.order[i] = i;
-  std::stable_sort(out.order.begin(), out.order.end(),
-                   [&](int64_t a, int64_t b) { return ar[a] < ar[b]; });
-  const int64_t nb = (n + batch_size - 1) / batch_size;
-  for (int64_t b = 0; b < nb; ++b) {
-    double lo = INFINITY, hi = -INFINITY;
-    for (int64_t i = b * batch_size; i < std::min(n, (b + 1) * batch_size); ++i)
-      lo = std::min(lo, ar[out.order[i]]), hi = std::max(hi, ar[out.order[i]]);
-    double sh = 1, sw = 1;  // shape as fractions of img_size (height, width)
-    if (hi < 1)
-      sh = hi;
-    else if (lo > 1)
-      sw = 1 / lo;
-    auto side = [&](double f) {
-      return static_cast<int>(std::ceil(f * img_size / stride + pad)) * stride;
-    };
-    out.shapes.push_back({side(sh), side(sw)});
-  }
   return out;
 }
 

@@ -113,17 +113,4 @@ struct Letterboxed {
 Letterboxed letterbox(const cv::Mat& image, int new_h, int new_w, bool auto_pad, bool scaleup,
                       int stride = 32);
 
-// --- rectangular batches -----------------------------------------------------------------------
-
-// Images sorted by aspect ratio h / w (ties keep their order), batched, and one letterbox shape
-// per batch: the shape of aspect ratio [max, 1] when every image is wider than tall, [1, 1 / min]
-// when every one is taller than wide, else square, each side ceil(side * img_size / stride + pad)
-// * stride.
-struct RectBatches {
-  std::vector<int64_t> order;              // order[i] = input image at sorted position i
-  std::vector<std::array<int, 2>> shapes;  // per batch: (height, width)
-};
-RectBatches rect_batches(const std::vector<std::array<int, 2>>& wh, int batch_size, int img_size,
-                         int stride, double pad);
-
 }  // namespace kestrel::yolo::data

@@ -7,6 +7,7 @@
 
 #include "engine/thread_pool.h"
 #include "kernels/error.h"
+#include "yolo/data/rect_batches.h"
 
 namespace kestrel::yolo::data {
 

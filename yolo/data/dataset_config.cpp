@@ -141,18 +141,10 @@ DatasetConfig load_dataset_config(const std::string& yaml_path) {
       KESTREL_FAIL(yaml_path, ": `path` must be a folder path");
     }
   }
-  const fs::path root_dir = path_value.empty() ? yaml_dir : yaml_dir / path_value;  // / keeps absolute
-  cfg.root = normal(root_dir);
-
   for (const char* key : {"train", "val"})
     KESTREL_CHECK(root[key] && !root[key].IsNull(), yaml_path, ": missing `", key,
                   "` (an image folder, a .txt list of images, or a list of those)");
   const auto where = [&](const char* key) { return str(yaml_path, ": `", key, "`"); };
-  cfg.train = read_sources(root["train"], cfg.root, where("train"));
-  cfg.val = read_sources(root["val"], cfg.root, where("val"));
-  cfg.test = read_sources(root["test"], cfg.root, where("test"));
-  KESTREL_CHECK(!cfg.train.empty() && !cfg.val.empty(), yaml_path,
-                ": `train` and `val` must each name at least one image folder or list");
 
   int nc = -1;
   if (root["nc"] && !root["nc"].IsNull()) {
@@ -174,7 +166,33 @@ DatasetConfig load_dataset_config(const std::string& yaml_path) {
     cfg.nc = nc;
     for (int i = 0; i < nc; ++i) cfg.names.push_back(str("class", i));
   }
-  return cfg;
+  // The reference joins a relative `path` (a missing one reads as ".") to the folder it runs
+  // from, its checkout's root; Kestrel reads it from the current directory the same way, then
+  // from the yaml's own folder. The first reading under which every `val` entry exists is used.
+  std::vector<std::pair<fs::path, const char*>> readings = {{fs::path(path_value), "as given"}};
+  if (!fs::path(path_value).is_absolute())
+    readings = {{fs::current_path() / path_value, "from the current directory, as the reference"},
+                {yaml_dir / path_value, "from the yaml's folder"}};
+  std::vector<std::string> seen;
+  std::string tried;
+  for (const auto& [dir, how] : readings) {
+    cfg.root = normal(dir);
+    if (std::find(seen.begin(), seen.end(), cfg.root) != seen.end()) continue;  // cwd is the yaml's
+    seen.push_back(cfg.root);
+    cfg.train = read_sources(root["train"], cfg.root, where("train"));
+    cfg.val = read_sources(root["val"], cfg.root, where("val"));
+    cfg.test = read_sources(root["test"], cfg.root, where("test"));
+    KESTREL_CHECK(!cfg.train.empty() && !cfg.val.empty(), yaml_path,
+                  ": `train` and `val` must each name at least one image folder or list");
+    std::string missing;
+    std::error_code ec;
+    for (const std::string& v : cfg.val)
+      if (!fs::exists(v, ec)) missing += (missing.empty() ? "" : ", ") + v;
+    if (missing.empty()) return cfg;
+    tried += str("; ", cfg.root, " (", how, ") has no ", missing);
+  }
+  KESTREL_FAIL(yaml_path, ": dataset not found under `path: ", path_value.empty() ? "." : path_value,
+               "`", tried, "; fix `path` in the yaml, or run from the folder it is relative to");
 }
 
 bool is_image_path(const std::string& path) {

@@ -11,7 +11,10 @@ namespace kestrel::yolo::data {
 
 struct DatasetConfig {
   std::string yaml_path;  // where it came from, for error messages
-  std::string root;       // `path`, absolute (relative to the yaml's directory; default: that directory)
+  // `path`, absolute. A relative one (or none, read as ".") is taken from the current directory,
+  // as the reference takes it from the folder it runs from, else from the yaml's folder: the first
+  // under which every `val` entry exists.
+  std::string root;
   // Each split is a list of sources, absolute: image directories (searched recursively) or
   // text files listing images. `test` may be empty; `train` and `val` may not.
   std::vector<std::string> train, val, test;
@@ -24,7 +27,8 @@ struct DatasetConfig {
 
 // Reads and checks a dataset yaml. `nc` defaults to the number of names (and names to
 // "class0".. when only nc is given); `names` may be a list or an {index: name} map with indices
-// 0..nc-1. Errors name the yaml and the key.
+// 0..nc-1. Errors name the yaml and the key; a `val` found under neither reading of `path` is an
+// error naming both places tried.
 DatasetConfig load_dataset_config(const std::string& yaml_path);
 
 // True for the reference's image suffixes (bmp dng jpeg jpg mpo png tif tiff webp pfm), any case.

@@ -195,7 +195,7 @@ cv::Mat read_image(const std::string& path, std::string* warning) {
   return decode_image(read_file_bytes(path), path, warning);
 }
 
-void write_jpeg(const std::string& path, const cv::Mat& bgr, int quality) {
+void write_jpeg(const std::string& path, const cv::Mat& bgr, int quality, bool full_chroma) {
   KESTREL_CHECK(bgr.type() == CV_8UC3 && !bgr.empty(), "write_jpeg: '", path,
                 "' needs a non-empty 8-bit 3-channel image");
   cv::Mat img = bgr.isContinuous() ? bgr : bgr.clone();
@@ -203,7 +203,7 @@ void write_jpeg(const std::string& path, const cv::Mat& bgr, int quality) {
   unsigned char* out = nullptr;
   unsigned long size = 0;
   const int rc = tjCompress2(tj.h, img.data, img.cols, 0, img.rows, TJPF_BGR, &out, &size,
-                             TJSAMP_420, quality, TJFLAG_ACCURATEDCT);
+                             full_chroma ? TJSAMP_444 : TJSAMP_420, quality, TJFLAG_ACCURATEDCT);
   std::unique_ptr<unsigned char, void (*)(unsigned char*)> owned(out, tjFree);
   KESTREL_CHECK(rc == 0, "JPEG encoding of '", path, "' failed: ", tjGetErrorStr2(tj.h));
   write_file_atomic(path, std::string_view(reinterpret_cast<const char*>(out), size));

@@ -39,8 +39,10 @@ cv::Mat decode_image(const std::vector<uint8_t>& bytes, const std::string& path,
                      std::string* warning = nullptr);
 cv::Mat read_image(const std::string& path, std::string* warning = nullptr);
 
-// BGR 8-bit, 3 channels. JPEG quality 1..100. Written to path + ".tmp" then renamed.
-void write_jpeg(const std::string& path, const cv::Mat& bgr, int quality = 95);
+// BGR 8-bit, 3 channels. JPEG quality 1..100; chroma at half resolution (4:2:0, as OpenCV writes)
+// unless full_chroma (4:4:4, as PIL's subsampling=0). Written to path + ".tmp" then renamed.
+void write_jpeg(const std::string& path, const cv::Mat& bgr, int quality = 95,
+                bool full_chroma = false);
 void write_png(const std::string& path, const cv::Mat& bgr);
 
 // The EXIF orientation (1..8) found in a JPEG's APP1 segment, 1 when absent or unreadable.

@@ -75,3 +75,22 @@ TEST(Args, UniquePrefixesNameTheirFlag) {
   EXPECT_THROW(Args({"--batch", "8", "--batch-size", "9"}, spec), UsageError);  // the same flag twice
   EXPECT_THROW(Args({"--size", "8"}, spec), UsageError);                       // not a prefix
 }
+
+// argparse's nargs='+': `--classes 0 2 3` takes the words up to the next flag; commas read the same.
+TEST(Args, ListFlagsTakeSeveralWords) {
+  const std::map<std::string, bool> spec = {{"classes", true}, {"img-size", true}, {"nosave", false}};
+  const Args args({"--classes", "0", "2", "3", "--nosave", "--img-size", "480,640"}, spec, {"classes", "img-size"});
+  EXPECT_EQ(args.get_int_list("classes"), (std::vector<int>{0, 2, 3}));
+  EXPECT_EQ(args.get_int_list("img-size"), (std::vector<int>{480, 640}));
+  EXPECT_TRUE(args.has("nosave"));
+  EXPECT_TRUE(Args({}, spec, {"classes"}).get_int_list("classes").empty());
+  // Not a list flag: a second word is an unexpected argument.
+  EXPECT_THROW(Args({"--img-size", "480", "640"}, spec, {"classes"}), UsageError);
+  try {
+    Args({"--classes", "0", "x"}, spec, {"classes"}).get_int_list("classes");
+    ADD_FAILURE() << "accepted a word that is no integer";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("--classes expects integers like 0 or 0 2 3, got '0,x'"),
+              std::string::npos) << e.what();
+  }
+}

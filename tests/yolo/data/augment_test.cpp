@@ -267,20 +267,4 @@ TEST(Letterbox, BoxesScaleBackToTheOriginal) {
   for (int i = 0; i < 8; ++i) EXPECT_NEAR(v[i], expect[i], 1e-4) << i;
 }
 
-TEST(RectBatches, ShapesOfKnownAspectRatios) {
-  // (w, h): aspect ratios 0.75, 0.5, 1.333, 1.0 -> sorted 0.5, 0.75 | 1.0, 1.333.
-  const RectBatches rb = rect_batches({{640, 480}, {640, 320}, {480, 640}, {640, 640}}, 2, 640,
-                                      32, 0.5);
-  EXPECT_EQ(rb.order, (std::vector<int64_t>{1, 0, 3, 2}));
-  ASSERT_EQ(rb.shapes.size(), 2u);
-  // Batch 0 is all wide: [0.75, 1] * 640 / 32 + 0.5 = [15.5, 20.5] -> [16, 21] * 32.
-  EXPECT_EQ(rb.shapes[0], (std::array<int, 2>{512, 672}));
-  // Batch 1 holds a square image: [1, 1] -> 21 * 32.
-  EXPECT_EQ(rb.shapes[1], (std::array<int, 2>{672, 672}));
-  // All tall, no padding: [1, 1 / 1.5] * 320 / 32 = [10, 6.67] -> [10, 7] * 32.
-  const RectBatches tall = rect_batches({{200, 300}, {100, 150}}, 4, 320, 32, 0.0);
-  ASSERT_EQ(tall.shapes.size(), 1u);
-  EXPECT_EQ(tall.shapes[0], (std::array<int, 2>{320, 224}));
-}
-
 }  // namespace

@@ -27,6 +27,13 @@ struct TempDir {
   std::string operator/(const std::string& rel) const { return (path / rel).string(); }
 };
 
+// Runs the rest of a scope from `dir`.
+struct WorkingDirectory {
+  fs::path previous = fs::current_path();
+  explicit WorkingDirectory(const fs::path& dir) { fs::current_path(dir); }
+  ~WorkingDirectory() { fs::current_path(previous); }
+};
+
 void write(const std::string& path, const std::string& text) {
   fs::create_directories(fs::path(path).parent_path());
   std::ofstream(path, std::ios::binary) << text;
@@ -59,6 +66,8 @@ TEST(DatasetConfig, FolderFormRelativePathAndNamesList) {
   write(t / "cfg/data.yaml",
         "path: ../ds  # relative to this file\ntrain: images/train\nval: [images/val, images/extra]\n"
         "test:\nnames: [cat, dog]\n");
+  fs::create_directories(t / "ds/images/val");
+  fs::create_directories(t / "ds/images/extra");
   const DatasetConfig c = load_dataset_config(t / "cfg/data.yaml");
   EXPECT_EQ(c.root, t / "ds");
   EXPECT_EQ(c.train, std::vector<std::string>{t / "ds/images/train"});
@@ -85,7 +94,32 @@ TEST(DatasetConfig, DefaultsAbsolutePathsAndNamesMap) {
   EXPECT_EQ(c.names, (std::vector<std::string>{"cat", "dog", "bird"}));
 
   write(t / "nc_only.yaml", "train: a\nval: b\nnc: 2\n");
+  fs::create_directories(t / "b");
   EXPECT_EQ(load_dataset_config(t / "nc_only.yaml").names, (std::vector<std::string>{"class0", "class1"}));
+}
+
+// The stock coco128.yaml's `path: ../datasets/coco128` is relative to the folder the reference
+// runs from: Kestrel reads it from the current directory first, then from the yaml's folder, and
+// names both places when neither holds the dataset.
+TEST(DatasetConfig, RelativePathFromTheCurrentDirectoryThenTheYamlsFolder) {
+  TempDir t("cwd");
+  fs::create_directories(t / "yolov5");
+  const WorkingDirectory in_checkout(t / "yolov5");
+  write(t / "yolov5/data/coco.yaml", "path: ../datasets/coco\ntrain: images/train\nval: images/val\n"
+                                     "names: [a]\n");
+  fs::create_directories(t / "datasets/coco/images/val");       // beside the run folder
+  fs::create_directories(t / "yolov5/datasets/coco/images/val");  // beside the yaml's folder
+  EXPECT_EQ(load_dataset_config("data/coco.yaml").root, t / "datasets/coco");
+  fs::remove_all(t / "datasets");
+  const DatasetConfig beside_yaml = load_dataset_config("data/coco.yaml");
+  EXPECT_EQ(beside_yaml.root, t / "yolov5/datasets/coco");
+  EXPECT_EQ(beside_yaml.val, std::vector<std::string>{t / "yolov5/datasets/coco/images/val"});
+  fs::remove_all(t / "yolov5/datasets");
+  const std::string e = error_of([&] { load_dataset_config("data/coco.yaml"); });
+  EXPECT_TRUE(mentions(e, "data/coco.yaml: dataset not found under `path: ../datasets/coco`")) << e;
+  EXPECT_TRUE(mentions(e, t / "datasets/coco (from the current directory")) << e;
+  EXPECT_TRUE(mentions(e, t / "yolov5/datasets/coco (from the yaml's folder) has no " +
+                              (t / "yolov5/datasets/coco/images/val"))) << e;
 }
 
 TEST(DatasetConfig, ErrorsNameTheYamlAndTheKey) {

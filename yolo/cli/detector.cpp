@@ -1,0 +1,109 @@
+#include "yolo/cli/detector.h"
+
+#include <opencv2/imgproc.hpp>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include "engine/autograd.h"
+#include "yolo/annotate.h"
+#include "yolo/box_ops.h"
+#include "yolo/data/augment.h"
+#include "yolo/data/image_codec.h"
+#include "yolo/plot_canvas.h"
+
+namespace kestrel::cli {
+namespace fs = std::filesystem;
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double ms_since(Clock::time_point t) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+}
+
+// The reference's increment_path on a file: dir/stem.jpg, else dir/stem2.jpg, stem3.jpg, ...
+fs::path free_jpg(const fs::path& dir, const std::string& stem) {
+  fs::path p = dir / (stem + ".jpg");
+  for (int n = 2; fs::exists(p); ++n) p = dir / (stem + std::to_string(n) + ".jpg");
+  return p;
+}
+
+}  // namespace
+
+Detector::Detector(InferenceModel model, DetectSettings settings, Device device, std::string save_dir)
+    : model_(std::move(model)), s_(std::move(settings)), device_(device), save_dir_(std::move(save_dir)) {}
+
+std::string Detector::class_name(int c) const {
+  return c >= 0 && c < static_cast<int>(model_.names.size()) ? model_.names[c] : std::to_string(c);
+}
+
+void Detector::save_crop(const cv::Mat& image, const float box[4], int cls, const std::string& stem) const {
+  const cv::Rect r = yolo::crop_rect(box, image.rows, image.cols);
+  if (r.empty()) return;
+  const fs::path dir = fs::path(save_dir_) / "crops" / class_name(cls);
+  fs::create_directories(dir);
+  // The reference saves crops through PIL at quality 95 without chroma subsampling.
+  yolo::data::write_jpeg(free_jpg(dir, stem).string(), image(r).clone(), 95, /*full_chroma=*/true);
+}
+
+std::string Detector::process(cv::Mat& frame, const std::string& txt_stem, const std::string& crop_stem) {
+  autograd::NoGradGuard no_grad;
+  auto t0 = Clock::now();
+  const yolo::data::Letterboxed lb =
+      yolo::data::letterbox(frame, s_.img_h, s_.img_w, /*auto_pad=*/true, /*scaleup=*/true, s_.stride);
+  cv::Mat rgb;
+  cv::cvtColor(lb.image, rgb, cv::COLOR_BGR2RGB);
+  Tensor x = Tensor::empty({1, rgb.rows, rgb.cols, 3});
+  float* px = x.data<float>();
+  for (int y = 0; y < rgb.rows; ++y)
+    for (int i = 0; i < rgb.cols * 3; ++i) px[y * rgb.cols * 3 + i] = rgb.ptr<uint8_t>(y)[i] / 255.0f;
+  x = x.to(device_);
+  times_.pre += ms_since(t0);
+
+  t0 = Clock::now();
+  const yolo::DetectionModel::Prediction pred = model_.model->predict(x);
+  current_stream(device_).synchronize();
+  const double inference_ms = ms_since(t0);
+  times_.inference += inference_ms;
+
+  t0 = Clock::now();
+  Tensor det = yolo::non_max_suppression(pred.boxes, s_.nms)[0];
+  times_.nms += ms_since(t0);
+  ++times_.frames;
+  // As detect.py: scale_boxes from the shapes alone, then round.
+  yolo::scale_boxes(det, {rgb.rows, rgb.cols}, {frame.rows, frame.cols});
+  std::vector<float> d = det.to_vector<float>();
+  for (size_t i = 0; i + 6 <= d.size(); i += 6)
+    for (size_t k = 0; k < 4; ++k) d[i + k] = std::nearbyint(d[i + k]);
+
+  std::map<int, int> counts;
+  for (size_t i = 0; i + 6 <= d.size(); i += 6) ++counts[static_cast<int>(d[i + 5])];
+  const cv::Mat unannotated = s_.save_crop ? frame.clone() : cv::Mat();
+  const int line_width = yolo::annotator_line_width(s_.line_thickness, frame.rows, frame.cols);
+  std::ofstream txt;
+  // The reference writes, draws and crops from the lowest confidence up.
+  for (size_t i = d.size() / 6; i-- > 0;) {
+    const float* row = &d[i * 6];
+    const int cls = static_cast<int>(row[5]);
+    if (s_.save_txt) {
+      if (!txt.is_open()) txt.open(fs::path(save_dir_) / "labels" / (txt_stem + ".txt"), std::ios::app);
+      txt << yolo::yolo_txt_line(cls, row, row[4], frame.rows, frame.cols, s_.save_conf) << "\n";
+    }
+    if (s_.draw || s_.save_crop)
+      yolo::draw_box_label(frame, row, yolo::detection_label(class_name(cls), row[4], s_.hide_labels, s_.hide_conf),
+                           yolo::class_colour(cls), line_width);
+    if (s_.save_crop) save_crop(unannotated, row, cls, crop_stem);
+  }
+
+  std::string line = str(rgb.rows, "x", rgb.cols, " ");
+  for (const auto& [c, n] : counts) line += str(n, " ", class_name(c), n > 1 ? "s" : "", ", ");
+  if (counts.empty()) line += "(no detections), ";
+  char ms[32];
+  std::snprintf(ms, sizeof ms, "%.1fms", inference_ms);
+  return line + ms;
+}
+
+}  // namespace kestrel::cli
