@@ -122,9 +122,13 @@ DatasetConfig load_dataset_config(const std::string& yaml_path) {
                 "; give an existing file (or --data synthetic for the built-in dataset)");
   std::stringstream text;
   text << in.rdbuf();
+  return parse_dataset_config(text.str(), yaml_path);
+}
+
+DatasetConfig parse_dataset_config(const std::string& yaml_text, const std::string& yaml_path) {
   YAML::Node root;
   try {
-    root = YAML::Load(text.str());
+    root = YAML::Load(yaml_text);
   } catch (const YAML::Exception& e) {
     KESTREL_FAIL(yaml_path, ": not valid YAML: ", e.what());
   }

@@ -170,12 +170,16 @@ uint64_t label_files_hash(const std::vector<std::string>& image_paths, int class
 }
 
 CacheRead read_label_cache(const std::string& path, uint64_t expected_hash) {
-  CacheRead out;
   std::error_code ec;
-  if (!fs::is_regular_file(path, ec)) return out;  // Missing
+  if (!fs::is_regular_file(path, ec)) return {};  // Missing
   std::ifstream in(path, std::ios::binary);
-  if (!in) return out;
+  if (!in) return {};
   const std::string bytes{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  return decode_label_cache(bytes, expected_hash);
+}
+
+CacheRead decode_label_cache(std::string_view bytes, uint64_t expected_hash) {
+  CacheRead out;
   out.state = CacheState::Corrupt;
   if (bytes.size() < kHeaderBytes + sizeof(uint64_t) ||
       std::memcmp(bytes.data(), kMagic, sizeof(kMagic)) != 0) {
@@ -219,7 +223,7 @@ CacheRead read_label_cache(const std::string& path, uint64_t expected_hash) {
   return out;
 }
 
-std::string write_label_cache(const std::string& path, uint64_t hash, const ScanResult& scan) {
+std::string encode_label_cache(uint64_t hash, const ScanResult& scan) {
   const std::string payload = encode_payload(hash, scan);
   Writer w;
   for (char c : kMagic) w.put<char>(c);
@@ -228,6 +232,11 @@ std::string write_label_cache(const std::string& path, uint64_t hash, const Scan
   std::string bytes = w.bytes() + payload;
   const uint64_t checksum = fnv1a(payload.data(), payload.size());
   bytes.append(reinterpret_cast<const char*>(&checksum), sizeof(checksum));
+  return bytes;
+}
+
+std::string write_label_cache(const std::string& path, uint64_t hash, const ScanResult& scan) {
+  const std::string bytes = encode_label_cache(hash, scan);
 
   // Ranks of one job may write at once: each writes its own file, the last rename wins whole.
   const std::string tmp = str(path, ".tmp.", ::getpid());

@@ -7,6 +7,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "yolo/data/label_scan.h"
@@ -38,6 +39,12 @@ struct CacheRead {
 };
 
 CacheRead read_label_cache(const std::string& path, uint64_t expected_hash);
+
+// The checks of read_label_cache on a cache file's bytes (never Missing).
+CacheRead decode_label_cache(std::string_view bytes, uint64_t expected_hash);
+
+// The bytes write_label_cache writes.
+std::string encode_label_cache(uint64_t hash, const ScanResult& scan);
 
 // Writes to a temporary file beside `path` and renames it, so readers never see a torn cache.
 // Returns an empty string on success, otherwise why it could not be written (read-only folder...).
