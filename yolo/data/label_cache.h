@@ -38,10 +38,13 @@ struct CacheRead {
   std::string problem;  // why it was not Loaded (empty when Missing)
 };
 
-CacheRead read_label_cache(const std::string& path, uint64_t expected_hash);
+// A cache whose contents no scan against `class_limit` (as for scan_images) could have produced
+// (a class out of range, a box outside the image, an image the scan refuses, counts that do not
+// add up) is Corrupt, even with a matching checksum: it is rescanned, never used.
+CacheRead read_label_cache(const std::string& path, uint64_t expected_hash, int class_limit);
 
 // The checks of read_label_cache on a cache file's bytes (never Missing).
-CacheRead decode_label_cache(std::string_view bytes, uint64_t expected_hash);
+CacheRead decode_label_cache(std::string_view bytes, uint64_t expected_hash, int class_limit);
 
 // The bytes write_label_cache writes.
 std::string encode_label_cache(uint64_t hash, const ScanResult& scan);
