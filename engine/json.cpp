@@ -340,6 +340,10 @@ void dump_into(std::string& out, const Value& v) {
       char buf[32];
       auto [end, ec] = std::to_chars(buf, buf + sizeof buf, d);  // shortest round-trip form
       out.append(buf, end);
+      // A real written as digits alone ("2", "-0") would read back as an integer, and -0.0 as 0
+      // (fuzz/corpus/json/regress-negative-zero-real.json): keep it a real.
+      if (std::string_view(buf, end - buf).find_first_not_of("-0123456789") == std::string_view::npos)
+        out += ".0";
       return;
     }
     case Value::Kind::String: dump_string(out, v.as_string()); return;

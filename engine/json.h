@@ -63,8 +63,9 @@ const char* kind_name(Value::Kind kind);
 // hostile document cannot exhaust the stack.
 Value parse(std::string_view text);
 
-// Compact text (no whitespace), members in stored order. Throws for non-finite reals and strings
-// that are not valid UTF-8, which JSON cannot carry.
+// Compact text (no whitespace), members in stored order; reals in their shortest round-trip form,
+// with ".0" when that has no fraction or exponent, so they read back as reals (-0.0 keeps its
+// sign). Throws for non-finite reals and strings that are not valid UTF-8, which JSON cannot carry.
 std::string dump(const Value& value);
 
 // True when `s` is well-formed UTF-8 (no overlong forms, surrogates or code points past U+10FFFF).

@@ -102,6 +102,21 @@ class InputFile {
   uint64_t size_ = 0;
 };
 
+// A whole file already in memory, read through the same interface.
+class MemoryInput {
+ public:
+  explicit MemoryInput(std::string_view bytes) : bytes_(bytes) {}
+  uint64_t size() const { return bytes_.size(); }
+  void read(uint64_t offset, void* dst, uint64_t n) const {
+    KESTREL_CHECK(offset <= bytes_.size() && n <= bytes_.size() - offset,
+                  "safetensors: read of ", n, " bytes at ", offset, " past the end of ",
+                  bytes_.size(), " bytes");
+    if (n > 0) std::memcpy(dst, bytes_.data() + offset, n);
+  }
+
+ private:
+  std::string_view bytes_;
+};
 
 // --- header entries -------------------------------------------------------------------------------
 
@@ -288,8 +303,16 @@ void save_safetensors(const std::string& path,
 
 // --- reading --------------------------------------------------------------------------------------
 
-SafetensorsFile load_safetensors(const std::string& path) {
-  InputFile file(path);
+// Reads the header, checks it whole, then reads the data section: a bad header costs no
+// allocation of the data's size.
+class SafetensorsReader {
+ public:
+  template <class Input>
+  static SafetensorsFile read(const std::string& path, const Input& file);
+};
+
+template <class Input>
+SafetensorsFile SafetensorsReader::read(const std::string& path, const Input& file) {
   if (file.size() < 8)
     bad_file(path, str("it is ", file.size(),
                        " bytes long, shorter than the 8-byte header length: not a safetensors "
@@ -342,6 +365,14 @@ SafetensorsFile load_safetensors(const std::string& path) {
   file.read(8 + n, data->data(), data_size);
   out.data_ = std::move(data);
   return out;
+}
+
+SafetensorsFile load_safetensors(const std::string& path) {
+  return SafetensorsReader::read(path, InputFile(path));
+}
+
+SafetensorsFile parse_safetensors(std::string_view bytes, const std::string& path) {
+  return SafetensorsReader::read(path, MemoryInput(bytes));
 }
 
 const SafetensorsEntry& SafetensorsFile::entry(const std::string& name) const {

@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -46,7 +47,7 @@ class SafetensorsFile {
   Tensor get(const std::string& name, Device device = Device::cpu()) const;
 
  private:
-  friend SafetensorsFile load_safetensors(const std::string& path);
+  friend class SafetensorsReader;
   std::string path_;
   std::vector<std::string> names_;
   std::map<std::string, SafetensorsEntry> entries_;
@@ -55,5 +56,8 @@ class SafetensorsFile {
 };
 
 SafetensorsFile load_safetensors(const std::string& path);
+
+// The same checks on a whole file already in memory; `path` only names it in messages.
+SafetensorsFile parse_safetensors(std::string_view bytes, const std::string& path);
 
 }  // namespace kestrel

@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Installs the Debian packages Kestrel builds against, only those missing. Idempotent.
 # cuDNN, cuBLAS and NCCL come from the CUDA toolkit at /usr/local/cuda (or $CUDA_HOME).
+# --sanitize also installs what scripts/sanitize.sh needs: clang 14 with its sanitizer and
+# libFuzzer runtimes (libclang-rt-14-dev ships libclang_rt.fuzzer), its OpenMP runtime, and
+# llvm-symbolizer for readable reports.
 set -euo pipefail
 
 packages=(
@@ -15,6 +18,9 @@ packages=(
   libprotobuf-dev protobuf-compiler
   patchelf xz-utils
 )
+if [[ ${1:-} == --sanitize ]]; then
+  packages+=(clang-14 libclang-rt-14-dev libomp-14-dev llvm-14)
+fi
 
 missing=()
 for p in "${packages[@]}"; do

@@ -20,6 +20,10 @@ namespace {
 constexpr double kMaxMultiple = 4.0;
 constexpr int64_t kMaxRepeats = 64;
 constexpr int64_t kMaxChannels = 8192;
+// The Detect head has anchors x (nc + 5) outputs per level: a few anchors and at most as many
+// classes as a dataset yaml may declare.
+constexpr int kMaxAnchors = 64;
+constexpr int kMaxClasses = 100'000;
 
 // The builder's scaling (yolo/model.cpp, as the reference's parse_model): repeats round half to
 // even, channels round up to a multiple of 8 (in double: any int64 argument stays defined).
@@ -165,7 +169,8 @@ ModelConfig parse_model_config(const std::string& yaml_text, const std::string& 
   cfg.path = source;
   cfg.name = std::filesystem::path(source).stem().string();
   cfg.nc = required<int>(root, "nc", source);
-  KESTREL_CHECK(cfg.nc >= 1, source, ": nc must be at least 1, got ", cfg.nc);
+  KESTREL_CHECK(cfg.nc >= 1 && cfg.nc <= kMaxClasses, source, ": nc must be in [1, ", kMaxClasses,
+                "], got ", cfg.nc);
   cfg.depth_multiple = required<double>(root, "depth_multiple", source);
   cfg.width_multiple = required<double>(root, "width_multiple", source);
   for (const auto& [key, value] : {std::pair{"depth_multiple", cfg.depth_multiple},
@@ -186,7 +191,9 @@ ModelConfig parse_model_config(const std::string& yaml_text, const std::string& 
   KESTREL_CHECK(anchors, source, ": missing `anchors`");
   if (anchors.IsScalar()) {
     cfg.anchors_per_level = required<int>(root, "anchors", source);
-    KESTREL_CHECK(cfg.anchors_per_level >= 1, source, ": anchors must be at least 1");
+    KESTREL_CHECK(cfg.anchors_per_level >= 1 && cfg.anchors_per_level <= kMaxAnchors, source,
+                  ": anchors must be in [1, ", kMaxAnchors, "] per level, got ",
+                  cfg.anchors_per_level, " (the official models use 3)");
   } else {
     KESTREL_CHECK(anchors.IsSequence() && anchors.size() > 0, source,
                   ": `anchors` must be a count or a list of [w,h, w,h, ...] per level");
@@ -199,6 +206,8 @@ ModelConfig parse_model_config(const std::string& yaml_text, const std::string& 
       }
       KESTREL_CHECK(!pairs.empty() && pairs.size() % 2 == 0, source,
                     ": each anchor level needs w,h pairs, got ", pairs.size(), " numbers");
+      KESTREL_CHECK(pairs.size() <= 2 * kMaxAnchors, source, ": ", pairs.size() / 2,
+                    " anchors per level; at most ", kMaxAnchors, " are supported (the official models use 3)");
       KESTREL_CHECK(cfg.anchors.empty() || pairs.size() == cfg.anchors[0].size(), source,
                     ": every anchor level needs the same number of anchors");
       cfg.anchors.push_back(std::move(pairs));

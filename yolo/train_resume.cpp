@@ -58,7 +58,10 @@ std::string latest_checkpoint(const std::string& project) {
 TrainOptions options_from_json(const json::Value& options, const std::string& path) {
   KESTREL_CHECK(options.is_object(), "checkpoint '", path, "': its options are not a JSON object");
   TrainOptions o;
-  for (const auto& [key, value] : options.as_object()) {
+  for (const auto& member : options.as_object()) {
+    // Named references, not a structured binding: clang before 16 cannot capture one in a lambda.
+    const std::string& key = member.first;
+    const json::Value& value = member.second;
     if (!value.is_string()) continue;  // cfg_yaml, nc, names: the model's, not the options
     const std::string& v = value.as_string();
     auto number = [&](auto& field) {

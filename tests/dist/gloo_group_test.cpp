@@ -53,7 +53,7 @@ std::shared_ptr<ProcessGroup> worker_group() {
   if (const char* t = std::getenv("KESTREL_TEST_TIMEOUT"))
     flags.timeout = std::chrono::seconds(std::atoi(t));
   else
-    flags.timeout = 10s;
+    flags.timeout = 10s * testing::kSanitizerSlowdown;
   return init_process_group("gloo", resolve_dist_options(flags, process_environment()),
                             Device::cpu());
 }

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "dist/launcher.h"
+#include "tests/support/sanitizers.h"
 
 extern char** environ;
 
@@ -60,7 +61,8 @@ struct RankResult {
 };
 
 // Runs `world` ranks, each executing the test `test` ("Suite.DISABLED_Name") of this binary, and
-// waits for them; ranks still running at the deadline are killed (status -1).
+// waits for them; ranks still running at the deadline (longer in sanitizer builds) are killed
+// (status -1).
 inline std::vector<RankResult> run_ranks(const std::string& test, int world, int port,
                                          const std::vector<std::string>& extra_env = {},
                                          std::chrono::seconds deadline = std::chrono::seconds(20)) {
@@ -94,7 +96,7 @@ inline std::vector<RankResult> run_ranks(const std::string& test, int world, int
   }
   std::vector<RankResult> results(world);
   std::vector<bool> done(world, false);
-  const auto stop = std::chrono::steady_clock::now() + deadline;
+  const auto stop = std::chrono::steady_clock::now() + deadline * kSanitizerSlowdown;
   for (int left = world; left > 0;) {
     for (int r = 0; r < world; ++r) {
       if (done[r]) continue;

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <string>
 
 #include "kernels/error.h"
@@ -75,6 +76,16 @@ TEST(Json, WriterRoundTripsAndEscapes) {
   EXPECT_EQ(back.as_object()[0].first, "name \"quoted\"\n\x01");
   EXPECT_EQ(back.as_object()[0].second.as_string(), "caf\xC3\xA9 \\");
   EXPECT_EQ(back.find("n")->as_array()[1].as_real(), 0.1);
+}
+
+// Reals stay reals through a round trip, -0.0 with its sign (found by fuzz/json_target).
+TEST(Json, WriterKeepsRealsReal) {
+  EXPECT_EQ(json::dump(json::Array{json::Value(2.0), json::Value(-0.0), json::Value(1e300),
+                                   json::Value(int64_t{2})}),
+            "[2.0,-0.0,1e+300,2]");
+  const json::Value back = json::parse(json::dump(json::Value(-0.0)));
+  ASSERT_TRUE(back.is_real());
+  EXPECT_TRUE(std::signbit(back.as_real()));
 }
 
 TEST(Json, WriterRefusesWhatJsonCannotCarry) {

@@ -113,7 +113,9 @@ std::vector<float> run_unary_backward(Unary op, const std::vector<float>& saved,
 double tiny_abs(float x) { return kMinNormal32 * std::max(1.0, std::abs(double(x))); }
 
 bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+  // Empty vectors may hold no pointer at all, and memcmp's may not be null.
+  return a.size() == b.size() &&
+         (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
 }
 
 // Odd lengths around the vector widths (4, 8, 16 floats) and the 32768-element chunk.

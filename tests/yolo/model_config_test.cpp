@@ -115,5 +115,8 @@ TEST(ModelConfig, RefusesSizesFarBeyondAnyRealModel) {
   EXPECT_NO_THROW(parse_model_config(tiny_with("[64, 3, 2]", "[32768, 3, 2]"), "ok.yaml"));
   refused(tiny_with("[-1, 3, C3, [64]]", "[-1, 3, C3, [0]]"), "output channels must be at least 1");
   refused(tiny_with("nc: 3", "nc: 3\nch: 100000"), "bad.yaml: ch 100000 is outside [1, 8192]");
+  refused(tiny_with("nc: 3", "nc: 2000000000"), "bad.yaml: nc must be in [1, 100000], got 2000000000");
+  refused(tiny_with("anchors:\n  - [10,13, 16,30, 33,23]", "anchors: 1000000000"),
+          "bad.yaml: anchors must be in [1, 64] per level, got 1000000000");
   EXPECT_NO_THROW(parse_model_config(tiny_with("depth_multiple: 0.33", "depth_multiple: 4"), "ok.yaml"));
 }

@@ -76,9 +76,10 @@ int effective_batch_size(const yolo::TrainOptions& o) {
 void check_launch(const yolo::TrainOptions& o, int nproc, int nnodes, int max_restarts) {
   if (nnodes < 1) throw UsageError("--nnodes must be >= 1");
   const int batch = effective_batch_size(o);
-  if (batch % (nproc * nnodes) != 0)
+  const int64_t world = int64_t{nproc} * nnodes;  // two int32 flags: their product may not fit
+  if (batch % world != 0)
     throw UsageError(str("--batch-size ", batch, " must be a multiple of the world size ",
-                         nproc * nnodes, " (--nproc-per-node ", nproc, " x --nnodes ", nnodes, ")"));
+                         world, " (--nproc-per-node ", nproc, " x --nnodes ", nnodes, ")"));
   if (max_restarts > 0 && nnodes > 1)
     throw UsageError("--max-restarts works on a single node: the nodes' launchers would not "
                      "restart together; drop it or run with --nnodes 1");

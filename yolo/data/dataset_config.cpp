@@ -17,6 +17,10 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// Far beyond any real dataset (LVIS 1203 classes, ImageNet-21k 21841); a typo such as
+// `nc: 2000000000` would otherwise make two billion default names before anything else.
+constexpr int kMaxClasses = 100'000;
+
 std::string normal(const fs::path& p) {
   std::string s = fs::absolute(p).lexically_normal().string();
   while (s.size() > 1 && s.back() == '/') s.pop_back();
@@ -122,9 +126,13 @@ DatasetConfig load_dataset_config(const std::string& yaml_path) {
                 "; give an existing file (or --data synthetic for the built-in dataset)");
   std::stringstream text;
   text << in.rdbuf();
+  return parse_dataset_config(text.str(), yaml_path);
+}
+
+DatasetConfig parse_dataset_config(const std::string& yaml_text, const std::string& yaml_path) {
   YAML::Node root;
   try {
-    root = YAML::Load(text.str());
+    root = YAML::Load(yaml_text);
   } catch (const YAML::Exception& e) {
     KESTREL_FAIL(yaml_path, ": not valid YAML: ", e.what());
   }
@@ -153,7 +161,8 @@ DatasetConfig load_dataset_config(const std::string& yaml_path) {
     } catch (const YAML::Exception&) {
       KESTREL_FAIL(yaml_path, ": `nc` must be an integer, got '", root["nc"].Scalar(), "'");
     }
-    KESTREL_CHECK(nc >= 1, yaml_path, ": `nc` must be at least 1, got ", nc);
+    KESTREL_CHECK(nc >= 1 && nc <= kMaxClasses, yaml_path, ": `nc` must be in [1, ", kMaxClasses,
+                  "], got ", nc);
   }
   if (root["names"] && !root["names"].IsNull()) {
     cfg.names = read_names(root["names"], where("names"));
@@ -244,7 +253,7 @@ DatasetSplit load_split(const DatasetConfig& config, const std::string& split, i
   const uint64_t hash = label_files_hash(images, class_limit);
   ScanResult scan;
   if (use_cache) {
-    CacheRead cached = read_label_cache(out.cache_path, hash);
+    CacheRead cached = read_label_cache(out.cache_path, hash, class_limit);
     if (cached.state == CacheState::Loaded) {
       scan = std::move(cached.scan);
       out.from_cache = true;

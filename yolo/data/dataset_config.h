@@ -31,6 +31,9 @@ struct DatasetConfig {
 // error naming both places tried.
 DatasetConfig load_dataset_config(const std::string& yaml_path);
 
+// The same from the yaml's text; relative entries are resolved against yaml_path's folder.
+DatasetConfig parse_dataset_config(const std::string& yaml_text, const std::string& yaml_path);
+
 // True for the reference's image suffixes (bmp dng jpeg jpg mpo png tif tiff webp pfm), any case.
 bool is_image_path(const std::string& path);
 

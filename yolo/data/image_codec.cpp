@@ -117,8 +117,10 @@ int jpeg_exif_orientation(const std::vector<uint8_t>& b) {
       const size_t tiff_len = seg_len - 6;
       const bool little = tiff[0] == 'I' && tiff[1] == 'I';
       if (!little && !(tiff[0] == 'M' && tiff[1] == 'M')) return 1;
-      const uint32_t ifd = read32(tiff + 4, little);
-      if (ifd + 2 > tiff_len) return 1;
+      // In size_t: an offset near 2^32 must not wrap past the check (fuzz/corpus/image_header/
+      // regress-exif-ifd-offset-wraps.jpg read 4 GB beyond the segment).
+      const size_t ifd = read32(tiff + 4, little);
+      if (ifd > tiff_len || tiff_len - ifd < 2) return 1;
       const uint16_t entries = read16(tiff + ifd, little);
       for (uint16_t e = 0; e < entries; ++e) {
         const size_t at = ifd + 2 + 12 * static_cast<size_t>(e);

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -10,6 +11,7 @@
 #include <type_traits>
 
 #include "kernels/error.h"
+#include "yolo/data/image_codec.h"
 
 namespace kestrel::yolo::data {
 namespace {
@@ -144,6 +146,33 @@ bool decode_payload(const char* data, size_t size, uint64_t& hash, ScanResult& s
   return r.ok() && r.at_end();
 }
 
+// Empty when `scan` is something scan_images can return for `class_limit`, else what is not.
+// The checksum only tells damage from chance; this keeps a cache written by anything else (or
+// crafted) from handing the loader a class past nc or a box outside its image.
+std::string implausible(const ScanResult& scan, int class_limit) {
+  const ScanCounts& c = scan.counts;
+  for (const int64_t v : {c.found, c.missing, c.empty, c.corrupt})
+    if (v < 0 || v > c.total) return str("a count outside [0, ", c.total, "] images");
+  if (static_cast<int64_t>(scan.records.size()) > c.total)
+    return str(scan.records.size(), " records for ", c.total, " images");
+  for (const ImageRecord& r : scan.records) {
+    const std::string what = str("record '", r.image_path, "'");
+    if (r.image_path.empty()) return "a record without an image path";
+    if (r.width < 10 || r.height < 10 || int64_t{r.width} * r.height > kMaxImagePixels)
+      return str(what, ": image size ", r.width, "x", r.height, ", which the scan refuses");
+    for (const LabelBox& b : r.boxes) {
+      if (b.cls < 0 || (class_limit > 0 && b.cls >= class_limit))
+        return str(what, ": class ", b.cls, " outside [0, ", class_limit, ")");
+      const bool normalised = std::isfinite(b.x) && std::isfinite(b.y) && std::isfinite(b.w) &&
+                              std::isfinite(b.h) && b.x >= 0 && b.x <= 1 && b.y >= 0 && b.y <= 1 &&
+                              b.w > 0 && b.w <= 1 && b.h > 0 && b.h <= 1;
+      if (!normalised)
+        return str(what, ": box ", b.x, " ", b.y, " ", b.w, " ", b.h, " is not normalised");
+    }
+  }
+  return {};
+}
+
 }  // namespace
 
 std::string label_cache_path(const std::vector<std::string>& sources,
@@ -169,13 +198,17 @@ uint64_t label_files_hash(const std::vector<std::string>& image_paths, int class
   return h;
 }
 
-CacheRead read_label_cache(const std::string& path, uint64_t expected_hash) {
-  CacheRead out;
+CacheRead read_label_cache(const std::string& path, uint64_t expected_hash, int class_limit) {
   std::error_code ec;
-  if (!fs::is_regular_file(path, ec)) return out;  // Missing
+  if (!fs::is_regular_file(path, ec)) return {};  // Missing
   std::ifstream in(path, std::ios::binary);
-  if (!in) return out;
+  if (!in) return {};
   const std::string bytes{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  return decode_label_cache(bytes, expected_hash, class_limit);
+}
+
+CacheRead decode_label_cache(std::string_view bytes, uint64_t expected_hash, int class_limit) {
+  CacheRead out;
   out.state = CacheState::Corrupt;
   if (bytes.size() < kHeaderBytes + sizeof(uint64_t) ||
       std::memcmp(bytes.data(), kMagic, sizeof(kMagic)) != 0) {
@@ -215,11 +248,18 @@ CacheRead read_label_cache(const std::string& path, uint64_t expected_hash) {
     out.problem = "the image or label files changed since it was written";
     return out;
   }
+  // fuzz/corpus/label_cache/regress-*: caches with a valid checksum and impossible contents.
+  out.problem = implausible(out.scan, class_limit);
+  if (!out.problem.empty()) {
+    out.scan = {};
+    out.problem = str("holds what no scan produces: ", out.problem);
+    return out;
+  }
   out.state = CacheState::Loaded;
   return out;
 }
 
-std::string write_label_cache(const std::string& path, uint64_t hash, const ScanResult& scan) {
+std::string encode_label_cache(uint64_t hash, const ScanResult& scan) {
   const std::string payload = encode_payload(hash, scan);
   Writer w;
   for (char c : kMagic) w.put<char>(c);
@@ -228,6 +268,11 @@ std::string write_label_cache(const std::string& path, uint64_t hash, const Scan
   std::string bytes = w.bytes() + payload;
   const uint64_t checksum = fnv1a(payload.data(), payload.size());
   bytes.append(reinterpret_cast<const char*>(&checksum), sizeof(checksum));
+  return bytes;
+}
+
+std::string write_label_cache(const std::string& path, uint64_t hash, const ScanResult& scan) {
+  const std::string bytes = encode_label_cache(hash, scan);
 
   // Ranks of one job may write at once: each writes its own file, the last rename wins whole.
   const std::string tmp = str(path, ".tmp.", ::getpid());

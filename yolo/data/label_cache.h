@@ -7,6 +7,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "yolo/data/label_scan.h"
@@ -37,7 +38,16 @@ struct CacheRead {
   std::string problem;  // why it was not Loaded (empty when Missing)
 };
 
-CacheRead read_label_cache(const std::string& path, uint64_t expected_hash);
+// A cache whose contents no scan against `class_limit` (as for scan_images) could have produced
+// (a class out of range, a box outside the image, an image the scan refuses, counts that do not
+// add up) is Corrupt, even with a matching checksum: it is rescanned, never used.
+CacheRead read_label_cache(const std::string& path, uint64_t expected_hash, int class_limit);
+
+// The checks of read_label_cache on a cache file's bytes (never Missing).
+CacheRead decode_label_cache(std::string_view bytes, uint64_t expected_hash, int class_limit);
+
+// The bytes write_label_cache writes.
+std::string encode_label_cache(uint64_t hash, const ScanResult& scan);
 
 // Writes to a temporary file beside `path` and renames it, so readers never see a torn cache.
 // Returns an empty string on success, otherwise why it could not be written (read-only folder...).

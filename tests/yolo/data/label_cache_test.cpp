@@ -8,6 +8,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 
 #include "tests/support/testing.h"
 #include "yolo/data/dataset_config.h"
@@ -72,7 +73,7 @@ TEST(LabelCache, RoundTripKeepsRecordsCountsAndWarnings) {
   scan.warnings.push_back("WARNING: something to remember");
   const uint64_t hash = label_files_hash(d.images(), 2);
   ASSERT_EQ(write_label_cache(d.cache(), hash, scan), "");
-  const CacheRead back = read_label_cache(d.cache(), hash);
+  const CacheRead back = read_label_cache(d.cache(), hash, 2);
   ASSERT_EQ(back.state, CacheState::Loaded) << back.problem;
   EXPECT_EQ(back.scan.counts, scan.counts);
   EXPECT_EQ(back.scan.warnings, scan.warnings);
@@ -83,8 +84,8 @@ TEST(LabelCache, RoundTripKeepsRecordsCountsAndWarnings) {
     EXPECT_EQ(back.scan.records[i].height, 24 + static_cast<int>(i));
     EXPECT_EQ(back.scan.records[i].boxes, scan.records[i].boxes);
   }
-  EXPECT_EQ(read_label_cache(d.cache() + ".absent", hash).state, CacheState::Missing);
-  EXPECT_EQ(read_label_cache(d.cache(), hash + 1).state, CacheState::Stale);
+  EXPECT_EQ(read_label_cache(d.cache() + ".absent", hash, 2).state, CacheState::Missing);
+  EXPECT_EQ(read_label_cache(d.cache(), hash + 1, 2).state, CacheState::Stale);
 }
 
 TEST(LabelCache, HashSeesEveryChangeToTheFiles) {
@@ -114,20 +115,49 @@ TEST(LabelCache, DamageIsDetectedNeverTrusted) {
   std::string flipped = good;
   flipped[good.size() / 2] ^= 0x10;  // inside the payload: a box value or a path byte
   Dataset::write(d.cache(), flipped);
-  CacheRead r = read_label_cache(d.cache(), hash);
+  CacheRead r = read_label_cache(d.cache(), hash, 2);
   EXPECT_EQ(r.state, CacheState::Corrupt);
   EXPECT_NE(r.problem.find("checksum"), std::string::npos) << r.problem;
   EXPECT_TRUE(r.scan.records.empty());
 
   Dataset::write(d.cache(), good.substr(0, good.size() - 9));
-  EXPECT_EQ(read_label_cache(d.cache(), hash).state, CacheState::Corrupt);
+  EXPECT_EQ(read_label_cache(d.cache(), hash, 2).state, CacheState::Corrupt);
   Dataset::write(d.cache(), "\x93NUMPY garbage from another program");
-  EXPECT_EQ(read_label_cache(d.cache(), hash).state, CacheState::Corrupt);
+  EXPECT_EQ(read_label_cache(d.cache(), hash, 2).state, CacheState::Corrupt);
 
   std::string other_version = good;
   other_version[8] = static_cast<char>(kLabelCacheVersion + 1);  // the version follows the magic
   Dataset::write(d.cache(), other_version);
-  EXPECT_EQ(read_label_cache(d.cache(), hash).state, CacheState::Stale);
+  EXPECT_EQ(read_label_cache(d.cache(), hash, 2).state, CacheState::Stale);
+}
+
+// A checksum only tells damage from chance: contents no scan produces (here from a crafted file)
+// are refused all the same, so the loader never sees a class past nc or a box off its image.
+TEST(LabelCache, ImpossibleContentsAreNeverTrusted) {
+  ScanResult scan;
+  scan.counts = {1, 0, 0, 0, 1};
+  scan.records.push_back({"/d/images/a.jpg", 40, 30, {{1, 0.5f, 0.5f, 0.2f, 0.2f}}});
+  ASSERT_EQ(decode_label_cache(encode_label_cache(7, scan), 7, 2).state, CacheState::Loaded);
+  const auto refusal = [](const ScanResult& s) {
+    const CacheRead r = decode_label_cache(encode_label_cache(7, s), 7, 2);
+    EXPECT_EQ(r.state, CacheState::Corrupt);
+    EXPECT_TRUE(r.scan.records.empty());
+    return r.problem;
+  };
+  ScanResult bad = scan;
+  bad.records[0].boxes[0].cls = 5;
+  EXPECT_NE(refusal(bad).find("'/d/images/a.jpg': class 5 outside [0, 2)"), std::string::npos);
+  bad = scan;
+  bad.records[0].boxes[0].w = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_NE(refusal(bad).find("is not normalised"), std::string::npos);
+  bad = scan;
+  bad.records[0].width = 5;
+  EXPECT_NE(refusal(bad).find("image size 5x30"), std::string::npos);
+  bad = scan;
+  bad.counts.found = -1;
+  EXPECT_NE(refusal(bad).find("a count outside"), std::string::npos);
+  EXPECT_EQ(decode_label_cache(encode_label_cache(7, scan), 7, 1).state, CacheState::Corrupt);
+  EXPECT_EQ(decode_label_cache(encode_label_cache(7, scan), 7, 0).state, CacheState::Loaded);
 }
 
 TEST(LoadSplit, UsesTheCacheUntilAFileChanges) {
