@@ -5,6 +5,7 @@
 #include <iostream>
 #include <mutex>
 
+#include "engine/host_sync.h"
 #include "kernels/cuda_check.h"
 #include "kernels/error.h"
 
@@ -73,6 +74,7 @@ class NcclWork : public Work {
     done_.wait(current_stream(state_->device));
   }
   void synchronize() override {
+    note_host_sync("nccl Work::synchronize");
     while (!done_.query()) {
       throw_if_failed();
       std::this_thread::sleep_for(std::chrono::microseconds(50));
