@@ -90,28 +90,47 @@ uint64_t tensor_checksum(const Tensor& t) {
 }
 
 void broadcast_tensors(ProcessGroup& group, const NamedTensors& tensors, int root) {
-  KESTREL_CHECK(root >= 0 && root < group.size(), "ddp: broadcast root ", root,
-                " is not a rank of a world of ", group.size());
-  if (tensors.empty() || group.size() == 1) return;
-  const Device device = device_of(tensors);
-  check_same_structure(group, tensors, device, "broadcast");
+  // The group is only borrowed for this call: a pointer that deletes nothing.
+  const std::shared_ptr<ProcessGroup> borrowed(&group, [](ProcessGroup*) {});
+  TensorBroadcaster(borrowed, tensors, root).broadcast();
+}
+
+TensorBroadcaster::TensorBroadcaster(std::shared_ptr<ProcessGroup> group, NamedTensors tensors,
+                                     int root)
+    : group_(std::move(group)), tensors_(std::move(tensors)), root_(root) {
+  KESTREL_CHECK(group_, "TensorBroadcaster: no process group");
+  KESTREL_CHECK(root >= 0 && root < group_->size(), "ddp: broadcast root ", root,
+                " is not a rank of a world of ", group_->size());
+  if (tensors_.empty() || group_->size() == 1) return;
+  check_structure();
   // One flat buffer per dtype, in list order (std::map: the same dtype order on every rank).
-  std::map<DType, std::vector<const Tensor*>> by_dtype;
-  for (const auto& [name, t] : tensors) by_dtype[t.dtype()].push_back(&t);
-  for (const auto& [dtype, members] : by_dtype) {
+  const Device device = device_of(tensors_);
+  std::map<DType, std::vector<Tensor>> by_dtype;
+  for (const auto& [name, t] : tensors_) by_dtype[t.dtype()].push_back(t);
+  for (auto& [dtype, members] : by_dtype) {
     int64_t total = 0;
-    for (const Tensor* t : members) total += t->numel();
-    const Tensor flat = Tensor::empty({total}, dtype, device);
+    for (const Tensor& t : members) total += t.numel();
+    flats_.push_back({std::move(members), Tensor::empty({total}, dtype, device)});
+  }
+}
+
+void TensorBroadcaster::check_structure() {
+  if (tensors_.empty() || group_->size() == 1) return;
+  check_same_structure(*group_, tensors_, device_of(tensors_), "broadcast");
+}
+
+void TensorBroadcaster::broadcast() {
+  for (const Flat& f : flats_) {
     int64_t offset = 0;
-    for (const Tensor* t : members) {
-      flat.slice(0, offset, offset + t->numel()).copy_(t->reshape({t->numel()}));
-      offset += t->numel();
+    for (const Tensor& t : f.members) {
+      f.buffer.slice(0, offset, offset + t.numel()).copy_(t.reshape({t.numel()}));
+      offset += t.numel();
     }
-    group.broadcast(flat, root)->wait();
+    group_->broadcast(f.buffer, root_)->wait();
     offset = 0;
-    for (const Tensor* t : members) {
-      t->copy_(flat.slice(0, offset, offset + t->numel()).reshape(t->shape()));
-      offset += t->numel();
+    for (const Tensor& t : f.members) {
+      t.copy_(f.buffer.slice(0, offset, offset + t.numel()).reshape(t.shape()));
+      offset += t.numel();
     }
   }
 }

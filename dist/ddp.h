@@ -24,8 +24,32 @@ namespace kestrel::dist {
 using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 
 // Copies rank `root`'s values into every rank's tensors (in place, not recorded by autograd).
-// Every rank passes the same list (names, shapes, dtypes; checked).
+// Every rank passes the same list (names, shapes, dtypes; checked, which costs two all-gathers
+// read back on the host: for a list broadcast again and again, use TensorBroadcaster).
 void broadcast_tensors(ProcessGroup& group, const NamedTensors& tensors, int root = 0);
+
+// Rank `root`'s values of a fixed list of tensors to every rank, as often as needed (DDP's
+// broadcast_buffers before each forward). The list's structure is compared across ranks once,
+// when the broadcaster is built (check_structure() repeats that on demand, under --check-sync);
+// broadcast() then packs the tensors into one flat buffer per dtype (kept between calls),
+// broadcasts and unpacks, ordered on the device: no host read.
+class TensorBroadcaster {
+ public:
+  // Collective: every rank builds it at the same point with the same list.
+  TensorBroadcaster(std::shared_ptr<ProcessGroup> group, NamedTensors tensors, int root = 0);
+  void broadcast();
+  void check_structure();  // collective; throws naming the first differing tensor
+
+ private:
+  struct Flat {
+    std::vector<Tensor> members;
+    Tensor buffer;
+  };
+  std::shared_ptr<ProcessGroup> group_;
+  NamedTensors tensors_;
+  int root_;
+  std::vector<Flat> flats_;  // one per dtype, in the same order on every rank
+};
 
 // 64-bit FNV-1a hash of the tensor's bytes in row-major order (any device; a CUDA tensor is copied
 // to the host). Equal values give equal hashes; the check is bitwise, as it must be for replicas.

@@ -12,6 +12,7 @@
 #include <csignal>
 #include <optional>
 
+#include "engine/host_sync.h"
 #include "engine/stream.h"
 #include "kernels/error.h"
 
@@ -22,11 +23,10 @@ namespace kestrel::dist {
 // wait() blocks the host in either case.
 class GlooWork : public Work {
  public:
-  void wait() override { synchronize(); }
+  void wait() override { wait_finished(); }  // not a counted host read: see engine/host_sync.h
   void synchronize() override {
-    std::unique_lock<std::mutex> lock(mutex_);
-    finished_cv_.wait(lock, [this] { return finished_; });
-    if (!error_.empty()) throw Error(error_);
+    note_host_sync("gloo Work::synchronize");
+    wait_finished();
   }
   bool is_completed() override {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -40,6 +40,12 @@ class GlooWork : public Work {
   }
 
  private:
+  void wait_finished() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    finished_cv_.wait(lock, [this] { return finished_; });
+    if (!error_.empty()) throw Error(error_);
+  }
+
   std::mutex mutex_;
   std::condition_variable finished_cv_;
   bool finished_ = false;

@@ -5,6 +5,7 @@
 #include <iostream>
 #include <mutex>
 
+#include "engine/host_sync.h"
 #include "kernels/cuda_check.h"
 #include "kernels/error.h"
 
@@ -19,7 +20,9 @@ struct NcclProcessGroup::State {
   int rank = 0;
   Device device;
   milliseconds timeout{0};
-  std::mutex mutex;  // guards every call on the communicator, and the fields below
+  // Guards every call on the communicator (except ncclCommAbort, which runs unlocked once
+  // `aborted` is set) and the fields below.
+  std::mutex mutex;
   std::condition_variable stop_cv;
   bool stopping = false;
   ncclComm_t comm = nullptr;
@@ -27,17 +30,19 @@ struct NcclProcessGroup::State {
   std::string failure;  // the first error; every later call throws it
   std::vector<std::shared_ptr<NcclWork>> in_flight;
 
-  // Records the error, tells the log at once (the issuing thread may be busy elsewhere), and
-  // aborts the communicator so that its kernels stop waiting for peers.
-  void fail_locked(const std::string& message) {
+  // Records the error and tells the log at once (the issuing thread may be busy elsewhere).
+  // Returns the communicator the caller must abort (so that its kernels stop waiting for peers)
+  // once it has released the mutex, or null when it is gone or already being aborted: the abort
+  // can take long, and meanwhile every other thread must see the failure, not wait for the lock.
+  // `aborted` is set here, under the lock, so nothing calls the communicator after this.
+  [[nodiscard]] ncclComm_t fail_locked(const std::string& message) {
     if (failure.empty()) {
       failure = message;
       std::cerr << "kestrel: " << message << std::endl;
     }
-    if (comm && !aborted) {
-      ncclCommAbort(comm);
-      aborted = true;
-    }
+    if (!comm || aborted) return nullptr;
+    aborted = true;
+    return comm;
   }
 
   // A non-blocking communicator answers ncclInProgress until an operation is fully issued; waits
@@ -69,6 +74,7 @@ class NcclWork : public Work {
     done_.wait(current_stream(state_->device));
   }
   void synchronize() override {
+    note_host_sync("nccl Work::synchronize");
     while (!done_.query()) {
       throw_if_failed();
       std::this_thread::sleep_for(std::chrono::microseconds(50));
@@ -120,33 +126,40 @@ ncclDataType_t nccl_type(DType t) {
   KESTREL_FAIL("nccl: unknown dtype");
 }
 
-// Checks the issued work and times it, until told to stop.
+// One look at the issued work, under the lock: the communicator to abort when it failed or a
+// collective ran past the timeout, else null.
+ncclComm_t check_work_locked(NcclProcessGroup::State& s) {
+  try {
+    // Finished work lets go of its tensors (after an abort too: aborted kernels finish).
+    std::erase_if(s.in_flight, [](const auto& w) { return w->finished(); });
+    if (s.aborted) return nullptr;
+    ncclResult_t async = ncclSuccess;
+    ncclCommGetAsyncError(s.comm, &async);
+    if (async != ncclSuccess && async != ncclInProgress)
+      return s.fail_locked(str("rank ", s.rank, ": NCCL reported an error: ",
+                               ncclGetErrorString(async), " (", ncclGetLastError(s.comm),
+                               "); the communicator was aborted; a peer may have died; see its log"));
+    for (const auto& w : s.in_flight)
+      if (w->age() >= s.timeout)
+        return s.fail_locked(str("rank ", s.rank, ": timed out after ", format_duration(s.timeout),
+                                 " waiting for NCCL ", w->what(),
+                                 "; the communicator was aborted; a "
+                                 "peer may have died or be stuck; see its log"));
+  } catch (const std::exception& e) {
+    return s.fail_locked(str("rank ", s.rank, ": CUDA error while checking NCCL work: ", e.what()));
+  }
+  return nullptr;
+}
+
+// Checks the issued work and times it, until told to stop. The abort runs without the lock.
 void watchdog_loop(const std::shared_ptr<NcclProcessGroup::State>& s) {
   DeviceGuard guard(s->device);
   std::unique_lock<std::mutex> lock(s->mutex);
   while (!s->stop_cv.wait_for(lock, milliseconds(20), [&] { return s->stopping; })) {
-    try {
-      // Finished work lets go of its tensors (after an abort too: aborted kernels finish).
-      std::erase_if(s->in_flight, [](const auto& w) { return w->finished(); });
-      if (s->aborted) continue;
-      ncclResult_t async = ncclSuccess;
-      ncclCommGetAsyncError(s->comm, &async);
-      if (async != ncclSuccess && async != ncclInProgress) {
-        s->fail_locked(str("rank ", s->rank, ": NCCL reported an error: ",
-                           ncclGetErrorString(async), " (", ncclGetLastError(s->comm),
-                           "); the communicator was aborted; a peer may have died; see its log"));
-        continue;
-      }
-      for (const auto& w : s->in_flight) {
-        if (w->age() < s->timeout) continue;
-        s->fail_locked(str("rank ", s->rank, ": timed out after ", format_duration(s->timeout),
-                           " waiting for NCCL ", w->what(),
-                           "; the communicator was aborted; a "
-                           "peer may have died or be stuck; see its log"));
-        break;
-      }
-    } catch (const std::exception& e) {
-      s->fail_locked(str("rank ", s->rank, ": CUDA error while checking NCCL work: ", e.what()));
+    if (ncclComm_t doomed = check_work_locked(*s)) {
+      lock.unlock();
+      ncclCommAbort(doomed);
+      lock.lock();
     }
   }
 }
@@ -207,22 +220,30 @@ NcclProcessGroup::~NcclProcessGroup() {
   }
   state_->stop_cv.notify_all();
   watchdog_.join();
-  // Destructors must not throw: problems here are reported and the communicator aborted.
+  // Destructors must not throw: problems here are reported and the communicator aborted. The
+  // lock is held only around calls on the communicator, so that works held elsewhere can still
+  // ask for their state meanwhile.
   DeviceGuard guard(device_);
-  std::lock_guard<std::mutex> lock(state_->mutex);
-  if (state_->aborted) return;
+  {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    if (state_->aborted) return;
+  }
   const auto deadline = Clock::now() + state_->timeout;
   cudaError_t e;
   while ((e = cudaStreamQuery(stream_.handle())) == cudaErrorNotReady && Clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::microseconds(200));
+  std::unique_lock<std::mutex> lock(state_->mutex);
   ncclResult_t r = ncclInternalError;
   if (e == cudaSuccess) r = state_->settle_locked(ncclCommFinalize(state_->comm));
   if (r == ncclSuccess) {
     ncclCommDestroy(state_->comm);
+    state_->comm = nullptr;
   } else {
-    std::cerr << "kestrel: rank " << rank() << ": NCCL work still pending at shutdown; aborting "
-              << "the communicator" << std::endl;
-    ncclCommAbort(state_->comm);
+    const ncclComm_t doomed = state_->fail_locked(
+        str("rank ", rank(), ": NCCL work still pending at shutdown; aborting the communicator"));
+    lock.unlock();
+    if (doomed) ncclCommAbort(doomed);
+    lock.lock();
   }
   state_->in_flight.clear();
 }
@@ -245,7 +266,7 @@ std::shared_ptr<Work> NcclProcessGroup::launch(
   ready.record(current_stream(device_));
   ready.wait(stream_);
   Event done(device_);
-  std::lock_guard<std::mutex> lock(state_->mutex);
+  std::unique_lock<std::mutex> lock(state_->mutex);
   KESTREL_CHECK(state_->failure.empty(), "rank ", rank(), ": cannot start NCCL ", what,
                 ": the process group failed earlier: ", state_->failure);
   ncclResult_t r = state_->settle_locked(call(state_->comm, stream_.handle()));
@@ -256,7 +277,9 @@ std::shared_ptr<Work> NcclProcessGroup::launch(
                   format_duration(state_->timeout), "; a peer may have died; see its log")
             : str("rank ", rank(), ": NCCL ", what, " failed: ", ncclGetErrorString(r), " (",
                   ncclGetLastError(state_->comm), ")");
-    state_->fail_locked(message);
+    const ncclComm_t doomed = state_->fail_locked(message);
+    lock.unlock();
+    if (doomed) ncclCommAbort(doomed);
     KESTREL_FAIL(message);
   }
   done.record(stream_);

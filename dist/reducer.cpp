@@ -66,10 +66,11 @@ struct Reducer::State {
 
   void launch(int b) {
     works[b] = group->all_reduce(bucket_slice(b), ReduceOp::Average);
-    timeline.buckets[b].launch_us = now_us();
+    if (options.record_timeline) timeline.buckets[b].launch_us = now_us();
   }
 
   void poll_done() {
+    if (!options.record_timeline) return;
     const double t = now_us();
     for (size_t b = 0; b < works.size(); ++b)
       if (works[b] && timeline.buckets[b].done_us < 0 && works[b]->is_completed())
@@ -79,7 +80,8 @@ struct Reducer::State {
   void mark_ready(int p) {
     const std::vector<int> launchable = tracker->mark_ready(p);
     const int b = plan->slots[p].bucket;
-    if (tracker->bucket_ready(b)) timeline.buckets[b].ready_us = now_us();
+    if (options.record_timeline && tracker->bucket_ready(b))
+      timeline.buckets[b].ready_us = now_us();
     if (options.overlap)
       for (int b : launchable) launch(b);
   }
@@ -189,7 +191,8 @@ void Reducer::finalize() {
   s.poll_done();
   for (size_t b = 0; b < s.works.size(); ++b) {
     s.works[b]->wait();
-    if (s.timeline.buckets[b].done_us < 0 && s.works[b]->is_completed())
+    if (s.options.record_timeline && s.timeline.buckets[b].done_us < 0 &&
+        s.works[b]->is_completed())
       s.timeline.buckets[b].done_us = now_us();
   }
   s.armed = false;
@@ -222,6 +225,8 @@ bool Reducer::sync() const { return state_->sync; }
 
 const StepTimeline& Reducer::last_timeline() {
   State& s = *state_;
+  KESTREL_CHECK(s.options.record_timeline,
+                "reducer: timelines are not recorded; build it with record_timeline on");
   KESTREL_CHECK(!s.armed, "reducer: the timeline is complete only after finalize()");
   // finalize() only ordered the device after CUDA collectives; wait here for their finish times.
   for (size_t b = 0; b < s.works.size(); ++b)

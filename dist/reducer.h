@@ -22,7 +22,8 @@
 //
 // Buckets start in reverse registration order (roughly the order backward reaches parameters);
 // after the first synchronised step they are re-laid out once in the arrival order rank 0 observed
-// (broadcast, so identical on every rank), parameters it never saw last. The cap is bytes per
+// (broadcast and read back on the host, so identical on every rank: the one host synchronisation
+// of the Reducer, at its first step), parameters it never saw last. The cap is bytes per
 // bucket: small enough that the first bucket launches early in backward, large enough that
 // per-collective latency stays small (see kDefaultBucketCapMb).
 //
@@ -57,6 +58,9 @@ struct ReducerOptions {
   double bucket_cap_mb = kDefaultBucketCapMb;
   bool overlap = true;          // false: every bucket is launched in finalize() (--no-overlap)
   bool rebuild_buckets = true;  // re-lay out once from the first step's arrival order
+  // Record each step's timeline (ready/launch/done times; the trainer's --trace). Off, a step
+  // takes no per-bucket clock readings and no completion polls.
+  bool record_timeline = true;
 };
 
 class Reducer {
@@ -82,8 +86,8 @@ class Reducer {
   void set_sync(bool sync);
   bool sync() const;
 
-  // The last finalized step's timeline. On CUDA this waits for collectives whose finish the host
-  // has not seen yet (call it after the optimizer step was issued, or not every step).
+  // The last finalized step's timeline (record_timeline only). On CUDA this waits for
+  // collectives whose finish the host has not seen yet: a host synchronisation, for --trace.
   const StepTimeline& last_timeline();
   std::vector<std::string> unused_parameters() const;  // of the last finalized step
   // Parameter names of each bucket, in launch order (for tests and logs).

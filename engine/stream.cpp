@@ -2,6 +2,7 @@
 
 #include <unordered_map>
 
+#include "engine/host_sync.h"
 #include "kernels/cuda_check.h"
 
 namespace kestrel {
@@ -30,6 +31,7 @@ Stream Stream::default_stream(Device device) {
 }
 
 void Stream::synchronize() const {
+  note_host_sync("Stream::synchronize");
   if (!device_.is_cuda()) return;
   DeviceGuard guard(device_);
   KESTREL_CUDA_CHECK(cudaStreamSynchronize(handle_));
@@ -72,6 +74,7 @@ void Event::wait(const Stream& stream) const {
 }
 
 void Event::synchronize() const {
+  note_host_sync("Event::synchronize");
   if (handle_) KESTREL_CUDA_CHECK(cudaEventSynchronize(handle_));
 }
 

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "engine/autograd.h"
+#include "engine/host_sync.h"
 #include "kernels/cast.h"
 #include "kernels/copy.h"
 #include "kernels/cuda_check.h"
@@ -312,6 +313,9 @@ void Tensor::fill_(double value) const {
 // --- reading back ------------------------------------------------------------------------------------
 
 std::vector<double> Tensor::to_double_vector() const {
+  // A CUDA tensor's copy to the host reports itself (Stream::synchronize); a CPU one is counted
+  // here, as the read that would wait on CUDA.
+  if (device().is_cpu()) note_host_sync("Tensor::to_double_vector / item");
   Tensor host = device().is_cpu() ? contiguous_as(*this, dtype()) : to(Device::cpu());
   std::vector<double> out(host.numel());
   for (int64_t i = 0; i < host.numel(); ++i) out[i] = load_as_double(host.data_ptr(), dtype(), i);
@@ -321,6 +325,7 @@ std::vector<double> Tensor::to_double_vector() const {
 template <class T>
 std::vector<T> Tensor::to_vector() const {
   KESTREL_CHECK(dtype() == DTypeOf<T>::value, "to_vector<T>(): tensor is ", dtype_name(dtype()));
+  if (device().is_cpu()) note_host_sync("Tensor::to_vector");
   Tensor host = device().is_cpu() ? contiguous_as(*this, dtype()) : to(Device::cpu());
   std::vector<T> out(host.numel());
   if (!out.empty()) std::memcpy(out.data(), host.data_ptr(), out.size() * sizeof(T));

@@ -35,9 +35,10 @@ void for_each_launch(const TensorList& list, Launch launch) {
   }
 }
 
-// op(meta, tensor, element) for every element of the launch's chunks.
+// op(meta, tensor, element) for every element of the launch's chunks, unless *skip is set.
 template <class Op>
-__global__ void list_kernel(ListMeta meta, Op op) {
+__global__ void list_kernel(ListMeta meta, const float* skip, Op op) {
+  if (step_skipped(skip)) return;
   const int t = meta.block_tensor[blockIdx.x];
   const int64_t begin = int64_t(meta.block_chunk[blockIdx.x]) * kListChunk;
   const int64_t end = min(meta.numel[t], begin + kListChunk);
@@ -45,9 +46,9 @@ __global__ void list_kernel(ListMeta meta, Op op) {
 }
 
 template <class Op>
-void launch_list(const TensorList& list, cudaStream_t s, Op op) {
+void launch_list(const TensorList& list, cudaStream_t s, Op op, const float* skip = nullptr) {
   for_each_launch(list, [&](const ListMeta& meta, int blocks, int64_t) {
-    list_kernel<<<blocks, kBlock, 0, s>>>(meta, op);
+    list_kernel<<<blocks, kBlock, 0, s>>>(meta, skip, op);
     KESTREL_CUDA_CHECK_LAUNCH();
   });
 }
@@ -94,7 +95,8 @@ __global__ void norm_finish_kernel(const double* partials, int64_t count, float*
 
 }  // namespace
 
-void sgd_step_cuda(DType t, const TensorList& list, const SgdHyper& h, cudaStream_t s) {
+void sgd_step_cuda(DType t, const TensorList& list, const SgdHyper& h, cudaStream_t s,
+                   const float* skip) {
   KESTREL_CHECK(list.depth == 3, "SGD step: the list holds (param, grad, buffer), got depth ",
                 list.depth);
   KESTREL_DISPATCH_CUDA_FLOAT(t, T, "SGD step", {
@@ -106,11 +108,12 @@ void sgd_step_cuda(DType t, const TensorList& list, const SgdHyper& h, cudaStrea
       sgd_update(pv, bv, to_acc(at<T>(m, 1, k)[i]), c);
       p[i] = from_acc<T>(pv);
       buf[i] = from_acc<T>(bv);
-    });
+    }, skip);
   });
 }
 
-void adam_step_cuda(DType t, const TensorList& list, const AdamHyper& h, cudaStream_t s) {
+void adam_step_cuda(DType t, const TensorList& list, const AdamHyper& h, cudaStream_t s,
+                    const float* skip) {
   KESTREL_CHECK(list.depth == 4, "Adam step: the list holds (param, grad, exp_avg, exp_avg_sq), ",
                 "got depth ", list.depth);
   const AdamCoef<float> c = cast_coef<float>(adam_coef(h));
@@ -124,7 +127,7 @@ void adam_step_cuda(DType t, const TensorList& list, const AdamHyper& h, cudaStr
       p[i] = from_acc<T>(pv);
       ea[i] = from_acc<T>(mv);
       eas[i] = from_acc<T>(vv);
-    });
+    }, skip);
   });
 }
 
@@ -170,7 +173,8 @@ void clip_scale_cuda(DType t, const TensorList& list, const float* norm, double 
   });
 }
 
-void ema_update_cuda(DType t, const TensorList& list, double decay, cudaStream_t s) {
+void ema_update_cuda(DType t, const TensorList& list, double decay, cudaStream_t s,
+                     const float* skip) {
   KESTREL_CHECK(list.depth == 2, "EMA update: the list holds (ema, model), got depth ",
                 list.depth);
   const float d = static_cast<float>(decay), omd = static_cast<float>(1.0 - decay);
@@ -178,7 +182,7 @@ void ema_update_cuda(DType t, const TensorList& list, double decay, cudaStream_t
     launch_list(list, s, [=] __device__(const ListMeta& m, int k, int64_t i) {
       T* e = at<T>(m, 0, k);
       e[i] = from_acc<T>(ema_value(to_acc(e[i]), to_acc(at<T>(m, 1, k)[i]), d, omd));
-    });
+    }, skip);
   });
 }
 

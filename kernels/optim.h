@@ -160,16 +160,22 @@ KESTREL_HD inline T ema_value(T ema, T model, T d, T one_minus_d) {
   return add_rn(mul_rn(ema, d), mul_rn(one_minus_d, model));
 }
 
+// A step guarded by a flag the device computed (a non-finite loss on some rank): the update is
+// skipped when the flag is non-zero. Read by the kernel itself, so the host never waits for it.
+KESTREL_HD inline bool step_skipped(const float* skip) { return skip != nullptr && *skip != 0.0f; }
+
 // --- entry points ------------------------------------------------------------------------------
 // CPU: float and double. CUDA: float, half and bfloat16 storage, float math. Every buffer of a
-// list has the list's dtype.
+// list has the list's dtype. `skip` (optional; host memory on the CPU, device memory on CUDA):
+// when it points at a non-zero value the call changes nothing (see step_skipped).
 struct SgdHyper {
   double lr, momentum, weight_decay;
   bool nesterov;
 };
 // list: (param, grad, momentum buffer)
-void sgd_step_cpu(DType t, const TensorList& list, const SgdHyper& h);
-void sgd_step_cuda(DType t, const TensorList& list, const SgdHyper& h, cudaStream_t s);
+void sgd_step_cpu(DType t, const TensorList& list, const SgdHyper& h, const float* skip = nullptr);
+void sgd_step_cuda(DType t, const TensorList& list, const SgdHyper& h, cudaStream_t s,
+                   const float* skip = nullptr);
 
 struct AdamHyper {
   double lr, beta1, beta2, eps, weight_decay;
@@ -177,8 +183,10 @@ struct AdamHyper {
   int64_t step;    // the step being taken, >= 1 (bias corrections)
 };
 // list: (param, grad, exp_avg, exp_avg_sq)
-void adam_step_cpu(DType t, const TensorList& list, const AdamHyper& h);
-void adam_step_cuda(DType t, const TensorList& list, const AdamHyper& h, cudaStream_t s);
+void adam_step_cpu(DType t, const TensorList& list, const AdamHyper& h,
+                   const float* skip = nullptr);
+void adam_step_cuda(DType t, const TensorList& list, const AdamHyper& h, cudaStream_t s,
+                    const float* skip = nullptr);
 
 // Euclidean norm of all elements of all tensors of a depth-1 list, summed in double.
 double global_norm_cpu(DType t, const TensorList& list);
@@ -199,8 +207,9 @@ void clip_scale_cuda(DType t, const TensorList& list, const float* norm, double 
                      cudaStream_t s);
 
 // list: (ema, model); ema = decay·ema + (1 - decay)·model.
-void ema_update_cpu(DType t, const TensorList& list, double decay);
-void ema_update_cuda(DType t, const TensorList& list, double decay, cudaStream_t s);
+void ema_update_cpu(DType t, const TensorList& list, double decay, const float* skip = nullptr);
+void ema_update_cuda(DType t, const TensorList& list, double decay, cudaStream_t s,
+                     const float* skip = nullptr);
 
 // Host-side coefficient helpers, shared by both backends.
 template <class T>

@@ -57,7 +57,8 @@ AdamCoef<double> adam_coef(const AdamHyper& h) {
           h.lr / bc1,    std::sqrt(bc2), 1.0 - h.lr * h.weight_decay, h.decoupled};
 }
 
-void sgd_step_cpu(DType t, const TensorList& list, const SgdHyper& h) {
+void sgd_step_cpu(DType t, const TensorList& list, const SgdHyper& h, const float* skip) {
+  if (step_skipped(skip)) return;
   KESTREL_DISPATCH_CPU_FLOAT(t, T, "SGD step", {
     const SgdCoef<T> c = sgd_coef<T>(h);
     for (size_t k = 0; k < list.size(); ++k) {
@@ -69,8 +70,9 @@ void sgd_step_cpu(DType t, const TensorList& list, const SgdHyper& h) {
   });
 }
 
-void adam_step_cpu(DType t, const TensorList& list, const AdamHyper& h) {
+void adam_step_cpu(DType t, const TensorList& list, const AdamHyper& h, const float* skip) {
   const AdamCoef<double> cd = adam_coef(h);
+  if (step_skipped(skip)) return;
   KESTREL_DISPATCH_CPU_FLOAT(t, T, "Adam step", {
     const AdamCoef<T> c = cast_coef<T>(cd);
     for (size_t k = 0; k < list.size(); ++k) {
@@ -109,7 +111,8 @@ bool scale_cpu(DType t, const TensorList& list, double factor) {
   return found;
 }
 
-void ema_update_cpu(DType t, const TensorList& list, double decay) {
+void ema_update_cpu(DType t, const TensorList& list, double decay, const float* skip) {
+  if (step_skipped(skip)) return;
   KESTREL_DISPATCH_CPU_FLOAT(t, T, "EMA update", {
     const T d = static_cast<T>(decay), omd = static_cast<T>(1.0 - decay);
     for (size_t k = 0; k < list.size(); ++k) {

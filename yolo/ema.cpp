@@ -46,7 +46,7 @@ double ModelEma::decay_at(int64_t updates) const {
   return decay_ * (1.0 - std::exp(-static_cast<double>(updates) / tau_));
 }
 
-void ModelEma::update(layers::Module& model) {
+void ModelEma::update(layers::Module& model, const Tensor& skip) {
   autograd::NoGradGuard no_grad;
   ++updates_;
   const double d = decay_at(updates_);
@@ -61,11 +61,17 @@ void ModelEma::update(layers::Module& model) {
   if (cols[0].empty()) return;
   const kernels::TensorList list = make_tensor_list(cols, "EMA update");
   const Tensor& first = cols[0].front();
+  KESTREL_CHECK(!skip.defined() || (skip.numel() == 1 && skip.dtype() == DType::F32 &&
+                                    skip.device() == first.device()),
+                "ModelEma::update: the skip flag must be a one-element float32 tensor on ",
+                first.device().str(), ", got ", skip.describe());
+  const float* skip_flag = skip.defined() ? skip.data<float>() : nullptr;
   if (first.device().is_cuda()) {
     DeviceGuard guard(first.device());  // the launch goes to the current device
-    kernels::ema_update_cuda(first.dtype(), list, d, current_stream(first.device()).handle());
+    kernels::ema_update_cuda(first.dtype(), list, d, current_stream(first.device()).handle(),
+                             skip_flag);
   } else {
-    kernels::ema_update_cpu(first.dtype(), list, d);
+    kernels::ema_update_cpu(first.dtype(), list, d, skip_flag);
   }
 }
 

@@ -19,7 +19,11 @@ class ModelEma {
            double decay = 0.9999, double tau = 2000.0);
 
   // updates += 1, then ema = d * ema + (1 - d) * model for every floating-point state entry.
-  void update(layers::Module& model);
+  // skip (optional): a one-element float32 flag on the model's device, read by the kernel: when
+  // non-zero the EMA stays as it was (the host does not wait for it); undo_update() then takes
+  // the update count back once the host knows.
+  void update(layers::Module& model, const Tensor& skip = Tensor());
+  void undo_update() { --updates_; }
   double decay_at(int64_t updates) const;
 
   layers::Module& module() { return *ema_; }

@@ -35,9 +35,9 @@ void GradScaler::unscale(Optimizer& optimizer) {
   unscaled_ = true;
 }
 
-bool GradScaler::step(Optimizer& optimizer) {
+bool GradScaler::step(Optimizer& optimizer, const Tensor& skip) {
   if (!enabled_) {
-    optimizer.step();
+    optimizer.step(skip);
     return true;
   }
   KESTREL_CHECK(!stepped_, "GradScaler::step was already called since the last update()");
@@ -48,7 +48,7 @@ bool GradScaler::step(Optimizer& optimizer) {
     ++state_.skipped_steps;
     return false;
   }
-  optimizer.step();
+  optimizer.step(skip);
   return true;
 }
 

@@ -32,10 +32,11 @@ class GradScaler {
   // Divides every gradient of the optimizer's parameters by the scale and records whether any
   // was inf or NaN. At most once between two update() calls.
   void unscale(Optimizer& optimizer);
-  // Unscales if not done yet; then applies optimizer.step() unless a gradient was non-finite.
-  // Returns whether the step was applied (reads one flag from the device: a synchronisation, as
-  // PyTorch's).
-  bool step(Optimizer& optimizer);
+  // Unscales if not done yet; then applies optimizer.step(skip) unless a gradient was
+  // non-finite. Returns whether optimizer.step was issued (enabled, this reads one flag from the
+  // device: a synchronisation, as PyTorch's; disabled, it never reads anything). skip: as
+  // Optimizer::step's device flag.
+  bool step(Optimizer& optimizer, const Tensor& skip = Tensor());
   // Backs off after a skipped step, grows after growth_interval good ones.
   void update();
 

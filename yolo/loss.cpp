@@ -69,7 +69,8 @@ struct YoloLossBackward : autograd::Node {
     }
     const Tensor& g = grads[0];
     if (s.device.is_cpu()) {
-      const double gv = g.defined() ? g.item() : 1.0;
+      // A CPU scalar, read by this CPU kernel's driver (no device to wait for).
+      const double gv = g.defined() ? load_as_double(g.contiguous().data_ptr(), g.dtype(), 0) : 1.0;
       kernels::yolo_loss_backward_cpu(s.dtype, s.config, s.levels.data(),
                                       s.buffers<double>().data(), nl,
                                       s.summary.data<double>(), gv, ptrs.data());
@@ -146,7 +147,7 @@ ComputeLoss::ComputeLoss(const layers::Detect& detect, const Hyp& hyp)
                 hyp.label_smoothing, " and ", hyp.anchor_t);
 }
 
-LossResult ComputeLoss::operator()(const std::vector<Tensor>& preds, const Tensor& targets_in) const {
+DeviceLoss ComputeLoss::forward(const std::vector<Tensor>& preds, const Tensor& targets_in) const {
   const profiler::Scope timed("YoloLoss", profiler::Phase::Forward);
   check_inputs(preds, targets_in, nl_, na_, nc_);
   auto st = std::make_shared<LossState>();
@@ -211,20 +212,35 @@ LossResult ComputeLoss::operator()(const std::vector<Tensor>& preds, const Tenso
                                     current_stream(st->device).handle());
   }
 
-  const std::vector<double> sm = st->summary.to(Device::cpu()).to_vector<double>();
-  if (sm[kernels::kSummaryBadRow] >= 0) {
-    const int64_t r = static_cast<int64_t>(sm[kernels::kSummaryBadRow]);
-    const std::vector<float> v = targets.slice(0, r, r + 1).to(Device::cpu()).to_vector<float>();
-    KESTREL_FAIL("ComputeLoss: target row ", r, " (", v[0], ", ", v[1], ", ", v[2], ", ", v[3], ", ",
-                 v[4], ", ", v[5], ") is invalid: need an image index in [0, ", c.bs,
-                 "), a class in [0, ", c.nc, "), x and y in [0, 1], w and h >= 0, all finite; "
-                 "check the labels");
-  }
   if (auto node = autograd::make_node<YoloLossBackward>(preds)) {
     node->state = st;
     autograd::set_history(total, node);
   }
-  return {total, sm[kernels::kSummaryBox], sm[kernels::kSummaryObj], sm[kernels::kSummaryCls]};
+  return {total, st->summary};
+}
+
+LossResult ComputeLoss::operator()(const std::vector<Tensor>& preds, const Tensor& targets) const {
+  const DeviceLoss loss = forward(preds, targets);
+  const std::vector<double> sm = loss.summary.to(Device::cpu()).to_vector<double>();
+  if (sm[kernels::kSummaryBadRow] >= 0) check_targets(targets, preds[0].size(0));
+  return {loss.total, sm[kernels::kSummaryBox], sm[kernels::kSummaryObj], sm[kernels::kSummaryCls]};
+}
+
+void ComputeLoss::check_targets(const Tensor& targets_in, int64_t bs) const {
+  KESTREL_CHECK(targets_in.dim() == 2 && targets_in.size(1) == 6,
+                "ComputeLoss: targets must be a float [M, 6] tensor (image, class, x, y, w, h), got ",
+                targets_in.describe());
+  const Tensor targets = targets_in.device().is_cpu() && targets_in.dtype() == DType::F32
+                             ? targets_in.contiguous()
+                             : targets_in.to(Device::cpu()).to(DType::F32).contiguous();
+  const float* rows = targets.data<float>();  // host memory: no device to wait for
+  for (int64_t r = 0; r < targets.size(0); ++r) {
+    const float* v = rows + 6 * r;
+    KESTREL_CHECK(kernels::target_row_valid(v, bs, nc_), "ComputeLoss: target row ", r, " (", v[0],
+                  ", ", v[1], ", ", v[2], ", ", v[3], ", ", v[4], ", ", v[5],
+                  ") is invalid: need an image index in [0, ", bs, "), a class in [0, ", nc_,
+                  "), x and y in [0, 1], w and h >= 0, all finite; check the labels");
+  }
 }
 
 }  // namespace kestrel::yolo

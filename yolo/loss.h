@@ -25,6 +25,15 @@ struct LossResult {
   double box, obj, cls;   // the components (the reference's detached torch.cat((lbox, lobj, lcls)))
 };
 
+// The loss as the device holds it, nothing read back (the training step's form): total as in
+// LossResult, and the kernels' summary, float64 [kernels::kSummarySize] on the predictions'
+// device, whose kSummaryBox/Obj/Cls entries are the components and kSummaryBadRow the first
+// invalid target row (-1 when none).
+struct DeviceLoss {
+  Tensor total;
+  Tensor summary;
+};
+
 // The reference train.py's loss hyperparameter scaling, applied once by the trainer before it
 // builds ComputeLoss: box *= 3/nl, cls *= nc/80 * 3/nl, obj *= (img_size/640)^2 * 3/nl, in the
 // reference's operation order. label_smoothing is taken as it is in hyp (the trainer sets it from
@@ -42,6 +51,12 @@ class ComputeLoss {
   // predictions); its gradient reaches every element of every level. Reading the components
   // waits for the device.
   LossResult operator()(const std::vector<Tensor>& preds, const Tensor& targets) const;
+  // The same loss without any host read: targets are not checked against the summary's invalid
+  // row here, so check them on the host first (check_targets) where they come from the host.
+  DeviceLoss forward(const std::vector<Tensor>& preds, const Tensor& targets) const;
+  // Throws naming the first invalid row of targets (any device; a CUDA tensor is read back), for
+  // a batch of bs images: the check operator() makes, done before the upload.
+  void check_targets(const Tensor& targets, int64_t bs) const;
 
   const std::vector<double>& balance() const { return balance_; }
 

@@ -110,18 +110,34 @@ std::vector<Tensor> Optimizer::parameters() const {
   return out;
 }
 
-void Optimizer::step() {
+void Optimizer::step(const Tensor& skip) {
   const profiler::Scope timed("OptimizerStep", profiler::Phase::Update);
   autograd::NoGradGuard no_grad;
+  const float* skip_flag = nullptr;
+  if (skip.defined()) {
+    const std::vector<Tensor> params = parameters();
+    KESTREL_CHECK(skip.numel() == 1 && skip.dtype() == DType::F32 && skip.is_contiguous() &&
+                      (params.empty() || skip.device() == params.front().device()),
+                  "Optimizer::step: the skip flag must be a one-element float32 tensor on the "
+                  "parameters' device, got ",
+                  skip.describe());
+    skip_flag = skip.data<float>();
+  }
+  last_counted_.clear();
   for (size_t gi = 0; gi < groups_.size(); ++gi) {
     if (kind_ == OptimizerKind::SGD)
-      step_sgd(gi);
+      step_sgd(gi, skip_flag);
     else
-      step_adam(gi);
+      step_adam(gi, skip_flag);
   }
 }
 
-void Optimizer::step_sgd(size_t gi) {
+void Optimizer::undo_step_count() {
+  for (const Tensor& count : last_counted_) --*count.data<int64_t>();
+  last_counted_.clear();
+}
+
+void Optimizer::step_sgd(size_t gi, const float* skip) {
   const ParamGroup& g = groups_[gi];
   std::vector<std::vector<Tensor>> cols(3);
   for (size_t k = 0; k < g.params.size(); ++k) {
@@ -137,13 +153,13 @@ void Optimizer::step_sgd(size_t gi) {
   const ListPlace at = place_of(cols[0]);
   if (at.device.is_cuda()) {
     DeviceGuard guard(at.device);
-    kernels::sgd_step_cuda(at.dtype, list, h, stream_for(at.device));
+    kernels::sgd_step_cuda(at.dtype, list, h, stream_for(at.device), skip);
   } else {
-    kernels::sgd_step_cpu(at.dtype, list, h);
+    kernels::sgd_step_cpu(at.dtype, list, h, skip);
   }
 }
 
-void Optimizer::step_adam(size_t gi) {
+void Optimizer::step_adam(size_t gi, const float* skip) {
   const ParamGroup& g = groups_[gi];
   // A step count per parameter (as PyTorch's): one launch per distinct count, normally one.
   std::map<int64_t, std::vector<std::vector<Tensor>>> by_step;
@@ -152,6 +168,7 @@ void Optimizer::step_adam(size_t gi) {
     if (grad.empty()) continue;
     const Slots& s = state_[gi][k];
     const int64_t step = ++*s.step.data<int64_t>();
+    last_counted_.push_back(s.step);
     auto& cols = by_step[step];
     if (cols.empty()) cols.resize(4);
     cols[0].push_back(g.params[k].tensor);
@@ -166,9 +183,9 @@ void Optimizer::step_adam(size_t gi) {
     const ListPlace at = place_of(cols[0]);
     if (at.device.is_cuda()) {
       DeviceGuard guard(at.device);
-      kernels::adam_step_cuda(at.dtype, list, h, stream_for(at.device));
+      kernels::adam_step_cuda(at.dtype, list, h, stream_for(at.device), skip);
     } else {
-      kernels::adam_step_cpu(at.dtype, list, h);
+      kernels::adam_step_cpu(at.dtype, list, h, skip);
     }
   }
 }
@@ -301,9 +318,10 @@ Tensor clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
     kernels::clip_scale_cuda(at.dtype, list, norm.data<float>(), max_norm, stream_for(at.device));
     return norm;
   }
+  // A CPU scalar, read by this CPU path directly (no device to wait for).
   const double coef = at.dtype == DType::F64
-                          ? kernels::clip_coef<double>(norm.item(), max_norm)
-                          : kernels::clip_coef<float>(static_cast<float>(norm.item()),
+                          ? kernels::clip_coef<double>(*norm.data<double>(), max_norm)
+                          : kernels::clip_coef<float>(*norm.data<float>(),
                                                       static_cast<float>(max_norm));
   kernels::scale_cpu(at.dtype, list, coef);
   return norm;

@@ -57,7 +57,13 @@ class Optimizer {
 
   // One update of every parameter that has a gradient, with each group's lr / momentum / decay
   // (one fused launch per group on CUDA). Parameters without a gradient are left alone.
-  void step();
+  // skip (optional): a one-element float32 flag on the parameters' device, read by the kernels
+  // when they run: non-zero leaves parameters and state unchanged, and the host never waits for
+  // it. Adam's step counts live on the host and advance regardless; once the host learns that the
+  // flag was set, undo_step_count() takes them back (before the next step()).
+  void step(const Tensor& skip = Tensor());
+  // Takes back the step counts that the last step() advanced (Adam, AdamW; nothing for SGD).
+  void undo_step_count();
   // Drops every gradient (PyTorch's set_to_none).
   void zero_grad();
 
@@ -70,8 +76,8 @@ class Optimizer {
   std::string describe() const;
 
  private:
-  void step_sgd(size_t group);
-  void step_adam(size_t group);
+  void step_sgd(size_t group, const float* skip);
+  void step_adam(size_t group, const float* skip);
 
   struct Slots {
     Tensor a, b;  // momentum buffer; or exp_avg, exp_avg_sq
@@ -80,6 +86,7 @@ class Optimizer {
   OptimizerKind kind_;
   std::vector<ParamGroup> groups_;
   std::vector<std::vector<Slots>> state_;  // [group][param]
+  std::vector<Tensor> last_counted_;       // the step counts the last step() advanced
 };
 
 // make_param_groups + Optimizer, as the reference's smart_optimizer(model, name, lr, momentum, decay).

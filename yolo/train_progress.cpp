@@ -31,7 +31,8 @@ json::Value RunProgress::to_json() const {
                       {"nan_steps", json::Value(nan_steps)},
                       {"stopper_best_fitness", json::Value(stopper.best_fitness)},
                       {"stopper_best_epoch", json::Value(stopper.best_epoch)},
-                      {"accumulated", json::Value(accumulated)}};
+                      {"accumulated", json::Value(accumulated)},
+                      {"window_nonfinite", json::Value(window_nonfinite)}};
 }
 
 RunProgress RunProgress::from_json(const json::Value& v, const std::string& path) {
@@ -47,6 +48,8 @@ RunProgress RunProgress::from_json(const json::Value& v, const std::string& path
   p.stopper.best_fitness = field(v, "stopper_best_fitness", path).as_real();
   p.stopper.best_epoch = field(v, "stopper_best_epoch", path).as_integer();
   p.accumulated = field(v, "accumulated", path).as_bool();
+  // Absent from checkpoints written before non-finite losses were skipped per window.
+  if (const json::Value* w = v.find("window_nonfinite")) p.window_nonfinite = w->as_bool();
   KESTREL_CHECK(p.epoch.next_batch >= 0 && p.epoch.seen >= 0, "checkpoint '", path,
                 "': negative batch counts in its progress; the file is damaged");
   return p;

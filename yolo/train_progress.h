@@ -1,7 +1,7 @@
 // Where a training run stands, as the console shows it and as a checkpoint carries it: the
 // current epoch's running loss means and batch position (an interrupted epoch continues from
 // them on --resume), NaN-skip counts, the early stopper and whether gradients are accumulated
-// but not yet stepped.
+// but not yet stepped (and whether their window already holds a non-finite loss).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -24,6 +24,8 @@ struct RunProgress {
   int64_t nan_steps = 0;  // over the whole run
   EarlyStopping::State stopper;
   bool accumulated = false;
+  // The accumulated gradients' window holds a non-finite loss: its optimizer step is skipped.
+  bool window_nonfinite = false;
   json::Value to_json() const;
   // An empty object (a checkpoint from before this existed) gives an epoch-boundary state.
   static RunProgress from_json(const json::Value& v, const std::string& path);

@@ -18,7 +18,6 @@
 #include "engine/allocator.h"
 #include "engine/atomic_file.h"
 #include "engine/autograd.h"
-#include "engine/ops/elementwise.h"
 #include "engine/ops/layout.h"
 #include "engine/safetensors.h"
 #include "kernels/cuda_check.h"
@@ -40,6 +39,7 @@
 #include "yolo/stop_signal.h"
 #include "yolo/train_progress.h"
 #include "yolo/train_resume.h"
+#include "yolo/train_step.h"
 #include "yolo/train_support.h"
 #include "yolo/training_board.h"
 #include "yolo/validator.h"
@@ -56,7 +56,8 @@ using Clock = std::chrono::steady_clock;
 // with validate -> record -> save, and a finish that validates the best weights. The run's state
 // lives here, so resume, signals and early stopping each have one home:
 //   resume:   resolve_options() and restore(); EpochProgress carries an interrupted epoch
-//   signals:  StopSignal, agreed between ranks in train_batch(), acted on in train_epoch()
+//   signals:  StopSignal, agreed between ranks through the batches' statuses (a batch late),
+//             acted on in train_epoch()
 //   stopping: end_epoch() with the reference's EarlyStopping
 class Trainer {
  public:
@@ -99,6 +100,7 @@ class Trainer {
   void announce();
   bool train_epoch(int epoch);  // false: interrupted inside the epoch
   void train_batch(const data::Batch& batch, int epoch, int64_t i);
+  void account(const std::vector<BatchStatus>& statuses);
   bool end_epoch(int epoch);  // true: training stops here
   void average_pending_gradients();
   void save_checkpoint_as(const std::string& path, int64_t last_epoch, const EpochProgress& progress);
@@ -142,6 +144,8 @@ class Trainer {
   std::unique_ptr<dist::TraceWriter> trace_;
   std::optional<TrainingBoard> board_;  // rank 0, unless --no-tensorboard
   dist::NamedTensors device_buffers_;
+  std::unique_ptr<dist::TensorBroadcaster> buffer_broadcaster_;
+  std::unique_ptr<TrainStep> step_;
 
   // Where the run stands.
   int start_epoch_ = 0, last_completed_ = -1;
@@ -326,7 +330,11 @@ void Trainer::build_optimization() {
     dist::ReducerOptions ropt;
     ropt.bucket_cap_mb = o_.bucket_cap_mb;
     ropt.overlap = !o_.no_overlap;
+    ropt.record_timeline = !o_.trace.empty();
     reducer_ = std::make_unique<dist::Reducer>(trainable(), rank_.group, ropt);
+    // DDP's broadcast_buffers: the structure is compared across ranks here, once.
+    if (!o_.sync_bn)
+      buffer_broadcaster_ = std::make_unique<dist::TensorBroadcaster>(rank_.group, device_buffers_, 0);
   }
   const int nl = static_cast<int>(model_->detect().nl);
   compute_loss_ = std::make_unique<ComputeLoss>(model_->detect(), scale_loss_hyp(hyp_, nl, nc_, o_.img_size));
@@ -346,6 +354,15 @@ void Trainer::build_optimization() {
   }
   uploader_ = std::make_unique<data::BatchUploader>(device_);
   if (!o_.trace.empty()) trace_ = std::make_unique<dist::TraceWriter>(rank_.rank);
+  TrainStepParts parts;
+  parts.model = model_.get();
+  parts.loss = compute_loss_.get();
+  parts.optimizer = optimizer_.get();
+  parts.scaler = scaler_.get();
+  parts.ema = ema_.get();
+  parts.reducer = reducer_.get();
+  parts.buffers = buffer_broadcaster_.get();
+  step_ = std::make_unique<TrainStep>(parts, rank_, device_);
 }
 
 dist::NamedTensors Trainer::trainable() const {
@@ -371,6 +388,7 @@ void Trainer::restore() {
   nan_steps_ = run.nan_steps;
   stopper_->load_state(run.stopper);
   accumulated_ = run.accumulated;
+  step_->set_window_nonfinite(run.window_nonfinite);
   KESTREL_CHECK(start_epoch_ < o_.epochs, resume_->path, " finished all ", o_.epochs,
                 " epochs already; nothing to resume");
   if (rank_.main()) {
@@ -416,8 +434,12 @@ bool Trainer::train_epoch(int epoch) {
                        i + 1 == shown);
     }
     // Stop at an optimizer-step boundary: nothing is half-accumulated in the saved state.
-    if (stop_agreed_ && !accumulated_) return false;
+    if (stop_agreed_ && !accumulated_) {
+      account(step_->drain());
+      return false;
+    }
   }
+  account(step_->drain());  // the last batches' losses and flags, before the epoch is judged
   KESTREL_CHECK(progress_.seen > 0 || progress_.skipped == 0, "every training step of epoch ", epoch,
                 " produced a NaN/Inf loss; lower lr0 (--hyp), use --amp off or check the labels");
   if (progress_.skipped) out_->line("WARNING: ", progress_.skipped, " steps with a NaN/Inf loss were skipped this epoch");
@@ -428,6 +450,8 @@ void Trainer::train_batch(const data::Batch& batch, int epoch, int64_t i) {
   const int64_t ni = i + nb_ * epoch;
   if (++batches_run_ == o_.interrupt_after) stop_.raise_as(SIGINT);
   schedule_->warmup(ni, epoch);
+  // Labels are checked on the host, before the upload: the step itself reads nothing back.
+  compute_loss_->check_targets(batch.targets, batch.images.size(0));
   data::DeviceBatch db;
   if (o_.multi_scale) {
     data::Batch resized = batch;
@@ -438,57 +462,44 @@ void Trainer::train_batch(const data::Batch& batch, int epoch, int64_t i) {
   }
   Tensor x = ops::images_to_input(db.images, compute_);
   const bool step_now = schedule_->step_due(ni);
-  if (reducer_ && !o_.sync_bn) dist::broadcast_tensors(*rank_.group, device_buffers_, 0);  // DDP broadcast_buffers
-  std::vector<Tensor> preds = model_->forward(x);
-  LossResult loss = compute_loss_->operator()(preds, db.targets);
-  Tensor total = rank_.world > 1 ? ops::mul(loss.total, static_cast<double>(rank_.world)) : loss.total;
-
-  // One small collective per batch carries what every rank must agree on: a non-finite loss
-  // anywhere skips the step everywhere (a rank skipping alone would leave the others waiting in
-  // their all-reduces), and a stop request anywhere stops every rank at the same batch.
-  const std::vector<int> raised =
-      ranks_raising(rank_, device_, {!std::isfinite(loss.box + loss.obj + loss.cls), stop_.received() != 0});
-  const bool finite = raised[0] == 0;
-  stop_agreed_ = stop_agreed_ || raised[1] > 0;
-  if (!finite) {
-    ++nan_steps_;
-    ++progress_.skipped;
-    if (reducer_) reducer_->zero_grad(); else optimizer_->zero_grad();
-    accumulated_ = false;
-    return;
-  }
-  if (reducer_) {
-    reducer_->set_sync(step_now);
-    reducer_->prepare_for_backward();
-  }
-  scaler_->scale(total).backward();
+  // The batch's flags (a non-finite loss, a stop request) are summed over the ranks on the
+  // device and read here one batch later, so every rank learns them at the same batch: a
+  // non-finite loss anywhere skips its window's optimizer step everywhere (on the device), and a
+  // stop request anywhere stops every rank at the same optimizer-step boundary.
+  step_->forward_backward(x, db.targets, ni, step_now, stop_.received() != 0);
   accumulated_ = true;
-  if (reducer_) {
-    reducer_->finalize();
-    if (step_now) {
+  account(step_->take_previous());
+  if (step_now) {
+    step_->optimizer_step();
+    accumulated_ = false;
+    schedule_->record_step(ni);
+    if (reducer_ && trace_) {  // --trace: waits for the step's collectives to time them
       const dist::StepTimeline& t = reducer_->last_timeline();
       overlap_sum_ += dist::overlap_efficiency(t);
       ++overlap_steps_;
-      if (trace_) trace_->add(t);
+      trace_->add(t);
+    }
+    if (o_.check_sync && rank_.world > 1) {
+      dist::check_sync(*rank_.group, model_->named_parameters(), str("parameters after step ", ni));
+      if (buffer_broadcaster_) buffer_broadcaster_->check_structure();
     }
   }
-  if (step_now) {
-    scaler_->unscale(*optimizer_);
-    clip_grad_norm(optimizer_->parameters(), 10.0);
-    scaler_->step(*optimizer_);
-    scaler_->update();
-    if (reducer_) reducer_->zero_grad(); else optimizer_->zero_grad();
-    accumulated_ = false;
-    if (ema_) ema_->update(*model_);
-    schedule_->record_step(ni);
-    if (o_.check_sync && rank_.world > 1)
-      dist::check_sync(*rank_.group, model_->named_parameters(), str("parameters after step ", ni));
-  }
-  progress_.add(loss.box, loss.obj, loss.cls);
   if (rank_.main() && ni < 3 && plots()) {
     const std::string mosaic = save_dir_ + "/train_batch" + std::to_string(ni) + ".jpg";
     plot_batch(batch.images, target_boxes(batch.targets, batch.images.size(1), batch.images.size(2)), names_, mosaic);
     if (board_) board_->log_image(mosaic, epoch);
+  }
+}
+
+void Trainer::account(const std::vector<BatchStatus>& statuses) {
+  for (const BatchStatus& s : statuses) {
+    stop_agreed_ = stop_agreed_ || s.stop_ranks > 0;
+    if (s.nonfinite_ranks > 0) {
+      ++nan_steps_;
+      ++progress_.skipped;
+    } else {
+      progress_.add(s.box, s.obj, s.cls);
+    }
   }
 }
 
@@ -563,7 +574,7 @@ void Trainer::save_checkpoint_as(const std::string& path, int64_t last_epoch, co
   info.best_fitness = best_fitness_;
   info.hyp = hyp_;
   info.options = options_json(o_, cfg_text_, nc_, names_);
-  info.progress = RunProgress{progress, nan_steps_, stopper_->state(), accumulated_}.to_json();
+  info.progress = RunProgress{progress, nan_steps_, stopper_->state(), accumulated_, step_->window_nonfinite()}.to_json();
   TrainingObjects objs{model_.get(), ema_.get(), optimizer_.get(), schedule_.get(), scaler_.get()};
   save_checkpoint(path, objs, info, accumulated_ ? trainable() : PendingGradients{});
 }

@@ -44,7 +44,7 @@ struct TrainOptions {
   double bucket_cap_mb = 4.0;
   bool no_overlap = false;
   std::string trace;  // Chrome trace of the steps' compute and communication timelines
-  bool check_sync = false;  // compare parameters across ranks after every step (default: per epoch)
+  bool check_sync = false;  // compare parameters (and the BN buffer list) across ranks every step
   double dist_timeout = 10800;  // the reference's: rank 0 alone may scan, validate and save for long
   int max_batches = 0;  // testing aid: stop each epoch after this many batches (0 = all)
   int64_t interrupt_after = 0;  // testing aid: act as on SIGINT after this many batches (0 = never)

@@ -26,6 +26,7 @@
 #include "yolo/loss.h"
 #include "yolo/model.h"
 #include "yolo/optimizer.h"
+#include "yolo/train_step.h"
 
 namespace kestrel::bench {
 namespace {
@@ -157,6 +158,13 @@ StepResult run_step_bench(const StepConfig& c) {
                                        yolo::scale_loss_hyp(hyp, static_cast<int>(model.detect().nl), nc, c.img_size));
   ResidentBatch resident;
   if (!feed) resident = random_batch(c.batch, c.img_size, nc, c.device, c.seed);
+  yolo::TrainStepParts parts;
+  parts.model = &model;
+  parts.loss = &compute_loss;
+  parts.optimizer = &optimizer;
+  parts.scaler = &scaler;
+  yolo::TrainStep train_step(parts, yolo::RankInfo{}, c.device);
+  int64_t batch_index = 0;
 
   double waited_s = 0;
   KESTREL_CHECK(!c.forward_only || !feed, "train_step --forward-only runs on resident batches; leave out --data");
@@ -170,15 +178,10 @@ StepResult run_step_bench(const StepConfig& c) {
     }
     yolo::data::DeviceBatch db = feed ? feed->next(waited_s) : yolo::data::DeviceBatch{resident.images, resident.targets};
     Tensor x = ops::images_to_input(db.images, compute);
-    std::vector<Tensor> preds = model.forward(x);
-    yolo::LossResult loss = compute_loss(preds, db.targets);
-    scaler.scale(loss.total).backward();
-    scaler.unscale(optimizer);
-    yolo::clip_grad_norm(optimizer.parameters(), 10.0);
-    scaler.step(optimizer);
-    scaler.update();
-    optimizer.zero_grad();
-    r.last_loss = loss.box + loss.obj + loss.cls;
+    // The trainer's step: nothing read back but the previous batch's status.
+    train_step.forward_backward(x, db.targets, batch_index++, true, false);
+    for (const yolo::BatchStatus& s : train_step.take_previous()) r.last_loss = s.box + s.obj + s.cls;
+    train_step.optimizer_step();
   };
 
   for (int i = 0; i < c.warmup; ++i) step();
@@ -206,6 +209,8 @@ StepResult run_step_bench(const StepConfig& c) {
     seconds = std::chrono::duration<double>(Clock::now() - t0).count();
     r.peak_mem_mb = max_rss_mb();
   }
+  if (!c.forward_only)
+    for (const yolo::BatchStatus& s : train_step.drain()) r.last_loss = s.box + s.obj + s.cls;
   profiler::enable(false);
   if (c.profile) std::fprintf(stderr, "%s, batch %d, %d steps:\n%s", c.model.c_str(), c.batch, c.iters,
                               profiler::table(c.iters).c_str());

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cstdlib>
 #include <fstream>
@@ -171,11 +172,28 @@ TEST(GlooWorker, DISABLED_PeerStuck) {
   }
   Tensor x = Tensor::ones({17});
   const auto start = Clock::now();
-  const std::string msg = error_of([&] { pg->all_reduce(x)->wait(); });
+  auto work = pg->all_reduce(x);
+  // A second thread polling the work never waits behind the stuck collective, and sees it end
+  // as soon as the waiting thread does.
+  double longest_poll = 0, seen_done = -1;
+  std::thread poller([&] {
+    while (seen_done < 0) {
+      const auto t0 = Clock::now();
+      const bool done = work->is_completed();
+      const auto t1 = Clock::now();
+      longest_poll = std::max(longest_poll, std::chrono::duration<double>(t1 - t0).count());
+      if (done) seen_done = std::chrono::duration<double>(t1 - start).count();
+      std::this_thread::sleep_for(1ms);
+    }
+  });
+  const std::string msg = error_of([&] { work->wait(); });
   const double took = std::chrono::duration<double>(Clock::now() - start).count();
+  poller.join();
   std::cerr << "the expected error: " << msg << std::endl;
   EXPECT_GE(took, 0.9);
   EXPECT_LT(took, 2.9);  // before the stuck rank would have woken up
+  EXPECT_LT(longest_poll, 0.1);
+  EXPECT_LT(seen_done, took + 0.2);
   EXPECT_NE(msg.find("rank 0: gloo all_reduce"), std::string::npos) << msg;
   EXPECT_NE(msg.find("timeout 1 s"), std::string::npos) << msg;
 }

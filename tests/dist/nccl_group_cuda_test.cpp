@@ -2,6 +2,7 @@
 // caller's stream and the communication stream, input checks, and the watchdog's timeout.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <thread>
 
 #include "dist/nccl_group.h"
@@ -120,11 +121,27 @@ TEST(NcclGroup, WatchdogAbortsAStuckCollective) {
   compute.synchronize();
   block_stream(compute, 3000);
   auto work = pg->all_reduce(x);
-  const auto start = std::chrono::steady_clock::now();
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  // A second thread polling the work is never held up by the watchdog (the abort runs outside
+  // the group's lock) and sees the failure as soon as the waiting thread does.
+  double longest_poll = 0, seen_done = -1;
+  std::thread poller([&] {
+    while (seen_done < 0) {
+      const auto t0 = Clock::now();
+      const bool done = work->is_completed();
+      const auto t1 = Clock::now();
+      longest_poll = std::max(longest_poll, std::chrono::duration<double>(t1 - t0).count());
+      if (done) seen_done = std::chrono::duration<double>(t1 - start).count();
+      std::this_thread::sleep_for(1ms);
+    }
+  });
   const std::string msg = error_of([&] { work->synchronize(); });
-  const double took =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double took = std::chrono::duration<double>(Clock::now() - start).count();
+  poller.join();
   EXPECT_LT(took, 2.9);  // before the stream would have unblocked by itself
+  EXPECT_LT(longest_poll, 0.1);
+  EXPECT_LT(seen_done, took + 0.2);
   EXPECT_NE(msg.find("rank 0: timed out after 1 s waiting for NCCL all_reduce of float32[64]"),
             std::string::npos)
       << msg;

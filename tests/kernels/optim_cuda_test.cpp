@@ -177,3 +177,30 @@ TEST(OptimCuda, EmaMatchesCpuBitwise) {
   }
   for (size_t k = 0; k < cpu[0].size(); ++k) EXPECT_TRUE(bitwise_equal(gpu[0][k], cpu[0][k])) << k;
 }
+
+// The skip flag is read on the device: set, SGD, Adam and the EMA leave every buffer as it was;
+// clear, the update equals the CPU's bit for bit.
+TEST(OptimCuda, DeviceSkipFlagLeavesEverythingUnchanged) {
+  KESTREL_SKIP_WITHOUT_CUDA();
+  const Device gpu_dev = Device::cuda(0);
+  const Tensor skip = Tensor::ones({1}, DType::F32, gpu_dev);
+  const Tensor go = Tensor::zeros({1}, DType::F32, gpu_dev);
+  auto cpu = random_columns(4, 8);
+  for (Tensor& v : cpu[3]) v = random_tensor(v.shape(), 78, DType::F32, 0, 1);
+  auto gpu = to_device(cpu, gpu_dev);
+  const kernels::SgdHyper sgd{0.01, 0.937, 5e-4, true};
+  const kernels::AdamHyper adam{1e-3, 0.937, 0.999, 1e-8, 5e-4, true, 1};
+  std::vector<std::vector<Tensor>> sgd_cols = {gpu[0], gpu[1], gpu[2]};
+  kernels::sgd_step_cuda(DType::F32, list_of(sgd_cols), sgd, stream(), skip.data<float>());
+  kernels::adam_step_cuda(DType::F32, list_of(gpu), adam, stream(), skip.data<float>());
+  std::vector<std::vector<Tensor>> ema_cols = {gpu[2], gpu[0]};
+  kernels::ema_update_cuda(DType::F32, list_of(ema_cols), 0.5, stream(), skip.data<float>());
+  for (int c : {0, 2, 3})
+    for (size_t k = 0; k < cpu[c].size(); ++k) EXPECT_TRUE(bitwise_equal(gpu[c][k], cpu[c][k])) << k;
+  std::vector<std::vector<Tensor>> cpu_sgd = {cpu[0], cpu[1], cpu[2]};
+  kernels::sgd_step_cpu(DType::F32, list_of(cpu_sgd), sgd);
+  kernels::sgd_step_cuda(DType::F32, list_of(sgd_cols), sgd, stream(), go.data<float>());
+  for (int c : {0, 2})
+    for (size_t k = 0; k < cpu[c].size(); ++k) EXPECT_TRUE(bitwise_equal(gpu[c][k], cpu[c][k])) << k;
+}
+

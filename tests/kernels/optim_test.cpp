@@ -171,3 +171,37 @@ TEST(OptimKernels, LaunchPlanCoversEveryChunkOnceWithinTheLimits) {
   EXPECT_GE(plan.size(), 4u);  // the long tensor and the many short ones both split launches
   EXPECT_TRUE(kernels::plan_list_launches(TensorList(1)).empty());
 }
+
+// A set skip flag (a non-finite loss on some rank) leaves parameters and state as they were; a
+// clear one changes nothing about the update.
+TEST(OptimKernels, SkipFlagLeavesEverythingUnchanged) {
+  const float skip = 1.0f, go = 0.0f;
+  Tensor p = vec({1.0, -2.0}), g = vec({0.5, 0.25}), buf = vec({0.2, 0.0});
+  TensorList sgd(3);
+  sgd.add({p.data_ptr(), g.data_ptr(), buf.data_ptr()}, 2);
+  kernels::sgd_step_cpu(DType::F64, sgd, {0.1, 0.9, 0.01, true}, &skip);
+  EXPECT_EQ(p.to_vector<double>(), (std::vector<double>{1.0, -2.0}));
+  EXPECT_EQ(buf.to_vector<double>(), (std::vector<double>{0.2, 0.0}));
+  kernels::sgd_step_cpu(DType::F64, sgd, {0.1, 0.9, 0.01, true}, &go);
+  EXPECT_NEAR(p.to_vector<double>()[0], 0.8869, 1e-14);
+
+  Tensor m = vec({0.1, 0.2}), v = vec({0.3, 0.4});
+  TensorList adam(4);
+  adam.add({p.data_ptr(), g.data_ptr(), m.data_ptr(), v.data_ptr()}, 2);
+  const std::vector<double> p_before = p.to_vector<double>();
+  kernels::adam_step_cpu(DType::F64, adam, {1e-3, 0.9, 0.999, 1e-8, 0.0, false, 1}, &skip);
+  EXPECT_EQ(p.to_vector<double>(), p_before);
+  EXPECT_EQ(m.to_vector<double>(), (std::vector<double>{0.1, 0.2}));
+  EXPECT_EQ(v.to_vector<double>(), (std::vector<double>{0.3, 0.4}));
+
+  Tensor e = vec({1.0, 2.0}), model = vec({3.0, -2.0});
+  TensorList ema(2);
+  ema.add({e.data_ptr(), model.data_ptr()}, 2);
+  kernels::ema_update_cpu(DType::F64, ema, 0.75, &skip);
+  EXPECT_EQ(e.to_vector<double>(), (std::vector<double>{1.0, 2.0}));
+  kernels::ema_update_cpu(DType::F64, ema, 0.75, &go);
+  EXPECT_EQ(e.to_vector<double>(), (std::vector<double>{1.5, 1.0}));
+  EXPECT_FALSE(kernels::step_skipped(nullptr));
+  EXPECT_FALSE(kernels::step_skipped(&go));
+  EXPECT_TRUE(kernels::step_skipped(&skip));
+}

@@ -38,6 +38,7 @@ RunProgress sample(double m0, double m1, double m2, double best) {
   p.stopper.best_fitness = best;
   p.stopper.best_epoch = 41;
   p.accumulated = true;
+  p.window_nonfinite = true;
   return p;
 }
 
@@ -53,6 +54,7 @@ void expect_same(const RunProgress& a, const RunProgress& b) {
       << a.stopper.best_fitness << " vs " << b.stopper.best_fitness;
   EXPECT_EQ(a.stopper.best_epoch, b.stopper.best_epoch);
   EXPECT_EQ(a.accumulated, b.accumulated);
+  EXPECT_EQ(a.window_nonfinite, b.window_nonfinite);
 }
 
 }  // namespace
@@ -123,6 +125,7 @@ TEST(RunProgress, JsonTextRoundTripIsBitExact) {
   EXPECT_EQ(back.epoch.mloss[0], 0.5);
   EXPECT_EQ(back.epoch.mloss[2], 0.125);
   EXPECT_TRUE(back.accumulated);
+  EXPECT_TRUE(back.window_nonfinite);
 
   RunProgress plain;  // and the defaults themselves
   expect_same(through_text(plain), plain);
@@ -140,17 +143,22 @@ TEST(RunProgress, EmptyObjectGivesDefaults) {
     EXPECT_EQ(p.stopper.best_fitness, 0.0);
     EXPECT_EQ(p.stopper.best_epoch, 0);
     EXPECT_FALSE(p.accumulated);
+    EXPECT_FALSE(p.window_nonfinite);
   }
 }
 
 TEST(RunProgress, MissingOrDamagedFieldIsAnErrorNamingTheFile) {
   const std::string path = "runs/train/exp/weights/last.safetensors";
   const json::Object full = sample(0.5, 0.25, 0.125, 0.75).to_json().as_object();
-  ASSERT_EQ(full.size(), 8u) << "a new field: extend this test";
+  ASSERT_EQ(full.size(), 9u) << "a new field: extend this test";
   for (size_t drop = 0; drop < full.size(); ++drop) {
     json::Object partial = full;
     const std::string key = partial[drop].first;
     partial.erase(partial.begin() + static_cast<std::ptrdiff_t>(drop));
+    if (key == "window_nonfinite") {  // optional: checkpoints from before it existed lack it
+      EXPECT_FALSE(RunProgress::from_json(json::Value(partial), path).window_nonfinite);
+      continue;
+    }
     try {
       RunProgress::from_json(json::Value(partial), path);
       ADD_FAILURE() << "no error without '" << key << "'";
@@ -170,6 +178,7 @@ TEST(RunProgress, MissingOrDamagedFieldIsAnErrorNamingTheFile) {
   EXPECT_THROW(RunProgress::from_json(with("next_batch", json::Value(int64_t{-1})), path), Error);
   EXPECT_THROW(RunProgress::from_json(with("seen", json::Value(int64_t{-3})), path), Error);
   EXPECT_THROW(RunProgress::from_json(with("accumulated", json::Value("yes")), path), Error);
+  EXPECT_THROW(RunProgress::from_json(with("window_nonfinite", json::Value("yes")), path), Error);
   try {
     RunProgress::from_json(with("next_batch", json::Value(int64_t{-1})), path);
   } catch (const Error& e) {

@@ -140,10 +140,13 @@ TEST(Trainer, LearnsTheSyntheticDatasetAndFillsTheRunDirectory) {
 }
 
 // Interrupted twice (as by SIGINT: exit 130) and resumed each time, the run ends bitwise where an
-// uninterrupted one does: model, EMA, optimizer and every results.csv row. The first stop lands
-// mid-epoch on an optimizer step; the second comes while gradients accumulate and so waits for
-// the epoch's end, whose checkpoint must carry the pending gradients. The resumed runs ask for
-// another batch size and no --freeze: the checkpoint's must win. The final epoch's full state is
+// uninterrupted one does: model, EMA, optimizer and every results.csv row. A stop request reaches
+// the loop with the batch statuses, a batch after it arrived, and takes effect at the next
+// optimizer-step boundary. Here every batch of epoch 0 is a step and only the first of each later
+// epoch (warmup accumulation), so the first stop (during epoch 0's batch 0) lands mid-epoch on the
+// step of batch 1; the second (during epoch 1's batch 1) comes while gradients accumulate and so
+// waits for the epoch's end, whose checkpoint must carry the pending gradients. The resumed runs
+// ask for another batch size and no --freeze: the checkpoint's must win. The final epoch's full state is
 // compared in its --save-period copy (last and best are stripped when a run ends; they must then
 // be equal too).
 TEST(Trainer, InterruptedAndResumedRunsEqualAnUninterruptedRun) {
@@ -155,16 +158,17 @@ TEST(Trainer, InterruptedAndResumedRunsEqualAnUninterruptedRun) {
   ASSERT_EQ(yolo::train(whole), 0);
   yolo::TrainOptions first = whole;
   first.project = b.string();
-  first.interrupt_after = 4;  // after batch 0 of epoch 1, an optimizer step
+  first.interrupt_after = 1;  // during epoch 0's batch 0; stops after batch 1, a step
   ASSERT_EQ(yolo::train(first), 130);
   const fs::path last = b / "exp/weights/last.safetensors";
   ASSERT_TRUE(fs::exists(last));
-  EXPECT_EQ(read_results(b / "exp/results.csv").size(), 1u) << "the interrupted epoch must leave no row";
+  EXPECT_EQ(read_results(b / "exp/results.csv").size(), 0u) << "the interrupted epoch must leave no row";
   yolo::TrainOptions second = tiny(b);
   second.batch_size = 8;
   second.resume = last.string();
-  second.interrupt_after = 1;
+  second.interrupt_after = 3;  // epoch 0's batch 2, epoch 1's batch 0, then during batch 1
   ASSERT_EQ(yolo::train(second), 130);
+  EXPECT_EQ(read_results(b / "exp/results.csv").size(), 2u) << "the second stop waits for epoch 1's end";
   yolo::TrainOptions third = tiny(b);
   third.resume = "";  // the newest last.safetensors under the project
   ASSERT_EQ(yolo::train(third), 0);

@@ -1,0 +1,77 @@
+// What a trainer owns for one rank, built around a TrainStep on yolov5n (nc 4, 64 px, batch 2),
+// for the train_step tests on the CPU and on CUDA.
+#pragma once
+#include <limits>
+#include <memory>
+
+#include "dist/ddp.h"
+#include "dist/reducer.h"
+#include "tests/support/testing.h"
+#include "yolo/train_step.h"
+
+namespace kestrel::yolo::testing {
+
+constexpr int kNc = 4;
+constexpr int64_t kImg = 64, kBatch = 2;
+
+struct Rig {
+  std::shared_ptr<DetectionModel> model, ema_model;
+  std::unique_ptr<Optimizer> optimizer;
+  std::unique_ptr<ComputeLoss> loss;
+  std::unique_ptr<GradScaler> scaler;
+  std::unique_ptr<ModelEma> ema;
+  std::unique_ptr<dist::Reducer> reducer;
+  std::unique_ptr<dist::TensorBroadcaster> buffers;
+  std::unique_ptr<TrainStep> step;
+
+  // float16 compute turns the loss scaler on, as the trainer does.
+  Rig(OptimizerKind kind, const RankInfo& rank, Device device = Device::cpu(),
+      DType compute = DType::F32) {
+    const ModelConfig cfg = load_model_config("models/yolov5n.yaml");
+    model = std::make_shared<DetectionModel>(cfg, kNc, 0);
+    model->to(device);
+    dist::NamedTensors params;
+    for (auto& [n, p] : model->named_parameters())
+      if (p.requires_grad()) params.emplace_back(n, p);
+    if (rank.world > 1) {
+      dist::NamedTensors all = model->named_parameters();
+      for (auto& b : model->named_buffers()) all.push_back(b);
+      dist::broadcast_tensors(*rank.group, all, 0);
+    }
+    optimizer = std::make_unique<Optimizer>(smart_optimizer(*model, kind, 0.01, 0.937, 5e-4));
+    const int nl = static_cast<int>(model->detect().nl);
+    loss = std::make_unique<ComputeLoss>(model->detect(), scale_loss_hyp(Hyp{}, nl, kNc, kImg));
+    scaler = std::make_unique<GradScaler>(compute == DType::F16);
+    if (rank.main()) {
+      ema_model = std::make_shared<DetectionModel>(cfg, kNc, 0);
+      ema_model->to(device);
+      ema = std::make_unique<ModelEma>(ema_model, *model);
+    }
+    TrainStepParts parts{model.get(), loss.get(), optimizer.get(), scaler.get(), ema.get()};
+    if (rank.world > 1) {
+      dist::ReducerOptions ropt;
+      ropt.bucket_cap_mb = 0.5;  // several buckets
+      ropt.record_timeline = false;
+      reducer = std::make_unique<dist::Reducer>(params, rank.group, ropt);
+      buffers = std::make_unique<dist::TensorBroadcaster>(rank.group, model->named_buffers(), 0);
+      parts.reducer = reducer.get();
+      parts.buffers = buffers.get();
+    }
+    step = std::make_unique<TrainStep>(parts, rank, device);
+  }
+};
+
+// A float32 NHWC batch in [0, 1) (or all NaN), on the CPU.
+inline Tensor input(uint64_t seed, bool nonfinite) {
+  if (nonfinite)
+    return Tensor::full({kBatch, kImg, kImg, 3}, std::numeric_limits<double>::quiet_NaN());
+  return kestrel::testing::random_tensor({kBatch, kImg, kImg, 3}, seed, DType::F32, 0, 1);
+}
+
+// Two valid boxes, one per image.
+inline Tensor targets() {
+  return Tensor::from_vector<float>({0, 1, 0.5f, 0.5f, 0.3f, 0.4f, 1, 2, 0.3f, 0.6f, 0.2f, 0.2f},
+                                    {2, 6});
+}
+
+}  // namespace kestrel::yolo::testing

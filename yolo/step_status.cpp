@@ -1,0 +1,88 @@
+#include "yolo/step_status.h"
+
+#include "engine/host_sync.h"
+#include "kernels/step_flags.h"
+#include "kernels/yolo_loss.h"
+
+namespace kestrel::yolo {
+
+StepStatusQueue::StepStatusQueue(const RankInfo& rank, Device device)
+    : rank_(rank), device_(device) {}
+
+void StepStatusQueue::push(int64_t batch, const Tensor& summary, bool stop_requested) {
+  KESTREL_CHECK(summary.device() == device_ && summary.dtype() == DType::F64 &&
+                    summary.numel() == kernels::kSummarySize && summary.is_contiguous(),
+                "StepStatusQueue: the loss summary must be float64[", kernels::kSummarySize,
+                "] on ", device_.str(), ", got ", summary.describe());
+  Entry e;
+  e.batch = batch;
+  e.flags = Tensor::empty({kernels::kStepFlags}, DType::F32, device_);
+  if (device_.is_cpu()) {
+    kernels::step_flags_cpu(summary.data<double>() + kernels::kSummaryBox, stop_requested,
+                            e.flags.data<float>());
+  } else {
+    DeviceGuard guard(device_);
+    kernels::step_flags_cuda(summary.data<double>() + kernels::kSummaryBox, stop_requested,
+                             e.flags.data<float>(), current_stream(device_).handle());
+  }
+  e.losses = summary.slice(0, kernels::kSummaryBox, kernels::kSummaryBox + 3);
+  if (rank_.world > 1) e.work = rank_.group->all_reduce(e.flags, dist::ReduceOp::Sum);
+  entries_.push_back(std::move(e));
+}
+
+void StepStatusQueue::order_after_reduce(Entry& e) {
+  if (e.flags_ordered) return;
+  e.flags_ordered = true;
+  if (e.work) e.work->wait();
+  if (device_.is_cpu()) return;
+  DeviceGuard guard(device_);
+  e.host_flags = Tensor::empty(e.flags.shape(), DType::F32, Device::cpu(), /*pinned=*/true);
+  e.host_losses = Tensor::empty(e.losses.shape(), DType::F64, Device::cpu(), /*pinned=*/true);
+  e.host_flags.copy_(e.flags, /*non_blocking=*/true);
+  e.host_losses.copy_(e.losses, /*non_blocking=*/true);
+  e.copied.emplace(device_);
+  e.copied->record(current_stream(device_));
+}
+
+Tensor StepStatusQueue::newest_flags() {
+  KESTREL_CHECK(!entries_.empty(), "StepStatusQueue::newest_flags: nothing was pushed");
+  order_after_reduce(entries_.back());
+  return entries_.back().flags;
+}
+
+bool StepStatusQueue::oldest_ready() const {
+  KESTREL_CHECK(!entries_.empty(), "StepStatusQueue::oldest_ready: nothing was pushed");
+  const Entry& e = entries_.front();
+  if (device_.is_cpu()) return !e.work || e.work->is_completed();
+  return e.copied && e.copied->query();
+}
+
+BatchStatus StepStatusQueue::pop() {
+  KESTREL_CHECK(!entries_.empty(), "StepStatusQueue::pop: nothing was pushed");
+  Entry& e = entries_.front();
+  order_after_reduce(e);
+  const float* flags;
+  const double* losses;
+  if (device_.is_cpu()) {
+    // The one read: a collective's end, or (one rank) the CPU values themselves.
+    if (e.work) e.work->synchronize();
+    else note_host_sync("StepStatusQueue::pop");
+    flags = e.flags.data<float>();
+    losses = e.losses.data<double>();
+  } else {
+    e.copied->synchronize();
+    flags = e.host_flags.data<float>();
+    losses = e.host_losses.data<double>();
+  }
+  BatchStatus s;
+  s.batch = e.batch;
+  s.nonfinite_ranks = static_cast<int>(flags[kernels::kFlagNonFinite]);
+  s.stop_ranks = static_cast<int>(flags[kernels::kFlagStop]);
+  s.box = losses[0];
+  s.obj = losses[1];
+  s.cls = losses[2];
+  entries_.pop_front();
+  return s;
+}
+
+}  // namespace kestrel::yolo

@@ -1,0 +1,62 @@
+// What the host learns about a training batch, one batch later. Right after a batch's loss the
+// device computes its flags (kernels/step_flags: a non-finite loss, this rank's stop request),
+// one small all-reduce sums them over the ranks, and they travel to pinned host memory with the
+// loss components; the host reads them only after it has issued the next batch's forward and
+// backward, so it never waits for work it has just enqueued. Every rank pushes and pops the same
+// batches in the same order, so all ranks read the same summed flags at the same batch.
+#pragma once
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <optional>
+
+#include "dist/process_group.h"
+#include "engine/stream.h"
+#include "engine/tensor.h"
+#include "yolo/train_support.h"
+
+namespace kestrel::yolo {
+
+struct BatchStatus {
+  int64_t batch = -1;        // the batch's index over the run (ni)
+  int nonfinite_ranks = 0;   // ranks whose loss was inf or NaN
+  int stop_ranks = 0;        // ranks that had been asked to stop (SIGINT, SIGTERM)
+  double box = 0, obj = 0, cls = 0;  // this rank's loss components
+};
+
+class StepStatusQueue {
+ public:
+  StepStatusQueue(const RankInfo& rank, Device device);
+
+  // Issues batch `batch`'s flags from its loss summary (kernels::kSummarySize float64 on the
+  // device) and the host's stop request: the kernel, then the all-reduce (started, not waited
+  // for). Every rank calls it at the same point of the same batch.
+  void push(int64_t batch, const Tensor& summary, bool stop_requested);
+  // The newest batch's flags summed over the ranks (float32 [kStepFlags] on the device), for the
+  // device to act on; orders the current stream after the all-reduce (no host wait on CUDA).
+  Tensor newest_flags();
+  // The oldest batch's status: one host read (a HostSyncGuard counts it) of work issued a batch
+  // or more ago, normally finished by now.
+  BatchStatus pop();
+  size_t pending() const { return entries_.size(); }
+  // Whether pop() would find the oldest status already there (it never waits then).
+  bool oldest_ready() const;
+
+ private:
+  struct Entry {
+    int64_t batch;
+    Tensor flags;           // device: this rank's, then summed over the ranks
+    Tensor losses;          // device: box, obj, cls (a view of the loss summary)
+    Tensor host_flags, host_losses;  // CUDA: pinned copies
+    std::shared_ptr<dist::Work> work;  // the all-reduce (several ranks)
+    std::optional<Event> copied;       // CUDA: the copies to pinned memory
+    bool flags_ordered = false;        // newest_flags() has ordered the stream after the work
+  };
+  void order_after_reduce(Entry& e);
+
+  RankInfo rank_;
+  Device device_;
+  std::deque<Entry> entries_;
+};
+
+}  // namespace kestrel::yolo

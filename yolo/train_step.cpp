@@ -1,0 +1,98 @@
+#include "yolo/train_step.h"
+
+#include "engine/autograd.h"
+#include "engine/ops/elementwise.h"
+#include "kernels/step_flags.h"
+
+namespace kestrel::yolo {
+
+TrainStep::TrainStep(TrainStepParts parts, const RankInfo& rank, Device device)
+    : p_(parts),
+      rank_(rank),
+      device_(device),
+      status_(rank, device),
+      window_(Tensor::zeros({1}, DType::F32, device)) {
+  KESTREL_CHECK(p_.model && p_.loss && p_.optimizer && p_.scaler,
+                "TrainStep: the model, loss, optimizer and loss scaler are required");
+  KESTREL_CHECK(rank_.world == 1 || p_.reducer,
+                "TrainStep: a job of ", rank_.world, " ranks needs a Reducer");
+}
+
+void TrainStep::forward_backward(const Tensor& x, const Tensor& targets, int64_t batch,
+                                 bool step_now, bool stop_requested) {
+  if (p_.buffers) p_.buffers->broadcast();  // DDP's broadcast_buffers
+  const std::vector<Tensor> preds = p_.model->forward(x);
+  const DeviceLoss loss = p_.loss->forward(preds, targets);
+  // The flags' all-reduce is issued before backward's buckets, in the same place on every rank.
+  status_.push(batch, loss.summary, stop_requested);
+  pending_.push_back({step_now, false, false});
+  // DDP averages the ranks' gradients; the reference multiplies the loss by the world size.
+  const Tensor total =
+      rank_.world > 1 ? ops::mul(loss.total, static_cast<double>(rank_.world)) : loss.total;
+  if (p_.reducer) {
+    p_.reducer->set_sync(step_now);
+    p_.reducer->prepare_for_backward();
+  }
+  p_.scaler->scale(total).backward();
+  if (p_.reducer) p_.reducer->finalize();
+  autograd::NoGradGuard no_grad;
+  ops::add_(window_, status_.newest_flags().slice(0, kernels::kFlagNonFinite,
+                                                  kernels::kFlagNonFinite + 1));
+}
+
+// Host bookkeeping for one status, in batch order: once the last status of a skipped window is
+// in, the counts the device did not advance are taken back.
+BatchStatus TrainStep::settle(BatchStatus s) {
+  const Pending done = pending_.front();
+  pending_.pop_front();
+  host_window_bad_ = host_window_bad_ || s.nonfinite_ranks > 0;
+  if (done.ends_window) {
+    if (host_window_bad_) {
+      if (done.optimizer_issued) p_.optimizer->undo_step_count();
+      if (done.ema_issued) p_.ema->undo_update();
+    }
+    host_window_bad_ = false;
+  }
+  return s;
+}
+
+std::vector<BatchStatus> TrainStep::take_previous() {
+  std::vector<BatchStatus> out;
+  while (status_.pending() > 1) out.push_back(settle(status_.pop()));
+  return out;
+}
+
+std::vector<BatchStatus> TrainStep::drain() {
+  std::vector<BatchStatus> out = take_previous();
+  if (status_.pending() > 0) out.push_back(settle(status_.pop()));
+  return out;
+}
+
+void TrainStep::optimizer_step() {
+  KESTREL_CHECK(!pending_.empty() && pending_.back().ends_window,
+                "TrainStep::optimizer_step: the last forward_backward was not told that a step "
+                "follows (step_now)");
+  // Corrections for an earlier skipped window must precede this step's counts.
+  KESTREL_CHECK(status_.pending() == 1, "TrainStep::optimizer_step: take_previous() first");
+  p_.scaler->unscale(*p_.optimizer);
+  clip_grad_norm(p_.optimizer->parameters(), 10.0);
+  Pending& mine = pending_.back();
+  mine.optimizer_issued = p_.scaler->step(*p_.optimizer, window_);
+  p_.scaler->update();
+  if (p_.reducer)
+    p_.reducer->zero_grad();
+  else
+    p_.optimizer->zero_grad();
+  if (p_.ema) {
+    p_.ema->update(*p_.model, window_);
+    mine.ema_issued = true;
+  }
+  window_.zero_();
+}
+
+void TrainStep::set_window_nonfinite(bool bad) {
+  window_.fill_(bad ? 1.0 : 0.0);
+  host_window_bad_ = bad;
+}
+
+}  // namespace kestrel::yolo
