@@ -22,7 +22,7 @@ export ASAN_SYMBOLIZER_PATH=/usr/lib/llvm-14/bin/llvm-symbolizer
 export ASAN_OPTIONS=protect_shadow_gap=0:detect_leaks=1:strict_init_order=1:detect_stack_use_after_return=1
 export LSAN_OPTIONS=print_suppressions=0
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
+export TSAN_OPTIONS=suppressions=$root/scripts/sanitize/tsan.supp:halt_on_error=1:second_deadlock_stack=1
 
 # Release keeps nvcc's flags those of the normal build, so its CUDA objects come from ccache;
 # C++ gets -O1, the level the sanitizers' authors recommend (fast to build, exact reports).

@@ -49,12 +49,17 @@ double rounding(DType t) {
   }
 }
 
+// The collective timeout: KESTREL_TEST_TIMEOUT seconds, else 10; times the sanitizer slowdown,
+// as ranks start and run many times slower there (the timing checks below scale with it).
+constexpr int kSlowdown = testing::kSanitizerSlowdown;
+int timeout_seconds() {
+  const char* t = std::getenv("KESTREL_TEST_TIMEOUT");
+  return (t ? std::atoi(t) : 10) * kSlowdown;
+}
+
 std::shared_ptr<ProcessGroup> worker_group() {
   DistFlags flags;
-  if (const char* t = std::getenv("KESTREL_TEST_TIMEOUT"))
-    flags.timeout = std::chrono::seconds(std::atoi(t));
-  else
-    flags.timeout = 10s * testing::kSanitizerSlowdown;
+  flags.timeout = std::chrono::seconds(timeout_seconds());
   return init_process_group("gloo", resolve_dist_options(flags, process_environment()),
                             Device::cpu());
 }
@@ -153,7 +158,8 @@ TEST(GlooWorker, DISABLED_PeerDies) {
   const auto start = Clock::now();
   const std::string msg = error_of([&] { pg->all_reduce(x)->wait(); });
   std::cerr << "the expected error: " << msg << std::endl;
-  EXPECT_LT(std::chrono::duration<double>(Clock::now() - start).count(), 3.0 + 2.0);
+  EXPECT_LT(std::chrono::duration<double>(Clock::now() - start).count(),
+            timeout_seconds() + 2.0 * kSlowdown);
   EXPECT_NE(msg.find("rank " + std::to_string(pg->rank()) + ": gloo all_reduce of float32[1001]"),
             std::string::npos)
       << msg;
@@ -167,7 +173,7 @@ TEST(GlooWorker, DISABLED_PeerDies) {
 TEST(GlooWorker, DISABLED_PeerStuck) {
   auto pg = worker_group();
   if (pg->rank() == 1) {
-    std::this_thread::sleep_for(3s);
+    std::this_thread::sleep_for(3s * kSlowdown);
     std::_Exit(0);
   }
   Tensor x = Tensor::ones({17});
@@ -190,12 +196,12 @@ TEST(GlooWorker, DISABLED_PeerStuck) {
   const double took = std::chrono::duration<double>(Clock::now() - start).count();
   poller.join();
   std::cerr << "the expected error: " << msg << std::endl;
-  EXPECT_GE(took, 0.9);
-  EXPECT_LT(took, 2.9);  // before the stuck rank would have woken up
-  EXPECT_LT(longest_poll, 0.1);
-  EXPECT_LT(seen_done, took + 0.2);
+  EXPECT_GE(took, 0.9 * timeout_seconds());
+  EXPECT_LT(took, 2.9 * kSlowdown);  // before the stuck rank would have woken up
+  EXPECT_LT(longest_poll, 0.1 * kSlowdown);
+  EXPECT_LT(seen_done, took + 0.2 * kSlowdown);
   EXPECT_NE(msg.find("rank 0: gloo all_reduce"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("timeout 1 s"), std::string::npos) << msg;
+  EXPECT_NE(msg.find(str("timeout ", timeout_seconds(), " s")), std::string::npos) << msg;
 }
 
 // --- tests -------------------------------------------------------------------------------------
