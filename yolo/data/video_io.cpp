@@ -1,6 +1,7 @@
 #include "yolo/data/video_io.h"
 
 #include <cctype>
+#include <filesystem>
 
 #include "kernels/error.h"
 
@@ -33,10 +34,15 @@ struct VideoReader::Impl {
 VideoReader::VideoReader(const std::string& source, int stride) : impl_(std::make_unique<Impl>()) {
   KESTREL_CHECK(stride >= 1, "--vid-stride must be >= 1, got ", stride);
   impl_->stride = stride;
-  if (is_index(source))
+  if (is_index(source)) {
     impl_->cap.open(std::stoi(source));
-  else
+  } else {
+    // A path, not a URL, must exist: asking OpenCV would probe every backend, cameras included
+    // (gPhoto2 scans the USB bus), before saying no.
+    KESTREL_CHECK(source.find("://") != std::string::npos || std::filesystem::exists(source),
+                  "cannot open video '", source, "': no such file");
     impl_->cap.open(source);
+  }
   KESTREL_CHECK(impl_->cap.isOpened(), "cannot open video or stream '", source,
                 "': check the path or URL (OpenCV videoio found no backend that reads it)");
 }
