@@ -150,7 +150,9 @@ ValResult Validator::run(DetectionModel& model, ComputeLoss* loss) {
           const double gw = shapes->w0, gh = shapes->h0;
           txt << static_cast<int>(d[k + 5]) << " " << (d[k] + d[k + 2]) / 2 / gw << " "
               << (d[k + 1] + d[k + 3]) / 2 / gh << " " << (d[k + 2] - d[k]) / gw << " "
-              << (d[k + 3] - d[k + 1]) / gh << " " << d[k + 4] << "\n";
+              << (d[k + 3] - d[k + 1]) / gh;
+          if (options_.save_conf) txt << " " << d[k + 4];
+          txt << "\n";
         }
       }
       if (options_.save_json) {

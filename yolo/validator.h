@@ -31,7 +31,8 @@ struct ValOptions {
   std::string save_dir;       // where plots / json / txt go ("" = nowhere)
   bool plots = false;         // val_batch0_labels/pred.jpg, confusion matrix, PR curve
   bool save_json = false;     // COCO-format detections (predictions.json)
-  bool save_txt = false;      // labels/<image>.txt per image (class x y w h conf, normalised)
+  bool save_txt = false;      // labels/<image>.txt per image (class x y w h, normalised)
+  bool save_conf = false;     // ... with each box's confidence as a sixth column
   bool coco_ids = false;      // map classes to the 91 COCO category ids in the json
 };
 

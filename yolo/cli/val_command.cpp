@@ -17,8 +17,9 @@ const Command kValCommand = {
     "usage: kestrel val --weights W.safetensors --data D.yaml|synthetic [--img-size 640]\n"
     "                   [--batch-size 32] [--conf-thres 0.001] [--iou-thres 0.6]\n"
     "                   [--task val|test|train] [--device cpu|0] [--half] [--save-json]\n"
-    "                   [--save-txt] [--verbose] [--single-cls] [--max-det 300] [--workers 8]\n"
-    "                   [--cfg M.yaml] [--nc N] [--project runs/val] [--name exp] [--exist-ok]\n"
+    "                   [--save-txt] [--save-conf] [--verbose] [--single-cls] [--max-det 300]\n"
+    "                   [--workers 8] [--cfg M.yaml] [--nc N] [--project runs/val] [--name exp]\n"
+    "                   [--exist-ok]\n"
     "  --cfg/--nc are only needed for plain weights files (checkpoints carry their model).\n",
     run_val};
 
@@ -26,8 +27,9 @@ int run_val(const std::vector<std::string>& argv) {
   Args args(argv, {{"weights", true}, {"data", true}, {"img-size", true}, {"imgsz", true},
                    {"batch-size", true}, {"conf-thres", true}, {"iou-thres", true}, {"task", true},
                    {"device", true}, {"half", false}, {"save-json", false}, {"save-txt", false},
-                   {"verbose", false}, {"single-cls", false}, {"max-det", true}, {"workers", true},
-                   {"cfg", true}, {"nc", true}, {"project", true}, {"name", true}, {"exist-ok", false}});
+                   {"save-conf", false}, {"verbose", false}, {"single-cls", false}, {"max-det", true},
+                   {"workers", true}, {"cfg", true}, {"nc", true}, {"project", true}, {"name", true},
+                   {"exist-ok", false}});
   if (!args.has("weights")) throw UsageError("--weights is required");
   const std::string task = args.get("task", "val");
   if (task != "val" && task != "test" && task != "train") throw UsageError("--task must be val, test or train");
@@ -41,6 +43,7 @@ int run_val(const std::vector<std::string>& argv) {
   vo.verbose = args.has("verbose");
   vo.save_json = args.has("save-json");
   vo.save_txt = args.has("save-txt");
+  vo.save_conf = args.has("save-conf");  // as the reference: only with --save-txt
   vo.workers = args.get_int32("workers", 8);
   vo.plots = true;
   if (vo.batch_size < 1 || vo.img_size < 32) throw UsageError("--batch-size >= 1 and --img-size >= 32");

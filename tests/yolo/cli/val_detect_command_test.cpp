@@ -3,6 +3,9 @@
 // refuse bad input with the documented exit codes.
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <vector>
 
 #include "tests/support/cli.h"
 #include "tests/support/testing.h"
@@ -54,6 +57,37 @@ TEST(ValDetectCommands, RunOnTheSyntheticDataset) {
   for (const auto& e : fs::directory_iterator(dir / "det/exp")) outputs += e.is_regular_file();
   EXPECT_EQ(outputs, 2u);
   EXPECT_TRUE(fs::exists(dir / "det/exp/labels"));
+}
+
+// --save-txt writes "class x y w h" per box, as the reference's val.py; --save-conf adds the
+// confidence. A fresh model's confidences are tiny: a tiny threshold keeps some boxes.
+TEST(ValDetectCommands, SaveTxtWritesConfidencesOnlyWithSaveConf) {
+  const fs::path dir = scratch("valtxt");
+  const std::string weights = (dir / "w.safetensors").string();
+  ASSERT_EQ(run("model --cfg models/yolov5n.yaml --nc 4 --save " + weights).code, 0);
+  for (const bool conf : {false, true}) {
+    const std::string name = conf ? "conf" : "plain";
+    Result val = run("val --weights " + weights + " --cfg models/yolov5n.yaml --data synthetic --img-size 64 --batch-size 16 --device cpu "
+                     "--workers 1 --conf-thres 1e-9 --max-det 3 --save-txt" + std::string(conf ? " --save-conf" : "") +
+                     " --project " + dir.string() + " --name " + name);
+    ASSERT_EQ(val.code, 0) << val.out;
+    size_t files = 0;
+    for (const auto& e : fs::directory_iterator(dir / name / "labels")) {
+      std::ifstream in(e.path());
+      std::string line;
+      ASSERT_TRUE(std::getline(in, line)) << e.path();
+      std::istringstream fields(line);
+      std::vector<double> values;
+      for (double v; fields >> v;) values.push_back(v);
+      ASSERT_EQ(values.size(), conf ? 6u : 5u) << e.path() << ": " << line;
+      for (size_t k = 1; k < 5; ++k) EXPECT_TRUE(values[k] >= 0 && values[k] <= 1) << line;
+      if (conf) {
+        EXPECT_TRUE(values[5] > 0 && values[5] < 1) << line;
+      }
+      ++files;
+    }
+    EXPECT_EQ(files, 100u) << name;
+  }
 }
 
 TEST(ValDetectCommands, BadInputIsRefused) {
