@@ -1,0 +1,143 @@
+// `kestrel val` against the reference's val.py (YOLOv5 v7.0) on coco128 at 320, batch 32, for the
+// same weights: tests/data/yolov5n_coco128_320.safetensors, a yolov5n Kestrel trained on coco128
+// (the command is in tests/data/README.md). Rect batches follow numpy's argsort order, which
+// decides each batch's letterbox shape: with a stable sort instead, the same-aspect images (most
+// of coco128 is 640x480) land in other batches and every metric moves.
+//
+// - RecordedReferenceNumbers: kestrel's "all" row equals the reference's, recorded in
+//   tests/scripts/val_parity_reference.txt (needs only coco128).
+// - LiveReference: the same against the reference run now on the converted weights
+//   (scripts/convert_to_ultralytics.py), where PyTorch and the reference's source are present, as
+//   tests/scripts/converters_test.cpp needs them; the reference's NMS wall-clock cut-off is
+//   switched off there (reference_fixture.py val), so that its numbers do not depend on speed.
+// Each is skipped, saying what is missing, without what it needs.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <array>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+#include "tests/support/cli.h"
+
+namespace fs = std::filesystem;
+using kestrel::testing::CliResult;
+using kestrel::testing::run_command;
+using kestrel::testing::run_kestrel;
+
+namespace {
+
+const fs::path kCoco128 = "/work/shared/datasets/coco128";
+const char* kWeights = "tests/data/yolov5n_coco128_320.safetensors";
+
+// The "all" row of a validation table: images, instances, P, R, mAP50, mAP50-95.
+struct AllRow {
+  int images = 0, instances = 0;
+  std::array<double, 4> metrics{};  // P, R, mAP50, mAP50-95
+};
+
+// The last "all" row in `text`; false when there is none.
+bool parse_all_row(const std::string& text, AllRow& row) {
+  static const std::regex re(R"(^\s*all\s+(\d+)\s+(\d+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s*$)");
+  std::istringstream lines(text);
+  bool found = false;
+  for (std::string line; std::getline(lines, line);) {
+    // Progress bars redraw with carriage returns; the row is the text after the last one.
+    if (const size_t cr = line.rfind('\r'); cr != std::string::npos) line = line.substr(cr + 1);
+    std::smatch m;
+    if (!std::regex_match(line, m, re)) continue;
+    row.images = std::stoi(m[1]);
+    row.instances = std::stoi(m[2]);
+    for (int i = 0; i < 4; ++i) row.metrics[i] = std::stod(m[3 + i]);
+    found = true;
+  }
+  return found;
+}
+
+// Both tools print '%11.3g': equal to one unit in the third significant digit, which allows for
+// float32 sums taken in another order.
+void expect_same_row(const AllRow& kestrel, const AllRow& reference) {
+  EXPECT_EQ(kestrel.images, 128);
+  EXPECT_EQ(kestrel.images, reference.images);
+  EXPECT_EQ(kestrel.instances, reference.instances);
+  const char* names[] = {"P", "R", "mAP50", "mAP50-95"};
+  for (int i = 0; i < 4; ++i) {
+    const double a = kestrel.metrics[i], b = reference.metrics[i];
+    const double unit = b > 0 ? std::pow(10.0, std::floor(std::log10(b)) - 2) : 1e-3;
+    EXPECT_LE(std::abs(a - b), unit * 1.001) << names[i] << ": kestrel " << a << ", reference " << b;
+  }
+}
+
+// coco128 as a dataset of a scratch folder: the images linked, the labels copied, so that label
+// caches (the reference writes its own beside the labels folder) land there, not in the shared set.
+std::string scratch_dataset(const fs::path& dir) {
+  fs::create_directories(dir / "images");
+  fs::create_directories(dir / "labels");
+  fs::create_directory_symlink(kCoco128 / "images/train2017", dir / "images/train2017");
+  fs::copy(kCoco128 / "labels/train2017", dir / "labels/train2017", fs::copy_options::recursive);
+  std::ifstream in(kCoco128 / "coco128.yaml");
+  std::ofstream out(dir / "coco128.yaml");
+  for (std::string line; std::getline(in, line);)
+    out << (line.rfind("path:", 0) == 0 ? "path: " + dir.string() : line) << "\n";
+  return (dir / "coco128.yaml").string();
+}
+
+fs::path scratch(const std::string& name) {
+  const fs::path p = fs::temp_directory_path() / ("kestrel_val_parity_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(p);
+  fs::create_directories(p);
+  return p;
+}
+
+AllRow kestrel_val(const std::string& data, const fs::path& dir) {
+  const CliResult r = run_kestrel("val --data " + data + " --weights " + kWeights +
+                                  " --img-size 320 --batch-size 32 --conf-thres 0.001 --iou-thres 0.6 --device cpu "
+                                  "--workers 2 --exist-ok --project " + dir.string() + " --name kestrel");
+  EXPECT_EQ(r.code, 0) << r.out;
+  AllRow row;
+  EXPECT_TRUE(parse_all_row(r.out, row)) << "no 'all' row in kestrel's output:\n" << r.out;
+  return row;
+}
+
+}  // namespace
+
+TEST(ValParity, RecordedReferenceNumbers) {
+  if (!fs::exists(kCoco128 / "coco128.yaml")) GTEST_SKIP() << "coco128 not found at " << kCoco128;
+  std::ifstream recorded("tests/scripts/val_parity_reference.txt");
+  const std::string text((std::istreambuf_iterator<char>(recorded)), std::istreambuf_iterator<char>());
+  AllRow reference;
+  ASSERT_TRUE(parse_all_row(text, reference)) << "no 'all' row in tests/scripts/val_parity_reference.txt";
+  const fs::path dir = scratch("recorded");
+  const AllRow kestrel = kestrel_val(scratch_dataset(dir / "coco128"), dir);
+  expect_same_row(kestrel, reference);
+  fs::remove_all(dir);
+}
+
+TEST(ValParity, LiveReference) {
+  const std::string python = kestrel::testing::find_python({"torch", "yaml", "pandas", "tqdm", "cv2"});
+  if (python.empty())
+    GTEST_SKIP() << "no Python with PyTorch, PyYAML, pandas, tqdm and OpenCV (tried $KESTREL_PYTHON, python3, "
+                    "/usr/bin/python3)";
+  const char* env = std::getenv("KESTREL_REFERENCE_DIR");
+  const std::string ref = env && *env ? env : "/tmp/yolov5";
+  if (!fs::exists(fs::path(ref) / "val.py"))
+    GTEST_SKIP() << "no YOLOv5 v7.0 source tree at " << ref << " (set KESTREL_REFERENCE_DIR)";
+  if (!fs::exists(kCoco128 / "coco128.yaml")) GTEST_SKIP() << "coco128 not found at " << kCoco128;
+
+  const fs::path dir = scratch("live");
+  const std::string data = scratch_dataset(dir / "coco128");
+  const std::string pt = (dir / "weights.pt").string();
+  CliResult r = run_command(python + " scripts/convert_to_ultralytics.py " + kWeights + " " + pt + " --yolov5 " + ref);
+  ASSERT_EQ(r.code, 0) << r.out;
+  r = run_command("KESTREL_REFERENCE_DIR=" + ref + " " + python + " tests/scripts/reference_fixture.py val " + pt +
+                  " " + data + " 320 32 0.001 " + dir.string());
+  ASSERT_EQ(r.code, 0) << r.out;
+  AllRow reference;
+  ASSERT_TRUE(parse_all_row(r.out, reference)) << "no 'all' row in the reference's output:\n" << r.out;
+  expect_same_row(kestrel_val(data, dir), reference);
+  fs::remove_all(dir);
+}
