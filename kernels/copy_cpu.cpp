@@ -46,6 +46,33 @@ void copy_strided_cpu(size_t elem_size, const void* src, const StridedLayout& sl
   KESTREL_FAIL("copy_strided_cpu: unsupported element size ", elem_size);
 }
 
+ByteRange byte_range(const StridedLayout& l, size_t elem_size) {
+  if (l.numel() == 0) return {};
+  int64_t lo = 0, hi = 0;  // element offsets of the lowest and highest element
+  for (int d = 0; d < l.rank; ++d) {
+    const int64_t reach = (l.shape[d] - 1) * l.stride[d];
+    (reach < 0 ? lo : hi) += reach;
+  }
+  const auto es = static_cast<int64_t>(elem_size);
+  return {lo * es, (hi + 1) * es};
+}
+
+bool same_view(const void* a, const StridedLayout& la, const void* b, const StridedLayout& lb) {
+  if (a != b || la.rank != lb.rank) return false;
+  for (int d = 0; d < la.rank; ++d)
+    if (la.shape[d] != lb.shape[d] || (la.shape[d] > 1 && la.stride[d] != lb.stride[d]))
+      return false;
+  return true;
+}
+
+bool copy_overlaps(const void* dst, const StridedLayout& dl, const void* src,
+                   const StridedLayout& sl, size_t elem_size) {
+  const ByteRange d = byte_range(dl, elem_size), s = byte_range(sl, elem_size);
+  if (d.empty() || s.empty() || same_view(dst, dl, src, sl)) return false;
+  const auto d0 = reinterpret_cast<intptr_t>(dst), s0 = reinterpret_cast<intptr_t>(src);
+  return d0 + d.begin < s0 + s.end && s0 + s.begin < d0 + d.end;
+}
+
 void fill_cpu(void* data, DType t, int64_t n, double value) {
   if (n == 0) return;
   store_from_double(data, t, 0, value);

@@ -23,6 +23,7 @@
 #include "kernels/cuda_check.h"
 #include "yolo/autoanchor.h"
 #include "yolo/checkpoint.h"
+#include "yolo/data/batch_uploader.h"
 #include "yolo/data/dataset_config.h"
 #include "yolo/data/loader.h"
 #include "yolo/data/sampler.h"
