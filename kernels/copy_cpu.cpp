@@ -2,15 +2,18 @@
 
 #include "kernels/copy.h"
 #include "kernels/error.h"
+#include "kernels/strided_index.h"
 
 namespace kestrel::kernels {
 namespace {
 
 // Walks the shape with a multi-index counter (no division per element): the innermost
-// dimension is a strided inner loop, the outer ones advance like an odometer.
+// dimension is a strided inner loop, the outer ones advance like an odometer. Dimensions both
+// layouts walk as one are merged first, for longer inner loops.
 template <class U>
-void copy_typed(const U* src, const StridedLayout& sl, U* dst, const StridedLayout& dl) {
+void copy_typed(const U* src, StridedLayout sl, U* dst, StridedLayout dl) {
   if (sl.numel() == 0) return;
+  coalesce(sl, dl);
   if (sl.rank == 0) {
     dst[0] = src[0];
     return;

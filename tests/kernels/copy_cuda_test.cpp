@@ -181,3 +181,39 @@ TEST(CopyCuda, OverlappingViewsOnTheDeviceMatchTheHost) {
     EXPECT_TRUE(same_bytes(dtr.to(Device::cpu()), ht));
   }
 }
+
+// The Detect head's permute, forward and backward, at YOLOv5s's P3 shape (batch 4, 80x80, 3
+// anchors, 85 outputs): the conv's NHWC output [B, ny, nx, na * no] viewed as [B, na, ny, nx, no],
+// and the gradient's way back. These copies take the 32-bit indexer (kernels/strided_index.h);
+// they move bits, so they equal the host's copies byte for byte.
+TEST(CopyCuda, DetectPermuteBothWaysMatchesTheHost) {
+  KESTREL_SKIP_WITHOUT_CUDA();
+  const Device gpu = Device::cuda(0);
+  const int64_t b = 4, na = 3, ny = 80, nx = 80, no = 85;
+  for (DType dt : {DType::BF16, DType::F16, DType::F32}) {
+    SCOPED_TRACE(dtype_name(dt));
+    const Tensor h = pattern({b, ny, nx, na * no}, dt);
+    const Tensor d = h.to(gpu);
+    auto forward = [&](const Tensor& t) {
+      return t.reshape({b, ny, nx, na, no}).permute({0, 3, 1, 2, 4}).contiguous();
+    };
+    const Tensor fh = forward(h), fd = forward(d);
+    EXPECT_TRUE(same_bytes(fd.to(Device::cpu()), fh));
+    auto backward = [&](const Tensor& g) { return g.permute({0, 2, 3, 1, 4}).contiguous(); };
+    EXPECT_TRUE(same_bytes(backward(fd).to(Device::cpu()), backward(fh)));
+    EXPECT_TRUE(same_bytes(backward(fd).to(Device::cpu()), h.reshape({b, ny, nx, na, no})));
+  }
+}
+
+// Past 2^31 elements the copy keeps 64-bit indexing: a broadcast row of 251 bytes copied into
+// 8,555,711 rows (2^31 + 58 bytes); rows at the start, the middle and beyond element 2^31 hold it.
+TEST(CopyCuda, CopiesPastTwoToThe31ElementsStayExact) {
+  KESTREL_SKIP_WITHOUT_CUDA();
+  const Device gpu = Device::cuda(0);
+  const int64_t row = 251, rows = 8555711;
+  ASSERT_GT(row * rows, int64_t{1} << 31);
+  const Tensor h = pattern({row}, DType::U8), d = h.to(gpu);
+  const Tensor out = make_view(d, {rows, row}, {0, 1}, d.storage_offset()).contiguous();
+  for (int64_t r : {int64_t{0}, int64_t{1}, rows / 2, (int64_t{1} << 31) / row, rows - 1})
+    EXPECT_TRUE(same_bytes(out.slice(0, r, r + 1).to(Device::cpu()).reshape({row}), h)) << "row " << r;
+}
