@@ -457,14 +457,13 @@ void Trainer::train_batch(const data::Batch& batch, int epoch, int64_t i) {
   schedule_->warmup(ni, epoch);
   // Labels are checked on the host, before the upload: the step itself reads nothing back.
   compute_loss_->check_targets(batch.targets, batch.images.size(0));
-  data::DeviceBatch db;
-  if (o_.multi_scale) {
-    data::Batch resized = batch;
-    resized.images = resize_batch(batch.images, multi_scale_size(o_.seed, rank_.rank, epoch, i, o_.img_size, gs_));
-    db = uploader_->to_device(resized);
-  } else {
-    db = uploader_->to_device(batch);
-  }
+  data::Batch upload = batch;
+  if (o_.multi_scale)
+    upload.images = resize_batch(batch.images, multi_scale_size(o_.seed, rank_.rank, epoch, i, o_.img_size, gs_));
+  // On a GPU the targets are padded to a few fixed row counts (padding rows match nothing), so
+  // the loss's buffers and the uploader's ring keep their sizes from batch to batch.
+  if (device_.is_cuda()) upload.targets = pad_targets(batch.targets, padded_target_rows(batch.targets.size(0)));
+  const data::DeviceBatch db = uploader_->to_device(upload);
   Tensor x = ops::images_to_input(db.images, compute_);
   const bool step_now = schedule_->step_due(ni);
   // The batch's flags (a non-finite loss, a stop request) are summed over the ranks on the

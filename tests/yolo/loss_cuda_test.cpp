@@ -110,6 +110,24 @@ TEST(YoloLossCuda, Float32MatchesCpu) {
   expect_parity(gpu_host_targets, cpu, 1e-5, 1e-3, 1e-5);
 }
 
+// Targets padded as the trainer pads them on a GPU (pad_targets): the device loss matches the
+// unpadded CPU loss as closely as unpadded targets do, and reports no invalid row (the padding
+// rows' image index -1 is not invalid); the CPU proves padded == unpadded bit for bit (loss_test).
+TEST(YoloLossCuda, PaddedTargetsMatchTheUnpaddedLoss) {
+  KESTREL_SKIP_WITHOUT_CUDA();
+  Problem pr(4, 256, 80, 13);
+  ComputeLoss loss(*pr.detect, scale_loss_hyp(Hyp{}, 3, 80, 256));
+  const Tensor padded = pad_targets(pr.targets, padded_target_rows(pr.targets.size(0)));
+  ASSERT_GT(padded.size(0), pr.targets.size(0));
+  const LossRun cpu = run(loss, pr.preds, pr.targets, Device::cpu(), DType::F32);
+  const LossRun gpu = run(loss, pr.preds, padded.to(Device::cuda(0)), Device::cuda(0), DType::F32);
+  expect_parity(gpu, cpu, 1e-5, 1e-3, 1e-5);
+  std::vector<Tensor> preds;
+  for (const Tensor& p : pr.preds) preds.push_back(p.to(Device::cuda(0)));
+  const DeviceLoss dl = loss.forward(preds, padded.to(Device::cuda(0)));
+  EXPECT_EQ(dl.summary.to(Device::cpu()).to_vector<double>()[kernels::kSummaryBadRow], -1.0);
+}
+
 TEST(YoloLossCuda, FocalSmoothingPosWeightsAndScaledGradient) {
   KESTREL_SKIP_WITHOUT_CUDA();
   Problem pr(2, 128, 5, 21);
