@@ -24,7 +24,7 @@ namespace kestrel::dist {
 struct DistFlags {
   std::optional<int> rank, world_size, local_rank, master_port;
   std::optional<std::string> master_addr;
-  std::chrono::seconds timeout{300};
+  std::chrono::seconds timeout = kDefaultTimeout;
 };
 
 // Reads one environment variable (tests pass their own table).

@@ -176,10 +176,9 @@ void check_tensor(const Tensor& t, const char* op) {
 }  // namespace
 
 GlooProcessGroup::GlooProcessGroup(std::shared_ptr<TcpStore> store, const DistOptions& options)
-    : ProcessGroup(options.rank, options.world_size),
-      store_(std::move(store)),
+    : ProcessGroup(options.rank, options.world_size, std::move(store)),
       timeout_(options.timeout) {
-  KESTREL_CHECK(store_ || options.world_size == 1, "GlooProcessGroup: a group of ",
+  KESTREL_CHECK(this->store() || options.world_size == 1, "GlooProcessGroup: a group of ",
                 options.world_size, " ranks needs a rendezvous store");
   // Gloo writes to its sockets with writev(), which raises SIGPIPE when a peer has died; the
   // default action would kill this rank silently instead of failing the collective with a clear
@@ -189,12 +188,12 @@ GlooProcessGroup::GlooProcessGroup(std::shared_ptr<TcpStore> store, const DistOp
     ::signal(SIGPIPE, SIG_IGN);
   try {
     // Peers reach this rank at the address it reaches the store from.
-    gloo::transport::tcp::attr attr(store_ ? store_->local_address().c_str() : "127.0.0.1");
+    gloo::transport::tcp::attr attr(this->store() ? this->store()->local_address().c_str() : "127.0.0.1");
     auto device = gloo::transport::tcp::CreateDevice(attr);
     auto context = std::make_shared<gloo::rendezvous::Context>(rank(), size());
     context->setTimeout(timeout_);
-    if (store_) {
-      GlooStoreAdapter adapter(*store_);
+    if (this->store()) {
+      GlooStoreAdapter adapter(*this->store());
       context->connectFullMesh(adapter, device);
     } else {
       gloo::rendezvous::HashStore local;

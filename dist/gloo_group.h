@@ -52,7 +52,6 @@ class GlooProcessGroup : public ProcessGroup {
   void worker_loop();
   uint32_t next_tag() { return tag_++; }
 
-  std::shared_ptr<TcpStore> store_;  // keeps rank 0's store serving while the group lives
   std::chrono::milliseconds timeout_;
   std::shared_ptr<gloo::Context> context_;
   uint32_t tag_ = 0;  // worker thread only: collectives get consecutive tags on every rank

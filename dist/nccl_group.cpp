@@ -168,12 +168,11 @@ void watchdog_loop(const std::shared_ptr<NcclProcessGroup::State>& s) {
 
 NcclProcessGroup::NcclProcessGroup(std::shared_ptr<TcpStore> store, const DistOptions& options,
                                    Device device)
-    : ProcessGroup(options.rank, options.world_size),
-      store_(std::move(store)),
+    : ProcessGroup(options.rank, options.world_size, std::move(store)),
       device_(device),
       state_(std::make_shared<State>()) {
   KESTREL_CHECK(device.is_cuda(), "NcclProcessGroup needs a CUDA device, got ", device.str());
-  KESTREL_CHECK(store_ || size() == 1, "NcclProcessGroup: a group of ", size(),
+  KESTREL_CHECK(this->store() || size() == 1, "NcclProcessGroup: a group of ", size(),
                 " ranks needs a rendezvous store");
   state_->rank = rank();
   state_->device = device;
@@ -183,9 +182,9 @@ NcclProcessGroup::NcclProcessGroup(std::shared_ptr<TcpStore> store, const DistOp
   if (rank() == 0) {
     ncclResult_t r = ncclGetUniqueId(&id);
     KESTREL_CHECK(r == ncclSuccess, "rank 0: ncclGetUniqueId failed: ", ncclGetErrorString(r));
-    if (store_) store_->set("nccl/id", std::string(id.internal, sizeof id.internal));
+    if (this->store()) this->store()->set("nccl/id", std::string(id.internal, sizeof id.internal));
   } else {
-    const std::string bytes = store_->get("nccl/id");
+    const std::string bytes = this->store()->get("nccl/id");
     KESTREL_CHECK(bytes.size() == sizeof id.internal, "rank ", rank(),
                   ": malformed NCCL unique id in the rendezvous store (", bytes.size(), " bytes)");
     std::memcpy(id.internal, bytes.data(), bytes.size());

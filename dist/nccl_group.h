@@ -46,7 +46,6 @@ class NcclProcessGroup : public ProcessGroup {
                                const std::function<ncclResult_t(ncclComm_t, cudaStream_t)>& call,
                                bool host_wait);
 
-  std::shared_ptr<TcpStore> store_;
   Device device_;
   Stream stream_;
   std::shared_ptr<State> state_;

@@ -7,6 +7,29 @@
 
 namespace kestrel::dist {
 
+ProcessGroup::ProcessGroup(int rank, int size, std::shared_ptr<TcpStore> store)
+    : rank_(rank), size_(size), store_(std::move(store)) {}
+
+void ProcessGroup::wait_for_all_ranks(const std::string& phase, std::chrono::milliseconds limit) {
+  if (size_ == 1) return;
+  if (!store_) {
+    barrier()->synchronize();
+    return;
+  }
+  // The last rank to arrive opens the phase's gate; everyone waits for the gate. Two keys per
+  // phase, so a long run leaves little in rank 0's store.
+  const std::string key = "phase/" + std::to_string(phases_++);
+  if (store_->add(key + "/arrived", 1) == size_) store_->set(key + "/open", "");
+  try {
+    store_->wait({key + "/open"}, limit);
+  } catch (const Error& e) {
+    KESTREL_FAIL("rank ", rank_, ": not every rank reached the end of '", phase, "' within ",
+                 format_duration(limit),
+                 ": a rank is stuck or died (see its log); if rank 0 only needs longer, raise "
+                 "--dist-phase-timeout. (", e.what(), ")");
+  }
+}
+
 std::shared_ptr<ProcessGroup> init_process_group(const std::string& backend,
                                                  const DistOptions& options, Device device) {
   KESTREL_CHECK(backend == "gloo" || backend == "nccl", "init_process_group: unknown backend '",

@@ -5,6 +5,11 @@
 // are asynchronous and work in place on contiguous tensors. Backends: "gloo" (TCP; CPU tensors,
 // and CUDA tensors staged through pinned host memory) and "nccl" (CUDA tensors, on the group's
 // communication stream).
+//
+// Collectives fail after the group's timeout (a dead or stuck peer). Phases that rank 0 runs alone
+// (label caches, validation, plots, checkpoints) may take much longer than that: the other ranks
+// wait them out in wait_for_all_ranks, which runs through the rendezvous store under a limit of
+// its own, so no collective is pending while rank 0 works.
 #pragma once
 #include <chrono>
 #include <memory>
@@ -14,6 +19,11 @@
 #include "engine/tensor.h"
 
 namespace kestrel::dist {
+
+class TcpStore;
+
+// The reference's: YOLOv5's train.py initialises its process group with a 3-hour timeout.
+inline constexpr std::chrono::seconds kDefaultTimeout{10800};
 
 enum class ReduceOp { Sum, Average };
 
@@ -42,11 +52,22 @@ class ProcessGroup {
   virtual std::shared_ptr<Work> all_gather(const Tensor& out, const Tensor& in) = 0;
   virtual std::shared_ptr<Work> barrier() = 0;
 
+  // Returns once every rank has called it (all ranks call it in the same order, with the same
+  // `phase`), waiting up to `limit` and not the collectives' timeout; issues no collective. For
+  // the other ranks to wait while rank 0 works alone. A rank that does not arrive within `limit`
+  // fails the wait with an Error naming the phase; rank 0 dying (it hosts the store) fails it at
+  // once. Groups without a store (a single rank, or the in-process test fake) use barrier().
+  void wait_for_all_ranks(const std::string& phase, std::chrono::milliseconds limit);
+
  protected:
-  ProcessGroup(int rank, int size) : rank_(rank), size_(size) {}
+  ProcessGroup(int rank, int size, std::shared_ptr<TcpStore> store = nullptr);
+  // The job's rendezvous store (null for a single rank), kept serving while the group lives.
+  const std::shared_ptr<TcpStore>& store() const { return store_; }
 
  private:
   int rank_, size_;
+  std::shared_ptr<TcpStore> store_;
+  int64_t phases_ = 0;  // wait_for_all_ranks calls so far: the same count on every rank
 };
 
 // Where this process sits in the job and how to reach rank 0's store.
@@ -56,7 +77,7 @@ struct DistOptions {
   int local_rank = 0;
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
-  std::chrono::seconds timeout{300};  // a dead or stuck peer fails collectives after this long
+  std::chrono::seconds timeout = kDefaultTimeout;  // a dead or stuck peer fails collectives after this long
 };
 
 // Connects to the other ranks (rank 0 hosts the rendezvous store) and returns the group.

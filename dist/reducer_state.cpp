@@ -27,17 +27,22 @@ BucketPlan BucketPlan::build(const std::vector<ParamInfo>& params, const std::ve
   std::vector<int> open(groups, -1);  // the bucket each group is filling
   for (int p : order) {
     const ParamInfo& info = params[p];
-    const int64_t bytes = info.numel * info.element_size;
+    KESTREL_CHECK(info.element_size > 0 && kGradAlignBytes % info.element_size == 0,
+                  "reducer: parameter ", p, " has elements of ", info.element_size,
+                  " bytes; gradient buckets hold 1, 2, 4 or 8-byte elements");
+    const int64_t align = kGradAlignBytes / info.element_size;  // in elements
+    const int64_t start = (plan.group_numel[info.group] + align - 1) / align * align;
     int& b = open[info.group];
-    if (b < 0 || plan.buckets[b].bytes + bytes > cap_bytes) {
+    if (b < 0 ||
+        (start + info.numel - plan.buckets[b].offset) * info.element_size > cap_bytes) {
       b = static_cast<int>(plan.buckets.size());
-      plan.buckets.push_back({info.group, plan.group_numel[info.group], 0, 0, {}});
+      plan.buckets.push_back({info.group, start, 0, 0, {}});
     }
     Bucket& bucket = plan.buckets[b];
-    plan.slots[p] = {b, plan.group_numel[info.group]};
-    plan.group_numel[info.group] += info.numel;
-    bucket.numel += info.numel;
-    bucket.bytes += bytes;
+    plan.slots[p] = {b, start};
+    plan.group_numel[info.group] = start + info.numel;
+    bucket.numel = start + info.numel - bucket.offset;
+    bucket.bytes = bucket.numel * info.element_size;
     bucket.params.push_back(p);
   }
   return plan;

@@ -10,27 +10,33 @@ namespace kestrel::dist {
 // What the layout needs to know about one parameter.
 struct ParamInfo {
   int64_t numel = 0;
-  int64_t element_size = 0;  // bytes
+  int64_t element_size = 0;  // bytes: 1, 2, 4 or 8 (a divisor of kGradAlignBytes)
   int group = 0;             // flat buffer it goes into (one per dtype)
 };
 
 struct Bucket {
   int group = 0;
-  int64_t offset = 0;  // first element within the group's flat buffer
-  int64_t numel = 0;
+  int64_t offset = 0;  // first element within the group's flat buffer (aligned)
+  int64_t numel = 0;   // from its first parameter's start to its last one's end, gaps included
   int64_t bytes = 0;
   std::vector<int> params;  // in layout order
 };
 
 struct ParamSlot {
   int bucket = -1;
-  int64_t offset = 0;  // first element within its group's flat buffer
+  int64_t offset = 0;  // first element within its group's flat buffer (aligned)
 };
 
-// Parameters laid out in `order` (every parameter exactly once), each group's parameters packed
-// back to back in that order, cut into buckets of at most cap_bytes (a parameter larger than the
-// cap gets a bucket of its own). Buckets are numbered in order of their first parameter, so
-// launching them in index order follows `order`.
+// Every parameter, and so every bucket, starts at a multiple of this many bytes within its flat
+// buffer (whose memory the allocators align at least as much): what NCCL's and the kernels'
+// vector loads want, instead of the odd offsets after a 255-element Detect bias.
+inline constexpr int64_t kGradAlignBytes = 256;
+
+// Parameters laid out in `order` (every parameter exactly once), each group's parameters placed in
+// that order at the next kGradAlignBytes boundary (the gaps are padding that stays zero), cut into
+// buckets that span at most cap_bytes, padding included (a parameter larger than the cap gets a
+// bucket of its own). Buckets are numbered in order of their first parameter, so launching them
+// in index order follows `order`.
 struct BucketPlan {
   std::vector<Bucket> buckets;
   std::vector<ParamSlot> slots;      // indexed by parameter

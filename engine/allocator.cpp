@@ -11,90 +11,11 @@
 
 namespace kestrel {
 
-CachingAllocator::CachingAllocator(RawAlloc raw_alloc, RawFree raw_free)
-    : raw_alloc_(std::move(raw_alloc)), raw_free_(std::move(raw_free)) {}
-
-CachingAllocator::~CachingAllocator() {
-  std::lock_guard lock(mutex_);
-  release_cached_locked();
-}
-
-size_t CachingAllocator::round_size(size_t bytes) {
-  constexpr size_t kSmall = 512, kLarge = 2 << 20, kSmallLimit = 1 << 20;
-  if (bytes == 0) bytes = 1;
-  if (bytes <= kSmallLimit) return (bytes + kSmall - 1) / kSmall * kSmall;
-  return (bytes + kLarge - 1) / kLarge * kLarge;
-}
-
-void* CachingAllocator::allocate(size_t bytes, uintptr_t stream_key) {
-  const size_t size = round_size(bytes);
-  std::lock_guard lock(mutex_);
-  // Best fit on the same stream, wasting at most the request's own size.
-  auto it = cached_.lower_bound({stream_key, size});
-  if (it != cached_.end() && it->first.first == stream_key && it->first.second <= 2 * size) {
-    void* ptr = it->second;
-    const size_t block = it->first.second;
-    cached_.erase(it);
-    cached_size_.erase(ptr);
-    in_use_[ptr] = {block, stream_key};
-    stats_.allocated += block;
-    stats_.peak_allocated = std::max(stats_.peak_allocated, stats_.allocated);
-    return ptr;
-  }
-  void* ptr = raw_alloc_(size);
-  if (!ptr) {  // out of memory: give the cache back and try once more
-    release_cached_locked();
-    ptr = raw_alloc_(size);
-  }
-  KESTREL_CHECK(ptr, "out of memory allocating ", size, " bytes (", stats_.allocated,
-                " bytes in use, ", stats_.reserved,
-                " reserved); reduce --batch-size or --img-size");
-  ++stats_.raw_allocs;
-  stats_.reserved += size;
-  in_use_[ptr] = {size, stream_key};
-  stats_.allocated += size;
-  stats_.peak_allocated = std::max(stats_.peak_allocated, stats_.allocated);
-  return ptr;
-}
-
-void CachingAllocator::deallocate(void* ptr) {
-  std::lock_guard lock(mutex_);
-  auto it = in_use_.find(ptr);
-  KESTREL_CHECK(it != in_use_.end(), "deallocate of a pointer this allocator did not hand out");
-  stats_.allocated -= it->second.size;
-  cached_.insert({{it->second.stream, it->second.size}, ptr});
-  cached_size_[ptr] = it->second.size;
-  in_use_.erase(it);
-}
-
-void CachingAllocator::release_cached_locked() {
-  for (auto& [key, ptr] : cached_) {
-    raw_free_(ptr);
-    stats_.reserved -= key.second;
-    ++stats_.raw_frees;
-  }
-  cached_.clear();
-  cached_size_.clear();
-}
-
-void CachingAllocator::empty_cache() {
-  std::lock_guard lock(mutex_);
-  release_cached_locked();
-}
-
-AllocatorStats CachingAllocator::stats() const {
-  std::lock_guard lock(mutex_);
-  return stats_;
-}
-
-void CachingAllocator::reset_peak() {
-  std::lock_guard lock(mutex_);
-  stats_.peak_allocated = stats_.allocated;
-}
-
 namespace {
 
-constexpr size_t kHostAlign = 64;  // a cache line, and what AVX-512 loads like
+// What cudaMalloc guarantees too, so that layouts aligned within a buffer (the gradient buckets'
+// 256-byte boundaries) are aligned in memory on every device; a multiple of the cache line.
+constexpr size_t kHostAlign = 256;
 
 // The process's allocators: one per CUDA device and one for pinned host memory. They live for the
 // whole process (like the devices they serve) and are created on first use.

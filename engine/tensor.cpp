@@ -220,27 +220,42 @@ kernels::StridedLayout layout_of(const Tensor& t) {
   return l;
 }
 
-// dst (same device, same dtype) <- src, any strides.
+// dst (same device, same dtype) <- src, any strides. Overlapping views (a shift within one
+// buffer) go through a fresh copy of src: an element-by-element copy would read values it has
+// already overwritten, and cudaMemcpyAsync is undefined for overlapping memory (memmove is fine).
 void copy_same_device(const Tensor& dst, const Tensor& src) {
   const Device dev = dst.device();
   DeviceGuard guard(dev);
+  if (dst.numel() == 0) return;
+  auto staged = [&] {
+    const Tensor copy = Tensor::empty(src.shape(), src.dtype(), dev);
+    copy_same_device(copy, src);
+    copy_same_device(dst, copy);
+  };
   if (dst.is_contiguous() && src.is_contiguous()) {
     const size_t bytes = dst.numel() * dst.element_size();
-    if (bytes == 0 || dst.data_ptr() == src.data_ptr()) return;
+    const auto* d = static_cast<const char*>(dst.data_ptr());
+    const auto* s = static_cast<const char*>(src.data_ptr());
+    if (d == s) return;
     if (dev.is_cpu()) {
       std::memmove(dst.data_ptr(), src.data_ptr(), bytes);
+    } else if (d < s + bytes && s < d + bytes) {
+      staged();
     } else {
       KESTREL_CUDA_CHECK(cudaMemcpyAsync(dst.data_ptr(), src.data_ptr(), bytes,
                                          cudaMemcpyDeviceToDevice, current_stream(dev).handle()));
     }
     return;
   }
+  const kernels::StridedLayout dl = layout_of(dst), sl = layout_of(src);
+  if (kernels::same_view(dst.data_ptr(), dl, src.data_ptr(), sl)) return;
+  if (kernels::copy_overlaps(dst.data_ptr(), dl, src.data_ptr(), sl, dst.element_size()))
+    return staged();
   if (dev.is_cpu())
-    kernels::copy_strided_cpu(dst.element_size(), src.data_ptr(), layout_of(src), dst.data_ptr(),
-                              layout_of(dst));
+    kernels::copy_strided_cpu(dst.element_size(), src.data_ptr(), sl, dst.data_ptr(), dl);
   else
-    kernels::copy_strided_cuda(dst.element_size(), src.data_ptr(), layout_of(src), dst.data_ptr(),
-                               layout_of(dst), current_stream(dev).handle());
+    kernels::copy_strided_cuda(dst.element_size(), src.data_ptr(), sl, dst.data_ptr(), dl,
+                               current_stream(dev).handle());
 }
 
 // A contiguous tensor with src's values in dtype `dt`, on src's device.

@@ -1,14 +1,35 @@
 #include "kernels/copy.h"
 #include "kernels/error.h"
 #include "kernels/launch.cuh"
+#include "kernels/strided_index.h"
 
 namespace kestrel::kernels {
 namespace {
 
+// Fewer than 2^31 elements and offsets: one set of 32-bit divisions (multiply-high and shift)
+// gives both offsets.
 template <class U>
-void copy_typed(const U* src, const StridedLayout& sl, U* dst, const StridedLayout& dl,
-                cudaStream_t stream) {
-  cuda::launch_map(sl.numel(), stream,
+__global__ void copy32_kernel(uint32_t n, const U* src, U* dst, StridedIndexer32 index) {
+  for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+    int32_t s, d;
+    index.offsets(i, s, d);
+    dst[d] = src[s];
+  }
+}
+
+template <class U>
+void copy_typed(const U* src, StridedLayout sl, U* dst, StridedLayout dl, cudaStream_t stream) {
+  const int64_t n = sl.numel();
+  if (n == 0) return;
+  coalesce(sl, dl);
+  StridedIndexer32 index;
+  if (make_indexer32(sl, dl, index)) {
+    copy32_kernel<<<cuda::blocks_for(n), cuda::kThreads, 0, stream>>>(static_cast<uint32_t>(n), src,
+                                                                      dst, index);
+    KESTREL_CUDA_CHECK_LAUNCH();
+    return;
+  }
+  cuda::launch_map(n, stream,
                    [=] __device__(int64_t i) { dst[dl.offset_of(i)] = src[sl.offset_of(i)]; });
 }
 

@@ -31,6 +31,23 @@ struct StridedLayout {
   }
 };
 
+// The bytes a layout reaches from its base pointer, [begin, end) relative to it; empty for a
+// layout without elements. Strides may be zero (a broadcast) or negative.
+struct ByteRange {
+  int64_t begin = 0, end = 0;
+  bool empty() const { return begin >= end; }
+};
+ByteRange byte_range(const StridedLayout& layout, size_t elem_size);
+
+// Whether copying src into dst element by element (or with cudaMemcpy, undefined for overlapping
+// memory) could read a value it has already overwritten: the byte ranges of the two views
+// intersect and they are not one and the same view (a copy onto itself changes nothing). Views
+// that interleave without sharing an element (even and odd columns) also answer true: the check
+// is by range, and a staged copy is always correct.
+bool copy_overlaps(const void* dst, const StridedLayout& dst_layout, const void* src,
+                   const StridedLayout& src_layout, size_t elem_size);
+bool same_view(const void* a, const StridedLayout& la, const void* b, const StridedLayout& lb);
+
 // dst[dst_layout(i)] = src[src_layout(i)] for every i; both layouts share the same shape.
 // elem_size is 1, 2, 4 or 8 bytes.
 void copy_strided_cpu(size_t elem_size, const void* src, const StridedLayout& src_layout, void* dst,

@@ -2,15 +2,18 @@
 
 #include "kernels/copy.h"
 #include "kernels/error.h"
+#include "kernels/strided_index.h"
 
 namespace kestrel::kernels {
 namespace {
 
 // Walks the shape with a multi-index counter (no division per element): the innermost
-// dimension is a strided inner loop, the outer ones advance like an odometer.
+// dimension is a strided inner loop, the outer ones advance like an odometer. Dimensions both
+// layouts walk as one are merged first, for longer inner loops.
 template <class U>
-void copy_typed(const U* src, const StridedLayout& sl, U* dst, const StridedLayout& dl) {
+void copy_typed(const U* src, StridedLayout sl, U* dst, StridedLayout dl) {
   if (sl.numel() == 0) return;
+  coalesce(sl, dl);
   if (sl.rank == 0) {
     dst[0] = src[0];
     return;
@@ -44,6 +47,33 @@ void copy_strided_cpu(size_t elem_size, const void* src, const StridedLayout& sl
     case 8: return copy_typed(static_cast<const uint64_t*>(src), sl, static_cast<uint64_t*>(dst), dl);
   }
   KESTREL_FAIL("copy_strided_cpu: unsupported element size ", elem_size);
+}
+
+ByteRange byte_range(const StridedLayout& l, size_t elem_size) {
+  if (l.numel() == 0) return {};
+  int64_t lo = 0, hi = 0;  // element offsets of the lowest and highest element
+  for (int d = 0; d < l.rank; ++d) {
+    const int64_t reach = (l.shape[d] - 1) * l.stride[d];
+    (reach < 0 ? lo : hi) += reach;
+  }
+  const auto es = static_cast<int64_t>(elem_size);
+  return {lo * es, (hi + 1) * es};
+}
+
+bool same_view(const void* a, const StridedLayout& la, const void* b, const StridedLayout& lb) {
+  if (a != b || la.rank != lb.rank) return false;
+  for (int d = 0; d < la.rank; ++d)
+    if (la.shape[d] != lb.shape[d] || (la.shape[d] > 1 && la.stride[d] != lb.stride[d]))
+      return false;
+  return true;
+}
+
+bool copy_overlaps(const void* dst, const StridedLayout& dl, const void* src,
+                   const StridedLayout& sl, size_t elem_size) {
+  const ByteRange d = byte_range(dl, elem_size), s = byte_range(sl, elem_size);
+  if (d.empty() || s.empty() || same_view(dst, dl, src, sl)) return false;
+  const auto d0 = reinterpret_cast<intptr_t>(dst), s0 = reinterpret_cast<intptr_t>(src);
+  return d0 + d.begin < s0 + s.end && s0 + s.begin < d0 + d.end;
 }
 
 void fill_cpu(void* data, DType t, int64_t n, double value) {

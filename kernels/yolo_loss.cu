@@ -69,7 +69,7 @@ __global__ void match_kernel(LossConfig c, LossLevel lv, LossLevelBuffers<float>
     int32_t cell = kNoCell;
     if (target_row_valid(row, c.bs, c.nc))
       cell = match_slot(row, o, a, lv, c, &b.slot_cls[s], &b.slot_tbox[4 * s]);
-    else if (o == 0 && a == 0)
+    else if (o == 0 && a == 0 && !target_row_padding(row))
       atomicMin(bad_row, static_cast<int>(t));
     b.slot_cell[s] = cell;
     ids[s] = static_cast<int32_t>(s);

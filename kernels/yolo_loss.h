@@ -20,7 +20,10 @@
 //
 // Targets are float32 rows (image, class, x, y, w, h) with xywh normalised. A row is valid when
 // all values are finite, image and class are integers in [0, bs) and [0, nc), 0 <= x, y <= 1 and
-// w, h >= 0; an invalid row matches nothing and its index is reported in the summary.
+// w, h >= 0; an invalid row matches nothing and its index is reported in the summary. A padding
+// row (image index -1) matches nothing and is not reported: padded to a fixed row count, the
+// targets give every buffer of the loss a fixed size (what a captured CUDA graph replays), and the
+// loss and its gradient equal the unpadded ones (the real slots keep their order).
 #pragma once
 #include <cuda_runtime.h>
 
@@ -105,6 +108,9 @@ KESTREL_HD inline float mul_rn(float a, float b) {
   return a * b;
 #endif
 }
+
+constexpr float kPaddingImage = -1.0f;
+KESTREL_HD inline bool target_row_padding(const float* r) { return r[0] == kPaddingImage; }
 
 KESTREL_HD inline bool target_row_valid(const float* r, int64_t bs, int64_t nc) {
   for (int k = 0; k < 6; ++k)

@@ -121,7 +121,8 @@ void yolo_loss_forward_cpu(DType t, const LossConfig& c, const LossLevel* levels
   std::vector<char> row_ok(c.nt);
   for (int64_t r = 0; r < c.nt; ++r) {
     row_ok[r] = target_row_valid(targets + 6 * r, c.bs, c.nc);
-    if (!row_ok[r] && summary[kSummaryBadRow] < 0) summary[kSummaryBadRow] = double(r);
+    if (!row_ok[r] && !target_row_padding(targets + 6 * r) && summary[kSummaryBadRow] < 0)
+      summary[kSummaryBadRow] = double(r);
   }
   KESTREL_DISPATCH_CPU_FLOAT(t, T, "yolo loss", {
     for (int l = 0; l < nl; ++l)

@@ -226,6 +226,25 @@ LossResult ComputeLoss::operator()(const std::vector<Tensor>& preds, const Tenso
   return {loss.total, sm[kernels::kSummaryBox], sm[kernels::kSummaryObj], sm[kernels::kSummaryCls]};
 }
 
+Tensor pad_targets(const Tensor& targets, int64_t rows) {
+  KESTREL_CHECK(targets.dim() == 2 && targets.size(1) == 6 && targets.dtype() == DType::F32,
+                "pad_targets: targets must be float32 [M, 6], got ", targets.describe());
+  KESTREL_CHECK(targets.size(0) <= rows, "pad_targets: ", targets.size(0),
+                " target rows do not fit in ", rows);
+  const Tensor out = Tensor::empty({rows, 6}, DType::F32, targets.device(), targets.is_pinned());
+  const Tensor padding = out.slice(0, targets.size(0), rows);
+  padding.zero_();
+  padding.slice(1, 0, 1).fill_(kernels::kPaddingImage);
+  out.slice(0, 0, targets.size(0)).copy_(targets);
+  return out;
+}
+
+int64_t padded_target_rows(int64_t m) {
+  int64_t rows = 64;
+  while (rows < m) rows *= 2;
+  return rows;
+}
+
 void ComputeLoss::check_targets(const Tensor& targets_in, int64_t bs) const {
   KESTREL_CHECK(targets_in.dim() == 2 && targets_in.size(1) == 6,
                 "ComputeLoss: targets must be a float [M, 6] tensor (image, class, x, y, w, h), got ",
@@ -236,7 +255,7 @@ void ComputeLoss::check_targets(const Tensor& targets_in, int64_t bs) const {
   const float* rows = targets.data<float>();  // host memory: no device to wait for
   for (int64_t r = 0; r < targets.size(0); ++r) {
     const float* v = rows + 6 * r;
-    KESTREL_CHECK(kernels::target_row_valid(v, bs, nc_), "ComputeLoss: target row ", r, " (", v[0],
+    KESTREL_CHECK(kernels::target_row_valid(v, bs, nc_) || kernels::target_row_padding(v), "ComputeLoss: target row ", r, " (", v[0],
                   ", ", v[1], ", ", v[2], ", ", v[3], ", ", v[4], ", ", v[5],
                   ") is invalid: need an image index in [0, ", bs, "), a class in [0, ", nc_,
                   "), x and y in [0, 1], w and h >= 0, all finite; check the labels");

@@ -40,6 +40,16 @@ struct DeviceLoss {
 // --label-smoothing, as train.py does).
 Hyp scale_loss_hyp(Hyp hyp, int nl, int nc, int img_size);
 
+// targets (float32 [M, 6]) followed by padding rows (image index -1, kernels::kPaddingImage) up to
+// `rows` rows, on the targets' device (pinned if they are): padding rows match nothing and are not
+// invalid, so the loss and its gradient equal the unpadded ones, while the loss's buffers get a
+// size that does not follow each batch's label count. Throws when M > rows.
+Tensor pad_targets(const Tensor& targets, int64_t rows);
+// The padded row count for m targets: the next power of two, at least 64, so that a run sees few
+// sizes (the allocator and the uploader's ring reuse their blocks; a fixed-size step can be
+// captured once per size).
+int64_t padded_target_rows(int64_t m);
+
 class ComputeLoss {
  public:
   // detect: the model's head (nc, na, nl, anchors in stride units); hyp: already scaled.

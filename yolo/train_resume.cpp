@@ -155,6 +155,7 @@ ResumePlan plan_resume(const TrainOptions& requested) {
   if (requested.no_tensorboard) o.no_tensorboard = true;
   o.trace = requested.trace;
   o.dist_timeout = requested.dist_timeout;
+  o.dist_phase_timeout = requested.dist_phase_timeout;
   o.interrupt_after = requested.interrupt_after;
   o.resume = plan.path;
   o.weights.clear();

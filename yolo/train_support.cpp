@@ -67,8 +67,8 @@ std::vector<int> ranks_raising(const RankInfo& r, Device device, const std::vect
   return std::vector<int>(counts.begin(), counts.end());
 }
 
-void barrier(const RankInfo& r) {
-  if (r.world > 1) r.group->barrier()->synchronize();
+void wait_for_rank0(const RankInfo& r, const std::string& phase) {
+  if (r.world > 1) r.group->wait_for_all_ranks(phase, r.phase_limit);
 }
 
 std::string format_seconds(double s) {

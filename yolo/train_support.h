@@ -2,6 +2,7 @@
 // argument, values shared between ranks, --freeze, --multi-scale resizing, the options as they
 // go into opt.yaml and checkpoints.
 #pragma once
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
@@ -16,6 +17,7 @@ namespace kestrel::yolo {
 struct RankInfo {
   int rank = 0, world = 1, local = 0;
   std::shared_ptr<dist::ProcessGroup> group;
+  std::chrono::milliseconds phase_limit{0};  // --dist-phase-timeout
   bool main() const { return rank == 0; }
 };
 
@@ -30,7 +32,9 @@ std::string broadcast_string(const RankInfo& r, Device device, const std::string
 // For each flag, how many ranks raised it (one all-reduce; every rank must call it at the same
 // point). A single process gets its own flags back as 0/1.
 std::vector<int> ranks_raising(const RankInfo& r, Device device, const std::vector<bool>& flags);
-void barrier(const RankInfo& r);
+// The other ranks wait here while rank 0 finishes `phase` alone (every rank calls it at the same
+// point): up to --dist-phase-timeout, outside the collectives' timeout, with nothing pending.
+void wait_for_rank0(const RankInfo& r, const std::string& phase);
 std::string format_seconds(double s);
 // "model.<i>." prefixes of the frozen layers (one number N: the first N layers).
 std::vector<std::string> freeze_prefixes(const std::vector<int>& freeze);

@@ -45,7 +45,10 @@ struct TrainOptions {
   bool no_overlap = false;
   std::string trace;  // Chrome trace of the steps' compute and communication timelines
   bool check_sync = false;  // compare parameters (and the BN buffer list) across ranks every step
-  double dist_timeout = 10800;  // the reference's: rank 0 alone may scan, validate and save for long
+  double dist_timeout = 10800;  // seconds a collective may take (a dead or stuck peer), the reference's
+  // Seconds the other ranks wait while rank 0 works alone (label caches, AutoAnchor, validation,
+  // plots, checkpoints): a wait outside the collectives' timeout (ProcessGroup::wait_for_all_ranks).
+  double dist_phase_timeout = 10800;
   int max_batches = 0;  // testing aid: stop each epoch after this many batches (0 = all)
   int64_t interrupt_after = 0;  // testing aid: act as on SIGINT after this many batches (0 = never)
   // --evolve N: this run is one of N generations (yolo/evolve.h): as the reference, it writes no

@@ -9,6 +9,7 @@
 #include "engine/autograd.h"
 #include "engine/ops/layout.h"
 #include "yolo/box_ops.h"
+#include "yolo/data/batch_uploader.h"
 #include "yolo/nms.h"
 #include "yolo/plots.h"
 

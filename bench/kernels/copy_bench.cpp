@@ -1,6 +1,7 @@
 // Copies at YOLOv5s shapes: a contiguous copy of the 80x80x128 P3 feature map (NHWC), the same
-// map permuted to NCHW through contiguous() (the strided copy kernel), and the upload of a batch
-// of 640x640 RGB uint8 images from pinned and from pageable host memory.
+// map permuted to NCHW through contiguous() (the strided copy kernel), the Detect head's permute
+// of the P3 output, and the upload of a batch of 640x640 RGB uint8 images from pinned and from
+// pageable host memory.
 #include <cstdlib>
 
 #include "bench/kernels/bench_common.h"
@@ -28,6 +29,19 @@ void BM_CopyPermuteToNCHW(benchmark::State& state) {
   Tensor x = Tensor::ones({s.batch, kH, kW, kC}, s.dtype, s.device);
   Tensor nchw = x.permute({0, 3, 1, 2});
   c.run([&] { nchw.contiguous(); });
+  c.report_bytes(2.0 * x.numel() * x.element_size());
+}
+
+// The Detect head's permute at P3: the conv's [B, 80, 80, 3 * 85] (NHWC) viewed as
+// [B, 3, 80, 80, 85]; its backward is the inverse permute, of the same size.
+void BM_CopyDetectPermute(benchmark::State& state) {
+  const bench::CommonArgs s = bench::common_args(state);
+  constexpr int64_t kAnchors = 3, kOutputs = 85;
+  bench::Case c(state, s.device, s.dtype, str(s.batch, "x", kH, "x", kW, "x", kAnchors * kOutputs));
+  if (c.skipped()) return;
+  Tensor x = Tensor::ones({s.batch, kH, kW, kAnchors * kOutputs}, s.dtype, s.device);
+  Tensor view = x.reshape({s.batch, kH, kW, kAnchors, kOutputs}).permute({0, 3, 1, 2, 4});
+  c.run([&] { view.contiguous(); });
   c.report_bytes(2.0 * x.numel() * x.element_size());
 }
 
@@ -66,5 +80,6 @@ void BM_HostToDevicePageable(benchmark::State& state) { host_to_device(state, fa
 
 BENCHMARK(BM_CopyContiguous)->Apply(Args);
 BENCHMARK(BM_CopyPermuteToNCHW)->Apply(Args);
+BENCHMARK(BM_CopyDetectPermute)->Apply(Args);
 BENCHMARK(BM_HostToDevicePinned)->UseManualTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_HostToDevicePageable)->UseManualTime()->Unit(benchmark::kMillisecond);

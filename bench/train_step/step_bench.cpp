@@ -18,6 +18,7 @@
 #include "engine/random.h"
 #include "engine/stream.h"
 #include "yolo/data/augment_pipeline.h"
+#include "yolo/data/batch_uploader.h"
 #include "yolo/data/dataset_config.h"
 #include "yolo/data/loader.h"
 #include "yolo/data/sampler.h"

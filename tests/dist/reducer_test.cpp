@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <random>
 
 #include "dist/reducer_state.h"
 #include "engine/ops/elementwise.h"
@@ -94,31 +95,87 @@ ReducerOptions one_param_per_bucket() {
   return o;
 }
 
-TEST(BucketPlanTest, PacksGroupsInOrderAndCutsAtTheCap) {
-  // Parameters 0..4; 1 and 3 are of a second dtype group; 4 exceeds the cap on its own.
+TEST(BucketPlanTest, PacksGroupsInOrderAlignedAndCutsAtTheCap) {
+  // Parameters 0..4; 1 and 3 are float64 (a second dtype group); 4 is the largest.
   const std::vector<ParamInfo> params = {{10, 4, 0}, {6, 8, 1}, {10, 4, 0}, {6, 8, 1}, {40, 4, 0}};
-  const BucketPlan plan = BucketPlan::build(params, {4, 3, 2, 1, 0}, 96);
+  const BucketPlan plan = BucketPlan::build(params, {4, 3, 2, 1, 0}, 512);
   ASSERT_EQ(plan.buckets.size(), 3u);
-  // Bucket 0: param 4 alone (160 bytes > cap); param 2 would overflow it and opens bucket 2.
-  // Bucket 1: group 1, params 3 and 1 (exactly 96 bytes). Bucket 2: params 2 and 0 (80 bytes).
-  EXPECT_EQ(plan.buckets[0].params, std::vector<int>({4}));
+  // Group 0 (64 float32 elements per 256 bytes): param 4 at 0, param 2 at the next boundary, 64
+  // (the bucket now spans 74 elements, 296 bytes); param 0 at 128 would make it span 552 bytes,
+  // over the cap: it opens bucket 2 there. Group 1 (32 float64 elements per 256 bytes): params 3
+  // and 1 at 0 and 32, one bucket of 38 elements.
+  EXPECT_EQ(plan.buckets[0].params, std::vector<int>({4, 2}));
   EXPECT_EQ(plan.buckets[1].params, std::vector<int>({3, 1}));
-  EXPECT_EQ(plan.buckets[2].params, std::vector<int>({2, 0}));
+  EXPECT_EQ(plan.buckets[2].params, std::vector<int>({0}));
   EXPECT_EQ(plan.buckets[1].group, 1);
-  EXPECT_EQ(plan.group_numel, std::vector<int64_t>({60, 12}));
   EXPECT_EQ(plan.slots[4].offset, 0);
-  EXPECT_EQ(plan.slots[2].offset, 40);
-  EXPECT_EQ(plan.slots[0].offset, 50);
-  EXPECT_EQ(plan.slots[1].offset, 6);
-  EXPECT_EQ(plan.buckets[2].offset, 40);
-  EXPECT_EQ(plan.buckets[2].numel, 20);
+  EXPECT_EQ(plan.slots[2].offset, 64);
+  EXPECT_EQ(plan.slots[0].offset, 128);
+  EXPECT_EQ(plan.slots[3].offset, 0);
+  EXPECT_EQ(plan.slots[1].offset, 32);
+  EXPECT_EQ(plan.buckets[0].numel, 74);
+  EXPECT_EQ(plan.buckets[0].bytes, 296);
+  EXPECT_EQ(plan.buckets[1].numel, 38);
+  EXPECT_EQ(plan.buckets[2].offset, 128);
+  EXPECT_EQ(plan.buckets[2].numel, 10);
+  EXPECT_EQ(plan.group_numel, std::vector<int64_t>({138, 38}));
+  // A parameter larger than the cap gets a bucket of its own.
+  const BucketPlan tight = BucketPlan::build(params, {4, 3, 2, 1, 0}, 96);
+  EXPECT_EQ(tight.buckets.size(), 5u);
   EXPECT_THROW(BucketPlan::build(params, {0, 1, 2, 3, 3}, 96), Error);
   EXPECT_THROW(BucketPlan::build(params, {0, 1, 2, 3, 4}, 0), Error);
+  EXPECT_THROW(BucketPlan::build({{4, 3, 0}}, {0}, 96), Error);  // 3-byte elements
+}
+
+// Any sizes, dtypes and order: every parameter and bucket starts on a 256-byte boundary,
+// parameters never overlap and sit inside their bucket, buckets of a group follow each other, and
+// a bucket spans at most the cap unless it holds a single parameter.
+TEST(BucketPlanTest, EveryParameterAndBucketIsAligned) {
+  std::mt19937 rng(5);
+  for (int trial = 0; trial < 50; ++trial) {
+    const int n = 1 + static_cast<int>(rng() % 40);
+    std::vector<ParamInfo> params;
+    for (int p = 0; p < n; ++p) {
+      const int64_t sizes[] = {2, 4, 8};
+      const int group = static_cast<int>(rng() % 3);  // one dtype per group
+      params.push_back({static_cast<int64_t>(rng() % 700), sizes[group], group});
+    }
+    std::vector<int> order(n);
+    for (int p = 0; p < n; ++p) order[p] = p;
+    std::shuffle(order.begin(), order.end(), rng);
+    const int64_t cap = 256 + static_cast<int64_t>(rng() % 4096);
+    const BucketPlan plan = BucketPlan::build(params, order, cap);
+    std::vector<int64_t> group_end(3, 0);
+    int64_t previous_bucket_end[3] = {0, 0, 0};
+    for (const Bucket& b : plan.buckets) {
+      const int64_t es = params[b.params.front()].element_size;
+      EXPECT_EQ(b.offset * es % kGradAlignBytes, 0);
+      EXPECT_GE(b.offset, previous_bucket_end[b.group]);
+      previous_bucket_end[b.group] = b.offset + b.numel;
+      EXPECT_EQ(b.bytes, b.numel * es);
+      if (b.params.size() > 1) {
+        EXPECT_LE(b.bytes, cap);
+      }
+      int64_t end = b.offset;
+      for (int p : b.params) {
+        const ParamSlot& s = plan.slots[p];
+        EXPECT_EQ(s.offset * es % kGradAlignBytes, 0) << "parameter " << p;
+        EXPECT_GE(s.offset, end) << "parameter " << p << " overlaps its predecessor";
+        end = s.offset + params[p].numel;
+        EXPECT_EQ(params[p].group, b.group);
+      }
+      EXPECT_EQ(end, b.offset + b.numel);
+      group_end[b.group] = std::max(group_end[b.group], end);
+    }
+    for (int g = 0; g < static_cast<int>(plan.group_numel.size()); ++g)
+      EXPECT_EQ(plan.group_numel[g], group_end[g]);
+  }
 }
 
 TEST(ReadyTrackerTest, LaunchesBucketsStrictlyInIndexOrder) {
   const std::vector<ParamInfo> params(4, ParamInfo{4, 4, 0});
-  const BucketPlan plan = BucketPlan::build(params, {0, 1, 2, 3}, 32);  // [0,1] [2,3]
+  // 256-byte slots: [0, 1] spans 272 bytes; 2 would make it 528 > 512.
+  const BucketPlan plan = BucketPlan::build(params, {0, 1, 2, 3}, 512);  // [0,1] [2,3]
   ASSERT_EQ(plan.buckets.size(), 2u);
   ReadyTracker t(&plan);
   EXPECT_TRUE(t.mark_ready(3).empty());
@@ -147,8 +204,10 @@ TEST(ReducerTest, AveragesGradientsInPlaceInsideOneFlatBuffer) {
       for (int j = 0; j < kParams; ++j) {
         SCOPED_TRACE("w" + std::to_string(j) + " step " + std::to_string(step));
         expect_near(c.w[j].grad().to_double_vector(), averaged_grad(c, kRanks, j));
-        // AccumulateGrad added into the reducer's view: one storage holds every gradient.
+        // AccumulateGrad added into the reducer's view: one storage holds every gradient, each
+        // on a 256-byte boundary in memory.
         EXPECT_EQ(c.w[j].grad().storage(), c.w[0].grad().storage());
+        EXPECT_EQ(reinterpret_cast<uintptr_t>(c.w[j].grad().data_ptr()) % kGradAlignBytes, 0u);
       }
     }
     EXPECT_EQ(group->all_reduces, 2 * kParams);

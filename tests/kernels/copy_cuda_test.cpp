@@ -151,3 +151,69 @@ TEST(CopyCuda, GradientsFlowBackAcrossDevices) {
   EXPECT_EQ(x.grad().dtype(), DType::F32);
   EXPECT_TRUE(same(x.grad(), pattern({4, 3}, DType::F32).transpose(0, 1)));
 }
+
+// Overlapping views of one device buffer are copied through a temporary (cudaMemcpyAsync is
+// undefined for overlapping memory, and the strided kernel's threads would race): contiguous
+// shifts both ways, a strided row shift and an in-place transpose equal the same copies on the
+// host.
+TEST(CopyCuda, OverlappingViewsOnTheDeviceMatchTheHost) {
+  KESTREL_SKIP_WITHOUT_CUDA();
+  const Device gpu = Device::cuda(0);
+  for (DType dt : {DType::F32, DType::F16, DType::U8}) {
+    SCOPED_TRACE(dtype_name(dt));
+    Tensor h = pattern({1 << 20}, dt), d = h.to(gpu);
+    const int64_t n = 1 << 20, k = 1000;
+    h.slice(0, k, n).copy_(h.slice(0, 0, n - k));
+    d.slice(0, k, n).copy_(d.slice(0, 0, n - k));
+    EXPECT_TRUE(same_bytes(d.to(Device::cpu()), h));
+    h.slice(0, 0, n - 3).copy_(h.slice(0, 3, n));
+    d.slice(0, 0, n - 3).copy_(d.slice(0, 3, n));
+    EXPECT_TRUE(same_bytes(d.to(Device::cpu()), h));
+
+    Tensor hr = pattern({64, 300}, dt), dr = hr.to(gpu);
+    hr.slice(1, 1, 300).copy_(hr.slice(1, 0, 299));
+    dr.slice(1, 1, 300).copy_(dr.slice(1, 0, 299));
+    EXPECT_TRUE(same_bytes(dr.to(Device::cpu()), hr));
+
+    Tensor ht = pattern({97, 97}, dt), dtr = ht.to(gpu);
+    ht.copy_(ht.transpose(0, 1));
+    dtr.copy_(dtr.transpose(0, 1));
+    EXPECT_TRUE(same_bytes(dtr.to(Device::cpu()), ht));
+  }
+}
+
+// The Detect head's permute, forward and backward, at YOLOv5s's P3 shape (batch 4, 80x80, 3
+// anchors, 85 outputs): the conv's NHWC output [B, ny, nx, na * no] viewed as [B, na, ny, nx, no],
+// and the gradient's way back. These copies take the 32-bit indexer (kernels/strided_index.h);
+// they move bits, so they equal the host's copies byte for byte.
+TEST(CopyCuda, DetectPermuteBothWaysMatchesTheHost) {
+  KESTREL_SKIP_WITHOUT_CUDA();
+  const Device gpu = Device::cuda(0);
+  const int64_t b = 4, na = 3, ny = 80, nx = 80, no = 85;
+  for (DType dt : {DType::BF16, DType::F16, DType::F32}) {
+    SCOPED_TRACE(dtype_name(dt));
+    const Tensor h = pattern({b, ny, nx, na * no}, dt);
+    const Tensor d = h.to(gpu);
+    auto forward = [&](const Tensor& t) {
+      return t.reshape({b, ny, nx, na, no}).permute({0, 3, 1, 2, 4}).contiguous();
+    };
+    const Tensor fh = forward(h), fd = forward(d);
+    EXPECT_TRUE(same_bytes(fd.to(Device::cpu()), fh));
+    auto backward = [&](const Tensor& g) { return g.permute({0, 2, 3, 1, 4}).contiguous(); };
+    EXPECT_TRUE(same_bytes(backward(fd).to(Device::cpu()), backward(fh)));
+    EXPECT_TRUE(same_bytes(backward(fd).to(Device::cpu()), h.reshape({b, ny, nx, na, no})));
+  }
+}
+
+// Past 2^31 elements the copy keeps 64-bit indexing: a broadcast row of 251 bytes copied into
+// 8,555,711 rows (2^31 + 58 bytes); rows at the start, the middle and beyond element 2^31 hold it.
+TEST(CopyCuda, CopiesPastTwoToThe31ElementsStayExact) {
+  KESTREL_SKIP_WITHOUT_CUDA();
+  const Device gpu = Device::cuda(0);
+  const int64_t row = 251, rows = 8555711;
+  ASSERT_GT(row * rows, int64_t{1} << 31);
+  const Tensor h = pattern({row}, DType::U8), d = h.to(gpu);
+  const Tensor out = make_view(d, {rows, row}, {0, 1}, d.storage_offset()).contiguous();
+  for (int64_t r : {int64_t{0}, int64_t{1}, rows / 2, (int64_t{1} << 31) / row, rows - 1})
+    EXPECT_TRUE(same_bytes(out.slice(0, r, r + 1).to(Device::cpu()).reshape({row}), h)) << "row " << r;
+}

@@ -132,3 +132,77 @@ TEST(Copy, EdgeCasesAndErrors) {
   a.copy_(a);  // copying a tensor onto itself changes nothing
   EXPECT_EQ(a.to_vector<float>(), (std::vector<float>(6, 0.f)));
 }
+
+namespace {
+
+kernels::StridedLayout layout(std::initializer_list<int64_t> shape,
+                              std::initializer_list<int64_t> stride) {
+  kernels::StridedLayout l;
+  l.rank = static_cast<int>(shape.size());
+  int d = 0;
+  for (int64_t s : shape) l.shape[d++] = s;
+  d = 0;
+  for (int64_t s : stride) l.stride[d++] = s;
+  return l;
+}
+
+}  // namespace
+
+// The overlap check behind copy_ on one device: byte ranges of contiguous, transposed, broadcast,
+// negative-stride and empty layouts; overlapping views are flagged, disjoint ones and a view onto
+// itself are not, interleaved ones conservatively are.
+TEST(Copy, OverlapDetection) {
+  using kernels::byte_range;
+  EXPECT_EQ(byte_range(layout({3, 4}, {4, 1}), 4).begin, 0);
+  EXPECT_EQ(byte_range(layout({3, 4}, {4, 1}), 4).end, 48);
+  EXPECT_EQ(byte_range(layout({4, 3}, {1, 4}), 8).end, 96);    // a transpose reaches the same
+  EXPECT_EQ(byte_range(layout({5, 2}, {0, 1}), 2).end, 4);     // stride 0: one row
+  EXPECT_EQ(byte_range(layout({3}, {-2}), 4).begin, -16);      // reaches below its base
+  EXPECT_EQ(byte_range(layout({3}, {-2}), 4).end, 4);
+  EXPECT_TRUE(byte_range(layout({0, 4}, {4, 1}), 4).empty());
+  EXPECT_EQ(byte_range(layout({}, {}), 8).end, 8);  // a scalar
+
+  alignas(64) static char buf[4096];
+  const auto row = layout({8}, {1});
+  EXPECT_TRUE(kernels::copy_overlaps(buf + 4, row, buf, row, 4));        // shift by one float
+  EXPECT_FALSE(kernels::copy_overlaps(buf + 32, row, buf, row, 4));      // adjacent, disjoint
+  EXPECT_FALSE(kernels::copy_overlaps(buf, row, buf, row, 4));           // itself: a no-op
+  EXPECT_TRUE(kernels::same_view(buf, row, buf, row));
+  const auto even = layout({4, 4}, {8, 2});
+  EXPECT_TRUE(kernels::copy_overlaps(buf + 4, even, buf, even, 4));      // odd vs even columns
+  EXPECT_TRUE(kernels::copy_overlaps(buf, layout({4, 4}, {1, 4}), buf, layout({4, 4}, {4, 1}), 4));
+  EXPECT_FALSE(kernels::copy_overlaps(buf, layout({0}, {1}), buf, row, 4));
+  // Size-1 dimensions' strides do not matter to sameness.
+  EXPECT_TRUE(kernels::same_view(buf, layout({1, 4}, {99, 1}), buf, layout({1, 4}, {4, 1})));
+}
+
+// Copies between overlapping views of one buffer give what a copy through a temporary would: a
+// shift right and left along rows (strided, so the element-wise path), a transpose in place, and
+// a contiguous shift (memmove).
+TEST(Copy, OverlappingViewsCopyAsIfThroughATemporary) {
+  {
+    Tensor x = iota({4, 6});
+    const std::vector<double> before = x.to_double_vector();
+    x.slice(1, 1, 6).copy_(x.slice(1, 0, 5));  // each row shifted right by one
+    const std::vector<double> v = x.to_double_vector();
+    for (int64_t r = 0; r < 4; ++r) {
+      EXPECT_EQ(v[r * 6], before[r * 6]);
+      for (int64_t c = 1; c < 6; ++c) EXPECT_EQ(v[r * 6 + c], before[r * 6 + c - 1]) << r << "," << c;
+    }
+    x.slice(1, 0, 5).copy_(x.slice(1, 1, 6));  // and back
+    EXPECT_EQ(x.slice(1, 0, 5).contiguous().to_double_vector(),
+              iota({4, 6}).slice(1, 0, 5).contiguous().to_double_vector());
+  }
+  {
+    Tensor x = iota({5, 5});
+    x.copy_(x.transpose(0, 1));  // in-place transpose: every element read before it is written
+    const std::vector<double> v = x.to_double_vector();
+    for (int64_t r = 0; r < 5; ++r)
+      for (int64_t c = 0; c < 5; ++c) EXPECT_EQ(v[r * 5 + c], c * 5 + r);
+  }
+  {
+    Tensor x = iota({10});
+    x.slice(0, 2, 10).copy_(x.slice(0, 0, 8));
+    EXPECT_EQ(x.to_double_vector(), (std::vector<double>{0, 1, 0, 1, 2, 3, 4, 5, 6, 7}));
+  }
+}

@@ -41,6 +41,13 @@ TEST_P(ElementwiseCuda, ForwardAndBackwardMatchCpu) {
   ops::silu(xg).backward(dy.to(gpu));
   ops::silu(xcg).backward(on_cpu(dy));
   EXPECT_TRUE(all_close(xg.grad(), xcg.grad(), 1e-5, rtol * 2));
+
+  // Sigmoid's backward, dy·σ(x)·(1 − σ(x)), through the same kernels family.
+  Tensor xs = x.detach().set_requires_grad();
+  Tensor xcs = xc.detach().set_requires_grad();
+  ops::sigmoid(xs).backward(dy.to(gpu));
+  ops::sigmoid(xcs).backward(on_cpu(dy));
+  EXPECT_TRUE(all_close(xs.grad(), xcs.grad(), 1e-5, rtol * 2));
 }
 
 INSTANTIATE_TEST_SUITE_P(DTypes, ElementwiseCuda,

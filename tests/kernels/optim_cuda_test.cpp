@@ -204,3 +204,48 @@ TEST(OptimCuda, DeviceSkipFlagLeavesEverythingUnchanged) {
     for (size_t k = 0; k < cpu[c].size(); ++k) EXPECT_TRUE(bitwise_equal(gpu[c][k], cpu[c][k])) << k;
 }
 
+// Half storage (float16 and bfloat16 master copies, as a model kept in half would have): the
+// kernels compute in float from the stored values and round each result once, so they equal the
+// CPU's float update of the same rounded values, rounded once, bit for bit (Adam, EMA, clipping
+// by a given norm); the norm of half gradients sums in double, within 1e-6 of the CPU's.
+TEST(OptimCuda, AdamEmaAndClipWithHalfStorageRoundOnce) {
+  KESTREL_SKIP_WITHOUT_CUDA();
+  const Device gpu_dev = Device::cuda(0);
+  for (DType half : {DType::F16, DType::BF16}) {
+    SCOPED_TRACE(dtype_name(half));
+    auto base = random_columns(4, 9);
+    for (Tensor& v : base[3]) v = random_tensor(v.shape(), 79, DType::F32, 0, 1);
+    auto gpu = to_device(base, gpu_dev, half);
+    auto cpu = to_device(to_device(base, Device::cpu(), half), Device::cpu(), DType::F32);
+    const kernels::AdamHyper h{1e-3, 0.937, 0.999, 1e-8, 5e-4, true, 3};
+    kernels::adam_step_cpu(DType::F32, list_of(cpu), h);
+    kernels::adam_step_cuda(half, list_of(gpu), h, stream());
+    for (int c : {0, 2, 3})
+      for (size_t k = 0; k < cpu[c].size(); ++k)
+        EXPECT_TRUE(bitwise_equal(gpu[c][k], cpu[c][k].to(half))) << "column " << c << " tensor " << k;
+
+    // EMA of the (rounded) updated parameters into the exp_avg column, as a half EMA would.
+    std::vector<std::vector<Tensor>> ema_cpu = {cpu[2], cpu[0]}, ema_gpu = {gpu[2], gpu[0]};
+    for (Tensor& t : ema_cpu[0]) t = t.to(half).to(DType::F32);
+    for (Tensor& t : ema_cpu[1]) t = t.to(half).to(DType::F32);
+    kernels::ema_update_cpu(DType::F32, list_of(ema_cpu), 0.75);
+    kernels::ema_update_cuda(half, list_of(ema_gpu), 0.75, stream());
+    for (size_t k = 0; k < ema_cpu[0].size(); ++k)
+      EXPECT_TRUE(bitwise_equal(ema_gpu[0][k], ema_cpu[0][k].to(half))) << "ema tensor " << k;
+
+    // Clipping: the norm of half gradients, then the scale by a given device norm.
+    std::vector<std::vector<Tensor>> g_gpu = {gpu[1]}, g_cpu = {cpu[1]};
+    const TensorList glist = list_of(g_gpu);
+    Tensor work = Tensor::empty({kernels::norm_partial_count(glist)}, DType::F64, gpu_dev);
+    Tensor norm = Tensor::empty({}, DType::F32, gpu_dev);
+    kernels::global_norm_cuda(half, glist, work.data<double>(), norm.data<float>(), stream());
+    const double want = kernels::global_norm_cpu(DType::F32, list_of(g_cpu));
+    EXPECT_NEAR(norm.item(), want, 1e-6 * want);
+    const float given = 123.25f;
+    Tensor given_dev = Tensor::scalar(given, DType::F32, gpu_dev);
+    kernels::clip_scale_cuda(half, glist, given_dev.data<float>(), 10.0, stream());
+    kernels::scale_cpu(DType::F32, list_of(g_cpu), kernels::clip_coef(given, 10.0f));
+    for (size_t k = 0; k < g_cpu[0].size(); ++k)
+      EXPECT_TRUE(bitwise_equal(g_gpu[0][k], g_cpu[0][k].to(half))) << "gradient " << k;
+  }
+}

@@ -13,6 +13,7 @@
 #include "engine/ops/elementwise.h"
 #include "engine/random.h"
 #include "tests/support/testing.h"
+#include "kernels/yolo_loss.h"
 #include "yolo/loss.h"
 
 using namespace kestrel;
@@ -109,6 +110,24 @@ TEST(YoloLossCuda, Float32MatchesCpu) {
   expect_parity(gpu_host_targets, cpu, 1e-5, 1e-3, 1e-5);
 }
 
+// Targets padded as the trainer pads them on a GPU (pad_targets): the device loss matches the
+// unpadded CPU loss as closely as unpadded targets do, and reports no invalid row (the padding
+// rows' image index -1 is not invalid); the CPU proves padded == unpadded bit for bit (loss_test).
+TEST(YoloLossCuda, PaddedTargetsMatchTheUnpaddedLoss) {
+  KESTREL_SKIP_WITHOUT_CUDA();
+  Problem pr(4, 256, 80, 13);
+  ComputeLoss loss(*pr.detect, scale_loss_hyp(Hyp{}, 3, 80, 256));
+  const Tensor padded = pad_targets(pr.targets, padded_target_rows(pr.targets.size(0)));
+  ASSERT_GT(padded.size(0), pr.targets.size(0));
+  const LossRun cpu = run(loss, pr.preds, pr.targets, Device::cpu(), DType::F32);
+  const LossRun gpu = run(loss, pr.preds, padded.to(Device::cuda(0)), Device::cuda(0), DType::F32);
+  expect_parity(gpu, cpu, 1e-5, 1e-3, 1e-5);
+  std::vector<Tensor> preds;
+  for (const Tensor& p : pr.preds) preds.push_back(p.to(Device::cuda(0)));
+  const DeviceLoss dl = loss.forward(preds, padded.to(Device::cuda(0)));
+  EXPECT_EQ(dl.summary.to(Device::cpu()).to_vector<double>()[kernels::kSummaryBadRow], -1.0);
+}
+
 TEST(YoloLossCuda, FocalSmoothingPosWeightsAndScaledGradient) {
   KESTREL_SKIP_WITHOUT_CUDA();
   Problem pr(2, 128, 5, 21);
@@ -134,6 +153,31 @@ TEST(YoloLossCuda, BFloat16WithinRounding) {
   const LossRun gpu = run(loss, rounded, pr.targets, Device::cuda(0), DType::BF16);
   EXPECT_EQ(gpu.result.total.dtype(), DType::F32);
   expect_parity(gpu, cpu, 1e-2, 1.0 / 64, 1.0 / 64);
+}
+
+// float16 predictions as fp16 training gives them: 11 mantissa bits, so 2^-11 per rounding of
+// the objectness targets and of the gradients; scaled by 1024 as the loss scaler does, which
+// keeps small gradients out of float16's subnormals. 2e-3 relative on the loss, 2^-9 of the
+// largest gradient on the gradients (divided back by the scale).
+TEST(YoloLossCuda, Float16WithinRoundingUnderLossScaling) {
+  KESTREL_SKIP_WITHOUT_CUDA();
+  Problem pr(2, 128, 80, 41);
+  ComputeLoss loss(*pr.detect, Hyp{});
+  std::vector<Tensor> rounded;
+  for (const Tensor& p : pr.preds) rounded.push_back(p.to(DType::F16).to(DType::F32));
+  const LossRun cpu = run(loss, rounded, pr.targets, Device::cpu(), DType::F32, 1024.0);
+  LossRun gpu = run(loss, rounded, pr.targets, Device::cuda(0), DType::F16, 1024.0);
+  EXPECT_EQ(gpu.result.total.dtype(), DType::F32);
+  expect_parity(gpu, cpu, 2e-3, 1.0 / 512, 1.0 / 512);
+  // The device form of the same loss: the summary holds the components the host read.
+  std::vector<Tensor> preds;
+  for (const Tensor& p : rounded) preds.push_back(p.to(DType::F16).to(Device::cuda(0)));
+  const DeviceLoss dl = loss.forward(preds, pr.targets.to(Device::cuda(0)));
+  const std::vector<double> sm = dl.summary.to(Device::cpu()).to_vector<double>();
+  EXPECT_EQ(sm[kernels::kSummaryBox], gpu.result.box);
+  EXPECT_EQ(sm[kernels::kSummaryObj], gpu.result.obj);
+  EXPECT_EQ(sm[kernels::kSummaryCls], gpu.result.cls);
+  EXPECT_EQ(sm[kernels::kSummaryBadRow], -1.0);
 }
 
 TEST(YoloLossCuda, DeterministicRunToRun) {

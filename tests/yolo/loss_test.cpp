@@ -485,3 +485,62 @@ TEST(YoloLoss, Yolov5nEndToEnd) {
     for (double v : p.grad().to_double_vector()) ASSERT_TRUE(std::isfinite(v)) << name;
   }
 }
+
+// Padding rows (image index -1) change nothing: the padded targets' loss, its components and its
+// gradient equal the unpadded ones bit for bit, in float64 and float32 and without targets at all
+// (the real slots keep their relative order, padding slots match nothing and add nothing).
+TEST(YoloLoss, PaddedTargetsGiveTheSameLossAndGradients) {
+  for (const std::vector<float>& rows : {kRows, std::vector<float>{}}) {
+    for (DType dt : {DType::F64, DType::F32}) {
+      SCOPED_TRACE(std::string(dtype_name(dt)) + ", " + std::to_string(rows.size() / 6) + " rows");
+      Problem pr(3, rows);
+      ComputeLoss loss(*pr.detect, Hyp{});
+      auto leaves = [&] {
+        std::vector<Tensor> p;
+        for (const Tensor& x : pr.preds) p.push_back(x.detach().to(dt).set_requires_grad());
+        return p;
+      };
+      const std::vector<Tensor> plain_preds = leaves(), padded_preds = leaves();
+      const Tensor padded = pad_targets(pr.targets, 64);
+      ASSERT_EQ(padded.size(0), 64);
+      const LossResult plain = loss(plain_preds, pr.targets), pad = loss(padded_preds, padded);
+      EXPECT_EQ(pad.box, plain.box);
+      EXPECT_EQ(pad.obj, plain.obj);
+      EXPECT_EQ(pad.cls, plain.cls);
+      EXPECT_EQ(pad.total.item(), plain.total.item());
+      plain.total.backward();
+      pad.total.backward();
+      for (size_t l = 0; l < plain_preds.size(); ++l)
+        EXPECT_TRUE(kestrel::testing::all_close(padded_preds[l].grad(), plain_preds[l].grad(), 0, 0))
+            << "level " << l;
+      const DeviceLoss dl = loss.forward(padded_preds, padded);
+      EXPECT_EQ(dl.summary.to_vector<double>()[kernels::kSummaryBadRow], -1.0) << "padding is not invalid";
+    }
+  }
+}
+
+TEST(YoloLoss, PaddingKeepsTheRowsAndStillRefusesBadOnes) {
+  const Tensor t = Tensor::from_vector(kRows, {6, 6});
+  const Tensor p = pad_targets(t, 8);
+  const std::vector<float> v = p.to_vector<float>();
+  EXPECT_EQ(std::vector<float>(v.begin(), v.begin() + 36), kRows);
+  EXPECT_EQ(std::vector<float>(v.begin() + 36, v.end()),
+            (std::vector<float>{-1, 0, 0, 0, 0, 0, -1, 0, 0, 0, 0, 0}));
+  EXPECT_THROW(pad_targets(t, 5), Error);
+  EXPECT_EQ(padded_target_rows(0), 64);
+  EXPECT_EQ(padded_target_rows(64), 64);
+  EXPECT_EQ(padded_target_rows(65), 128);
+  EXPECT_EQ(padded_target_rows(3000), 4096);
+  Problem pr(3, kRows);
+  ComputeLoss loss(*pr.detect, Hyp{});
+  EXPECT_NO_THROW(loss.check_targets(p, pr.bs));
+  // Another negative image index is no padding: still an invalid row, named.
+  std::vector<float> bad = kRows;
+  bad[6] = -2;
+  try {
+    loss(pr.preds, pad_targets(Tensor::from_vector(bad, {6, 6}), 64));
+    FAIL() << "image -2 accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("target row 1"), std::string::npos) << e.what();
+  }
+}

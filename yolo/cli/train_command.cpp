@@ -35,6 +35,7 @@ const std::map<std::string, bool> kFlags = {
     {"deterministic", false}, {"amp", true},       {"nproc-per-node", true}, {"nnodes", true},
     {"node-rank", true},   {"master-addr", true},  {"master-port", true},   {"bucket-cap-mb", true},
     {"no-overlap", false}, {"trace", true},        {"dist-timeout", true},  {"max-batches", true},
+    {"dist-phase-timeout", true},
     {"check-sync", false}, {"max-restarts", true},  {"evolve", true},
     {"no-tensorboard", false}};
 
@@ -123,8 +124,8 @@ const Command kTrainCommand = {
     "                     [--save-period -1] [--seed 0] [--deterministic] [--amp bf16|fp16|off]\n"
     "                     [--nproc-per-node N] [--nnodes M --node-rank R --master-addr A\n"
     "                     --master-port P] [--bucket-cap-mb 4] [--no-overlap] [--trace FILE]\n"
-    "                     [--dist-timeout 10800] [--check-sync] [--max-restarts 0] [--evolve [300]]\n"
-    "                     [--no-tensorboard]\n"
+    "                     [--dist-timeout 10800] [--dist-phase-timeout 10800] [--check-sync]\n"
+    "                     [--max-restarts 0] [--evolve [300]] [--no-tensorboard]\n"
     "  --batch-size is the total over all ranks; --data defaults to the built-in synthetic set.\n"
     "  --device 0,1 (a list of GPUs) starts one process per GPU (DDP).\n"
     "  --max-restarts K: when a worker dies, restart all of them (resuming from this run's newest\n"
@@ -197,6 +198,7 @@ int run_train(const std::vector<std::string>& raw) {
   o.trace = args.get("trace", "");
   o.check_sync = args.has("check-sync");
   o.dist_timeout = args.get_double("dist-timeout", o.dist_timeout);
+  o.dist_phase_timeout = args.get_double("dist-phase-timeout", o.dist_phase_timeout);
   o.max_batches = args.get_int32("max-batches", 0);
   if (!o.resume) {  // a resumed run takes its files from the checkpoint
     o.cfg = yolo::find_shipped_file(o.cfg, "--cfg");

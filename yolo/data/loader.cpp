@@ -198,31 +198,4 @@ std::optional<Batch> Loader::next() {
   return std::move(slot.batch);
 }
 
-BatchUploader::BatchUploader(Device device) : device_(device) {
-  if (device_.is_cuda()) copy_stream_ = Stream::create(device_);
-}
-
-DeviceBatch BatchUploader::to_device(const Batch& batch) {
-  if (device_.is_cpu()) return {batch.images, batch.targets};
-  while (!in_flight_.empty() && in_flight_.front().second.query()) in_flight_.pop_front();
-  // The device memory comes from the consumer stream's pool and may have been used by work
-  // already queued there: the copy waits for that work, and the consumer waits for the copy.
-  const Stream compute = current_stream(device_);
-  Event queued(device_);
-  queued.record(compute);
-  queued.wait(copy_stream_);
-  DeviceBatch out{Tensor::empty(batch.images.shape(), DType::U8, device_),
-                  Tensor::empty(batch.targets.shape(), DType::F32, device_)};
-  {
-    StreamGuard on_copy_stream(copy_stream_);
-    out.images.copy_(batch.images, /*non_blocking=*/true);
-    out.targets.copy_(batch.targets, /*non_blocking=*/true);
-  }
-  Event copied(device_);
-  copied.record(copy_stream_);
-  copied.wait(compute);
-  in_flight_.emplace_back(batch, copied);
-  return out;
-}
-
 }  // namespace kestrel::yolo::data

@@ -2,8 +2,8 @@
 // collate) into a bounded window of batches ahead of the consumer; batches come out in sampler
 // order whatever the threads' timing, and each sample's randomness depends only on
 // (seed, rank, epoch, index), so 1 or 8 workers give identical batches. Images are u8 NHWC RGB in
-// pinned host memory when CUDA is available; BatchUploader moves them to the GPU on a copy stream
-// (normalisation to float happens there: ops::images_to_input).
+// pinned host memory when CUDA is available; BatchUploader (batch_uploader.h) moves them to the GPU
+// on a copy stream (normalisation to float happens there: ops::images_to_input).
 //
 //   Loader loader(pipeline, options, order);
 //   for (int64_t epoch = 0; epoch < epochs; ++epoch) {
@@ -118,26 +118,6 @@ class Loader {
   std::atomic<uint64_t> generation_{0};  // bumped to abandon batches being built
   std::map<int64_t, Slot> ready_;
   std::vector<std::thread> threads_;
-};
-
-// Moves batches to a CUDA device: the copy runs on its own stream after the consumer's stream
-// has finished earlier work (the device memory comes from the consumer's pool), and the
-// consumer's current stream waits for it through an event; the host never waits. Host batches
-// stay referenced until their copy has finished, so pinned memory is never reused early.
-struct DeviceBatch {
-  Tensor images;   // u8 [B, H, W, 3] on the device
-  Tensor targets;  // f32 [M, 6] on the device
-};
-class BatchUploader {
- public:
-  explicit BatchUploader(Device device);
-  // On the CPU this hands the host tensors back unchanged.
-  DeviceBatch to_device(const Batch& batch);
-
- private:
-  Device device_;
-  Stream copy_stream_;
-  std::deque<std::pair<Batch, Event>> in_flight_;
 };
 
 }  // namespace kestrel::yolo::data

@@ -296,19 +296,6 @@ TEST_F(LoaderTest, DistributedRanksShareTheDataset) {
   EXPECT_EQ(seen, all);  // disjoint and covering: every image exactly once
 }
 
-TEST_F(LoaderTest, CpuUploadHandsTheHostTensorsBack) {
-  auto p = pipeline(false);
-  LoaderOptions o;
-  o.batch_size = 4;
-  o.workers = 0;
-  Loader loader(p, o, sequential_order(p->size()));
-  const Batch b = loader.build_batch(0, 0);
-  BatchUploader uploader(Device::cpu());
-  const DeviceBatch d = uploader.to_device(b);
-  EXPECT_TRUE(d.images.is_same(b.images));
-  EXPECT_TRUE(d.targets.is_same(b.targets));
-}
-
 TEST_F(LoaderTest, RectBatchesTakeTheirShapes) {
   auto p = pipeline(false, /*rect=*/true, 64, /*pad=*/0.5, /*batch_size=*/4);
   ASSERT_EQ(p->batch_shapes().size(), 3u);
