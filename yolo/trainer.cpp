@@ -425,19 +425,24 @@ bool Trainer::train_epoch(int epoch) {
   t_epoch_ = Clock::now();
   const int64_t shown = o_.max_batches > 0 ? std::min<int64_t>(nb_, o_.max_batches) : nb_;
   ProgressCadence cadence = out_->cadence();
+  int64_t instances = 0, size = 0;  // the newest batch's, for the bar
+  const auto show = [&](bool last) {
+    const double secs = std::chrono::duration<double>(Clock::now() - t_epoch_).count();
+    const double mem = device_.is_cuda() ? allocator_stats(device_).reserved / 1e9 : 0.0;
+    if (last || cadence.due(progress_.next_batch, shown, secs))
+      out_->progress(progress_line(epoch, o_.epochs, mem, progress_, instances, size, progress_.next_batch, shown, secs),
+                     last);
+  };
   for (int64_t i = progress_.next_batch; i < shown; ++i) {
     std::optional<data::Batch> b = loader_->next();
     if (!b) break;
     train_batch(*b, epoch, i);
     progress_.next_batch = i + 1;
-    if (out_->on()) {
-      const double secs = std::chrono::duration<double>(Clock::now() - t_epoch_).count();
-      const double mem = device_.is_cuda() ? allocator_stats(device_).reserved / 1e9 : 0.0;
-      if (cadence.due(i + 1, shown, secs))
-        out_->progress(progress_line(epoch, o_.epochs, mem, progress_, b->targets.size(0), b->images.size(1), i + 1,
-                                     shown, secs),
-                       i + 1 == shown);
-    }
+    instances = b->targets.size(0);
+    size = b->images.size(1);
+    // The mean losses are learnt a batch late: the epoch's last line waits for the drain below,
+    // so that it shows the epoch's mean as results.csv records it.
+    if (out_->on() && i + 1 < shown) show(false);
     // Stop at an optimizer-step boundary: nothing is half-accumulated in the saved state.
     if (stop_agreed_ && !accumulated_) {
       account(step_->drain());
@@ -445,6 +450,7 @@ bool Trainer::train_epoch(int epoch) {
     }
   }
   account(step_->drain());  // the last batches' losses and flags, before the epoch is judged
+  if (out_->on() && progress_.next_batch == shown) show(true);
   KESTREL_CHECK(progress_.seen > 0 || progress_.skipped == 0, "every training step of epoch ", epoch,
                 " produced a NaN/Inf loss; lower lr0 (--hyp), use --amp off or check the labels");
   if (progress_.skipped) out_->line("WARNING: ", progress_.skipped, " steps with a NaN/Inf loss were skipped this epoch");
