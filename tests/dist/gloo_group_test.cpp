@@ -14,6 +14,8 @@
 #include "tests/dist/spawn.h"
 #include "tests/support/testing.h"
 
+using kestrel::testing::error_of;
+
 namespace kestrel::dist {
 namespace {
 
@@ -62,15 +64,6 @@ std::shared_ptr<ProcessGroup> worker_group() {
   flags.timeout = std::chrono::seconds(timeout_seconds());
   return init_process_group("gloo", resolve_dist_options(flags, process_environment()),
                             Device::cpu());
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 void expect_all_ok(const std::vector<testing::RankResult>& results) {

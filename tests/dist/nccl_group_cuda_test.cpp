@@ -9,6 +9,8 @@
 #include "kernels/error.h"
 #include "tests/support/testing.h"
 
+using kestrel::testing::error_of;
+
 namespace kestrel::dist {
 namespace {
 
@@ -34,15 +36,6 @@ std::shared_ptr<ProcessGroup> one_rank_group(std::chrono::seconds timeout = 30s)
   DistOptions o;
   o.timeout = timeout;
   return init_process_group("nccl", o, Device::cuda(0));
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 TEST(NcclGroup, CollectivesOnEveryDtype) {

@@ -13,6 +13,9 @@
 #include "dist/env.h"
 #include "kernels/error.h"
 #include "tests/dist/spawn.h"
+#include "tests/support/testing.h"
+
+using kestrel::testing::error_of;
 
 namespace kestrel::dist {
 namespace {
@@ -29,15 +32,6 @@ std::shared_ptr<ProcessGroup> worker_group() {
   flags.timeout = kCollectiveTimeout;
   return init_process_group("gloo", resolve_dist_options(flags, process_environment()),
                             Device::cpu());
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 double seconds_since(Clock::time_point start) {

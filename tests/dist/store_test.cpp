@@ -8,6 +8,9 @@
 #include "dist/env.h"
 #include "kernels/error.h"
 #include "tests/dist/spawn.h"
+#include "tests/support/testing.h"
+
+using kestrel::testing::error_of;
 
 namespace kestrel::dist {
 namespace {
@@ -17,15 +20,6 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 TEST(TcpStore, SetGetAddWaitAcrossThreads) {

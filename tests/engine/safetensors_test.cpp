@@ -13,6 +13,8 @@
 
 #include "tests/support/testing.h"
 
+using kestrel::testing::error_of;
+
 using namespace kestrel;
 namespace fs = std::filesystem;
 
@@ -75,15 +77,6 @@ std::string one_tensor(const std::string& shape, const std::string& offsets,
 template <class T>
 std::string raw(const std::vector<T>& v) {
   return std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <random>
 
 #include "engine/autograd.h"
+#include "kernels/error.h"
 
 namespace kestrel::testing {
 
@@ -89,6 +90,15 @@ double weighted_sum(const Tensor& out, const std::vector<double>& w) {
     }
   }
   return ::testing::AssertionSuccess();
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
 }
 
 }  // namespace kestrel::testing

@@ -1,10 +1,11 @@
-// Shared test helpers: random tensors, closeness checks, finite-difference gradient checks and
-// the GPU skip.
+// Shared test helpers: random tensors, closeness checks, finite-difference gradient checks, the
+// GPU skip, and the message of an expected kestrel::Error.
 #pragma once
 #include <gtest/gtest.h>
 
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "engine/tensor.h"
@@ -32,5 +33,8 @@ struct GradcheckOptions {
 ::testing::AssertionResult gradcheck(const std::function<Tensor(const std::vector<Tensor>&)>& f,
                                      const std::vector<Tensor>& inputs,
                                      const GradcheckOptions& options = {});
+
+// The message of the kestrel::Error that f throws; empty when it returns normally.
+std::string error_of(const std::function<void()>& f);
 
 }  // namespace kestrel::testing
