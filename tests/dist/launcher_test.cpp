@@ -13,8 +13,9 @@
 #include "dist/env.h"
 #include "dist/restart_policy.h"
 #include "kernels/error.h"
-#include "tests/support/testing.h"
 #include "tests/dist/spawn.h"
+#include "tests/support/sanitizers.h"
+#include "tests/support/testing.h"
 
 namespace kestrel::dist {
 namespace {
@@ -65,6 +66,15 @@ TEST(LauncherWorker, DISABLED_ReportEnv) {
 TEST(LauncherWorker, DISABLED_OneFails) {
   std::ofstream(out_dir() / ("pid" + env_or_empty("RANK"))) << ::getpid();
   if (env_or_empty("RANK") == "1") {
+    // Fail once every other rank has written its pid (under a sanitizer they start slowly), so
+    // that the launcher has live workers to stop and the test their pids to check.
+    const int world = std::stoi(env_or_empty("WORLD_SIZE"));
+    const auto deadline = Clock::now() + 10s * testing::kSanitizerSlowdown;
+    for (int rank = 0; rank < world; ++rank) {
+      const fs::path pid = out_dir() / ("pid" + std::to_string(rank));
+      while ((!fs::exists(pid) || fs::file_size(pid) == 0) && Clock::now() < deadline)
+        std::this_thread::sleep_for(10ms);
+    }
     std::this_thread::sleep_for(300ms);
     std::cerr << "rank 1 gives up: simulated failure" << std::endl;
     std::_Exit(3);
