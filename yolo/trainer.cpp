@@ -450,7 +450,7 @@ bool Trainer::train_epoch(int epoch) {
     }
   }
   account(step_->drain());  // the last batches' losses and flags, before the epoch is judged
-  if (out_->on() && progress_.next_batch == shown) show(true);
+  if (out_->on() && progress_.next_batch == shown && size > 0) show(true);  // size: a batch ran
   KESTREL_CHECK(progress_.seen > 0 || progress_.skipped == 0, "every training step of epoch ", epoch,
                 " produced a NaN/Inf loss; lower lr0 (--hyp), use --amp off or check the labels");
   if (progress_.skipped) out_->line("WARNING: ", progress_.skipped, " steps with a NaN/Inf loss were skipped this epoch");
