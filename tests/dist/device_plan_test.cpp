@@ -6,21 +6,14 @@
 #include <gtest/gtest.h>
 
 #include "kernels/error.h"
+#include "tests/support/testing.h"
 
 using namespace kestrel;
 using namespace kestrel::dist;
 
 namespace {
 
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using kestrel::testing::error_of;
 
 bool mentions(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;

@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "kernels/error.h"
+#include "tests/support/testing.h"
 
 using namespace kestrel;
 using namespace kestrel::yolo;
@@ -35,15 +36,7 @@ void touch(const fs::path& p) {
   std::ofstream(p) << "x: 1\n";
 }
 
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using kestrel::testing::error_of;
 
 bool mentions(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;

@@ -45,15 +45,7 @@ void image(const std::string& path) {
 }
 
 // The message of the kestrel::Error that f throws ("" if none).
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using kestrel::testing::error_of;
 
 bool mentions(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;

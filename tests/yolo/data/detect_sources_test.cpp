@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include "kernels/error.h"
+#include "tests/support/testing.h"
 
 using namespace kestrel;
 using namespace kestrel::yolo::data;
@@ -39,15 +40,7 @@ std::vector<std::string> paths(const std::vector<SourceItem>& items) {
   return out;
 }
 
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using kestrel::testing::error_of;
 
 bool mentions(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
