@@ -9,21 +9,28 @@ namespace kestrel::yolo {
 StepStatusQueue::StepStatusQueue(const RankInfo& rank, Device device)
     : rank_(rank), device_(device) {}
 
-void StepStatusQueue::push(int64_t batch, const Tensor& summary, bool stop_requested) {
+void StepStatusQueue::push(int64_t batch, const Tensor& summary, const Tensor& stop_request,
+                           bool to_host) {
   KESTREL_CHECK(summary.device() == device_ && summary.dtype() == DType::F64 &&
                     summary.numel() == kernels::kSummarySize && summary.is_contiguous(),
                 "StepStatusQueue: the loss summary must be float64[", kernels::kSummarySize,
                 "] on ", device_.str(), ", got ", summary.describe());
+  KESTREL_CHECK(stop_request.device() == device_ && stop_request.dtype() == DType::F32 &&
+                    stop_request.numel() == 1,
+                "StepStatusQueue: the stop request must be float32[1] on ", device_.str(),
+                ", got ", stop_request.describe());
   Entry e;
   e.batch = batch;
+  e.to_host = to_host;
   e.flags = Tensor::empty({kernels::kStepFlags}, DType::F32, device_);
   if (device_.is_cpu()) {
-    kernels::step_flags_cpu(summary.data<double>() + kernels::kSummaryBox, stop_requested,
-                            e.flags.data<float>());
+    kernels::step_flags_cpu(summary.data<double>() + kernels::kSummaryBox,
+                            stop_request.data<float>(), e.flags.data<float>());
   } else {
     DeviceGuard guard(device_);
-    kernels::step_flags_cuda(summary.data<double>() + kernels::kSummaryBox, stop_requested,
-                             e.flags.data<float>(), current_stream(device_).handle());
+    kernels::step_flags_cuda(summary.data<double>() + kernels::kSummaryBox,
+                             stop_request.data<float>(), e.flags.data<float>(),
+                             current_stream(device_).handle());
   }
   e.losses = summary.slice(0, kernels::kSummaryBox, kernels::kSummaryBox + 3);
   if (rank_.world > 1) e.work = rank_.group->all_reduce(e.flags, dist::ReduceOp::Sum);
@@ -34,6 +41,10 @@ void StepStatusQueue::order_after_reduce(Entry& e) {
   if (e.flags_ordered) return;
   e.flags_ordered = true;
   if (e.work) e.work->wait();
+  if (e.to_host) copy_to_host(e);
+}
+
+void StepStatusQueue::copy_to_host(Entry& e) {
   if (device_.is_cpu()) return;
   DeviceGuard guard(device_);
   e.host_flags = Tensor::empty(e.flags.shape(), DType::F32, Device::cpu(), /*pinned=*/true);
@@ -61,6 +72,8 @@ BatchStatus StepStatusQueue::pop() {
   KESTREL_CHECK(!entries_.empty(), "StepStatusQueue::pop: nothing was pushed");
   Entry& e = entries_.front();
   order_after_reduce(e);
+  KESTREL_CHECK(e.to_host, "StepStatusQueue::pop: batch ", e.batch,
+                "'s status was captured into a CUDA graph, never run; take_captured() it");
   const float* flags;
   const double* losses;
   if (device_.is_cpu()) {
@@ -83,6 +96,32 @@ BatchStatus StepStatusQueue::pop() {
   s.cls = losses[2];
   entries_.pop_front();
   return s;
+}
+
+StepStatusQueue::Captured StepStatusQueue::take_captured() {
+  KESTREL_CHECK(!entries_.empty() && !entries_.back().to_host,
+                "StepStatusQueue::take_captured: the newest status was not pushed for a capture");
+  Entry& e = entries_.back();
+  order_after_reduce(e);
+  Captured out{e.flags, e.losses};
+  entries_.pop_back();
+  return out;
+}
+
+void StepStatusQueue::push_replayed(int64_t batch, const Captured& outputs) {
+  Entry e;
+  e.batch = batch;
+  e.flags_ordered = true;  // the graph ordered itself after its all-reduce
+  if (device_.is_cpu()) {
+    // No graphs on the CPU; kept general: the outputs are rewritten by the next replay.
+    e.flags = outputs.flags.clone();
+    e.losses = outputs.losses.clone();
+  } else {
+    e.flags = outputs.flags;
+    e.losses = outputs.losses;
+    copy_to_host(e);
+  }
+  entries_.push_back(std::move(e));
 }
 
 }  // namespace kestrel::yolo

@@ -29,9 +29,11 @@ class StepStatusQueue {
   StepStatusQueue(const RankInfo& rank, Device device);
 
   // Issues batch `batch`'s flags from its loss summary (kernels::kSummarySize float64 on the
-  // device) and the host's stop request: the kernel, then the all-reduce (started, not waited
-  // for). Every rank calls it at the same point of the same batch.
-  void push(int64_t batch, const Tensor& summary, bool stop_requested);
+  // device) and this rank's stop request (float32 [1] on the device, non-zero to stop, read when
+  // the kernel runs): the kernel, then the all-reduce (started, not waited for). Every rank calls
+  // it at the same point of the same batch. to_host=false: inside a CUDA graph capture, where the
+  // copies to pinned memory must stay out of the graph (see take_captured / push_replayed).
+  void push(int64_t batch, const Tensor& summary, const Tensor& stop_request, bool to_host = true);
   // The newest batch's flags summed over the ranks (float32 [kStepFlags] on the device), for the
   // device to act on; orders the current stream after the all-reduce (no host wait on CUDA).
   Tensor newest_flags();
@@ -42,6 +44,17 @@ class StepStatusQueue {
   // Whether pop() would find the oldest status already there (it never waits then).
   bool oldest_ready() const;
 
+  // CUDA graphs. A captured step pushes its status with to_host=false; after the capture ends,
+  // take_captured() removes that (never run) entry and returns its device tensors, which every
+  // replay of the graph rewrites. After each replay, push_replayed() queues the replayed batch:
+  // its flags and losses are copied to pinned memory on the current stream at once, before the
+  // next replay can overwrite them.
+  struct Captured {
+    Tensor flags, losses;
+  };
+  Captured take_captured();
+  void push_replayed(int64_t batch, const Captured& outputs);
+
  private:
   struct Entry {
     int64_t batch;
@@ -51,8 +64,10 @@ class StepStatusQueue {
     std::shared_ptr<dist::Work> work;  // the all-reduce (several ranks)
     std::optional<Event> copied;       // CUDA: the copies to pinned memory
     bool flags_ordered = false;        // newest_flags() has ordered the stream after the work
+    bool to_host = true;               // copy to pinned memory (false: being captured)
   };
   void order_after_reduce(Entry& e);
+  void copy_to_host(Entry& e);
 
   RankInfo rank_;
   Device device_;

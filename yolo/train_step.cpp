@@ -3,29 +3,55 @@
 #include "engine/autograd.h"
 #include "engine/ops/elementwise.h"
 #include "kernels/step_flags.h"
+#include "yolo/step_graph.h"
 
 namespace kestrel::yolo {
 
-TrainStep::TrainStep(TrainStepParts parts, const RankInfo& rank, Device device)
+TrainStep::TrainStep(TrainStepParts parts, const RankInfo& rank, Device device,
+                     TrainStepOptions options)
     : p_(parts),
       rank_(rank),
       device_(device),
+      options_(options),
       status_(rank, device),
-      window_(Tensor::zeros({1}, DType::F32, device)) {
+      window_(Tensor::zeros({1}, DType::F32, device)),
+      stop_(Tensor::zeros({1}, DType::F32, device)),
+      policy_(options.graph_warmup_steps) {
   KESTREL_CHECK(p_.model && p_.loss && p_.optimizer && p_.scaler,
                 "TrainStep: the model, loss, optimizer and loss scaler are required");
   KESTREL_CHECK(rank_.world == 1 || p_.reducer,
                 "TrainStep: a job of ", rank_.world, " ranks needs a Reducer");
+  KESTREL_CHECK(options_.graphs == GraphMode::Off || device_.is_cuda(),
+                "CUDA graphs need a CUDA device; this step runs on ", device_.str(),
+                " (use --cuda-graph off)");
+}
+
+TrainStep::~TrainStep() = default;
+
+void TrainStep::run(const Tensor& x, const Tensor& targets, int64_t batch, bool step_now,
+                    bool stop_requested) {
+  if (graphs_on()) {
+    run_graphed(x, targets, batch, step_now, stop_requested);
+    return;
+  }
+  forward_backward(x, targets, batch, step_now, stop_requested);
+  if (step_now) optimizer_step();
 }
 
 void TrainStep::forward_backward(const Tensor& x, const Tensor& targets, int64_t batch,
                                  bool step_now, bool stop_requested) {
+  stop_.fill_(stop_requested ? 1.0 : 0.0);
+  enqueue_forward_backward(x, targets, batch, step_now, /*to_host=*/true);
+}
+
+void TrainStep::enqueue_forward_backward(const Tensor& x, const Tensor& targets, int64_t batch,
+                                         bool step_now, bool to_host) {
   if (p_.buffers) p_.buffers->broadcast();  // DDP's broadcast_buffers
   const std::vector<Tensor> preds = p_.model->forward(x);
   const DeviceLoss loss = p_.loss->forward(preds, targets);
   // The flags' all-reduce is issued before backward's buckets, in the same place on every rank.
-  status_.push(batch, loss.summary, stop_requested);
-  pending_.push_back({step_now, false, false});
+  status_.push(batch, loss.summary, stop_, to_host);
+  pending_.push_back({step_now});
   // DDP averages the ranks' gradients; the reference multiplies the loss by the world size.
   const Tensor total =
       rank_.world > 1 ? ops::mul(loss.total, static_cast<double>(rank_.world)) : loss.total;
@@ -40,19 +66,13 @@ void TrainStep::forward_backward(const Tensor& x, const Tensor& targets, int64_t
                                                   kernels::kFlagNonFinite + 1));
 }
 
-// Host bookkeeping for one status, in batch order: once the last status of a skipped window is
-// in, the counts the device did not advance are taken back.
+// Host bookkeeping for one status, in batch order: the host learns whether the open window
+// holds a non-finite loss (checkpoints record it); the device already acted on it.
 BatchStatus TrainStep::settle(BatchStatus s) {
   const Pending done = pending_.front();
   pending_.pop_front();
   host_window_bad_ = host_window_bad_ || s.nonfinite_ranks > 0;
-  if (done.ends_window) {
-    if (host_window_bad_) {
-      if (done.optimizer_issued) p_.optimizer->undo_step_count();
-      if (done.ema_issued) p_.ema->undo_update();
-    }
-    host_window_bad_ = false;
-  }
+  if (done.ends_window) host_window_bad_ = false;
   return s;
 }
 
@@ -72,21 +92,19 @@ void TrainStep::optimizer_step() {
   KESTREL_CHECK(!pending_.empty() && pending_.back().ends_window,
                 "TrainStep::optimizer_step: the last forward_backward was not told that a step "
                 "follows (step_now)");
-  // Corrections for an earlier skipped window must precede this step's counts.
-  KESTREL_CHECK(status_.pending() == 1, "TrainStep::optimizer_step: take_previous() first");
+  enqueue_optimizer_step();
+}
+
+void TrainStep::enqueue_optimizer_step() {
   p_.scaler->unscale(*p_.optimizer);
   clip_grad_norm(p_.optimizer->parameters(), 10.0);
-  Pending& mine = pending_.back();
-  mine.optimizer_issued = p_.scaler->step(*p_.optimizer, window_);
+  p_.scaler->step(*p_.optimizer, window_);
   p_.scaler->update();
   if (p_.reducer)
     p_.reducer->zero_grad();
   else
     p_.optimizer->zero_grad();
-  if (p_.ema) {
-    p_.ema->update(*p_.model, window_);
-    mine.ema_issued = true;
-  }
+  if (p_.ema) p_.ema->update(*p_.model, window_);
   window_.zero_();
 }
 

@@ -5,18 +5,23 @@
 //   - each batch's flags, summed over the ranks, are added to a device scalar that covers the
 //     current accumulation window;
 //   - the optimizer and EMA kernels read that scalar: a non-finite loss on any rank, anywhere in
-//     the window, skips the window's update on every rank, and its gradients are zeroed as after
-//     any step;
-//   - what the host counts and the device cannot take back (Adam's step counts, the EMA's update
-//     count) is corrected when the skipped window's last status arrives, which is always before
-//     the next optimizer step is issued.
+//     the window, skips the window's update on every rank (their step and update counts live on
+//     the device too and stay put), and its gradients are zeroed as after any step.
 // Per batch (the trainer's train_batch):
-//   step.forward_backward(x, targets, ni, step_now, stop_requested);
+//   step.run(x, targets, ni, step_now, stop_requested);
 //   for (const BatchStatus& s : step.take_previous()) account(s);   // a batch late
-//   if (step_now) step.optimizer_step();
 // and where the host must know everything (an epoch's end, a stop): account(step.drain()).
+//
+// CUDA graphs (TrainStepOptions::graphs): with fixed shapes the whole step is captured once into
+// a CUDA graph and replayed for every later batch of that shape (StepGraphPolicy decides when).
+// A replay copies the batch into the graph's static input buffers, writes the per-step values
+// the graph reads from device memory (the optimizer's lr and momentum, this rank's stop request),
+// launches the graph, and queues the batch's status for the host. The eager step and the
+// captured one run the same code (enqueue_forward_backward, enqueue_optimizer_step).
 #pragma once
 #include <deque>
+#include <map>
+#include <memory>
 #include <vector>
 
 #include "dist/ddp.h"
@@ -26,7 +31,12 @@
 #include "yolo/loss.h"
 #include "yolo/model.h"
 #include "yolo/optimizer.h"
+#include "yolo/step_graph_policy.h"
 #include "yolo/step_status.h"
+
+namespace kestrel {
+class GraphPool;
+}
 
 namespace kestrel::yolo {
 
@@ -42,9 +52,23 @@ struct TrainStepParts {
   dist::TensorBroadcaster* buffers = nullptr;
 };
 
+enum class GraphMode { Off, On };
+
+struct TrainStepOptions {
+  GraphMode graphs = GraphMode::Off;  // On: CUDA only (single process, or NCCL)
+  int graph_warmup_steps = 3;         // eager optimizer steps before the first capture
+};
+
 class TrainStep {
  public:
-  TrainStep(TrainStepParts parts, const RankInfo& rank, Device device);
+  TrainStep(TrainStepParts parts, const RankInfo& rank, Device device,
+            TrainStepOptions options = {});
+  ~TrainStep();
+
+  // One batch: forward_backward, then optimizer_step when step_now; eagerly, or by capturing
+  // or replaying the step's CUDA graph in graph mode.
+  void run(const Tensor& x, const Tensor& targets, int64_t batch, bool step_now,
+           bool stop_requested);
 
   // Forward, loss and backward of one batch: x the model input, targets on the device (checked
   // on the host before the upload: ComputeLoss::check_targets). step_now: an optimizer step
@@ -63,6 +87,11 @@ class TrainStep {
   // device when the window held a non-finite loss.
   void optimizer_step();
 
+  bool graphs_on() const { return options_.graphs == GraphMode::On; }
+  const GraphStats& graph_stats() const { return policy_.stats(); }
+  // Non-empty when graph mode gave up for the rest of the run (and went on eagerly).
+  const std::string& graphs_disabled_reason() const { return policy_.disabled_reason(); }
+
   // The open accumulation window holds a non-finite loss that the host knows of (call after
   // drain(); goes into checkpoints with pending gradients), and its restore on resume.
   bool window_nonfinite() const { return host_window_bad_; }
@@ -70,19 +99,38 @@ class TrainStep {
 
  private:
   struct Pending {
-    bool ends_window = false;       // an optimizer step follows the batch
-    bool optimizer_issued = false;  // ... and Optimizer::step was called (the loss scaler may not)
-    bool ema_issued = false;
+    bool ends_window = false;  // an optimizer step follows the batch
   };
+  struct Graph;  // one captured step (step_graph.cpp)
+
+  // The step's device work on the current stream, shared by eager runs and captures.
+  void enqueue_forward_backward(const Tensor& x, const Tensor& targets, int64_t batch,
+                                bool step_now, bool to_host);
+  void enqueue_optimizer_step();
   BatchStatus settle(BatchStatus s);
+  // Graph mode (step_graph.cpp).
+  void run_graphed(const Tensor& x, const Tensor& targets, int64_t batch, bool step_now,
+                   bool stop_requested);
+  uint64_t fingerprint() const;
+  Tensor static_buffer(const Tensor& like);
+  void capture(const StepKey& key, const Tensor& x, const Tensor& targets);
+  void replay(const StepKey& key, const Tensor& x, const Tensor& targets, int64_t batch,
+              bool stop_requested);
 
   TrainStepParts p_;
   RankInfo rank_;
   Device device_;
+  TrainStepOptions options_;
   StepStatusQueue status_;
   std::deque<Pending> pending_;  // parallel to status_'s entries
   Tensor window_;                // float32 [1] on the device: non-finite losses in the window
+  Tensor stop_;                  // float32 [1] on the device: this rank's stop request
   bool host_window_bad_ = false;  // what the host has learnt of the open window so far
+  StepGraphPolicy policy_;
+  std::map<StepKey, std::unique_ptr<Graph>> graphs_;
+  std::map<std::pair<std::vector<int64_t>, DType>, Tensor> static_buffers_;
+  std::shared_ptr<GraphPool> graph_pool_;  // shared by the graphs of all shapes
+  std::unique_ptr<Stream> capture_stream_;
 };
 
 }  // namespace kestrel::yolo

@@ -177,6 +177,7 @@ std::vector<std::pair<std::string, std::string>> TrainOptions::to_pairs() const 
           {"bucket_cap_mb", number_text(bucket_cap_mb)},
           {"no_overlap", b(no_overlap)},
           {"check_sync", b(check_sync)},
+          {"cuda_graph", cuda_graph},
           {"max_batches", std::to_string(max_batches)},
           {"evolve", evolve > 0 ? std::to_string(evolve) : "null"},
           {"no_tensorboard", b(no_tensorboard)}};

@@ -98,6 +98,7 @@ class Trainer {
   void build_model();
   void build_optimization();
   void restore();
+  GraphMode graph_mode() const;
   void announce();
   bool train_epoch(int epoch);  // false: interrupted inside the epoch
   void train_batch(const data::Batch& batch, int epoch, int64_t i);
@@ -367,7 +368,25 @@ void Trainer::build_optimization() {
   parts.ema = ema_.get();
   parts.reducer = reducer_.get();
   parts.buffers = buffer_broadcaster_.get();
-  step_ = std::make_unique<TrainStep>(parts, rank_, device_);
+  TrainStepOptions sopt;
+  sopt.graphs = graph_mode();
+  step_ = std::make_unique<TrainStep>(parts, rank_, device_, sopt);
+}
+
+// --cuda-graph: auto captures when nothing the run asked for changes the step's shapes or needs
+// the host inside the step; on insists (and says why it cannot); off runs eagerly.
+GraphMode Trainer::graph_mode() const {
+  const std::string& m = o_.cuda_graph;
+  KESTREL_CHECK(m == "auto" || m == "on" || m == "off", "--cuda-graph must be auto, on or off, got '", m, "'");
+  if (m == "off") return GraphMode::Off;
+  std::string why_not;
+  if (device_.is_cpu()) why_not = "it needs a CUDA device";
+  else if (o_.multi_scale) why_not = "--multi-scale changes the input shape every batch";
+  else if (!o_.trace.empty()) why_not = "--trace times every collective from the host";
+  else if (rank_.world > 1 && rank_.group->backend() != "nccl") why_not = "the process group is not NCCL";
+  if (why_not.empty()) return GraphMode::On;
+  KESTREL_CHECK(m == "auto", "--cuda-graph on: ", why_not, "; use --cuda-graph off");
+  return GraphMode::Off;
 }
 
 dist::NamedTensors Trainer::trainable() const {
@@ -476,12 +495,10 @@ void Trainer::train_batch(const data::Batch& batch, int epoch, int64_t i) {
   // device and read here one batch later, so every rank learns them at the same batch: a
   // non-finite loss anywhere skips its window's optimizer step everywhere (on the device), and a
   // stop request anywhere stops every rank at the same optimizer-step boundary.
-  step_->forward_backward(x, db.targets, ni, step_now, stop_.received() != 0);
-  accumulated_ = true;
+  step_->run(x, db.targets, ni, step_now, stop_.received() != 0);
+  accumulated_ = !step_now;
   account(step_->take_previous());
   if (step_now) {
-    step_->optimizer_step();
-    accumulated_ = false;
     schedule_->record_step(ni);
     if (reducer_ && trace_) {  // --trace: waits for the step's collectives to time them
       const dist::StepTimeline& t = reducer_->last_timeline();
@@ -629,6 +646,12 @@ int Trainer::finish(bool interrupted) {
   }
   if (board_) board_->log_result_plots(std::max(last_completed_, 0));
   if (nan_steps_) out_->line(nan_steps_, " steps with a NaN/Inf loss were skipped in total");
+  if (step_ && step_->graphs_on()) {
+    const GraphStats& g = step_->graph_stats();
+    out_->line("CUDA graphs: ", g.replays, " of ", g.replays + g.eager_steps, " batches replayed from ", g.captures,
+               " capture", g.captures == 1 ? "" : "s",
+               step_->graphs_disabled_reason().empty() ? std::string() : "; given up: " + step_->graphs_disabled_reason());
+  }
   const int completed = std::max(0, last_completed_ - start_epoch_ + 1);
   out_->line(str("\n", completed, " epoch", completed == 1 ? "" : "s", " completed in ", short_number(hours), " hours."));
   out_->line("Results saved to ", save_dir_);

@@ -45,6 +45,8 @@ struct TrainOptions {
   bool no_overlap = false;
   std::string trace;  // Chrome trace of the steps' compute and communication timelines
   bool check_sync = false;  // compare parameters (and the BN buffer list) across ranks every step
+  // CUDA graphs of the training step: "auto" (on for CUDA runs of fixed shape), "on", "off".
+  std::string cuda_graph = "auto";
   double dist_timeout = 10800;  // seconds a collective may take (a dead or stuck peer), the reference's
   // Seconds the other ranks wait while rank 0 works alone (label caches, AutoAnchor, validation,
   // plots, checkpoints): a wait outside the collectives' timeout (ProcessGroup::wait_for_all_ranks).

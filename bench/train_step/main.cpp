@@ -3,7 +3,10 @@
 //
 //   train_step --model yolov5n,yolov5s --img-size 640 --batch-size 16,32 --amp bf16 --device 0
 //              --iters 20 [--warmup 3] [--data synthetic|D.yaml] [--workers 8]
+//              [--cuda-graph off,on]
 //
+// --cuda-graph on,off measures each configuration with the step captured into CUDA graphs and
+// replayed, and eagerly (TrainStep's graph mode; the warm-up covers the capture).
 // Without --data the batches are random and resident on the device (compute only); with --data
 // the real augmenting loader feeds every step and data_wait_pct shows how long compute waited.
 #include <cstdio>
@@ -44,7 +47,8 @@ const char* kUsage =
     "usage: train_step --model M[,M2] --img-size S --batch-size B[,B2] --amp bf16|fp16|off[,..]\n"
     "                  --device cpu|0 --iters N [--warmup K] [--data D.yaml|synthetic] [--workers W]\n"
     "                  [--profile]   per-op forward/backward/update time table on stderr\n"
-    "                  [--forward-only]   inference instead: eval mode, no gradients, BN folded\n";
+    "                  [--forward-only]   inference instead: eval mode, no gradients, BN folded\n"
+    "                  [--cuda-graph off|on[,..]]   replay the step from CUDA graphs (CUDA only)\n";
 
 }  // namespace
 
@@ -52,7 +56,7 @@ int main(int argc, char** argv) {
   std::map<std::string, std::string> args{{"model", "yolov5s"}, {"img-size", "640"}, {"batch-size", "16"},
                                           {"amp", "off"},       {"device", "cpu"},    {"iters", "10"},
                                           {"warmup", "2"},      {"data", ""},         {"workers", "4"},
-                                          {"profile", "0"},     {"forward-only", "0"}};
+                                          {"profile", "0"},     {"forward-only", "0"}, {"cuda-graph", "off"}};
   try {
     for (int i = 1; i < argc; ++i) {
       std::string a = argv[i];
@@ -89,20 +93,23 @@ int main(int argc, char** argv) {
     int failures = 0;
     for (const std::string& model : split_list(args["model"]))
       for (const std::string& batch : split_list(args["batch-size"]))
-        for (const std::string& amp : split_list(args["amp"])) {
-          StepConfig c = base;
-          c.model = model;
-          c.batch = to_int("--batch-size", batch);
-          c.amp = amp;
-          // One configuration failing (out of memory at a large batch) does not stop the sweep.
-          try {
-            std::printf("%s\n", kestrel::bench::result_json(c, kestrel::bench::run_step_bench(c)).c_str());
-          } catch (const std::exception& e) {
-            std::printf("%s\n", kestrel::bench::error_json(c, e.what()).c_str());
-            ++failures;
+        for (const std::string& amp : split_list(args["amp"]))
+          for (const std::string& graphs : split_list(args["cuda-graph"])) {
+            KESTREL_CHECK(graphs == "on" || graphs == "off", "train_step --cuda-graph: on or off, got '", graphs, "'");
+            StepConfig c = base;
+            c.model = model;
+            c.batch = to_int("--batch-size", batch);
+            c.amp = amp;
+            c.cuda_graph = graphs == "on";
+            // One configuration failing (out of memory at a large batch) does not stop the sweep.
+            try {
+              std::printf("%s\n", kestrel::bench::result_json(c, kestrel::bench::run_step_bench(c)).c_str());
+            } catch (const std::exception& e) {
+              std::printf("%s\n", kestrel::bench::error_json(c, e.what()).c_str());
+              ++failures;
+            }
+            std::fflush(stdout);
           }
-          std::fflush(stdout);
-        }
     return failures ? 1 : 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "%s\n", e.what());

@@ -99,6 +99,7 @@ class DataFeed {
     lopt.seed = c.seed;
     loader_ = std::make_unique<yolo::data::Loader>(pipeline, lopt, order);
     uploader_ = std::make_unique<yolo::data::BatchUploader>(c.device);
+    device_ = c.device;
     loader_->start_epoch(epoch_);
   }
   int nc() const { return nc_; }
@@ -114,11 +115,14 @@ class DataFeed {
     }
     waited_s += std::chrono::duration<double>(Clock::now() - t0).count();
     KESTREL_CHECK(b.has_value(), "train_step --data: the loader produced no batch");
+    // As the trainer: on a GPU the targets are padded to a few fixed row counts.
+    if (device_.is_cuda()) b->targets = yolo::pad_targets(b->targets, yolo::padded_target_rows(b->targets.size(0)));
     return uploader_->to_device(*b);
   }
 
  private:
   int nc_ = 0;
+  Device device_ = Device::cpu();
   int64_t epoch_ = 0;
   std::unique_ptr<yolo::data::Loader> loader_;
   std::unique_ptr<yolo::data::BatchUploader> uploader_;
@@ -164,7 +168,13 @@ StepResult run_step_bench(const StepConfig& c) {
   parts.loss = &compute_loss;
   parts.optimizer = &optimizer;
   parts.scaler = &scaler;
-  yolo::TrainStep train_step(parts, yolo::RankInfo{}, c.device);
+  KESTREL_CHECK(!c.cuda_graph || c.device.is_cuda(), "train_step --cuda-graph on needs a CUDA device");
+  KESTREL_CHECK(!c.cuda_graph || !c.forward_only, "train_step --cuda-graph on measures training steps; leave out --forward-only");
+  yolo::TrainStepOptions sopt;
+  sopt.graphs = c.cuda_graph ? yolo::GraphMode::On : yolo::GraphMode::Off;
+  sopt.graph_warmup_steps = 1;
+  KESTREL_CHECK(!c.cuda_graph || c.warmup >= 3, "train_step --cuda-graph on needs --warmup 3 or more (eager steps, then the capture)");
+  yolo::TrainStep train_step(parts, yolo::RankInfo{}, c.device, sopt);
   int64_t batch_index = 0;
 
   double waited_s = 0;
@@ -180,12 +190,12 @@ StepResult run_step_bench(const StepConfig& c) {
     yolo::data::DeviceBatch db = feed ? feed->next(waited_s) : yolo::data::DeviceBatch{resident.images, resident.targets};
     Tensor x = ops::images_to_input(db.images, compute);
     // The trainer's step: nothing read back but the previous batch's status.
-    train_step.forward_backward(x, db.targets, batch_index++, true, false);
+    train_step.run(x, db.targets, batch_index++, true, false);
     for (const yolo::BatchStatus& s : train_step.take_previous()) r.last_loss = s.box + s.obj + s.cls;
-    train_step.optimizer_step();
   };
 
   for (int i = 0; i < c.warmup; ++i) step();
+  const int64_t replays_before = train_step.graph_stats().replays;
   waited_s = 0;
   profiler::reset();
   profiler::enable(c.profile);
@@ -212,6 +222,7 @@ StepResult run_step_bench(const StepConfig& c) {
   }
   if (!c.forward_only)
     for (const yolo::BatchStatus& s : train_step.drain()) r.last_loss = s.box + s.obj + s.cls;
+  if (c.cuda_graph) r.graph_replays = train_step.graph_stats().replays - replays_before;
   profiler::enable(false);
   if (c.profile) std::fprintf(stderr, "%s, batch %d, %d steps:\n%s", c.model.c_str(), c.batch, c.iters,
                               profiler::table(c.iters).c_str());
@@ -227,9 +238,9 @@ StepResult run_step_bench(const StepConfig& c) {
 namespace {
 std::string head(const StepConfig& c) {
   char buf[512];
-  std::snprintf(buf, sizeof buf, R"({"bench":"train_step","mode":"%s","model":"%s","img_size":%d,"batch":%d,"amp":"%s","device":"%s","iters":%d,"warmup":%d,"data":"%s")",
+  std::snprintf(buf, sizeof buf, R"({"bench":"train_step","mode":"%s","model":"%s","img_size":%d,"batch":%d,"amp":"%s","device":"%s","iters":%d,"warmup":%d,"data":"%s","cuda_graph":"%s")",
                 c.forward_only ? "inference" : "train", c.model.c_str(), c.img_size, c.batch, c.amp.c_str(), c.device.str().c_str(), c.iters, c.warmup,
-                c.data.empty() ? "resident" : c.data.c_str());
+                c.data.empty() ? "resident" : c.data.c_str(), c.cuda_graph ? "on" : "off");
   return buf;
 }
 }  // namespace
@@ -241,6 +252,10 @@ std::string result_json(const StepConfig& c, const StepResult& r) {
                 r.images_per_s, r.ms_per_step, r.mfu, r.gflops_per_image, r.peak_mem_mb,
                 c.device.is_cuda() ? "allocator_peak" : "process_max_rss", r.last_loss);
   std::string s = head(c) + buf;
+  if (r.graph_replays >= 0) {
+    std::snprintf(buf, sizeof buf, R"(,"graph_replays":%lld)", static_cast<long long>(r.graph_replays));
+    s += buf;
+  }
   if (r.data_wait_pct >= 0) {
     std::snprintf(buf, sizeof buf, R"(,"data_wait_pct":%.2f,"workers":%d)", r.data_wait_pct, c.workers);
     s += buf;

@@ -21,6 +21,7 @@ struct StepConfig {
   uint64_t seed = 0;
   bool profile = false;  // print the per-op time table of the timed steps to stderr
   bool forward_only = false;  // inference: eval mode, no gradients (val/detect's forward)
+  bool cuda_graph = false;    // the step replayed from CUDA graphs (TrainStep's graph mode)
 };
 
 struct StepResult {
@@ -31,6 +32,7 @@ struct StepResult {
   double data_wait_pct = -1;  // with a loader: time blocked in next() as % of the timed span
   double gflops_per_image = 0;
   double last_loss = 0;       // (box + obj + cls) of the last step, to show the steps did real work
+  int64_t graph_replays = -1; // with cuda_graph: timed steps that replayed a graph
 };
 
 StepResult run_step_bench(const StepConfig& config);

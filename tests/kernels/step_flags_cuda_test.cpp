@@ -17,10 +17,12 @@ TEST(StepFlagsCuda, MatchTheCpu) {
       const std::vector<double> c = {box, 0.5, 0.125};
       const Tensor components = Tensor::from_vector(c, {3}).to(gpu);
       const Tensor flags = Tensor::empty({kernels::kStepFlags}, DType::F32, gpu);
-      kernels::step_flags_cuda(components.data<double>(), stop, flags.data<float>(),
-                               current_stream(gpu).handle());
+      const float request = stop ? 1.0f : 0.0f;
+      const Tensor stop_flag = Tensor::full({1}, request, DType::F32, gpu);
+      kernels::step_flags_cuda(components.data<double>(), stop_flag.data<float>(),
+                               flags.data<float>(), current_stream(gpu).handle());
       float want[kernels::kStepFlags];
-      kernels::step_flags_cpu(c.data(), stop, want);
+      kernels::step_flags_cpu(c.data(), &request, want);
       EXPECT_EQ(flags.to_vector<float>(), std::vector<float>(want, want + kernels::kStepFlags));
     }
   }

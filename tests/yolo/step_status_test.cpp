@@ -23,12 +23,14 @@ Tensor summary(double box, double obj, double cls) {
   return Tensor::from_vector(s, {kernels::kSummarySize});
 }
 
+Tensor request(bool stop) { return Tensor::full({1}, stop ? 1.0 : 0.0, DType::F32); }
+
 TEST(StepStatusQueue, StatusesComeBackInOrderWithTheirFlags) {
   StepStatusQueue q(RankInfo{}, Device::cpu());
-  q.push(7, summary(0.5, 0.25, 0.125), false);
-  q.push(8, summary(std::numeric_limits<double>::infinity(), 0.25, 0.125), false);
+  q.push(7, summary(0.5, 0.25, 0.125), request(false));
+  q.push(8, summary(std::numeric_limits<double>::infinity(), 0.25, 0.125), request(false));
   EXPECT_EQ(q.newest_flags().to_vector<float>(), (std::vector<float>{1.0f, 0.0f}));
-  q.push(9, summary(0.1, 0.2, 0.3), true);
+  q.push(9, summary(0.1, 0.2, 0.3), request(true));
   EXPECT_EQ(q.pending(), 3u);
   EXPECT_TRUE(q.oldest_ready());
   HostSyncGuard reads(HostSyncGuard::Policy::Count);
@@ -52,8 +54,38 @@ TEST(StepStatusQueue, RefusesBadInput) {
   StepStatusQueue q(RankInfo{}, Device::cpu());
   EXPECT_THROW(q.pop(), Error);
   EXPECT_THROW(q.newest_flags(), Error);
-  EXPECT_THROW(q.push(0, Tensor::zeros({3}, DType::F64), false), Error);
-  EXPECT_THROW(q.push(0, summary(1, 1, 1).to(DType::F32), false), Error);
+  EXPECT_THROW(q.push(0, Tensor::zeros({3}, DType::F64), request(false)), Error);
+  EXPECT_THROW(q.push(0, summary(1, 1, 1).to(DType::F32), request(false)), Error);
+  EXPECT_THROW(q.push(0, summary(1, 1, 1), Tensor::zeros({2})), Error);
+  EXPECT_THROW(q.take_captured(), Error);
+  q.push(0, summary(1, 1, 1), request(false));
+  EXPECT_THROW(q.take_captured(), Error);  // pushed for the host, not for a capture
+}
+
+// The bookkeeping of a CUDA graph's step, run on the CPU: the captured entry leaves the queue,
+// and each replay's outputs are queued as a status of their own, unaffected when the graph's
+// outputs are rewritten by the next replay.
+TEST(StepStatusQueue, CapturedStatusIsTakenAndReplaysAreQueued) {
+  StepStatusQueue q(RankInfo{}, Device::cpu());
+  q.push(3, summary(0.5, 0.25, 0.125), request(true), /*to_host=*/false);
+  EXPECT_EQ(q.newest_flags().to_vector<float>(), (std::vector<float>{0.0f, 1.0f}));
+  EXPECT_THROW(q.pop(), Error);  // a captured status never ran
+  const StepStatusQueue::Captured outputs = q.take_captured();
+  EXPECT_EQ(q.pending(), 0u);
+  q.push_replayed(4, outputs);
+  outputs.flags.copy_(Tensor::from_vector(std::vector<float>{1.0f, 0.0f}, {2}));  // the next replay
+  outputs.losses.fill_(2.0);
+  q.push_replayed(5, outputs);
+  const BatchStatus a = q.pop(), b = q.pop();
+  EXPECT_EQ(a.batch, 4);
+  EXPECT_EQ(a.nonfinite_ranks, 0);
+  EXPECT_EQ(a.stop_ranks, 1);
+  EXPECT_EQ(a.box, 0.5);
+  EXPECT_EQ(a.cls, 0.125);
+  EXPECT_EQ(b.batch, 5);
+  EXPECT_EQ(b.nonfinite_ranks, 1);
+  EXPECT_EQ(b.stop_ranks, 0);
+  EXPECT_EQ(b.obj, 2.0);
 }
 
 }  // namespace

@@ -26,7 +26,7 @@ struct Rig {
 
   // float16 compute turns the loss scaler on, as the trainer does.
   Rig(OptimizerKind kind, const RankInfo& rank, Device device = Device::cpu(),
-      DType compute = DType::F32) {
+      DType compute = DType::F32, TrainStepOptions step_options = {}) {
     const ModelConfig cfg = load_model_config("models/yolov5n.yaml");
     model = std::make_shared<DetectionModel>(cfg, kNc, 0);
     model->to(device);
@@ -57,7 +57,7 @@ struct Rig {
       parts.reducer = reducer.get();
       parts.buffers = buffers.get();
     }
-    step = std::make_unique<TrainStep>(parts, rank, device);
+    step = std::make_unique<TrainStep>(parts, rank, device, step_options);
   }
 };
 

@@ -1,7 +1,7 @@
 // The training step without host synchronisation (yolo/train_step), on the CPU with yolov5n:
 //   - a batch with a non-finite loss skips its window's optimizer step and EMA update on the
-//     device, and the host's counts are taken back a batch later, so the run continues exactly as
-//     if the batch had never come (parameters, optimizer state, EMA weights: bitwise), also when
+//     device (their step and update counts, on the device too, stay put), so the run continues
+//     exactly as if the batch had never come (parameters, optimizer state, EMA weights: bitwise), also when
 //     the non-finite batch sits inside an accumulation window;
 //   - under HostSyncGuard, forward/backward and the optimizer step issue no blocking host read,
 //     and the one read per batch is the previous batch's status, already there when read: in one
@@ -40,10 +40,9 @@ std::vector<BatchStatus> run(Rig& rig, const std::vector<Batch>& batches) {
   std::vector<BatchStatus> seen;
   for (size_t i = 0; i < batches.size(); ++i) {
     const Batch& b = batches[i];
-    rig.step->forward_backward(input(b.seed, b.nonfinite), targets(), static_cast<int64_t>(i),
-                               b.step_now, false);
+    rig.step->run(input(b.seed, b.nonfinite), targets(), static_cast<int64_t>(i), b.step_now,
+                  false);
     for (const BatchStatus& s : rig.step->take_previous()) seen.push_back(s);
-    if (b.step_now) rig.step->optimizer_step();
   }
   for (const BatchStatus& s : rig.step->drain()) seen.push_back(s);
   return seen;
@@ -130,6 +129,15 @@ TEST(TrainStep, OneProcessStepIssuesNoBlockingRead) {
     HostSyncGuard none(HostSyncGuard::Policy::Throw);
     rig.step->optimizer_step();
   }
+}
+
+// CUDA graphs capture device work: on the CPU they are refused with the way around it.
+TEST(TrainStep, GraphModeNeedsCuda) {
+  TrainStepOptions o;
+  o.graphs = GraphMode::On;
+  const std::string e = kestrel::testing::error_of([&] { Rig rig(OptimizerKind::SGD, RankInfo{}, Device::cpu(), DType::F32, o); });
+  EXPECT_NE(e.find("CUDA graphs need a CUDA device"), std::string::npos) << e;
+  EXPECT_NE(e.find("--cuda-graph off"), std::string::npos) << e;
 }
 
 // --- 2 ranks over Gloo (tests/dist/spawn.h runs this binary's worker case as each rank) --------

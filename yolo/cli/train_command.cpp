@@ -37,7 +37,7 @@ const std::map<std::string, bool> kFlags = {
     {"no-overlap", false}, {"trace", true},        {"dist-timeout", true},  {"max-batches", true},
     {"dist-phase-timeout", true},
     {"check-sync", false}, {"max-restarts", true},  {"evolve", true},
-    {"no-tensorboard", false}};
+    {"no-tensorboard", false}, {"cuda-graph", true}};
 
 std::vector<int> parse_int_list(const std::string& text, const char* flag) {
   std::vector<int> out;
@@ -126,6 +126,7 @@ const Command kTrainCommand = {
     "                     --master-port P] [--bucket-cap-mb 4] [--no-overlap] [--trace FILE]\n"
     "                     [--dist-timeout 10800] [--dist-phase-timeout 10800] [--check-sync]\n"
     "                     [--max-restarts 0] [--evolve [300]] [--no-tensorboard]\n"
+    "                     [--cuda-graph auto|on|off]\n"
     "  --batch-size is the total over all ranks; --data defaults to the built-in synthetic set.\n"
     "  --device 0,1 (a list of GPUs) starts one process per GPU (DDP).\n"
     "  --max-restarts K: when a worker dies, restart all of them (resuming from this run's newest\n"
@@ -133,7 +134,9 @@ const Command kTrainCommand = {
     "  --evolve N: N generations of hyperparameter evolution (default project runs/evolve):\n"
     "  evolve.csv, hyp_evolve.yaml and evolve.png in the run directory.\n"
     "  TensorBoard event files go to the run directory (tensorboard --logdir runs/train) unless\n"
-    "  --no-tensorboard; --noplots leaves them on.\n",
+    "  --no-tensorboard; --noplots leaves them on.\n"
+    "  --cuda-graph: capture each training step shape once into a CUDA graph and replay it\n"
+    "  (auto: on for CUDA runs without --multi-scale or --trace; off: eager, for comparison).\n",
     run_train};
 
 int run_train(const std::vector<std::string>& raw) {
@@ -197,6 +200,9 @@ int run_train(const std::vector<std::string>& raw) {
   o.no_overlap = args.has("no-overlap");
   o.trace = args.get("trace", "");
   o.check_sync = args.has("check-sync");
+  o.cuda_graph = args.get("cuda-graph", "auto");
+  if (o.cuda_graph != "auto" && o.cuda_graph != "on" && o.cuda_graph != "off")
+    throw UsageError("--cuda-graph must be auto, on or off, got '" + o.cuda_graph + "'");
   o.dist_timeout = args.get_double("dist-timeout", o.dist_timeout);
   o.dist_phase_timeout = args.get_double("dist-phase-timeout", o.dist_phase_timeout);
   o.max_batches = args.get_int32("max-batches", 0);

@@ -64,3 +64,19 @@ TEST(TrainCommand, BareCacheAndAbbreviationsParseAsTheReference) {
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_NE(r.out.find("--cache supports ram"), std::string::npos) << r.out;
 }
+
+// --cuda-graph: a bad value is a usage error; "on" where graphs cannot run says why; "off" and
+// "auto" train on the CPU (auto turns graphs off there).
+TEST(TrainCommand, CudaGraphFlag) {
+  auto r = run(kTiny + " --cuda-graph maybe");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("--cuda-graph must be auto, on or off, got 'maybe'"), std::string::npos) << r.out;
+  const fs::path project = scratch("cuda_graph");
+  r = run(kTiny + " --cuda-graph on --project " + project.string());
+  EXPECT_NE(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("--cuda-graph on: it needs a CUDA device; use --cuda-graph off"), std::string::npos) << r.out;
+  r = run(kTiny + " --cuda-graph off --project " + project.string());
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(r.out.find("CUDA graphs:"), std::string::npos) << r.out;
+  fs::remove_all(project);
+}

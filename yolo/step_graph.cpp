@@ -1,0 +1,122 @@
+// TrainStep's graph mode: the step of each shape captured once into a CUDA graph, then replayed.
+// See train_step.h for what a replay does and step_graph_policy.h for when a step is captured.
+#include "yolo/step_graph.h"
+
+#include "engine/allocator.h"
+#include "engine/host_sync.h"
+#include "engine/stream.h"
+
+namespace kestrel::yolo {
+namespace {
+
+void mix(uint64_t& h, const void* p) {
+  // FNV-1a over the pointer's bytes: the order of the addresses matters, collisions do not
+  // (a false match would need the same set of addresses in another arrangement).
+  auto v = reinterpret_cast<uintptr_t>(p);
+  for (size_t i = 0; i < sizeof v; ++i) {
+    h ^= (v >> (8 * i)) & 0xFF;
+    h *= 1099511628211ull;
+  }
+}
+
+void mix_tensor(uint64_t& h, const Tensor& t) { mix(h, t.defined() ? t.data_ptr() : nullptr); }
+
+}  // namespace
+
+// Everything a captured step reads or writes outside its own pool: parameters and their
+// gradients, BN buffers, optimizer state, the EMA's state, the step's own device scalars.
+uint64_t TrainStep::fingerprint() const {
+  uint64_t h = 14695981039346656037ull;
+  for (const layers::StateEntry& e : p_.model->state_entries()) {
+    mix_tensor(h, *e.slot);
+    if (e.is_parameter) mix_tensor(h, e.slot->grad());
+  }
+  for (const auto& [name, t] : p_.optimizer->state_tensors()) mix_tensor(h, t);
+  if (p_.ema)
+    for (const layers::StateEntry& e : p_.ema->module().state_entries()) mix_tensor(h, *e.slot);
+  mix_tensor(h, window_);
+  mix_tensor(h, stop_);
+  return h;
+}
+
+void TrainStep::run_graphed(const Tensor& x, const Tensor& targets, int64_t batch, bool step_now,
+                            bool stop_requested) {
+  const StepKey key{x.shape(), x.dtype(), targets.size(0), step_now};
+  const StepGraphPolicy::Action action = policy_.decide(key, fingerprint());
+  if (policy_.must_drop()) {
+    graphs_.clear();
+    graph_pool_.reset();
+    policy_.acknowledge_drop();
+  }
+  switch (action) {
+    case StepGraphPolicy::Action::Eager:
+      forward_backward(x, targets, batch, step_now, stop_requested);
+      if (step_now) optimizer_step();
+      policy_.ran_eager(key);
+      return;
+    case StepGraphPolicy::Action::Capture:
+      capture(key, x, targets);
+      policy_.captured(key);
+      [[fallthrough]];
+    case StepGraphPolicy::Action::Replay:
+      replay(key, x, targets, batch, stop_requested);
+      policy_.replayed();
+  }
+}
+
+// One static buffer per input shape and dtype, shared by the graphs that read such an input.
+Tensor TrainStep::static_buffer(const Tensor& like) {
+  Tensor& t = static_buffers_[{like.shape(), like.dtype()}];
+  if (!t.defined()) t = Tensor::empty(like.shape(), like.dtype(), device_);
+  return t;
+}
+
+void TrainStep::capture(const StepKey& key, const Tensor& x, const Tensor& targets) {
+  DeviceGuard device_guard(device_);
+  if (!graph_pool_) graph_pool_ = make_graph_pool(device_);
+  if (!capture_stream_) capture_stream_ = std::make_unique<Stream>(Stream::create(device_));
+  auto g = std::make_unique<Graph>(device_, graph_pool_);
+  g->x = static_buffer(x);
+  g->targets = static_buffer(targets);
+  // The capture stream starts after everything already enqueued (the static buffers' contents
+  // are written by each replay, on the current stream, before the graph runs).
+  const Stream current = current_stream(device_);
+  Event ready(device_);
+  ready.record(current);
+  ready.wait(*capture_stream_);
+  try {
+    StreamGuard on_capture_stream(*capture_stream_);
+    // A host read inside a capture is an error the graph would hide: refuse it at once.
+    HostSyncGuard no_host_reads(HostSyncGuard::Policy::Throw);
+    g->graph.capture_begin(*capture_stream_);
+    enqueue_forward_backward(g->x, g->targets, /*batch=*/-1, key.step_now, /*to_host=*/false);
+    if (key.step_now) enqueue_optimizer_step();
+    g->graph.capture_end();
+  } catch (const std::exception& e) {
+    // The host-side state the capture went through (autograd, DDP's bucket tracker, the loss
+    // scaler) is not worth untangling: the run stops with the cause and the way around it.
+    KESTREL_FAIL("capturing the training step (", key.describe(), ") into a CUDA graph failed: ",
+                 e.what(), "; train with --cuda-graph off");
+  }
+  pending_.pop_back();  // the captured batch never ran; its replay queues its own
+  g->status = status_.take_captured();
+  graphs_[key] = std::move(g);
+  // The eager steps' blocks cached in the general pool serve no replay: give them back.
+  allocator_empty_cache(device_);
+}
+
+void TrainStep::replay(const StepKey& key, const Tensor& x, const Tensor& targets, int64_t batch,
+                       bool stop_requested) {
+  DeviceGuard device_guard(device_);
+  Graph& g = *graphs_.at(key);
+  // The per-batch inputs the graph reads from device memory, on the current stream.
+  g.x.copy_(x);
+  g.targets.copy_(targets);
+  stop_.fill_(stop_requested ? 1.0 : 0.0);
+  if (key.step_now) p_.optimizer->upload_hyper();
+  g.graph.replay(current_stream(device_));
+  status_.push_replayed(batch, g.status);
+  pending_.push_back({key.step_now});
+}
+
+}  // namespace kestrel::yolo
