@@ -32,7 +32,8 @@ std::vector<int64_t> sizes() {
 
 std::vector<Tensor> random_list(uint64_t seed) {
   std::vector<Tensor> out;
-  for (int64_t n : sizes()) out.push_back(random_tensor({n}, seed * 1000 + n, DType::F32, -5e4, 5e4));
+  for (int64_t n : sizes())
+    out.push_back(random_tensor({n}, seed * 1000 + n, DType::F32, -5e4, 5e4));
   return out;
 }
 
@@ -55,7 +56,8 @@ TensorList list_of(const std::vector<Tensor>& ts) {
   if (a.numel() == 0) return ::testing::AssertionSuccess();
   if (std::memcmp(a.data_ptr(), b.data_ptr(), a.numel() * a.element_size()) != 0)
     return ::testing::AssertionFailure()
-           << "not bitwise equal: " << all_close(a.to(DType::F64), b.to(DType::F64), 0, 0).message();
+           << "not bitwise equal: "
+           << all_close(a.to(DType::F64), b.to(DType::F64), 0, 0).message();
   return ::testing::AssertionSuccess();
 }
 

@@ -106,12 +106,13 @@ TEST(AmpScaleKernels, UnscaleRefusesOtherDepthsAndDtypes) {
   float x = 1.0f, y = 2.0f, scale = 2.0f, found = 0.0f;
   TensorList two(2);
   two.add({&x, &y}, 1);
-  EXPECT_NE(kestrel::testing::error_of([&] { kernels::unscale_cpu(DType::F32, two, &scale, &found); })
+  using kestrel::testing::error_of;
+  EXPECT_NE(error_of([&] { kernels::unscale_cpu(DType::F32, two, &scale, &found); })
                 .find("single tensors"),
             std::string::npos);
   TensorList one(1);
   one.add({&x}, 1);
-  EXPECT_NE(kestrel::testing::error_of([&] { kernels::unscale_cpu(DType::F16, one, &scale, &found); })
+  EXPECT_NE(error_of([&] { kernels::unscale_cpu(DType::F16, one, &scale, &found); })
                 .find("float32 and float64"),
             std::string::npos);
 }
