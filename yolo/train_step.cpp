@@ -25,7 +25,7 @@ void TrainStep::forward_backward(const Tensor& x, const Tensor& targets, int64_t
   const DeviceLoss loss = p_.loss->forward(preds, targets);
   // The flags' all-reduce is issued before backward's buckets, in the same place on every rank.
   status_.push(batch, loss.summary, stop_requested);
-  pending_.push_back({step_now, false, false});
+  pending_.push_back({step_now});
   // DDP averages the ranks' gradients; the reference multiplies the loss by the world size.
   const Tensor total =
       rank_.world > 1 ? ops::mul(loss.total, static_cast<double>(rank_.world)) : loss.total;
@@ -40,19 +40,13 @@ void TrainStep::forward_backward(const Tensor& x, const Tensor& targets, int64_t
                                                   kernels::kFlagNonFinite + 1));
 }
 
-// Host bookkeeping for one status, in batch order: once the last status of a skipped window is
-// in, the counts the device did not advance are taken back.
+// Host bookkeeping for one status, in batch order: what the host knows of the open window (for
+// checkpoints). A skipped window's counts need no correction: the device left them as they were.
 BatchStatus TrainStep::settle(BatchStatus s) {
   const Pending done = pending_.front();
   pending_.pop_front();
   host_window_bad_ = host_window_bad_ || s.nonfinite_ranks > 0;
-  if (done.ends_window) {
-    if (host_window_bad_) {
-      if (done.optimizer_issued) p_.optimizer->undo_step_count();
-      if (done.ema_issued) p_.ema->undo_update();
-    }
-    host_window_bad_ = false;
-  }
+  if (done.ends_window) host_window_bad_ = false;
   return s;
 }
 
@@ -72,21 +66,17 @@ void TrainStep::optimizer_step() {
   KESTREL_CHECK(!pending_.empty() && pending_.back().ends_window,
                 "TrainStep::optimizer_step: the last forward_backward was not told that a step "
                 "follows (step_now)");
-  // Corrections for an earlier skipped window must precede this step's counts.
+  // The protocol above: the host stays at most one batch behind the device.
   KESTREL_CHECK(status_.pending() == 1, "TrainStep::optimizer_step: take_previous() first");
   p_.scaler->unscale(*p_.optimizer);
   clip_grad_norm(p_.optimizer->parameters(), 10.0);
-  Pending& mine = pending_.back();
-  mine.optimizer_issued = p_.scaler->step(*p_.optimizer, window_);
+  p_.scaler->step(*p_.optimizer, window_);
   p_.scaler->update();
   if (p_.reducer)
     p_.reducer->zero_grad();
   else
     p_.optimizer->zero_grad();
-  if (p_.ema) {
-    p_.ema->update(*p_.model, window_);
-    mine.ema_issued = true;
-  }
+  if (p_.ema) p_.ema->update(*p_.model, window_);
   window_.zero_();
 }
 

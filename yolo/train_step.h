@@ -5,11 +5,9 @@
 //   - each batch's flags, summed over the ranks, are added to a device scalar that covers the
 //     current accumulation window;
 //   - the optimizer and EMA kernels read that scalar: a non-finite loss on any rank, anywhere in
-//     the window, skips the window's update on every rank, and its gradients are zeroed as after
-//     any step;
-//   - what the host counts and the device cannot take back (Adam's step counts, the EMA's update
-//     count) is corrected when the skipped window's last status arrives, which is always before
-//     the next optimizer step is issued.
+//     the window, skips the window's update on every rank, step counts included (Adam's and the
+//     EMA's counts live on the device and advance only when not skipped), and its gradients are
+//     zeroed as after any step.
 // Per batch (the trainer's train_batch):
 //   step.forward_backward(x, targets, ni, step_now, stop_requested);
 //   for (const BatchStatus& s : step.take_previous()) account(s);   // a batch late
@@ -70,9 +68,7 @@ class TrainStep {
 
  private:
   struct Pending {
-    bool ends_window = false;       // an optimizer step follows the batch
-    bool optimizer_issued = false;  // ... and Optimizer::step was called (the loss scaler may not)
-    bool ema_issued = false;
+    bool ends_window = false;  // an optimizer step follows the batch
   };
   BatchStatus settle(BatchStatus s);
 
