@@ -8,13 +8,14 @@
 // tensors and kMaxListBlocks blocks, the pointers travelling in the kernel's arguments (no
 // device-side pointer array to allocate or copy).
 //
-// Every value that changes from one step to the next is read by the kernels when they run, from
-// memory the caller owns (device memory on CUDA): the group's lr and momentum / beta1
-// (GroupHyper), Adam's per-tensor step counts, the EMA's update count and the skip flag. The
-// kernels advance the counts themselves unless the step is skipped. So the arguments of every
-// launch are the same from step to step and a CUDA graph captured once replays the updates.
-// What stays fixed for a run (weight decay, Nesterov, Adam's beta2 and eps, the EMA's decay and
-// tau) is a kernel argument: change it and a captured graph must be captured again.
+// The optimizer and EMA updates read every value that changes from one step to the next when
+// they run, from memory the caller owns (device memory on CUDA): the group's lr and momentum /
+// beta1 (GroupHyper), Adam's per-tensor step counts, the EMA's update count and the skip flag,
+// and advance the counts themselves unless the step is skipped. So their launches' arguments are
+// the same from step to step and a CUDA graph captured once replays them. What stays fixed for a
+// run (weight decay, Nesterov, Adam's beta2 and eps, the EMA's decay and tau) is a kernel
+// argument: change it and a captured graph must be captured again. (The scaling kernels still
+// take their factor as an argument.)
 //
 // The per-element math below rounds after every operation (no fused multiply-add), in the order
 // PyTorch's optimizers use, so the CPU reference and the CUDA kernels agree bit for bit in float.
