@@ -1,15 +1,27 @@
 // Fused multi-tensor arithmetic of the training step: SGD (Nesterov momentum, weight decay), Adam
 // and AdamW updates, the global gradient norm (deterministic two-pass), scaling by a factor with an
-// inf/nan check (loss-scale unscaling, clipping) and the EMA update of weights.
+// inf/nan check (loss-scale unscaling, clipping), the EMA update of weights and zeroing gradients.
 //
 // A TensorList describes many tensors by raw pointers: tensor i has numel[i] elements in `depth`
-// contiguous buffers of one dtype (e.g. param, grad, momentum). One CUDA launch covers many
-// tensors: the list is cut into launches of at most kMaxListTensors tensors and kMaxListBlocks
-// blocks, the pointers travelling in the kernel's arguments (no device-side pointer array to
-// allocate or copy).
+// contiguous buffers of one dtype (e.g. param, grad, momentum), and optionally a step count. One
+// CUDA launch covers many tensors: the list is cut into launches of at most kMaxListTensors
+// tensors and kMaxListBlocks blocks, the pointers travelling in the kernel's arguments (no
+// device-side pointer array to allocate or copy).
+//
+// The optimizer and EMA updates read every value that changes from one step to the next when
+// they run, from memory the caller owns (device memory on CUDA): the group's lr and momentum /
+// beta1 (GroupHyper), Adam's per-tensor step counts, the EMA's update count and the skip flag,
+// and advance the counts themselves unless the step is skipped. So their launches' arguments are
+// the same from step to step and a CUDA graph captured once replays them. What stays fixed for a
+// run (weight decay, Nesterov, Adam's beta2 and eps, the EMA's decay and tau) is a kernel
+// argument: change it and a captured graph must be captured again. (The scaling kernels still
+// take their factor as an argument.)
 //
 // The per-element math below rounds after every operation (no fused multiply-add), in the order
 // PyTorch's optimizers use, so the CPU reference and the CUDA kernels agree bit for bit in float.
+// The per-step coefficients (Adam's bias corrections, the EMA's decay) are computed in double by
+// the same KESTREL_HD functions on both sides, as PyTorch computes them in Python floats, then
+// rounded to the storage's math type; on CUDA once per block (into shared memory).
 #pragma once
 #include <cuda_runtime.h>
 
@@ -32,10 +44,12 @@ struct TensorList {
   int depth = 0;
   std::vector<std::array<void*, kMaxListDepth>> ptrs;
   std::vector<int64_t> numel;
+  std::vector<int64_t*> counts;  // per tensor: its step count (Adam) or null
 
   explicit TensorList(int depth_) : depth(depth_) {}
-  // Adds one tensor: `depth` buffers of n elements each.
-  void add(std::initializer_list<void*> buffers, int64_t n);
+  // Adds one tensor: `depth` buffers of n elements each, and where the kernel keeps one (Adam),
+  // the tensor's step count (memory of the buffers' device; one count per tensor, not shared).
+  void add(std::initializer_list<void*> buffers, int64_t n, int64_t* count = nullptr);
   size_t size() const { return numel.size(); }
 };
 
@@ -112,13 +126,48 @@ KESTREL_HD inline double sqrt_rn(double a) {
 #endif
 }
 
+// Math functions of double that the host and device code both call (the device's own versions:
+// within an ulp or two of the host's in double, the same after the rounding to float but in rare
+// ties).
+KESTREL_HD inline double pow_d(double base, double exponent) {
+#if defined(__CUDA_ARCH__)
+  return ::pow(base, exponent);
+#else
+  return std::pow(base, exponent);
+#endif
+}
+KESTREL_HD inline double exp_d(double x) {
+#if defined(__CUDA_ARCH__)
+  return ::exp(x);
+#else
+  return std::exp(x);
+#endif
+}
+
+// One parameter group's values that change between steps (the schedule's warmup and decay). The
+// Optimizer keeps one per group in a float64 tensor on the parameters' device; the kernels read
+// it when they run (host memory on the CPU, device memory on CUDA).
+struct GroupHyper {
+  double lr;
+  double momentum;  // SGD's momentum; Adam's beta1
+};
+static_assert(sizeof(GroupHyper) == 2 * sizeof(double), "GroupHyper is two packed doubles");
+
 // SGD as PyTorch's (dampening 0): d = g + wd·p; buf = momentum·buf + d; Nesterov: d += momentum·buf,
 // else d = buf; p -= lr·d. A zero buffer gives PyTorch's first step (buf = d) exactly.
+struct SgdConfig {  // fixed for a run: kernel arguments
+  double weight_decay;
+  bool nesterov;
+};
 template <class T>
 struct SgdCoef {
   T lr, momentum, weight_decay;
   bool nesterov;
 };
+template <class T>
+KESTREL_HD inline SgdCoef<T> sgd_coef(const GroupHyper& h, const SgdConfig& c) {
+  return {T(h.lr), T(h.momentum), T(c.weight_decay), c.nesterov};
+}
 template <class T>
 KESTREL_HD inline void sgd_update(T& p, T& buf, T g, const SgdCoef<T>& c) {
   T d = c.weight_decay != T(0) ? add_rn(g, mul_rn(c.weight_decay, p)) : g;
@@ -127,14 +176,41 @@ KESTREL_HD inline void sgd_update(T& p, T& buf, T g, const SgdCoef<T>& c) {
   p = add_rn(p, mul_rn(-c.lr, d));
 }
 
-// Adam / AdamW as PyTorch's (amsgrad off). Host-computed per step: step_size = lr / (1 - b1^t),
-// bc2_sqrt = sqrt(1 - b2^t), decay_factor = 1 - lr·wd (AdamW). Adam adds wd·p to the gradient.
+// Adam / AdamW as PyTorch's (amsgrad off). Per tensor and step t = count + 1, in double as PyTorch
+// computes them in Python floats: step_size = lr / (1 - b1^t), bc2_sqrt = sqrt(1 - b2^t),
+// decay_factor = 1 - lr·wd (AdamW); then rounded field by field to the math type. Adam adds wd·p
+// to the gradient.
+struct AdamConfig {  // fixed for a run: kernel arguments
+  double beta2, eps, weight_decay;
+  bool decoupled;  // AdamW
+};
 template <class T>
 struct AdamCoef {
   T one_minus_beta1, beta2, one_minus_beta2, eps, weight_decay;
   T step_size, bc2_sqrt, decay_factor;
   bool decoupled;
 };
+// step: the step being taken, >= 1.
+KESTREL_HD inline AdamCoef<double> adam_coef(const GroupHyper& h, const AdamConfig& c,
+                                             int64_t step) {
+  const double t = static_cast<double>(step);
+  const double bc1 = add_rn(1.0, -pow_d(h.momentum, t));
+  const double bc2 = add_rn(1.0, -pow_d(c.beta2, t));
+  return {add_rn(1.0, -h.momentum),
+          c.beta2,
+          add_rn(1.0, -c.beta2),
+          c.eps,
+          c.weight_decay,
+          div_rn(h.lr, bc1),
+          sqrt_rn(bc2),
+          add_rn(1.0, -mul_rn(h.lr, c.weight_decay)),
+          c.decoupled};
+}
+template <class T>
+KESTREL_HD inline AdamCoef<T> cast_coef(const AdamCoef<double>& c) {
+  return {T(c.one_minus_beta1), T(c.beta2), T(c.one_minus_beta2), T(c.eps), T(c.weight_decay),
+          T(c.step_size), T(c.bc2_sqrt), T(c.decay_factor), c.decoupled};
+}
 template <class T>
 KESTREL_HD inline void adam_update(T& p, T& m, T& v, T g, const AdamCoef<T>& c) {
   if (c.decoupled)
@@ -154,6 +230,23 @@ KESTREL_HD inline T clip_coef(T norm, T max_norm) {
   return c > T(1) ? T(1) : c;
 }
 
+// The reference ModelEMA's decay ramp: d = decay·(1 - exp(-updates / tau)) at the `updates`-th
+// update (>= 1), in double; the update uses d and 1 - d rounded to the math type.
+struct EmaRamp {  // fixed for a run: kernel arguments
+  double decay, tau;
+};
+KESTREL_HD inline double ema_decay(const EmaRamp& r, int64_t updates) {
+  return mul_rn(r.decay, add_rn(1.0, -exp_d(div_rn(-static_cast<double>(updates), r.tau))));
+}
+template <class T>
+struct EmaCoef {
+  T d, one_minus_d;
+};
+template <class T>
+KESTREL_HD inline EmaCoef<T> ema_coef(const EmaRamp& r, int64_t updates) {
+  const double d = ema_decay(r, updates);
+  return {T(d), T(add_rn(1.0, -d))};
+}
 // ema = d·ema + (1 - d)·model, two products and a sum, as ModelEMA's in-place ops.
 template <class T>
 KESTREL_HD inline T ema_value(T ema, T model, T d, T one_minus_d) {
@@ -166,27 +259,24 @@ KESTREL_HD inline bool step_skipped(const float* skip) { return skip != nullptr 
 
 // --- entry points ------------------------------------------------------------------------------
 // CPU: float and double. CUDA: float, half and bfloat16 storage, float math. Every buffer of a
-// list has the list's dtype. `skip` (optional; host memory on the CPU, device memory on CUDA):
-// when it points at a non-zero value the call changes nothing (see step_skipped).
-struct SgdHyper {
-  double lr, momentum, weight_decay;
-  bool nesterov;
-};
-// list: (param, grad, momentum buffer)
-void sgd_step_cpu(DType t, const TensorList& list, const SgdHyper& h, const float* skip = nullptr);
-void sgd_step_cuda(DType t, const TensorList& list, const SgdHyper& h, cudaStream_t s,
-                   const float* skip = nullptr);
+// list has the list's dtype. Pointers to per-step values (hyper, counts, skip) are host memory on
+// the CPU and device memory on CUDA, and are read when the kernels run. `skip` (optional): when
+// it points at a non-zero value the call changes nothing, counts included (see step_skipped).
 
-struct AdamHyper {
-  double lr, beta1, beta2, eps, weight_decay;
-  bool decoupled;  // AdamW
-  int64_t step;    // the step being taken, >= 1 (bias corrections)
-};
-// list: (param, grad, exp_avg, exp_avg_sq)
-void adam_step_cpu(DType t, const TensorList& list, const AdamHyper& h,
+// list: (param, grad, momentum buffer); hyper: the group's lr and momentum.
+void sgd_step_cpu(DType t, const TensorList& list, const GroupHyper* hyper, const SgdConfig& c,
+                  const float* skip = nullptr);
+void sgd_step_cuda(DType t, const TensorList& list, const GroupHyper* hyper, const SgdConfig& c,
+                   cudaStream_t s, const float* skip = nullptr);
+
+// list: (param, grad, exp_avg, exp_avg_sq), every tensor with its step count c (>= 0, the steps
+// taken so far): the update uses t = c + 1, then c advances by one (not when skipped). hyper:
+// the group's lr and beta1. On CUDA the counts advance in a second small launch, after every
+// block has read them.
+void adam_step_cpu(DType t, const TensorList& list, const GroupHyper* hyper, const AdamConfig& c,
                    const float* skip = nullptr);
-void adam_step_cuda(DType t, const TensorList& list, const AdamHyper& h, cudaStream_t s,
-                    const float* skip = nullptr);
+void adam_step_cuda(DType t, const TensorList& list, const GroupHyper* hyper, const AdamConfig& c,
+                    cudaStream_t s, const float* skip = nullptr);
 
 // Euclidean norm of all elements of all tensors of a depth-1 list, summed in double.
 double global_norm_cpu(DType t, const TensorList& list);
@@ -206,21 +296,16 @@ void scale_cuda(DType t, const TensorList& list, double factor, float* found_non
 void clip_scale_cuda(DType t, const TensorList& list, const float* norm, double max_norm,
                      cudaStream_t s);
 
-// list: (ema, model); ema = decay·ema + (1 - decay)·model.
-void ema_update_cpu(DType t, const TensorList& list, double decay, const float* skip = nullptr);
-void ema_update_cuda(DType t, const TensorList& list, double decay, cudaStream_t s,
-                     const float* skip = nullptr);
+// list: (ema, model). *updates: the EMA's update count n; ema = d·ema + (1 - d)·model with
+// d = ema_decay(ramp, n + 1), then n advances by one (not when skipped; also for an empty list).
+void ema_update_cpu(DType t, const TensorList& list, const EmaRamp& ramp, int64_t* updates,
+                    const float* skip = nullptr);
+void ema_update_cuda(DType t, const TensorList& list, const EmaRamp& ramp, int64_t* updates,
+                     cudaStream_t s, const float* skip = nullptr);
 
-// Host-side coefficient helpers, shared by both backends.
-template <class T>
-SgdCoef<T> sgd_coef(const SgdHyper& h) {
-  return {T(h.lr), T(h.momentum), T(h.weight_decay), h.nesterov};
-}
-AdamCoef<double> adam_coef(const AdamHyper& h);  // in double; cast field by field for float
-template <class T>
-AdamCoef<T> cast_coef(const AdamCoef<double>& c) {
-  return {T(c.one_minus_beta1), T(c.beta2), T(c.one_minus_beta2), T(c.eps), T(c.weight_decay),
-          T(c.step_size), T(c.bc2_sqrt), T(c.decay_factor), c.decoupled};
-}
+// Every element of a depth-1 list set to zero bits (+0.0), any dtype: gradients zeroed in place.
+// CUDA: one launch per launch plan entry, not one memset per tensor.
+void zero_cpu(DType t, const TensorList& list);
+void zero_cuda(DType t, const TensorList& list, cudaStream_t s);
 
 }  // namespace kestrel::kernels

@@ -1,11 +1,16 @@
+// The CPU reference of the multi-tensor kernels (plain loops, float and double) and the launch
+// planning that the CUDA kernels use. The per-step coefficients come from the same KESTREL_HD
+// functions the CUDA kernels call (kernels/optim.h).
 #include <cmath>
+#include <cstring>
+#include <string>
 
 #include "kernels/dispatch.h"
 #include "kernels/optim.h"
 
 namespace kestrel::kernels {
 
-void TensorList::add(std::initializer_list<void*> buffers, int64_t n) {
+void TensorList::add(std::initializer_list<void*> buffers, int64_t n, int64_t* count) {
   KESTREL_CHECK(static_cast<int>(buffers.size()) == depth, "TensorList::add: this list holds ",
                 depth, " buffers per tensor, got ", buffers.size());
   KESTREL_CHECK(n >= 0, "TensorList::add: negative element count ", n);
@@ -14,6 +19,7 @@ void TensorList::add(std::initializer_list<void*> buffers, int64_t n) {
   for (void* b : buffers) p[i++] = b;
   ptrs.push_back(p);
   numel.push_back(n);
+  counts.push_back(count);
 }
 
 std::vector<ListLaunch> plan_list_launches(const TensorList& list) {
@@ -48,19 +54,14 @@ int64_t norm_partial_count(const TensorList& list) {
   return count;
 }
 
-AdamCoef<double> adam_coef(const AdamHyper& h) {
-  KESTREL_CHECK(h.step >= 1, "Adam: the step count starts at 1, got ", h.step);
-  // As PyTorch computes them in Python floats.
-  const double bc1 = 1.0 - std::pow(h.beta1, static_cast<double>(h.step));
-  const double bc2 = 1.0 - std::pow(h.beta2, static_cast<double>(h.step));
-  return {1.0 - h.beta1, h.beta2,       1.0 - h.beta2,           h.eps,      h.weight_decay,
-          h.lr / bc1,    std::sqrt(bc2), 1.0 - h.lr * h.weight_decay, h.decoupled};
-}
-
-void sgd_step_cpu(DType t, const TensorList& list, const SgdHyper& h, const float* skip) {
+void sgd_step_cpu(DType t, const TensorList& list, const GroupHyper* hyper, const SgdConfig& cfg,
+                  const float* skip) {
+  KESTREL_CHECK(list.depth == 3, "SGD step: the list holds (param, grad, buffer), got depth ",
+                list.depth);
+  KESTREL_CHECK(hyper != nullptr, "SGD step: no hyperparameters given");
   if (step_skipped(skip)) return;
   KESTREL_DISPATCH_CPU_FLOAT(t, T, "SGD step", {
-    const SgdCoef<T> c = sgd_coef<T>(h);
+    const SgdCoef<T> c = sgd_coef<T>(*hyper, cfg);
     for (size_t k = 0; k < list.size(); ++k) {
       T* p = static_cast<T*>(list.ptrs[k][0]);
       const T* g = static_cast<const T*>(list.ptrs[k][1]);
@@ -70,12 +71,21 @@ void sgd_step_cpu(DType t, const TensorList& list, const SgdHyper& h, const floa
   });
 }
 
-void adam_step_cpu(DType t, const TensorList& list, const AdamHyper& h, const float* skip) {
-  const AdamCoef<double> cd = adam_coef(h);
+void adam_step_cpu(DType t, const TensorList& list, const GroupHyper* hyper, const AdamConfig& cfg,
+                   const float* skip) {
+  KESTREL_CHECK(list.depth == 4, "Adam step: the list holds (param, grad, exp_avg, exp_avg_sq), ",
+                "got depth ", list.depth);
+  KESTREL_CHECK(hyper != nullptr, "Adam step: no hyperparameters given");
+  for (size_t k = 0; k < list.size(); ++k) {
+    KESTREL_CHECK(list.counts[k] != nullptr, "Adam step: tensor ", k,
+                  " has no step count; pass one to TensorList::add");
+    KESTREL_CHECK(*list.counts[k] >= 0, "Adam step: tensor ", k, " has taken ", *list.counts[k],
+                  " steps; a step count is never negative (a damaged checkpoint?)");
+  }
   if (step_skipped(skip)) return;
   KESTREL_DISPATCH_CPU_FLOAT(t, T, "Adam step", {
-    const AdamCoef<T> c = cast_coef<T>(cd);
     for (size_t k = 0; k < list.size(); ++k) {
+      const AdamCoef<T> c = cast_coef<T>(adam_coef(*hyper, cfg, *list.counts[k] + 1));
       T* p = static_cast<T*>(list.ptrs[k][0]);
       const T* g = static_cast<const T*>(list.ptrs[k][1]);
       T* m = static_cast<T*>(list.ptrs[k][2]);
@@ -83,6 +93,7 @@ void adam_step_cpu(DType t, const TensorList& list, const AdamHyper& h, const fl
       for (int64_t i = 0; i < list.numel[k]; ++i) adam_update(p[i], m[i], v[i], g[i], c);
     }
   });
+  for (size_t k = 0; k < list.size(); ++k) ++*list.counts[k];
 }
 
 double global_norm_cpu(DType t, const TensorList& list) {
@@ -111,16 +122,32 @@ bool scale_cpu(DType t, const TensorList& list, double factor) {
   return found;
 }
 
-void ema_update_cpu(DType t, const TensorList& list, double decay, const float* skip) {
+void ema_update_cpu(DType t, const TensorList& list, const EmaRamp& ramp, int64_t* updates,
+                    const float* skip) {
+  KESTREL_CHECK(list.depth == 2, "EMA update: the list holds (ema, model), got depth ",
+                list.depth);
+  KESTREL_CHECK(updates != nullptr && *updates >= 0,
+                "EMA update: needs the update count so far (>= 0), got ",
+                updates ? std::to_string(*updates) : std::string("none"));
   if (step_skipped(skip)) return;
   KESTREL_DISPATCH_CPU_FLOAT(t, T, "EMA update", {
-    const T d = static_cast<T>(decay), omd = static_cast<T>(1.0 - decay);
+    const EmaCoef<T> c = ema_coef<T>(ramp, *updates + 1);
     for (size_t k = 0; k < list.size(); ++k) {
       T* e = static_cast<T*>(list.ptrs[k][0]);
       const T* m = static_cast<const T*>(list.ptrs[k][1]);
-      for (int64_t i = 0; i < list.numel[k]; ++i) e[i] = ema_value(e[i], m[i], d, omd);
+      for (int64_t i = 0; i < list.numel[k]; ++i)
+        e[i] = ema_value(e[i], m[i], c.d, c.one_minus_d);
     }
   });
+  ++*updates;
+}
+
+void zero_cpu(DType t, const TensorList& list) {
+  KESTREL_CHECK(list.depth == 1, "zeroing: expects a list of single tensors, got depth ",
+                list.depth);
+  const size_t size = dtype_size(t);
+  for (size_t k = 0; k < list.size(); ++k)
+    if (list.numel[k] > 0) std::memset(list.ptrs[k][0], 0, static_cast<size_t>(list.numel[k]) * size);
 }
 
 }  // namespace kestrel::kernels

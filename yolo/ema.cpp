@@ -1,7 +1,5 @@
 #include "yolo/ema.h"
 
-#include <cmath>
-
 #include "engine/autograd.h"
 #include "engine/stream.h"
 #include "yolo/optimizer.h"
@@ -28,9 +26,10 @@ void check_same_layout(const std::vector<layers::StateEntry>& ema,
 
 ModelEma::ModelEma(std::shared_ptr<layers::Module> ema, layers::Module& model, int64_t updates,
                    double decay, double tau)
-    : ema_(std::move(ema)), updates_(updates), decay_(decay), tau_(tau) {
+    : ema_(std::move(ema)), ramp_{decay, tau} {
   KESTREL_CHECK(ema_ != nullptr, "ModelEma: no EMA module given");
   KESTREL_CHECK(ema_.get() != &model, "ModelEma: the EMA needs its own copy of the model");
+  KESTREL_CHECK(tau > 0, "ModelEma: tau must be positive, got ", tau);
   autograd::NoGradGuard no_grad;
   const std::vector<layers::StateEntry> e = ema_->state_entries(), m = model.state_entries();
   check_same_layout(e, m);
@@ -40,16 +39,21 @@ ModelEma::ModelEma(std::shared_ptr<layers::Module> ema, layers::Module& model, i
     if (e[i].is_parameter) e[i].slot->set_requires_grad(false);
   }
   ema_->train(false);
+  updates_ = Tensor::zeros({1}, DType::I64, m.empty() ? Device::cpu() : m.front().slot->device());
+  set_updates(updates);
 }
 
-double ModelEma::decay_at(int64_t updates) const {
-  return decay_ * (1.0 - std::exp(-static_cast<double>(updates) / tau_));
+double ModelEma::decay_at(int64_t updates) const { return kernels::ema_decay(ramp_, updates); }
+
+int64_t ModelEma::updates() const { return updates_.to_vector<int64_t>()[0]; }
+
+void ModelEma::set_updates(int64_t updates) {
+  KESTREL_CHECK(updates >= 0, "ModelEma: the update count is never negative, got ", updates);
+  updates_.copy_(Tensor::from_vector<int64_t>({updates}, {1}));
 }
 
-void ModelEma::update(layers::Module& model, const Tensor& skip) {
+void ModelEma::issue_update(layers::Module& model, const Tensor& skip) {
   autograd::NoGradGuard no_grad;
-  ++updates_;
-  const double d = decay_at(updates_);
   const std::vector<layers::StateEntry> e = ema_->state_entries(), m = model.state_entries();
   check_same_layout(e, m);
   std::vector<std::vector<Tensor>> cols(2);
@@ -58,20 +62,25 @@ void ModelEma::update(layers::Module& model, const Tensor& skip) {
     cols[0].push_back(*e[i].slot);
     cols[1].push_back(m[i].slot->detach());
   }
-  if (cols[0].empty()) return;
   const kernels::TensorList list = make_tensor_list(cols, "EMA update");
-  const Tensor& first = cols[0].front();
+  const Device device = updates_.device();
+  // An empty list has no dtype; the kernels then only advance the count.
+  const DType dtype = cols[0].empty() ? DType::F32 : cols[0].front().dtype();
+  KESTREL_CHECK(cols[0].empty() || cols[0].front().device() == device,
+                "ModelEma::update: the EMA's state is on ", cols[0].front().device().str(),
+                " but its update count on ", device.str(), "; keep the model where the EMA was built");
   KESTREL_CHECK(!skip.defined() || (skip.numel() == 1 && skip.dtype() == DType::F32 &&
-                                    skip.device() == first.device()),
+                                    skip.device() == device),
                 "ModelEma::update: the skip flag must be a one-element float32 tensor on ",
-                first.device().str(), ", got ", skip.describe());
+                device.str(), ", got ", skip.describe());
   const float* skip_flag = skip.defined() ? skip.data<float>() : nullptr;
-  if (first.device().is_cuda()) {
-    DeviceGuard guard(first.device());  // the launch goes to the current device
-    kernels::ema_update_cuda(first.dtype(), list, d, current_stream(first.device()).handle(),
+  int64_t* count = updates_.data<int64_t>();
+  if (device.is_cuda()) {
+    DeviceGuard guard(device);  // the launch goes to the current device
+    kernels::ema_update_cuda(dtype, list, ramp_, count, current_stream(device).handle(),
                              skip_flag);
   } else {
-    kernels::ema_update_cpu(first.dtype(), list, d, skip_flag);
+    kernels::ema_update_cpu(dtype, list, ramp_, count, skip_flag);
   }
 }
 

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -84,23 +85,35 @@ double scaled_weight_decay(double weight_decay, int64_t batch_size) {
 Optimizer::Optimizer(OptimizerKind kind, std::vector<ParamGroup> groups)
     : kind_(kind), groups_(std::move(groups)) {
   std::set<const TensorImpl*> seen;
+  bool first = true;
   for (const ParamGroup& g : groups_) {
-    std::vector<Slots>& slots = state_.emplace_back();
     for (const Parameter& p : g.params) {
       KESTREL_CHECK(seen.insert(p.tensor.impl()).second, "Optimizer: parameter ", p.name,
                     " is in more than one group");
       KESTREL_CHECK(p.tensor.dtype() == DType::F32 || p.tensor.dtype() == DType::F64,
                     "Optimizer: parameter ", p.name, " is ", dtype_name(p.tensor.dtype()),
                     "; master weights are float32 (float64 in CPU tests)");
-      Slots s;
-      s.a = Tensor::zeros_like(p.tensor);
-      if (kind_ != OptimizerKind::SGD) {
-        s.b = Tensor::zeros_like(p.tensor);
-        s.step = Tensor::zeros({}, DType::I64);
-      }
-      slots.push_back(s);
+      if (first) device_ = p.tensor.device();
+      first = false;
+      KESTREL_CHECK(p.tensor.device() == device_, "Optimizer: parameter ", p.name, " is on ",
+                    p.tensor.device().str(), " but the first parameter on ", device_.str(),
+                    "; move the whole model to one device before building its optimizer");
     }
   }
+  for (const ParamGroup& g : groups_) {
+    std::vector<Slots>& slots = state_.emplace_back();
+    for (const Parameter& p : g.params) {
+      Slots s;
+      s.a = Tensor::zeros_like(p.tensor);
+      if (kind_ != OptimizerKind::SGD) s.b = Tensor::zeros_like(p.tensor);
+      slots.push_back(s);
+    }
+    if (kind_ != OptimizerKind::SGD)
+      counts_.push_back(
+          Tensor::zeros({static_cast<int64_t>(g.params.size())}, DType::I64, device_));
+  }
+  hyper_ = Tensor::zeros({static_cast<int64_t>(groups_.size()), 2}, DType::F64, device_);
+  upload_hyper();
 }
 
 std::vector<Tensor> Optimizer::parameters() const {
@@ -110,34 +123,58 @@ std::vector<Tensor> Optimizer::parameters() const {
   return out;
 }
 
+// A pinned upload buffer whose last copy has finished (Event::query, no wait), else a new one.
+// In-flight buffers stay alive here: a pinned Storage released with its copy pending would wait
+// for it (engine/storage.h), and one released after it finished would still report a host sync.
+Tensor Optimizer::free_staging() {
+  for (const Tensor& t : staging_) {
+    std::optional<Event>& last = t.storage()->last_async_use;
+    if (!last || last->query()) {
+      last.reset();
+      return t;
+    }
+  }
+  staging_.push_back(Tensor::empty(hyper_.shape(), DType::F64, Device::cpu(), /*pinned=*/true));
+  return staging_.back();
+}
+
+void Optimizer::upload_hyper() {
+  if (groups_.empty()) return;
+  const Tensor host = device_.is_cuda() ? free_staging() : hyper_;
+  double* h = host.data<double>();  // [groups, 2] as kernels::GroupHyper
+  for (size_t gi = 0; gi < groups_.size(); ++gi) {
+    h[2 * gi] = groups_[gi].lr;
+    h[2 * gi + 1] = groups_[gi].momentum;
+  }
+  if (device_.is_cuda()) hyper_.copy_(host, /*non_blocking=*/true);
+}
+
 void Optimizer::step(const Tensor& skip) {
+  upload_hyper();
+  issue_step(skip);
+}
+
+void Optimizer::issue_step(const Tensor& skip) {
   const profiler::Scope timed("OptimizerStep", profiler::Phase::Update);
   autograd::NoGradGuard no_grad;
   const float* skip_flag = nullptr;
   if (skip.defined()) {
-    const std::vector<Tensor> params = parameters();
     KESTREL_CHECK(skip.numel() == 1 && skip.dtype() == DType::F32 && skip.is_contiguous() &&
-                      (params.empty() || skip.device() == params.front().device()),
+                      skip.device() == device_,
                   "Optimizer::step: the skip flag must be a one-element float32 tensor on the "
-                  "parameters' device, got ",
-                  skip.describe());
+                  "parameters' device (",
+                  device_.str(), "), got ", skip.describe());
     skip_flag = skip.data<float>();
   }
-  last_counted_.clear();
   for (size_t gi = 0; gi < groups_.size(); ++gi) {
     if (kind_ == OptimizerKind::SGD)
-      step_sgd(gi, skip_flag);
+      issue_sgd(gi, skip_flag);
     else
-      step_adam(gi, skip_flag);
+      issue_adam(gi, skip_flag);
   }
 }
 
-void Optimizer::undo_step_count() {
-  for (const Tensor& count : last_counted_) --*count.data<int64_t>();
-  last_counted_.clear();
-}
-
-void Optimizer::step_sgd(size_t gi, const float* skip) {
+void Optimizer::issue_sgd(size_t gi, const float* skip) {
   const ParamGroup& g = groups_[gi];
   std::vector<std::vector<Tensor>> cols(3);
   for (size_t k = 0; k < g.params.size(); ++k) {
@@ -149,50 +186,64 @@ void Optimizer::step_sgd(size_t gi, const float* skip) {
   }
   if (cols[0].empty()) return;
   const kernels::TensorList list = make_tensor_list(cols, "SGD step");
-  const kernels::SgdHyper h{g.lr, g.momentum, g.weight_decay, true};
+  const auto* hyper = reinterpret_cast<const kernels::GroupHyper*>(hyper_.data<double>()) + gi;
+  const kernels::SgdConfig cfg{g.weight_decay, /*nesterov=*/true};
   const ListPlace at = place_of(cols[0]);
   if (at.device.is_cuda()) {
     DeviceGuard guard(at.device);
-    kernels::sgd_step_cuda(at.dtype, list, h, stream_for(at.device), skip);
+    kernels::sgd_step_cuda(at.dtype, list, hyper, cfg, stream_for(at.device), skip);
   } else {
-    kernels::sgd_step_cpu(at.dtype, list, h, skip);
+    kernels::sgd_step_cpu(at.dtype, list, hyper, cfg, skip);
   }
 }
 
-void Optimizer::step_adam(size_t gi, const float* skip) {
+void Optimizer::issue_adam(size_t gi, const float* skip) {
   const ParamGroup& g = groups_[gi];
-  // A step count per parameter (as PyTorch's): one launch per distinct count, normally one.
-  std::map<int64_t, std::vector<std::vector<Tensor>>> by_step;
+  std::vector<std::vector<Tensor>> cols(4);
+  std::vector<int64_t*> counts;
+  int64_t* group_counts = counts_[gi].data<int64_t>();
   for (size_t k = 0; k < g.params.size(); ++k) {
     std::vector<Tensor> grad = gradients_of({g.params[k].tensor});
     if (grad.empty()) continue;
-    const Slots& s = state_[gi][k];
-    const int64_t step = ++*s.step.data<int64_t>();
-    last_counted_.push_back(s.step);
-    auto& cols = by_step[step];
-    if (cols.empty()) cols.resize(4);
     cols[0].push_back(g.params[k].tensor);
     cols[1].push_back(grad[0]);
-    cols[2].push_back(s.a);
-    cols[3].push_back(s.b);
+    cols[2].push_back(state_[gi][k].a);
+    cols[3].push_back(state_[gi][k].b);
+    counts.push_back(group_counts + k);
   }
-  for (const auto& [step, cols] : by_step) {
-    const kernels::TensorList list = make_tensor_list(cols, "Adam step");
-    const kernels::AdamHyper h{g.lr, g.momentum, 0.999, 1e-8, g.weight_decay,
-                               kind_ == OptimizerKind::AdamW, step};
-    const ListPlace at = place_of(cols[0]);
-    if (at.device.is_cuda()) {
-      DeviceGuard guard(at.device);
-      kernels::adam_step_cuda(at.dtype, list, h, stream_for(at.device), skip);
-    } else {
-      kernels::adam_step_cpu(at.dtype, list, h, skip);
-    }
+  if (cols[0].empty()) return;
+  kernels::TensorList list = make_tensor_list(cols, "Adam step");
+  list.counts = counts;
+  const auto* hyper = reinterpret_cast<const kernels::GroupHyper*>(hyper_.data<double>()) + gi;
+  const kernels::AdamConfig cfg{0.999, 1e-8, g.weight_decay, kind_ == OptimizerKind::AdamW};
+  const ListPlace at = place_of(cols[0]);
+  if (at.device.is_cuda()) {
+    DeviceGuard guard(at.device);
+    kernels::adam_step_cuda(at.dtype, list, hyper, cfg, stream_for(at.device), skip);
+  } else {
+    kernels::adam_step_cpu(at.dtype, list, hyper, cfg, skip);
   }
 }
 
-void Optimizer::zero_grad() {
-  for (const ParamGroup& g : groups_)
-    for (const Parameter& p : g.params) p.tensor.set_grad(Tensor());
+void Optimizer::zero_grad(bool set_to_none) {
+  if (set_to_none) {
+    for (const ParamGroup& g : groups_)
+      for (const Parameter& p : g.params) p.tensor.set_grad(Tensor());
+    return;
+  }
+  // One list per dtype (all of device_); gradients_of makes a strided gradient contiguous.
+  std::map<DType, std::vector<Tensor>> by_dtype;
+  for (const Tensor& grad : gradients_of(parameters())) by_dtype[grad.dtype()].push_back(grad);
+  for (const auto& [dtype, grads] : by_dtype) {
+    const kernels::TensorList list = make_tensor_list({grads}, "zero_grad");
+    const ListPlace at = place_of(grads);
+    if (at.device.is_cuda()) {
+      DeviceGuard guard(at.device);
+      kernels::zero_cuda(at.dtype, list, stream_for(at.device));
+    } else {
+      kernels::zero_cpu(at.dtype, list);
+    }
+  }
 }
 
 std::vector<std::pair<std::string, Tensor>> Optimizer::state_tensors() const {
@@ -206,7 +257,9 @@ std::vector<std::pair<std::string, Tensor>> Optimizer::state_tensors() const {
       } else {
         out.emplace_back(p.name + ".exp_avg", file_view(s.a, p.ohwi_conv_weight));
         out.emplace_back(p.name + ".exp_avg_sq", file_view(s.b, p.ohwi_conv_weight));
-        out.emplace_back(p.name + ".step", s.step);
+        const Tensor& counts = counts_[gi];
+        out.emplace_back(p.name + ".step",
+                         make_view(counts, {}, {}, counts.storage_offset() + static_cast<int64_t>(k)));
       }
     }
   return out;

@@ -2,6 +2,11 @@
 // momentum, Adam, AdamW over three groups), gradient clipping by global norm, and the Tensor-level
 // front of the fused multi-tensor kernels (kernels/optim.h) that the EMA and the loss scaler use
 // too. Master weights, gradients and optimizer state are float32 (float64 on the CPU for tests).
+//
+// Everything a step reads that changes between steps lives on the parameters' device: each
+// group's lr and momentum / beta1 (a float64 tensor that upload_hyper() fills from the host
+// groups), Adam's per-parameter step counts and the skip flag. issue_step() therefore launches
+// the same kernels with the same arguments every step, and can be captured in a CUDA graph.
 #pragma once
 #include <string>
 #include <utility>
@@ -55,38 +60,56 @@ class Optimizer {
   const std::vector<ParamGroup>& groups() const { return groups_; }
   std::vector<Tensor> parameters() const;
 
-  // One update of every parameter that has a gradient, with each group's lr / momentum / decay
-  // (one fused launch per group on CUDA). Parameters without a gradient are left alone.
+  // Copies every group's lr and momentum (ParamGroup, the values the schedule writes) into the
+  // device tensor the kernels read. CUDA: an asynchronous copy on the current stream from a
+  // pinned buffer (no host wait); CPU: a plain write.
+  void upload_hyper();
+  // Enqueues one update of every parameter that has a gradient (one fused launch per group on
+  // CUDA, and for Adam one small launch advancing the group's step counts), reading lr and
+  // momentum from the device tensor as last uploaded and Adam's step counts from the device.
+  // Parameters without a gradient are left alone, counts included. Weight decay (fixed for a
+  // run) is a kernel argument. No device allocation (gradients are contiguous, as backward
+  // leaves them), host wait or host-to-device copy: capturable in a CUDA graph.
   // skip (optional): a one-element float32 flag on the parameters' device, read by the kernels
-  // when they run: non-zero leaves parameters and state unchanged, and the host never waits for
-  // it. Adam's step counts live on the host and advance regardless; once the host learns that the
-  // flag was set, undo_step_count() takes them back (before the next step()).
+  // when they run: non-zero leaves parameters, state and step counts unchanged.
+  void issue_step(const Tensor& skip = Tensor());
+  // upload_hyper(), then issue_step(skip).
   void step(const Tensor& skip = Tensor());
-  // Takes back the step counts that the last step() advanced (Adam, AdamW; nothing for SGD).
-  void undo_step_count();
-  // Drops every gradient (PyTorch's set_to_none).
-  void zero_grad();
+  // Zeroes every existing gradient in place (one multi-tensor launch per device and dtype),
+  // keeping its memory for the next backward to accumulate into; undefined gradients stay
+  // undefined. The reference's torch 1.x zero_grad() (set_to_none=False) does the same.
+  void zero_grad() { zero_grad(false); }
+  // set_to_none: drop every gradient instead (the next backward allocates them anew).
+  void zero_grad(bool set_to_none);
+
+  // float64 [groups, 2] on the parameters' device: each group's (lr, momentum) as last uploaded,
+  // laid out as kernels::GroupHyper.
+  const Tensor& device_hyper() const { return hyper_; }
 
   // The live state tensors as "<param name>.<slot>": momentum_buffer (SGD); exp_avg, exp_avg_sq
-  // and step (int64 scalar) (Adam, AdamW). Conv-weight-shaped slots are OIHW views, like weights
-  // in files; copying into a returned tensor restores that state.
+  // and step (an int64 0-d view of the parameter's device-resident step count) (Adam, AdamW).
+  // Conv-weight-shaped slots are OIHW views, like weights in files; copying into a returned
+  // tensor restores that state.
   std::vector<std::pair<std::string, Tensor>> state_tensors() const;
 
   // "SGD(lr=0.01) with parameter groups 57 weight(decay=0.0), 60 weight(decay=0.0005), 60 bias"
   std::string describe() const;
 
  private:
-  void step_sgd(size_t group, const float* skip);
-  void step_adam(size_t group, const float* skip);
+  void issue_sgd(size_t group, const float* skip);
+  void issue_adam(size_t group, const float* skip);
+  Tensor free_staging();
 
   struct Slots {
     Tensor a, b;  // momentum buffer; or exp_avg, exp_avg_sq
-    Tensor step;  // int64 scalar on the CPU (Adam)
   };
   OptimizerKind kind_;
   std::vector<ParamGroup> groups_;
   std::vector<std::vector<Slots>> state_;  // [group][param]
-  std::vector<Tensor> last_counted_;       // the step counts the last step() advanced
+  Device device_;                          // the parameters' (CPU when there are none)
+  Tensor hyper_;                           // float64 [groups, 2] on device_
+  std::vector<Tensor> counts_;             // Adam: int64 [params] per group on device_
+  std::vector<Tensor> staging_;            // CUDA: pinned float64 [groups, 2] upload buffers
 };
 
 // make_param_groups + Optimizer, as the reference's smart_optimizer(model, name, lr, momentum, decay).

@@ -2,7 +2,9 @@
 // float32 values in 60 conv-weight tensors of 120 k elements and 120 small BN/bias tensors of
 // 256, so both the streaming bandwidth and the per-tensor overhead show. Memory-bound: bytes per
 // iteration count each buffer read or written once (SGD: p, g, buf read, p, buf written = 5
-// values; Adam: 7; the norm: 1 read; clip-scale and unscale: 2; EMA: 3).
+// values; Adam: 7; the norm: 1 read; clip-scale and unscale: 2; EMA: 3; zeroing: 1 written).
+// The per-step values (lr and momentum, Adam's step counts, the EMA's count) live in memory of
+// the benchmarked device, as the Optimizer keeps them; Adam and the EMA advance their counts.
 #include "bench/kernels/bench_common.h"
 #include "engine/stream.h"
 #include "engine/tensor.h"
@@ -28,7 +30,10 @@ int64_t total_elements() {
 struct Buffers {
   std::vector<std::vector<Tensor>> cols;
   kernels::TensorList list;
+  Tensor counts;  // one int64 step count per tensor
   Buffers(int depth, Device dev) : cols(depth), list(depth) {
+    counts = Tensor::zeros({static_cast<int64_t>(param_sizes().size())}, DType::I64, dev);
+    int64_t* count = counts.data<int64_t>();
     for (int64_t n : param_sizes()) {
       std::array<void*, 4> p{};
       for (int d = 0; d < depth; ++d) {
@@ -39,16 +44,17 @@ struct Buffers {
         case 1: list.add({p[0]}, n); break;
         case 2: list.add({p[0], p[1]}, n); break;
         case 3: list.add({p[0], p[1], p[2]}, n); break;
-        default: list.add({p[0], p[1], p[2], p[3]}, n);
+        default: list.add({p[0], p[1], p[2], p[3]}, n, count++);
       }
     }
   }
 };
 
-enum class Op { Sgd, Adam, Norm, Unscale, Ema };
-constexpr double kValuesMoved[] = {5, 7, 1, 2, 3};
-constexpr int kDepth[] = {3, 4, 1, 1, 2};
-constexpr const char* kNames[] = {"sgd", "adamw", "norm", "unscale", "ema"};
+enum class Op { Sgd, Adam, Norm, Unscale, Ema, Zero };
+constexpr int kOps = 6;
+constexpr double kValuesMoved[] = {5, 7, 1, 2, 3, 1};
+constexpr int kDepth[] = {3, 4, 1, 1, 2, 1};
+constexpr const char* kNames[] = {"sgd", "adamw", "norm", "unscale", "ema", "zero"};
 
 void BM_Optim(benchmark::State& state) {
   const Device dev = bench::device_from_arg(state.range(0));
@@ -64,20 +70,22 @@ void BM_Optim(benchmark::State& state) {
     work = Tensor::empty({kernels::norm_partial_count(b.list)}, DType::F64, dev);
     out = Tensor::zeros({}, DType::F32, dev);
   }
-  int64_t step = 0;
+  const Tensor hyper = Tensor::from_vector<double>({1e-3, 0.937}, {2}, dev);
+  const auto* h = reinterpret_cast<const kernels::GroupHyper*>(hyper.data<double>());
+  const Tensor ema_updates = Tensor::zeros({1}, DType::I64, dev);
+  const kernels::SgdConfig sgd{5e-4, true};
+  const kernels::AdamConfig adam{0.999, 1e-8, 5e-4, true};
+  const kernels::EmaRamp ramp{0.9999, 2000.0};
   c.run([&] {
-    ++step;
     switch (op) {
       case Op::Sgd:
-        if (dev.is_cuda()) kernels::sgd_step_cuda(DType::F32, b.list, {0.01, 0.937, 5e-4, true}, s);
-        else kernels::sgd_step_cpu(DType::F32, b.list, {0.01, 0.937, 5e-4, true});
+        if (dev.is_cuda()) kernels::sgd_step_cuda(DType::F32, b.list, h, sgd, s);
+        else kernels::sgd_step_cpu(DType::F32, b.list, h, sgd);
         break;
-      case Op::Adam: {
-        const kernels::AdamHyper h{1e-3, 0.937, 0.999, 1e-8, 5e-4, true, step};
-        if (dev.is_cuda()) kernels::adam_step_cuda(DType::F32, b.list, h, s);
-        else kernels::adam_step_cpu(DType::F32, b.list, h);
+      case Op::Adam:
+        if (dev.is_cuda()) kernels::adam_step_cuda(DType::F32, b.list, h, adam, s);
+        else kernels::adam_step_cpu(DType::F32, b.list, h, adam);
         break;
-      }
       case Op::Norm:
         if (dev.is_cuda())
           kernels::global_norm_cuda(DType::F32, b.list, work.data<double>(), out.data<float>(), s);
@@ -89,8 +97,14 @@ void BM_Optim(benchmark::State& state) {
         else benchmark::DoNotOptimize(kernels::scale_cpu(DType::F32, b.list, 1.0));
         break;
       case Op::Ema:
-        if (dev.is_cuda()) kernels::ema_update_cuda(DType::F32, b.list, 0.999, s);
-        else kernels::ema_update_cpu(DType::F32, b.list, 0.999);
+        if (dev.is_cuda())
+          kernels::ema_update_cuda(DType::F32, b.list, ramp, ema_updates.data<int64_t>(), s);
+        else
+          kernels::ema_update_cpu(DType::F32, b.list, ramp, ema_updates.data<int64_t>());
+        break;
+      case Op::Zero:
+        if (dev.is_cuda()) kernels::zero_cuda(DType::F32, b.list, s);
+        else kernels::zero_cpu(DType::F32, b.list);
         break;
     }
   });
@@ -99,7 +113,7 @@ void BM_Optim(benchmark::State& state) {
 
 void Args(benchmark::internal::Benchmark* b) {
   for (int dev = 0; dev < 2; ++dev)
-    for (int op = 0; op < 5; ++op) b->Args({dev, op});
+    for (int op = 0; op < kOps; ++op) b->Args({dev, op});
   b->UseManualTime()->Unit(benchmark::kMillisecond);
 }
 

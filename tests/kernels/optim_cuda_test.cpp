@@ -2,7 +2,9 @@
 // operation on both sides (kernels/optim.h: no FMA contraction, IEEE division and square root),
 // so float32 updates must agree bit for bit; bfloat16 storage is compared with the float CPU
 // result rounded once to bfloat16, which is what the kernel stores. The norm sums in double in a
-// different order on each side: float32 results within 1e-6 relative.
+// different order on each side: float32 results within 1e-6 relative. The per-step values (lr,
+// momentum / beta1, Adam's per-tensor counts, the EMA's count) are read from device memory on
+// CUDA and host memory on the CPU, and the counts advance on both unless the step is skipped.
 // The list mixes an empty tensor, tails shorter than a chunk, a tensor of more chunks than one
 // launch holds (kMaxListBlocks) and more tensors than one launch holds (kMaxListTensors), so
 // every path of the launch splitting runs.
@@ -46,19 +48,37 @@ std::vector<std::vector<Tensor>> to_device(const std::vector<std::vector<Tensor>
   return out;
 }
 
-TensorList list_of(const std::vector<std::vector<Tensor>>& cols) {
+// counts (optional): int64 [tensors] on the columns' device, one step count per tensor.
+TensorList list_of(const std::vector<std::vector<Tensor>>& cols, const Tensor& counts = Tensor()) {
   TensorList list(static_cast<int>(cols.size()));
   for (size_t k = 0; k < cols[0].size(); ++k) {
     std::array<void*, 4> p{};
     for (size_t c = 0; c < cols.size(); ++c) p[c] = cols[c][k].data_ptr();
+    int64_t* count = counts.defined() ? counts.data<int64_t>() + k : nullptr;
+    const int64_t n = cols[0][k].numel();
     switch (cols.size()) {
-      case 1: list.add({p[0]}, cols[0][k].numel()); break;
-      case 2: list.add({p[0], p[1]}, cols[0][k].numel()); break;
-      case 3: list.add({p[0], p[1], p[2]}, cols[0][k].numel()); break;
-      default: list.add({p[0], p[1], p[2], p[3]}, cols[0][k].numel());
+      case 1: list.add({p[0]}, n, count); break;
+      case 2: list.add({p[0], p[1]}, n, count); break;
+      case 3: list.add({p[0], p[1], p[2]}, n, count); break;
+      default: list.add({p[0], p[1], p[2], p[3]}, n, count);
     }
   }
   return list;
+}
+
+// A GroupHyper in a float64 [2] tensor on `d` (the Optimizer keeps one row per group).
+Tensor hyper_on(Device d, double lr, double momentum) {
+  return Tensor::from_vector<double>({lr, momentum}, {2}, d);
+}
+const kernels::GroupHyper* hyper_ptr(const Tensor& t) {
+  return reinterpret_cast<const kernels::GroupHyper*>(t.data<double>());
+}
+
+// Per-tensor step counts: `first` + k for tensor k, as int64 on `d`.
+Tensor counts_on(Device d, size_t n, int64_t first) {
+  std::vector<int64_t> v(n);
+  for (size_t k = 0; k < n; ++k) v[k] = first + static_cast<int64_t>(k);
+  return Tensor::from_vector<int64_t>(v, {static_cast<int64_t>(n)}, d);
 }
 
 ::testing::AssertionResult bitwise_equal(const Tensor& gpu, const Tensor& cpu) {
@@ -80,10 +100,12 @@ TEST(OptimCuda, SgdMatchesCpuBitwise) {
   KESTREL_SKIP_WITHOUT_CUDA();
   auto cpu = random_columns(3, 1);
   auto gpu = to_device(cpu, Device::cuda(0));
-  const kernels::SgdHyper h{0.01, 0.937, 5e-4, true};
-  for (int step = 0; step < 2; ++step) {
-    kernels::sgd_step_cpu(DType::F32, list_of(cpu), h);
-    kernels::sgd_step_cuda(DType::F32, list_of(gpu), h, stream());
+  const kernels::SgdConfig cfg{5e-4, true};
+  for (int step = 0; step < 3; ++step) {  // lr and momentum change between steps, as in warmup
+    const Tensor hc = hyper_on(Device::cpu(), 0.01 / (step + 1), 0.8 + 0.05 * step);
+    const Tensor hg = hc.to(Device::cuda(0));
+    kernels::sgd_step_cpu(DType::F32, list_of(cpu), hyper_ptr(hc), cfg);
+    kernels::sgd_step_cuda(DType::F32, list_of(gpu), hyper_ptr(hg), cfg, stream());
   }
   for (int c : {0, 2})
     for (size_t k = 0; k < cpu[c].size(); ++k) EXPECT_TRUE(bitwise_equal(gpu[c][k], cpu[c][k])) << k;
@@ -95,27 +117,35 @@ TEST(OptimCuda, SgdBf16StorageRoundsOnce) {
   auto base = random_columns(3, 2);
   auto gpu = to_device(base, Device::cuda(0), DType::BF16);
   auto cpu = to_device(to_device(base, Device::cpu(), DType::BF16), Device::cpu(), DType::F32);
-  const kernels::SgdHyper h{0.1, 0.9, 1e-3, true};
-  kernels::sgd_step_cpu(DType::F32, list_of(cpu), h);
-  kernels::sgd_step_cuda(DType::BF16, list_of(gpu), h, stream());
+  const kernels::SgdConfig cfg{1e-3, true};
+  const Tensor hc = hyper_on(Device::cpu(), 0.1, 0.9), hg = hc.to(Device::cuda(0));
+  kernels::sgd_step_cpu(DType::F32, list_of(cpu), hyper_ptr(hc), cfg);
+  kernels::sgd_step_cuda(DType::BF16, list_of(gpu), hyper_ptr(hg), cfg, stream());
   for (size_t k = 0; k < cpu[0].size(); ++k)
     EXPECT_TRUE(bitwise_equal(gpu[0][k], cpu[0][k].to(DType::BF16))) << k;
 }
 
 class AdamCuda : public ::testing::TestWithParam<bool> {};
 
+// Every tensor from its own count (0, 1, 2, ...): the bias corrections computed on the device per
+// block equal the CPU's, and the counts advance by one per step on both sides.
 TEST_P(AdamCuda, MatchesCpuBitwise) {
   KESTREL_SKIP_WITHOUT_CUDA();
   auto cpu = random_columns(4, 3);
   for (Tensor& v : cpu[3]) v = random_tensor(v.shape(), 77, DType::F32, 0, 1);  // v >= 0
   auto gpu = to_device(cpu, Device::cuda(0));
-  for (int64_t t = 1; t <= 3; ++t) {
-    const kernels::AdamHyper h{1e-3, 0.937, 0.999, 1e-8, 5e-4, GetParam(), t};
-    kernels::adam_step_cpu(DType::F32, list_of(cpu), h);
-    kernels::adam_step_cuda(DType::F32, list_of(gpu), h, stream());
+  const Tensor cc = counts_on(Device::cpu(), cpu[0].size(), 0);
+  const Tensor cg = cc.to(Device::cuda(0));
+  const kernels::AdamConfig cfg{0.999, 1e-8, 5e-4, GetParam()};
+  for (int step = 1; step <= 3; ++step) {
+    const Tensor hc = hyper_on(Device::cpu(), 1e-3 * step, 0.937), hg = hc.to(Device::cuda(0));
+    kernels::adam_step_cpu(DType::F32, list_of(cpu, cc), hyper_ptr(hc), cfg);
+    kernels::adam_step_cuda(DType::F32, list_of(gpu, cg), hyper_ptr(hg), cfg, stream());
   }
   for (int c : {0, 2, 3})
     for (size_t k = 0; k < cpu[c].size(); ++k) EXPECT_TRUE(bitwise_equal(gpu[c][k], cpu[c][k])) << k;
+  EXPECT_TRUE(bitwise_equal(cg, cc));
+  EXPECT_EQ(cc.to_vector<int64_t>()[0], 3);
 }
 
 INSTANTIATE_TEST_SUITE_P(AdamAndAdamW, AdamCuda, ::testing::Values(false, true));
@@ -171,15 +201,33 @@ TEST(OptimCuda, EmaMatchesCpuBitwise) {
   KESTREL_SKIP_WITHOUT_CUDA();
   auto cpu = random_columns(2, 7);
   auto gpu = to_device(cpu, Device::cuda(0));
-  for (double d : {0.0, 0.5, 0.9999 * (1 - std::exp(-3.0 / 2000))}) {
-    kernels::ema_update_cpu(DType::F32, list_of(cpu), d);
-    kernels::ema_update_cuda(DType::F32, list_of(gpu), d, stream());
+  const kernels::EmaRamp ramp{0.9999, 2000.0};
+  int64_t cpu_updates = 0;
+  const Tensor gpu_updates = Tensor::zeros({1}, DType::I64, Device::cuda(0));
+  for (int i = 0; i < 3; ++i) {
+    kernels::ema_update_cpu(DType::F32, list_of(cpu), ramp, &cpu_updates);
+    kernels::ema_update_cuda(DType::F32, list_of(gpu), ramp, gpu_updates.data<int64_t>(),
+                             stream());
   }
   for (size_t k = 0; k < cpu[0].size(); ++k) EXPECT_TRUE(bitwise_equal(gpu[0][k], cpu[0][k])) << k;
+  EXPECT_EQ(cpu_updates, 3);
+  EXPECT_EQ(gpu_updates.to_vector<int64_t>()[0], 3);
 }
 
-// The skip flag is read on the device: set, SGD, Adam and the EMA leave every buffer as it was;
-// clear, the update equals the CPU's bit for bit.
+TEST(OptimCuda, ZeroClearsEveryTensor) {
+  KESTREL_SKIP_WITHOUT_CUDA();
+  auto gpu = to_device(random_columns(1, 10), Device::cuda(0));
+  kernels::zero_cuda(DType::F32, list_of(gpu), stream());
+  for (size_t k = 0; k < gpu[0].size(); ++k)
+    EXPECT_TRUE(bitwise_equal(gpu[0][k], Tensor::zeros(gpu[0][k].shape()))) << k;
+  auto half = to_device(random_columns(1, 11), Device::cuda(0), DType::BF16);
+  kernels::zero_cuda(DType::BF16, list_of(half), stream());
+  for (size_t k = 0; k < half[0].size(); ++k)
+    EXPECT_TRUE(bitwise_equal(half[0][k], Tensor::zeros(half[0][k].shape(), DType::BF16))) << k;
+}
+
+// The skip flag is read on the device: set, SGD, Adam and the EMA leave every buffer and count as
+// it was; clear, the update equals the CPU's bit for bit and the counts advance.
 TEST(OptimCuda, DeviceSkipFlagLeavesEverythingUnchanged) {
   KESTREL_SKIP_WITHOUT_CUDA();
   const Device gpu_dev = Device::cuda(0);
@@ -188,20 +236,38 @@ TEST(OptimCuda, DeviceSkipFlagLeavesEverythingUnchanged) {
   auto cpu = random_columns(4, 8);
   for (Tensor& v : cpu[3]) v = random_tensor(v.shape(), 78, DType::F32, 0, 1);
   auto gpu = to_device(cpu, gpu_dev);
-  const kernels::SgdHyper sgd{0.01, 0.937, 5e-4, true};
-  const kernels::AdamHyper adam{1e-3, 0.937, 0.999, 1e-8, 5e-4, true, 1};
+  const Tensor hc = hyper_on(Device::cpu(), 0.01, 0.937), hg = hc.to(gpu_dev);
+  const kernels::SgdConfig sgd{5e-4, true};
+  const kernels::AdamConfig adam{0.999, 1e-8, 5e-4, true};
+  const kernels::EmaRamp ramp{0.9999, 2000.0};
+  const Tensor cc = counts_on(Device::cpu(), cpu[0].size(), 4), cg = cc.to(gpu_dev);
+  const Tensor ema_count = Tensor::full({1}, 7, DType::I64, gpu_dev);
   std::vector<std::vector<Tensor>> sgd_cols = {gpu[0], gpu[1], gpu[2]};
-  kernels::sgd_step_cuda(DType::F32, list_of(sgd_cols), sgd, stream(), skip.data<float>());
-  kernels::adam_step_cuda(DType::F32, list_of(gpu), adam, stream(), skip.data<float>());
+  kernels::sgd_step_cuda(DType::F32, list_of(sgd_cols), hyper_ptr(hg), sgd, stream(),
+                         skip.data<float>());
+  kernels::adam_step_cuda(DType::F32, list_of(gpu, cg), hyper_ptr(hg), adam, stream(),
+                          skip.data<float>());
   std::vector<std::vector<Tensor>> ema_cols = {gpu[2], gpu[0]};
-  kernels::ema_update_cuda(DType::F32, list_of(ema_cols), 0.5, stream(), skip.data<float>());
+  kernels::ema_update_cuda(DType::F32, list_of(ema_cols), ramp, ema_count.data<int64_t>(),
+                           stream(), skip.data<float>());
   for (int c : {0, 2, 3})
     for (size_t k = 0; k < cpu[c].size(); ++k) EXPECT_TRUE(bitwise_equal(gpu[c][k], cpu[c][k])) << k;
+  EXPECT_TRUE(bitwise_equal(cg, cc));
+  EXPECT_EQ(ema_count.to_vector<int64_t>()[0], 7);
+
   std::vector<std::vector<Tensor>> cpu_sgd = {cpu[0], cpu[1], cpu[2]};
-  kernels::sgd_step_cpu(DType::F32, list_of(cpu_sgd), sgd);
-  kernels::sgd_step_cuda(DType::F32, list_of(sgd_cols), sgd, stream(), go.data<float>());
+  kernels::sgd_step_cpu(DType::F32, list_of(cpu_sgd), hyper_ptr(hc), sgd);
+  kernels::sgd_step_cuda(DType::F32, list_of(sgd_cols), hyper_ptr(hg), sgd, stream(),
+                         go.data<float>());
   for (int c : {0, 2})
     for (size_t k = 0; k < cpu[c].size(); ++k) EXPECT_TRUE(bitwise_equal(gpu[c][k], cpu[c][k])) << k;
+  kernels::adam_step_cpu(DType::F32, list_of(cpu, cc), hyper_ptr(hc), adam);
+  kernels::adam_step_cuda(DType::F32, list_of(gpu, cg), hyper_ptr(hg), adam, stream(),
+                          go.data<float>());
+  for (int c : {0, 2, 3})
+    for (size_t k = 0; k < cpu[c].size(); ++k) EXPECT_TRUE(bitwise_equal(gpu[c][k], cpu[c][k])) << k;
+  EXPECT_TRUE(bitwise_equal(cg, cc));
+  EXPECT_EQ(cc.to_vector<int64_t>()[0], 5);
 }
 
 // Half storage (float16 and bfloat16 master copies, as a model kept in half would have): the
@@ -217,9 +283,12 @@ TEST(OptimCuda, AdamEmaAndClipWithHalfStorageRoundOnce) {
     for (Tensor& v : base[3]) v = random_tensor(v.shape(), 79, DType::F32, 0, 1);
     auto gpu = to_device(base, gpu_dev, half);
     auto cpu = to_device(to_device(base, Device::cpu(), half), Device::cpu(), DType::F32);
-    const kernels::AdamHyper h{1e-3, 0.937, 0.999, 1e-8, 5e-4, true, 3};
-    kernels::adam_step_cpu(DType::F32, list_of(cpu), h);
-    kernels::adam_step_cuda(half, list_of(gpu), h, stream());
+    const Tensor hc = hyper_on(Device::cpu(), 1e-3, 0.937), hg = hc.to(gpu_dev);
+    const kernels::AdamConfig cfg{0.999, 1e-8, 5e-4, true};
+    const Tensor cc = counts_on(Device::cpu(), cpu[0].size(), 2), cg = cc.to(gpu_dev);
+    kernels::adam_step_cpu(DType::F32, list_of(cpu, cc), hyper_ptr(hc), cfg);
+    kernels::adam_step_cuda(half, list_of(gpu, cg), hyper_ptr(hg), cfg, stream());
+    EXPECT_TRUE(bitwise_equal(cg, cc));
     for (int c : {0, 2, 3})
       for (size_t k = 0; k < cpu[c].size(); ++k)
         EXPECT_TRUE(bitwise_equal(gpu[c][k], cpu[c][k].to(half))) << "column " << c << " tensor " << k;
@@ -228,8 +297,11 @@ TEST(OptimCuda, AdamEmaAndClipWithHalfStorageRoundOnce) {
     std::vector<std::vector<Tensor>> ema_cpu = {cpu[2], cpu[0]}, ema_gpu = {gpu[2], gpu[0]};
     for (Tensor& t : ema_cpu[0]) t = t.to(half).to(DType::F32);
     for (Tensor& t : ema_cpu[1]) t = t.to(half).to(DType::F32);
-    kernels::ema_update_cpu(DType::F32, list_of(ema_cpu), 0.75);
-    kernels::ema_update_cuda(half, list_of(ema_gpu), 0.75, stream());
+    const kernels::EmaRamp ramp{0.75, 1e-300};  // exp(-n / tau) = 0: d = 0.75
+    int64_t cpu_updates = 0;
+    const Tensor gpu_updates = Tensor::zeros({1}, DType::I64, gpu_dev);
+    kernels::ema_update_cpu(DType::F32, list_of(ema_cpu), ramp, &cpu_updates);
+    kernels::ema_update_cuda(half, list_of(ema_gpu), ramp, gpu_updates.data<int64_t>(), stream());
     for (size_t k = 0; k < ema_cpu[0].size(); ++k)
       EXPECT_TRUE(bitwise_equal(ema_gpu[0][k], ema_cpu[0][k].to(half))) << "ema tensor " << k;
 

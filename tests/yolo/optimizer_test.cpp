@@ -1,7 +1,13 @@
 // Parameter groups (the reference's smart_optimizer on yolov5n), SGD / Adam / AdamW steps through
-// the Optimizer against hand-computed values, weight-decay scaling and gradient clipping.
+// the Optimizer against hand-computed values, weight-decay scaling and gradient clipping; the
+// device-resident per-step values (upload_hyper / issue_step, Adam's step counts), skipped steps
+// and gradients zeroed in place.
 #include <cmath>
+#include <cstring>
 
+#include "engine/ops/elementwise.h"
+#include "engine/ops/reduce.h"
+#include "layers/conv.h"
 #include "tests/support/testing.h"
 #include "yolo/model.h"
 #include "yolo/optimizer.h"
@@ -103,8 +109,167 @@ TEST(Optimizer, ParametersWithoutGradientAreLeftAlone) {
   opt.step();
   EXPECT_EQ(opt.groups()[2].params[0].tensor.to_vector<double>(), (std::vector<double>{1.0, -2.0}));
   EXPECT_NE(opt.groups()[0].params[0].tensor.to_vector<double>()[0], 1.0);
-  opt.zero_grad();
+  opt.zero_grad(/*set_to_none=*/true);
   EXPECT_FALSE(opt.groups()[0].params[0].tensor.grad().defined());
+}
+
+// zero_grad() keeps every gradient's memory and zeroes it (the next backward accumulates into
+// it); a parameter without a gradient keeps none.
+TEST(Optimizer, ZeroGradZeroesInPlace) {
+  auto groups = three_groups(0.1, 0.9, 0.01);
+  groups[2].params[0].tensor.set_grad(Tensor());
+  Optimizer opt(OptimizerKind::SGD, groups);
+  const Tensor p = opt.groups()[0].params[0].tensor;
+  p.grad().copy_(Tensor::from_vector<double>({-0.0, 3.0}, {2}));
+  const void* before = p.grad().data_ptr();
+  opt.zero_grad();
+  ASSERT_TRUE(p.grad().defined());
+  EXPECT_EQ(p.grad().data_ptr(), before);
+  EXPECT_EQ(p.grad().to_vector<double>(), (std::vector<double>{0.0, 0.0}));
+  EXPECT_FALSE(std::signbit(p.grad().to_vector<double>()[0]));
+  EXPECT_FALSE(opt.groups()[2].params[0].tensor.grad().defined());
+  // A backward after zero_grad adds into the same memory: 0 + g is g.
+  Tensor y = ops::mul(p, 3.0);
+  ops::sum_all(y).backward();
+  EXPECT_EQ(p.grad().data_ptr(), before);
+  EXPECT_EQ(p.grad().to_vector<double>(), (std::vector<double>{3.0, 3.0}));
+}
+
+// Training with gradients zeroed in place equals training with gradients dropped, bit for bit:
+// the first backward after zero_grad adds into zeros (0 + g is g; only a -0.0 gradient would come
+// out +0.0, which no update below can tell apart). Conv + BN + SiLU, SGD and AdamW, 4 steps.
+TEST(Optimizer, ZeroingInPlaceTrainsAsDroppingGradients) {
+  for (OptimizerKind kind : {OptimizerKind::SGD, OptimizerKind::AdamW}) {
+    SCOPED_TRACE(optimizer_kind_name(kind));
+    std::vector<std::vector<Tensor>> params(2);
+    for (int run = 0; run < 2; ++run) {
+      Generator gen(3);
+      layers::Conv model(3, 8, 3, 1, std::nullopt, gen);
+      Optimizer opt = smart_optimizer(model, kind, 0.01, 0.9, 5e-4);
+      for (int step = 0; step < 4; ++step) {
+        const Tensor x = kestrel::testing::random_tensor({2, 6, 6, 3}, 10 + step, DType::F32);
+        const Tensor y = model.forward(x);
+        ops::sum_all(ops::mul(y, y)).backward();
+        opt.step();
+        opt.zero_grad(/*set_to_none=*/run == 1);
+      }
+      params[run] = opt.parameters();
+    }
+    ASSERT_EQ(params[0].size(), params[1].size());
+    for (size_t k = 0; k < params[0].size(); ++k) {
+      const Tensor& a = params[0][k];
+      const Tensor& b = params[1][k];
+      EXPECT_EQ(std::memcmp(a.data_ptr(), b.data_ptr(), a.numel() * a.element_size()), 0) << k;
+    }
+  }
+}
+
+// The schedule writes the host groups; step() uploads them, so a changed lr / momentum takes
+// effect at the next step.
+TEST(Optimizer, ChangedLrAndMomentumTakeEffectAtTheNextStep) {
+  Optimizer opt(OptimizerKind::SGD, three_groups(0.1, 0.9, 0.0));
+  opt.step();
+  opt.groups()[0].lr = 0.5;
+  opt.groups()[0].momentum = 0.0;
+  opt.step();
+  // Group 0, second step: buf = 0·buf + g = 0.5, p -= 0.5 (g + 0·buf) = 0.25.
+  const double after1 = 1.0 - 0.1 * 1.9 * 0.5;
+  EXPECT_NEAR(opt.groups()[0].params[0].tensor.to_vector<double>()[0], after1 - 0.5 * 0.5, 1e-15);
+  // Group 1 kept lr 0.1, momentum 0.9: buf = 0.9 · 0.5 + 0.5.
+  const double buf2 = 0.9 * 0.5 + 0.5;
+  EXPECT_NEAR(opt.groups()[1].params[0].tensor.to_vector<double>()[0],
+              after1 - 0.1 * (0.5 + 0.9 * buf2), 1e-15);
+  EXPECT_EQ(opt.device_hyper().to_vector<double>(),
+            (std::vector<double>{0.5, 0.0, 0.1, 0.9, 0.1, 0.9}));
+}
+
+// issue_step() reads the values last uploaded, not the host groups: the device tensor really is
+// what the kernels read.
+TEST(Optimizer, IssueStepUsesTheUploadedValues) {
+  for (OptimizerKind kind : {OptimizerKind::SGD, OptimizerKind::Adam}) {
+    SCOPED_TRACE(optimizer_kind_name(kind));
+    Optimizer uploaded(kind, three_groups(0.1, 0.9, 0.0));
+    Optimizer reference(kind, three_groups(0.1, 0.9, 0.0));
+    for (Optimizer* o : {&uploaded, &reference}) {
+      o->groups()[1].lr = 0.03;
+      o->groups()[1].momentum = 0.5;
+      o->upload_hyper();
+    }
+    uploaded.groups()[1].lr = 7.0;  // not uploaded: ignored by the next two steps
+    uploaded.groups()[1].momentum = 0.0;
+    for (int i = 0; i < 2; ++i) {
+      uploaded.issue_step();
+      reference.issue_step();
+    }
+    for (int gi = 0; gi < 3; ++gi)
+      EXPECT_EQ(uploaded.groups()[gi].params[0].tensor.to_vector<double>(),
+                reference.groups()[gi].params[0].tensor.to_vector<double>())
+          << gi;
+    uploaded.step();  // uploads lr 7: now the steps differ
+    reference.step();
+    EXPECT_NE(uploaded.groups()[1].params[0].tensor.to_vector<double>(),
+              reference.groups()[1].params[0].tensor.to_vector<double>());
+    EXPECT_EQ(uploaded.groups()[0].params[0].tensor.to_vector<double>(),
+              reference.groups()[0].params[0].tensor.to_vector<double>());
+  }
+}
+
+// A set skip flag leaves parameters, optimizer state and Adam's step counts as they were; the
+// next unskipped step continues from there as if the skipped one never happened.
+TEST(Optimizer, SkippedStepChangesNothing) {
+  for (OptimizerKind kind : {OptimizerKind::SGD, OptimizerKind::Adam, OptimizerKind::AdamW}) {
+    SCOPED_TRACE(optimizer_kind_name(kind));
+    Optimizer skipped(kind, three_groups(0.01, 0.9, 0.1));
+    Optimizer plain(kind, three_groups(0.01, 0.9, 0.1));
+    const Tensor skip = Tensor::ones({1}), go = Tensor::zeros({1});
+    skipped.step(go);
+    plain.step();
+    std::vector<std::vector<double>> before;
+    for (const auto& [name, t] : skipped.state_tensors()) before.push_back(t.to_double_vector());
+    const std::vector<double> p_before = skipped.parameters()[1].to_vector<double>();
+    skipped.step(skip);
+    EXPECT_EQ(skipped.parameters()[1].to_vector<double>(), p_before);
+    const auto state = skipped.state_tensors();
+    for (size_t i = 0; i < state.size(); ++i)
+      EXPECT_EQ(state[i].second.to_double_vector(), before[i]) << state[i].first;
+    skipped.step(go);
+    plain.step();
+    const auto want = plain.state_tensors();
+    for (size_t i = 0; i < state.size(); ++i)
+      EXPECT_EQ(state[i].second.to_double_vector(), want[i].second.to_double_vector())
+          << state[i].first;
+    for (size_t k = 0; k < 3; ++k)
+      EXPECT_EQ(skipped.parameters()[k].to_vector<double>(), plain.parameters()[k].to_vector<double>());
+  }
+}
+
+// Adam's counts are per parameter: a parameter without a gradient keeps its count, and a count
+// written through state_tensors() (as a checkpoint restores it) is the one the kernel uses.
+TEST(Optimizer, AdamStepCountsPerParameter) {
+  auto groups = three_groups(0.01, 0.9, 0.0);
+  groups[2].params[0].tensor.set_grad(Tensor());
+  Optimizer opt(OptimizerKind::Adam, groups);
+  opt.step();
+  opt.step();
+  auto count = [&](int gi) { return opt.state_tensors()[3 * gi + 2].second.item(); };
+  EXPECT_EQ(count(0), 2.0);
+  EXPECT_EQ(count(1), 2.0);
+  EXPECT_EQ(count(2), 0.0);  // no gradient: left alone
+  EXPECT_EQ(opt.state_tensors()[2].second.dim(), 0);
+  EXPECT_EQ(opt.state_tensors()[2].second.dtype(), DType::I64);
+
+  // Restore group 0's count to 9: its next step uses t = 10, group 1's t = 3.
+  opt.state_tensors()[2].second.copy_(Tensor::scalar(9, DType::I64));
+  const std::vector<double> m0 = opt.state_tensors()[0].second.to_vector<double>();
+  const std::vector<double> v0 = opt.state_tensors()[1].second.to_vector<double>();
+  const double p0 = opt.groups()[0].params[0].tensor.to_vector<double>()[0];
+  opt.step();
+  EXPECT_EQ(count(0), 10.0);
+  EXPECT_EQ(count(1), 3.0);
+  const double b1 = 0.9, b2 = 0.999, g = 0.5;
+  const double m = m0[0] + (1 - b1) * (g - m0[0]), v = v0[0] * b2 + (1 - b2) * g * g;
+  const double want = p0 - 0.01 / (1 - std::pow(b1, 10)) * (m / (std::sqrt(v) / std::sqrt(1 - std::pow(b2, 10)) + 1e-8));
+  EXPECT_NEAR(opt.groups()[0].params[0].tensor.to_vector<double>()[0], want, 1e-15);
 }
 
 TEST(Optimizer, AdamAndAdamWByHand) {

@@ -1,8 +1,9 @@
 // The training step without host synchronisation (yolo/train_step), on the CPU with yolov5n:
 //   - a batch with a non-finite loss skips its window's optimizer step and EMA update on the
-//     device (their step and update counts, on the device too, stay put), so the run continues
-//     exactly as if the batch had never come (parameters, optimizer state, EMA weights: bitwise), also when
-//     the non-finite batch sits inside an accumulation window;
+//     device, step counts included (Adam's and the EMA's counts live on the device), so the run
+//     continues exactly as if the batch had never come (parameters, optimizer state with its
+//     counts, EMA weights and count: bitwise), also when the non-finite batch sits inside an
+//     accumulation window;
 //   - under HostSyncGuard, forward/backward and the optimizer step issue no blocking host read,
 //     and the one read per batch is the previous batch's status, already there when read: in one
 //     process, and in a 2-process Gloo job (DDP with buffer broadcast and bucketed all-reduce),
