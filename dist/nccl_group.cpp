@@ -5,6 +5,7 @@
 #include <iostream>
 #include <mutex>
 
+#include "engine/cuda_graph.h"
 #include "engine/host_sync.h"
 #include "kernels/cuda_check.h"
 #include "kernels/error.h"
@@ -60,20 +61,28 @@ struct NcclProcessGroup::State {
 class NcclWork : public Work {
  public:
   NcclWork(std::shared_ptr<NcclProcessGroup::State> state, std::string what, Event done,
-           std::vector<Tensor> keep_alive, bool host_wait)
+           std::vector<Tensor> keep_alive, bool host_wait, bool captured)
       : state_(std::move(state)),
         what_(std::move(what)),
         done_(std::move(done)),
         keep_alive_(std::move(keep_alive)),
         host_wait_(host_wait),
+        captured_(captured),
         started_(Clock::now()) {}
 
   void wait() override {
     if (host_wait_) return synchronize();
     throw_if_failed();
-    done_.wait(current_stream(state_->device));
+    const Stream current = current_stream(state_->device);
+    // A captured collective's event marks a node of the graph: waiting on it joins the
+    // communication stream back into the capture, which only the capture itself can do.
+    KESTREL_CHECK(!captured_ || is_capturing(current), "nccl Work::wait: ", what_,
+                  " was captured into a CUDA graph; wait for it inside that capture, before "
+                  "capture_end (the graph then orders it at every replay)");
+    done_.wait(current);
   }
   void synchronize() override {
+    refuse_if_captured("synchronize");
     note_host_sync("nccl Work::synchronize");
     while (!done_.query()) {
       throw_if_failed();
@@ -82,6 +91,7 @@ class NcclWork : public Work {
     throw_if_failed();  // an aborted collective also "finishes", with garbage
   }
   bool is_completed() override {
+    refuse_if_captured("is_completed");
     std::lock_guard<std::mutex> lock(state_->mutex);
     return !state_->failure.empty() || done_.query();
   }
@@ -91,6 +101,12 @@ class NcclWork : public Work {
   Clock::duration age() const { return Clock::now() - started_; }
 
  private:
+  void refuse_if_captured(const char* op) const {
+    KESTREL_CHECK(!captured_, "nccl Work::", op, ": ", what_,
+                  " was captured into a CUDA graph: it runs only when the graph is replayed and "
+                  "the host cannot wait for it; use Work::wait() inside the capture, and "
+                  "synchronise the replay's stream after replay()");
+  }
   void throw_if_failed() {
     std::lock_guard<std::mutex> lock(state_->mutex);
     KESTREL_CHECK(state_->failure.empty(), state_->failure);
@@ -101,6 +117,7 @@ class NcclWork : public Work {
   Event done_;
   std::vector<Tensor> keep_alive_;  // the tensors' memory must outlive the collective
   bool host_wait_;
+  bool captured_;  // recorded inside a CUDA graph capture: not watched, never waited on the host
   Clock::time_point started_;
 };
 
@@ -261,8 +278,12 @@ std::shared_ptr<Work> NcclProcessGroup::launch(
     const std::string& what, std::vector<Tensor> keep_alive,
     const std::function<ncclResult_t(ncclComm_t, cudaStream_t)>& call, bool host_wait) {
   DeviceGuard guard(device_);
+  const Stream caller = current_stream(device_);
+  // Inside a CUDA graph capture the wait below forks the communication stream into the capture,
+  // the collective and `done` are captured, and Work::wait joins them back.
+  const bool captured = is_capturing(caller);
   Event ready(device_);
-  ready.record(current_stream(device_));
+  ready.record(caller);
   ready.wait(stream_);
   Event done(device_);
   std::unique_lock<std::mutex> lock(state_->mutex);
@@ -282,8 +303,11 @@ std::shared_ptr<Work> NcclProcessGroup::launch(
     KESTREL_FAIL(message);
   }
   done.record(stream_);
-  auto work = std::make_shared<NcclWork>(state_, what, done, std::move(keep_alive), host_wait);
-  state_->in_flight.push_back(work);
+  auto work =
+      std::make_shared<NcclWork>(state_, what, done, std::move(keep_alive), host_wait, captured);
+  // A captured collective runs at each replay, not now: its event would never complete on the
+  // host (querying it is even illegal), so the watchdog does not watch it.
+  if (!captured) state_->in_flight.push_back(work);
   return work;
 }
 
@@ -333,6 +357,8 @@ std::shared_ptr<Work> NcclProcessGroup::all_gather(const Tensor& out, const Tens
 }
 
 std::shared_ptr<Work> NcclProcessGroup::barrier() {
+  refuse_during_capture(current_stream(device_), "NCCL barrier",
+                        "a barrier waits on the host; call it outside the capture");
   // NCCL has no barrier: a one-element all-reduce orders every rank behind every other.
   Tensor token;
   {

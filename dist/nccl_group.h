@@ -8,6 +8,16 @@
 // (ncclCommGetAsyncError) and times every collective: on an NCCL error, or a collective running
 // past the timeout (a dead or stuck peer), it aborts the communicator, which unblocks the GPU, and
 // every pending and later call on the group throws an Error naming the rank.
+//
+// CUDA graphs (engine/cuda_graph.h): a collective issued while the caller's current stream is
+// being captured is captured too (NCCL supports it): the communication stream joins the capture
+// through the `ready` event, and Work::wait(), which must then be called inside the same capture,
+// joins it back (without it capture_end fails). Such a Work runs at every replay, not now: the
+// watchdog does not time it (a replay's collective is not timed out; NCCL's own errors are still
+// reported), its synchronize() and is_completed() throw, and it keeps its tensors (in the graph's
+// pool, or static ones the caller keeps for the graph anyway) until it is dropped. While the
+// communication stream is inside a capture, every collective issued on the group is captured:
+// during a capture the group belongs to it. barrier() refuses to run in a capture.
 #pragma once
 #include <nccl.h>
 

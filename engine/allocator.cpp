@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <vector>
 
+#include "engine/cuda_graph.h"
 #include "engine/stream.h"
 #include "kernels/cuda_check.h"
 #include "kernels/error.h"
@@ -33,6 +34,9 @@ class AllocatorRegistry {
       slot = std::make_unique<CachingAllocator>(
           [index](size_t n) -> void* {
             DeviceGuard guard(Device::cuda(index));
+            // A new segment of a graph's pool may be needed during a capture on this thread:
+            // cudaMalloc is not captured, and the segment outlives the graph (engine/cuda_graph.h).
+            RelaxedCaptureMode relaxed;
             void* p = nullptr;
             const cudaError_t e = cudaMalloc(&p, n);
             if (e == cudaErrorMemoryAllocation) {  // out of memory: clear it, let the caller retry
@@ -69,6 +73,7 @@ class AllocatorRegistry {
       pinned_ = std::make_unique<CachingAllocator>(
           [](size_t n) -> void* {
             void* p = nullptr;
+            RelaxedCaptureMode relaxed;  // not captured; allowed while this thread captures
             // Portable: usable by every device's context, whichever device the allocating thread has.
             const cudaError_t e = cudaHostAlloc(&p, n, cudaHostAllocPortable);
             if (e == cudaErrorMemoryAllocation) {
@@ -127,6 +132,36 @@ void allocator_empty_cache(Device device, bool pinned) {
   if (device.is_cuda()) return AllocatorRegistry::get().cuda(device.index).empty_cache();
   if (pinned) return AllocatorRegistry::get().pinned().empty_cache();
   AllocatorRegistry::get().cpu().empty_cache();
+}
+
+namespace {
+
+CachingAllocator& cuda_allocator(Device device, const char* op) {
+  KESTREL_CHECK(device.is_cuda(), op, ": private pools are for CUDA graphs, on a CUDA device; got ",
+                device.str());
+  return AllocatorRegistry::get().cuda(device.index);
+}
+
+}  // namespace
+
+PoolId allocator_create_pool(Device device) {
+  return cuda_allocator(device, "allocator_create_pool").create_pool();
+}
+
+void allocator_begin_pool(Device device, PoolId id, cudaStream_t stream) {
+  cuda_allocator(device, "allocator_begin_pool").begin_pool(id, reinterpret_cast<uintptr_t>(stream));
+}
+
+void allocator_end_pool(Device device, PoolId id, cudaStream_t stream) {
+  cuda_allocator(device, "allocator_end_pool").end_pool(id, reinterpret_cast<uintptr_t>(stream));
+}
+
+void allocator_release_pool(Device device, PoolId id) {
+  cuda_allocator(device, "allocator_release_pool").release_pool(id);
+}
+
+CachingAllocator::PoolStats allocator_pool_stats(Device device, PoolId id) {
+  return cuda_allocator(device, "allocator_pool_stats").pool_stats(id);
 }
 
 }  // namespace kestrel

@@ -2,7 +2,14 @@
 // (device, stream) and hands them out again, so a steady-state training step makes no cudaMalloc
 // calls. The same caching core serves pinned host memory and plain CPU memory (segments
 // 256-byte aligned, as cudaMalloc's; blocks at 512-byte multiples within them).
+//
+// A CUDA device's allocator also keeps the private pools of CUDA graphs (engine/cuda_graph.h):
+// while a stream allocates from a private pool (between allocator_begin_pool and
+// allocator_end_pool), every allocation for that stream, by any thread whose current stream it
+// is, comes from that pool.
 #pragma once
+#include <cuda_runtime.h>
+
 #include <cstddef>
 #include <memory>
 
@@ -22,5 +29,13 @@ DataPtr allocate(Device device, size_t bytes, bool pinned = false);
 AllocatorStats allocator_stats(Device device, bool pinned = false);
 void allocator_reset_peak(Device device, bool pinned = false);
 void allocator_empty_cache(Device device, bool pinned = false);
+
+// Private pools of a CUDA device's allocator (see CachingAllocator's create_pool and the rest).
+using PoolId = CachingAllocator::PoolId;
+PoolId allocator_create_pool(Device device);
+void allocator_begin_pool(Device device, PoolId id, cudaStream_t stream);
+void allocator_end_pool(Device device, PoolId id, cudaStream_t stream);
+void allocator_release_pool(Device device, PoolId id);
+CachingAllocator::PoolStats allocator_pool_stats(Device device, PoolId id);
 
 }  // namespace kestrel

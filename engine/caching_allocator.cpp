@@ -9,7 +9,7 @@
 namespace kestrel {
 
 bool CachingAllocator::ByStreamSize::operator()(const Block* a, const Block* b) const {
-  return std::tie(a->stream, a->size, a->ptr) < std::tie(b->stream, b->size, b->ptr);
+  return std::tie(a->pool, a->stream, a->size, a->ptr) < std::tie(b->pool, b->stream, b->size, b->ptr);
 }
 
 CachingAllocator::CachingAllocator(RawAlloc raw_alloc, RawFree raw_free)
@@ -17,7 +17,7 @@ CachingAllocator::CachingAllocator(RawAlloc raw_alloc, RawFree raw_free)
 
 CachingAllocator::~CachingAllocator() {
   std::lock_guard lock(mutex_);
-  release_free_segments(nullptr);
+  release_where([](const Block*) { return true; });  // every pool's cache: nothing runs any more
 }
 
 size_t CachingAllocator::round_size(size_t bytes) {
@@ -35,48 +35,74 @@ void* CachingAllocator::allocate(size_t bytes, uintptr_t stream_key) {
   const size_t size = round_size(bytes);
   const bool small = size <= kSmallSize;
   std::lock_guard lock(mutex_);
-  Block* block = find_cached(size, stream_key, small);
-  if (!block) block = new_segment(size, stream_key, small);
+  const auto route = routes_.find(stream_key);
+  const PoolId pool = route == routes_.end() ? kGeneralPool : route->second;
+  Block* block = find_cached(size, stream_key, small, pool);
+  if (!block) block = new_segment(size, stream_key, small, pool);
   block = split(block, size);
   block->allocated = true;
   allocated_[block->ptr] = block;
   stats_.allocated += block->size;
   stats_.peak_allocated = std::max(stats_.peak_allocated, stats_.allocated);
+  if (pool != kGeneralPool) private_pools_.at(pool).stats.allocated += block->size;
   return block->ptr;
 }
 
-CachingAllocator::Block* CachingAllocator::find_cached(size_t size, uintptr_t stream, bool small) {
+CachingAllocator::Block* CachingAllocator::find_cached(size_t size, uintptr_t stream, bool small,
+                                                       PoolId pool_id) {
   Pool& p = pool(small);
-  Block key{nullptr, size, stream, small};
+  Block key{nullptr, size, stream, small, pool_id};
   const auto it = p.lower_bound(&key);
-  if (it == p.end() || (*it)->stream != stream) return nullptr;
+  if (it == p.end() || (*it)->pool != pool_id || (*it)->stream != stream) return nullptr;
   Block* block = *it;
   p.erase(it);
   return block;
 }
 
-CachingAllocator::Block* CachingAllocator::new_segment(size_t size, uintptr_t stream, bool small) {
+CachingAllocator::Block* CachingAllocator::new_segment(size_t size, uintptr_t stream, bool small,
+                                                       PoolId pool_id) {
   size_t bytes = segment_size(size);
   void* ptr = raw_alloc_(bytes);
-  if (!ptr && release_free_segments(&stream) > 0) ptr = raw_alloc_(bytes);
-  if (!ptr && release_free_segments(nullptr) > 0) ptr = raw_alloc_(bytes);
+  // Out of memory: the general pool's free segments of this stream go back, then everyone's (and
+  // those of released private pools); a live private pool's never, and nothing while a pool is
+  // being filled.
+  const auto general_of_stream = [&](const Block* b) {
+    return b->pool == kGeneralPool && b->stream == stream;
+  };
+  const auto general = [this](const Block* b) {
+    return b->pool == kGeneralPool || released_pool(b);
+  };
+  const bool may_release = filling_ == 0;
+  if (!ptr && may_release && release_where(general_of_stream) > 0) ptr = raw_alloc_(bytes);
+  if (!ptr && may_release && release_where(general) > 0) ptr = raw_alloc_(bytes);
   if (!ptr && bytes > size && !small) {  // the shared 20 MiB segment no longer fits: only the block
     bytes = size;
     ptr = raw_alloc_(bytes);
   }
+  if (!ptr && filling_ > 0)
+    KESTREL_FAIL("out of memory allocating ", size, " bytes during a CUDA graph capture (",
+                 stats_.allocated, " bytes in use, ", stats_.reserved,
+                 " reserved; cached blocks cannot go back to the system while a capture is under "
+                 "way, since that would synchronise the device); free memory before "
+                 "capture_begin (empty the cache) or reduce --batch-size or --img-size");
   KESTREL_CHECK(ptr, "out of memory allocating ", size, " bytes (", stats_.allocated,
                 " bytes in use, ", stats_.reserved,
                 " reserved, cached blocks released); reduce --batch-size or --img-size");
   ++stats_.raw_allocs;
   stats_.reserved += bytes;
-  return new Block{static_cast<char*>(ptr), bytes, stream, small};
+  if (pool_id != kGeneralPool) {
+    PrivatePool& pp = private_pools_.at(pool_id);
+    ++pp.segments;
+    pp.stats.reserved += bytes;
+  }
+  return new Block{static_cast<char*>(ptr), bytes, stream, small, pool_id};
 }
 
 CachingAllocator::Block* CachingAllocator::split(Block* block, size_t size) {
   const size_t rest = block->size - size;
   const bool worth_it = block->small ? rest >= kMinBlock : rest > kSmallSize;
   if (!worth_it) return block;
-  Block* remainder = new Block{block->ptr + size, rest, block->stream, block->small};
+  Block* remainder = new Block{block->ptr + size, rest, block->stream, block->small, block->pool};
   remainder->prev = block;
   remainder->next = block->next;
   if (block->next) block->next->prev = remainder;
@@ -93,6 +119,7 @@ void CachingAllocator::deallocate(void* ptr) {
   Block* block = it->second;
   allocated_.erase(it);
   stats_.allocated -= block->size;
+  if (block->pool != kGeneralPool) private_pools_.at(block->pool).stats.allocated -= block->size;
   block->allocated = false;
   Pool& p = pool(block->small);
   // Merge with free neighbours (out of the pool first: the pool is ordered by size).
@@ -111,30 +138,52 @@ void CachingAllocator::deallocate(void* ptr) {
     if (next->next) next->next->prev = block;
     delete next;
   }
+  // The last block of a released pool's segment: the segment goes back (unless a capture is
+  // under way; then at the last end_pool).
+  const bool whole = !block->prev && !block->next;
+  if (whole && block->pool != kGeneralPool && private_pools_.at(block->pool).released &&
+      filling_ == 0)
+    return free_segment(block);
   p.insert(block);
 }
 
-size_t CachingAllocator::release_free_segments(const uintptr_t* stream) {
+void CachingAllocator::free_segment(Block* segment) {
+  raw_free_(segment->ptr);
+  stats_.reserved -= segment->size;
+  ++stats_.raw_frees;
+  if (segment->pool != kGeneralPool) {
+    const auto it = private_pools_.find(segment->pool);
+    PrivatePool& pp = it->second;
+    --pp.segments;
+    pp.stats.reserved -= segment->size;
+    if (pp.released && pp.segments == 0) private_pools_.erase(it);
+  }
+  delete segment;
+}
+
+size_t CachingAllocator::release_where(const std::function<bool(const Block*)>& pick) {
   size_t freed = 0;
   for (Pool* p : {&small_pool_, &large_pool_}) {
     std::vector<Block*> whole;
     for (Block* b : *p)
-      if (!b->prev && !b->next && (!stream || b->stream == *stream)) whole.push_back(b);
+      if (!b->prev && !b->next && pick(b)) whole.push_back(b);
     for (Block* b : whole) {
       p->erase(b);
-      raw_free_(b->ptr);
-      stats_.reserved -= b->size;
-      ++stats_.raw_frees;
       freed += b->size;
-      delete b;
+      free_segment(b);
     }
   }
   return freed;
 }
 
+bool CachingAllocator::released_pool(const Block* b) const {
+  return b->pool != kGeneralPool && private_pools_.at(b->pool).released;
+}
+
 void CachingAllocator::empty_cache() {
   std::lock_guard lock(mutex_);
-  release_free_segments(nullptr);
+  if (filling_ > 0) return;  // nothing goes back during a capture (see the header)
+  release_where([this](const Block* b) { return b->pool == kGeneralPool || released_pool(b); });
 }
 
 AllocatorStats CachingAllocator::stats() const {
@@ -145,6 +194,70 @@ AllocatorStats CachingAllocator::stats() const {
 void CachingAllocator::reset_peak() {
   std::lock_guard lock(mutex_);
   stats_.peak_allocated = stats_.allocated;
+}
+
+// --- private pools ------------------------------------------------------------------------------
+
+CachingAllocator::PoolId CachingAllocator::create_pool() {
+  std::lock_guard lock(mutex_);
+  const PoolId id = next_pool_++;
+  private_pools_.emplace(id, PrivatePool{});
+  return id;
+}
+
+CachingAllocator::PrivatePool& CachingAllocator::live_pool(PoolId id, const char* op) {
+  const auto it = private_pools_.find(id);
+  KESTREL_CHECK(it != private_pools_.end() && !it->second.released, op, ": pool ", id,
+                " is not a live private pool of this allocator; make one with create_pool()");
+  return it->second;
+}
+
+void CachingAllocator::begin_pool(PoolId id, uintptr_t stream_key) {
+  std::lock_guard lock(mutex_);
+  PrivatePool& pp = live_pool(id, "begin_pool");
+  const auto [route, added] = routes_.emplace(stream_key, id);
+  KESTREL_CHECK(added, "begin_pool: the stream already allocates from private pool ",
+                route->second, "; end that (capture_end) before starting another on it");
+  ++pp.routes;
+  ++filling_;
+}
+
+void CachingAllocator::end_pool(PoolId id, uintptr_t stream_key) {
+  std::lock_guard lock(mutex_);
+  const auto route = routes_.find(stream_key);
+  KESTREL_CHECK(route != routes_.end() && route->second == id, "end_pool: the stream does not "
+                "allocate from private pool ", id, "; pair every end_pool with its begin_pool");
+  routes_.erase(route);
+  --private_pools_.at(id).routes;
+  if (--filling_ == 0) release_where([this](const Block* b) { return released_pool(b); });
+}
+
+void CachingAllocator::release_pool(PoolId id) {
+  std::lock_guard lock(mutex_);
+  PrivatePool& pp = live_pool(id, "release_pool");
+  std::erase_if(routes_, [id](const auto& route) { return route.second == id; });
+  filling_ -= pp.routes;
+  pp.routes = 0;
+  pp.released = true;
+  if (pp.segments == 0) {
+    private_pools_.erase(id);
+    return;
+  }
+  if (filling_ == 0) release_where([this](const Block* b) { return released_pool(b); });
+}
+
+CachingAllocator::PoolStats CachingAllocator::pool_stats(PoolId id) const {
+  std::lock_guard lock(mutex_);
+  if (id == kGeneralPool) {
+    PoolStats general{stats_.allocated, stats_.reserved};
+    for (const auto& [pid, pp] : private_pools_) {
+      general.allocated -= pp.stats.allocated;
+      general.reserved -= pp.stats.reserved;
+    }
+    return general;
+  }
+  const auto it = private_pools_.find(id);
+  return it == private_pools_.end() ? PoolStats{} : it->second.stats;
 }
 
 }  // namespace kestrel

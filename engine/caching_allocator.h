@@ -10,10 +10,23 @@
 //   1 MiB (large pool); a freed block merges with free neighbours of its segment.
 // - Blocks are kept per stream: a block freed by work on stream S is only reused by later work on
 //   S, which the stream orders after the freeing work.
-// - Out of memory: first the failing stream's wholly free segments go back to the system, then
-//   every stream's; only then the request fails. (On CUDA, cudaFree synchronises the device
+// - Out of memory: first the failing stream's wholly free segments of the general pool go back to
+//   the system, then every stream's; only then the request fails. (On CUDA, cudaFree synchronises the device
 //   itself; releasing the failing stream's cache first keeps other streams' caches warm.)
-// - empty_cache() returns every wholly free segment.
+// - empty_cache() returns every wholly free segment of the general pool.
+//
+// Private pools (for CUDA graphs, engine/cuda_graph.h): create_pool() names one; between
+// begin_pool(id, stream) and end_pool(id, stream) every request on that stream is served from
+// pool `id` only, from segments of its own. A block remembers its pool and goes back to it when
+// freed, whenever that happens; the general pool never hands out a private pool's memory nor
+// the other way round. Inside a pool the usual best fit, split and merge apply: a block freed
+// during a capture is reused later in the same capture, which is correct because a replay runs
+// the captured work in capture order. A live pool's segments stay reserved (empty_cache and the
+// out-of-memory release leave them alone: a graph's replay writes to them) until
+// release_pool(id): its wholly free segments go back to the system at once, the others when
+// their last block is freed. While any pool is being filled (between begin_pool and end_pool)
+// nothing goes back to the system, because on CUDA a cudaFree synchronises the device, which a
+// capture forbids: a request that does not fit then takes a new segment or fails.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -53,8 +66,26 @@ class CachingAllocator {
   void* allocate(size_t bytes, uintptr_t stream_key);
   void deallocate(void* ptr);
   void empty_cache();
-  AllocatorStats stats() const;
+  AllocatorStats stats() const;  // every pool, private ones included
   void reset_peak();
+
+  // Private pools; the general pool is kGeneralPool.
+  using PoolId = uint64_t;
+  static constexpr PoolId kGeneralPool = 0;
+  struct PoolStats {
+    size_t allocated = 0;  // bytes of the pool's blocks handed out now
+    size_t reserved = 0;   // bytes of the pool's segments
+  };
+  PoolId create_pool();
+  // Routes requests on `stream_key` to pool `id` until end_pool(id, stream_key). A stream routes
+  // to one pool at a time; a pool may take several streams.
+  void begin_pool(PoolId id, uintptr_t stream_key);
+  void end_pool(PoolId id, uintptr_t stream_key);
+  // The pool's owner is gone: no stream may route to it any more; its wholly free segments go
+  // back to the system now (after the last end_pool if a capture is under way), the others when
+  // their last block is freed.
+  void release_pool(PoolId id);
+  PoolStats pool_stats(PoolId id) const;
 
   // A request's block size, and the size of the segment a new block of that size comes from.
   static size_t round_size(size_t bytes);
@@ -65,22 +96,33 @@ class CachingAllocator {
     char* ptr;
     size_t size;
     uintptr_t stream;
-    bool small;       // which pool
+    bool small;       // which size class
+    PoolId pool = kGeneralPool;
     bool allocated = false;
     Block* prev = nullptr;  // neighbours within the segment, by address
     Block* next = nullptr;
   };
-  // Pool order: stream, then size, then address (best fit = lower_bound).
+  // Free-block order: pool, stream, then size, then address (best fit = lower_bound).
   struct ByStreamSize {
     bool operator()(const Block* a, const Block* b) const;
   };
   using Pool = std::set<Block*, ByStreamSize>;
+  struct PrivatePool {
+    int routes = 0;         // streams routed to it now
+    bool released = false;  // its owner is gone
+    size_t segments = 0;
+    PoolStats stats;
+  };
 
-  Block* find_cached(size_t size, uintptr_t stream, bool small);
-  Block* new_segment(size_t size, uintptr_t stream, bool small);
+  Block* find_cached(size_t size, uintptr_t stream, bool small, PoolId pool);
+  Block* new_segment(size_t size, uintptr_t stream, bool small, PoolId pool);
   Block* split(Block* block, size_t size);
-  // Frees wholly free segments (all of them, or only those of one stream); returns bytes freed.
-  size_t release_free_segments(const uintptr_t* stream);
+  void free_segment(Block* segment);  // back to the system
+  // Frees the wholly free segments `pick` chooses; returns the bytes freed. Callers check that no
+  // pool is being filled (filling_ == 0) first, except the destructor.
+  size_t release_where(const std::function<bool(const Block*)>& pick);
+  bool released_pool(const Block* b) const;  // of a private pool whose owner is gone
+  PrivatePool& live_pool(PoolId id, const char* op);
   Pool& pool(bool small) { return small ? small_pool_ : large_pool_; }
 
   RawAlloc raw_alloc_;
@@ -89,6 +131,10 @@ class CachingAllocator {
   Pool small_pool_, large_pool_;                 // free blocks
   std::unordered_map<void*, Block*> allocated_;  // handed out, by address
   AllocatorStats stats_;
+  PoolId next_pool_ = 1;
+  std::unordered_map<PoolId, PrivatePool> private_pools_;  // until released and empty
+  std::unordered_map<uintptr_t, PoolId> routes_;            // stream -> private pool
+  int filling_ = 0;                                         // routes in place (all pools)
 };
 
 }  // namespace kestrel

@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "engine/allocator.h"
+#include "engine/cuda_graph.h"
 #include "engine/device.h"
 #include "engine/stream.h"
 
@@ -14,8 +15,13 @@ struct Storage {
       : device(device), nbytes(nbytes), pinned(pinned), data(allocate(device, nbytes, pinned)) {}
   ~Storage() {
     // Pinned memory in flight in an asynchronous copy must not go back to the pool before the
-    // copy has finished.
-    if (last_async_use) last_async_use->synchronize();
+    // copy has finished. The copy was enqueued outside any CUDA graph capture (copy_ refuses host
+    // copies during one), so waiting for it is legal even if this thread is capturing now (a
+    // pinned batch dropped inside a captured step): the relaxed mode lets the thread wait.
+    if (last_async_use) {
+      RelaxedCaptureMode relaxed;
+      last_async_use->synchronize();
+    }
   }
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;

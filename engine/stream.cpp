@@ -2,6 +2,7 @@
 
 #include <unordered_map>
 
+#include "engine/cuda_graph.h"
 #include "engine/host_sync.h"
 #include "kernels/cuda_check.h"
 
@@ -31,6 +32,8 @@ Stream Stream::default_stream(Device device) {
 }
 
 void Stream::synchronize() const {
+  refuse_during_capture(*this, "Stream::synchronize",
+                        "synchronise before capture_begin or after replay()");
   note_host_sync("Stream::synchronize");
   if (!device_.is_cuda()) return;
   DeviceGuard guard(device_);
@@ -53,6 +56,32 @@ StreamGuard::StreamGuard(const Stream& stream) : previous_(current_stream(stream
 
 StreamGuard::~StreamGuard() { set_current_stream(previous_); }
 
+namespace {
+
+// CUDA's answer to waiting for or querying an event from inside a capture, or an event recorded
+// in one, in words.
+void check_event_call(cudaError_t e, const char* call) {
+  switch (e) {
+    case cudaErrorCapturedEvent:
+    case cudaErrorStreamCaptureUnsupported:
+    case cudaErrorStreamCaptureImplicit:
+      (void)cudaGetLastError();
+      KESTREL_FAIL(call, " during a CUDA graph capture, or on an event recorded in one (",
+                   cudaGetErrorString(e), "): a host synchronisation cannot be captured and such "
+                   "an event never completes on the host; wait on the host before capture_begin "
+                   "or after replay(), and order captured work with Event::wait");
+    case cudaErrorStreamCaptureIsolation:
+      (void)cudaGetLastError();
+      KESTREL_FAIL(call, " inside a CUDA graph capture on an event recorded outside it (",
+                   cudaGetErrorString(e), "): a capture may only wait on events recorded in it; "
+                   "make the capturing stream wait before capture_begin");
+    default:
+      KESTREL_CUDA_CHECK(e);
+  }
+}
+
+}  // namespace
+
 Event::Event(Device device, bool timing) : device_(device) {
   if (!device.is_cuda()) return;
   DeviceGuard guard(device);
@@ -70,19 +99,19 @@ void Event::record(const Stream& stream) {
 void Event::wait(const Stream& stream) const {
   if (!handle_) return;
   DeviceGuard guard(stream.device());
-  KESTREL_CUDA_CHECK(cudaStreamWaitEvent(stream.handle(), handle_, 0));
+  check_event_call(cudaStreamWaitEvent(stream.handle(), handle_, 0), "Event::wait");
 }
 
 void Event::synchronize() const {
   note_host_sync("Event::synchronize");
-  if (handle_) KESTREL_CUDA_CHECK(cudaEventSynchronize(handle_));
+  if (handle_) check_event_call(cudaEventSynchronize(handle_), "Event::synchronize");
 }
 
 bool Event::query() const {
   if (!handle_) return true;
   cudaError_t e = cudaEventQuery(handle_);
   if (e == cudaErrorNotReady) return false;
-  KESTREL_CUDA_CHECK(e);
+  check_event_call(e, "Event::query");
   return true;
 }
 

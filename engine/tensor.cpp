@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "engine/autograd.h"
+#include "engine/cuda_graph.h"
 #include "engine/host_sync.h"
 #include "kernels/cast.h"
 #include "kernels/copy.h"
@@ -299,6 +300,11 @@ void Tensor::copy_(const Tensor& src, bool non_blocking) const {
   const Device gpu = to_host ? src.device() : device();
   DeviceGuard guard(gpu);
   Stream stream = current_stream(gpu);
+  // A blocking copy waits for the device; an asynchronous one leaves the pinned storage an event
+  // recorded in the capture to wait for, and a replay would copy the same host buffer again.
+  refuse_during_capture(stream, str("copy_ of ", src.describe(), " to ", describe()),
+                        "copy between host and device before capture_begin (into tensors the "
+                        "graph reads) or after replay() (from tensors it wrote)");
   KESTREL_CUDA_CHECK(cudaMemcpyAsync(landing.data_ptr(), packed.data_ptr(), bytes,
                                      to_host ? cudaMemcpyDeviceToHost : cudaMemcpyHostToDevice,
                                      stream.handle()));

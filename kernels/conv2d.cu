@@ -155,6 +155,7 @@ std::optional<Conv2dAlgo> conv2d_cached_algo_cuda(ConvPass pass, DType t, const 
 Conv2dAlgo conv2d_find_algo_cuda(ConvPass pass, DType t, const Conv2dShape& s, bool allow_tf32,
                                  const void* in0, const void* in1, void* out, void* scratch,
                                  size_t scratch_bytes, cudaStream_t stream) {
+  cudnn::refuse_search_during_capture(stream, conv_pass_name(pass));
   const bool keep_fma = fma_only(t, allow_tf32);
   cudnn::ConvDescriptors d(t, s, search_math(t, allow_tf32));
   cudnnHandle_t h = cudnn::handle(stream);

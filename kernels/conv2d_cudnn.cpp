@@ -117,6 +117,21 @@ cudnnHandle_t handle(cudaStream_t stream) {
   return it->second;
 }
 
+void refuse_search_during_capture(cudaStream_t stream, const char* pass) {
+  if (!stream) return;  // the legacy default stream is never captured
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  KESTREL_CUDA_CHECK(cudaStreamIsCapturing(stream, &status));
+  if (status == cudaStreamCaptureStatusNone) return;
+  // Querying a capturing stream is illegal: CUDA invalidates the capture, so capture_end cannot
+  // instantiate a graph without this convolution.
+  (void)cudaStreamQuery(stream);
+  (void)cudaGetLastError();
+  KESTREL_FAIL("conv2d on CUDA: cuDNN's algorithm search for a ", pass, " pass cannot run during "
+               "a CUDA graph capture (it times candidates and synchronises); the capture is "
+               "invalidated and capture_end will throw. Capture after a warm-up step so cuDNN "
+               "has chosen its algorithms for every convolution shape the step runs");
+}
+
 ConvDescriptors::ConvDescriptors(DType t, const Conv2dShape& s, cudnnMathType_t math)
     // The limits are checked before any size is narrowed to int.
     : x(nhwc_tensor(data_type(t), within_limits(s).n, s.h, s.w, s.c)),

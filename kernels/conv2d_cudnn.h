@@ -11,8 +11,15 @@ namespace kestrel::kernels::cudnn {
 
 int current_device();
 
-// This thread's handle for the current device, bound to `stream`.
+// This thread's handle for the current device, bound to `stream` (set on every call, so work
+// lands on the caller's current stream, a capturing one included).
 cudnnHandle_t handle(cudaStream_t stream);
+
+// cuDNN's algorithm search times its candidates, synchronising the stream, which a CUDA graph
+// capture forbids. When `stream` is being captured this invalidates the capture (so capture_end
+// fails) and throws, naming the pass; returns otherwise. The convolutions themselves capture
+// fine: their workspace comes from the caller (the caching allocator, a graph's pool in a capture).
+void refuse_search_during_capture(cudaStream_t stream, const char* pass);
 
 template <class H>
 using Owned = std::unique_ptr<std::remove_pointer_t<H>, cudnnStatus_t (*)(H)>;
