@@ -50,8 +50,8 @@ class GradScaler {
   // unchanged after a non-finite gradient, without the host learning it. skip: as
   // Optimizer::step's optional device flag. Returns whether optimizer.step was issued: always
   // true now (the skip is decided on the device); disabled, optimizer.step(skip) as is.
-  // Caution: Adam's host step counts advance on a step skipped for a non-finite gradient, since
-  // the host never learns of it (they move to the device with the optimizer's own change).
+  // Adam's step counts live on the device and stay put on a skipped step, as PyTorch's (whose
+  // scaler does not call step() at all then).
   bool step(Optimizer& optimizer, const Tensor& skip = Tensor());
   // On the device: backs off after a non-finite step (and counts it as skipped), grows after
   // growth_interval good ones, and clears the found-inf flag for the next step.

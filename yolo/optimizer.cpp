@@ -8,6 +8,7 @@
 
 #include "engine/profiler.h"
 #include "engine/autograd.h"
+#include "engine/cuda_graph.h"
 #include "engine/stream.h"
 #include "layers/conv.h"
 
@@ -150,7 +151,9 @@ void Optimizer::upload_hyper() {
 }
 
 void Optimizer::step(const Tensor& skip) {
-  upload_hyper();
+  // Inside a CUDA graph capture the upload (a host-to-device copy) cannot be part of the graph:
+  // whoever replays it uploads before each replay (TrainStep does).
+  if (!device_.is_cuda() || !is_capturing(current_stream(device_))) upload_hyper();
   issue_step(skip);
 }
 

@@ -73,7 +73,8 @@ class Optimizer {
   // skip (optional): a one-element float32 flag on the parameters' device, read by the kernels
   // when they run: non-zero leaves parameters, state and step counts unchanged.
   void issue_step(const Tensor& skip = Tensor());
-  // upload_hyper(), then issue_step(skip).
+  // upload_hyper(), then issue_step(skip). During a CUDA graph capture on the current stream,
+  // issue_step(skip) only: the replaying code uploads before each replay.
   void step(const Tensor& skip = Tensor());
   // Zeroes every existing gradient in place (one multi-tensor launch per device and dtype),
   // keeping its memory for the next backward to accumulate into; undefined gradients stay

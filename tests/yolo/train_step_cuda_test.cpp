@@ -106,13 +106,13 @@ TEST(TrainStepCuda, NonFiniteBatchIsSkippedOnTheDevice) {
   const std::vector<BatchStatus> s = rig.step->drain();
   ASSERT_EQ(s.size(), 1u);
   EXPECT_EQ(s[0].nonfinite_ranks, 1);
-  EXPECT_EQ(rig.ema->updates(), ema_updates);  // taken back once the status arrived
+  EXPECT_EQ(rig.ema->updates(), ema_updates);  // the device count stayed put
   const std::vector<Tensor> after = rig.optimizer->parameters();
   for (size_t k = 0; k < after.size(); ++k)
     EXPECT_TRUE(kestrel::testing::all_close(after[k], before[k], 0, 0)) << k;
   for (const auto& [name, state] : rig.optimizer->state_tensors()) {
     if (name.size() > 5 && name.compare(name.size() - 5, 5, ".step") == 0) {
-      EXPECT_EQ(state.item(), 1.0) << name;  // Adam's count: the skipped step taken back
+      EXPECT_EQ(state.item(), 1.0) << name;  // Adam's count: not advanced by the skipped step
     }
   }
 }
