@@ -5,6 +5,7 @@
 #include "engine/allocator.h"
 #include "engine/host_sync.h"
 #include "engine/stream.h"
+#include "layers/conv.h"
 
 namespace kestrel::yolo {
 namespace {
@@ -20,6 +21,16 @@ void mix(uint64_t& h, const void* p) {
 }
 
 void mix_tensor(uint64_t& h, const Tensor& t) { mix(h, t.defined() ? t.data_ptr() : nullptr); }
+
+// The model's host-resident counters (CPU int64 scalars) and their values now.
+std::vector<std::pair<Tensor, int64_t>> host_counters(layers::Module& model) {
+  std::vector<std::pair<Tensor, int64_t>> out;
+  model.visit([&](layers::Module& m) {
+    if (auto* bn = dynamic_cast<layers::BatchNorm2d*>(&m))
+      out.emplace_back(bn->num_batches_tracked, bn->num_batches_tracked.data<int64_t>()[0]);
+  });
+  return out;
+}
 
 }  // namespace
 
@@ -80,6 +91,7 @@ void TrainStep::capture(const StepKey& key, const Tensor& x, const Tensor& targe
   g->targets = static_buffer(targets);
   // The capture stream starts after everything already enqueued (the static buffers' contents
   // are written by each replay, on the current stream, before the graph runs).
+  std::vector<std::pair<Tensor, int64_t>> counters = host_counters(*p_.model);
   const Stream current = current_stream(device_);
   Event ready(device_);
   ready.record(current);
@@ -100,6 +112,11 @@ void TrainStep::capture(const StepKey& key, const Tensor& x, const Tensor& targe
   }
   pending_.pop_back();  // the captured batch never ran; its replay queues its own
   g->status = status_.take_captured();
+  for (auto& [counter, before] : counters) {  // undone here, redone by every replay
+    int64_t& value = counter.data<int64_t>()[0];
+    if (value != before) g->host_counters.emplace_back(counter, value - before);
+    value = before;
+  }
   graphs_[key] = std::move(g);
   // The eager steps' blocks cached in the general pool serve no replay: give them back.
   allocator_empty_cache(device_);
@@ -115,6 +132,7 @@ void TrainStep::replay(const StepKey& key, const Tensor& x, const Tensor& target
   stop_.fill_(stop_requested ? 1.0 : 0.0);
   if (key.step_now) p_.optimizer->upload_hyper();
   g.graph.replay(current_stream(device_));
+  for (const auto& [counter, delta] : g.host_counters) counter.data<int64_t>()[0] += delta;
   status_.push_replayed(batch, g.status);
   pending_.push_back({key.step_now});
 }
