@@ -88,6 +88,7 @@ TrainOptions unusual_options() {
   o.bucket_cap_mb = 0.1 + 0.2;
   o.no_overlap = true;
   o.check_sync = true;
+  o.cuda_graph = "off";
   o.max_batches = 9;
   o.evolve = 5;
   o.no_tensorboard = true;
