@@ -74,4 +74,23 @@ inline Tensor targets() {
                                     {2, 6});
 }
 
+// Parameters, optimizer state (with Adam's counts), the EMA's weights and count, and the loss
+// scale, bitwise (not buffers: a NaN batch's forward leaves NaN in the BN running statistics,
+// which a training-mode forward never reads).
+inline void expect_same_state(Rig& got, Rig& want) {
+  using kestrel::testing::all_close;
+  const auto gp = got.model->named_parameters(), wp = want.model->named_parameters();
+  for (size_t i = 0; i < wp.size(); ++i)
+    EXPECT_TRUE(all_close(gp[i].second, wp[i].second, 0, 0)) << wp[i].first;
+  const auto gs = got.optimizer->state_tensors(), ws = want.optimizer->state_tensors();
+  ASSERT_EQ(gs.size(), ws.size());
+  for (size_t i = 0; i < ws.size(); ++i)
+    EXPECT_TRUE(all_close(gs[i].second, ws[i].second, 0, 0)) << ws[i].first;
+  EXPECT_EQ(got.ema->updates(), want.ema->updates());
+  const auto ge = got.ema_model->named_parameters(), we = want.ema_model->named_parameters();
+  for (size_t i = 0; i < we.size(); ++i)
+    EXPECT_TRUE(all_close(ge[i].second, we[i].second, 0, 0)) << we[i].first;
+  EXPECT_EQ(got.scaler->state().scale, want.scaler->state().scale);
+}
+
 }  // namespace kestrel::yolo::testing

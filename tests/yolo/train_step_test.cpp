@@ -27,6 +27,7 @@ namespace kestrel::yolo {
 namespace {
 
 using testing::input;
+using testing::expect_same_state;
 using testing::Rig;
 using testing::targets;
 
@@ -47,22 +48,6 @@ std::vector<BatchStatus> run(Rig& rig, const std::vector<Batch>& batches) {
   }
   for (const BatchStatus& s : rig.step->drain()) seen.push_back(s);
   return seen;
-}
-
-// Parameters, optimizer state and EMA weights (not buffers: a NaN batch's forward leaves NaN in
-// the BN running statistics, which a training-mode forward never reads).
-void expect_same_state(Rig& got, Rig& want) {
-  const auto gp = got.model->named_parameters(), wp = want.model->named_parameters();
-  for (size_t i = 0; i < wp.size(); ++i)
-    EXPECT_TRUE(kestrel::testing::all_close(gp[i].second, wp[i].second, 0, 0)) << wp[i].first;
-  const auto gs = got.optimizer->state_tensors(), ws = want.optimizer->state_tensors();
-  ASSERT_EQ(gs.size(), ws.size());
-  for (size_t i = 0; i < ws.size(); ++i)
-    EXPECT_TRUE(kestrel::testing::all_close(gs[i].second, ws[i].second, 0, 0)) << ws[i].first;
-  EXPECT_EQ(got.ema->updates(), want.ema->updates());
-  const auto ge = got.ema_model->named_parameters(), we = want.ema_model->named_parameters();
-  for (size_t i = 0; i < we.size(); ++i)
-    EXPECT_TRUE(kestrel::testing::all_close(ge[i].second, we[i].second, 0, 0)) << we[i].first;
 }
 
 class TrainStepSkip : public ::testing::TestWithParam<OptimizerKind> {};
