@@ -1,5 +1,7 @@
 #include "yolo/step_graph_policy.h"
 
+#include <algorithm>
+
 #include "kernels/error.h"
 
 namespace kestrel::yolo {
@@ -11,9 +13,11 @@ std::string StepKey::describe() const {
                  step_now ? ", optimizer step" : ", accumulating");
 }
 
-StepGraphPolicy::StepGraphPolicy(int warmup_steps) : warmup_steps_(warmup_steps) {
+StepGraphPolicy::StepGraphPolicy(int warmup_steps, int max_graphs)
+    : warmup_steps_(warmup_steps), max_graphs_(static_cast<size_t>(std::max(max_graphs, 0))) {
   KESTREL_CHECK(warmup_steps >= 1, "StepGraphPolicy: at least one eager optimizer step must come "
                 "before a capture, got ", warmup_steps);
+  KESTREL_CHECK(max_graphs >= 1, "StepGraphPolicy: at least one graph, got ", max_graphs);
 }
 
 StepGraphPolicy::Action StepGraphPolicy::decide(const StepKey& key, uint64_t fingerprint) {
@@ -32,6 +36,7 @@ StepGraphPolicy::Action StepGraphPolicy::decide(const StepKey& key, uint64_t fin
     return Action::Eager;
   }
   if (graphs_.count(key)) return Action::Replay;
+  if (graphs_.size() >= max_graphs_) return Action::Eager;
   const bool warm = eager_optimizer_steps_ >= warmup_steps_ && eager_runs_[key] >= 1;
   return warm && stable ? Action::Capture : Action::Eager;
 }

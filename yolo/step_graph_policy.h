@@ -10,7 +10,9 @@
 //     (parameters, gradients, optimizer and EMA state, BN buffers). The caller fingerprints
 //     them; when the fingerprint changes, every graph is dropped and, once it has been stable
 //     across one eager step, captured again. A run whose addresses keep changing (more than
-//     kMaxInvalidations drops) goes on eagerly, and says why (disabled_reason()).
+//     kMaxInvalidations drops) goes on eagerly, and says why (disabled_reason());
+//   - at most `max_graphs` shapes get a graph (their memory pool is shared, but each
+//     instantiated graph and its capture cost something); later shapes run eagerly.
 #pragma once
 #include <cstdint>
 #include <map>
@@ -43,7 +45,7 @@ class StepGraphPolicy {
 
   static constexpr int64_t kMaxInvalidations = 8;
 
-  explicit StepGraphPolicy(int warmup_steps);
+  explicit StepGraphPolicy(int warmup_steps, int max_graphs = 16);
 
   // What to do for the next batch. `fingerprint`: the addresses its graphs would bake in. When
   // it differs from the live graphs' fingerprint, must_drop() turns true until the caller has
@@ -62,6 +64,7 @@ class StepGraphPolicy {
 
  private:
   int warmup_steps_;
+  size_t max_graphs_;
   int64_t eager_optimizer_steps_ = 0;
   std::map<StepKey, int> eager_runs_;  // per shape, since the last drop
   std::map<StepKey, bool> graphs_;     // shapes with a live graph

@@ -382,6 +382,7 @@ GraphMode Trainer::graph_mode() const {
   std::string why_not;
   if (device_.is_cpu()) why_not = "it needs a CUDA device";
   else if (o_.multi_scale) why_not = "--multi-scale changes the input shape every batch";
+  else if (o_.rect) why_not = "--rect gives the batches of an epoch many shapes, a graph each";
   else if (!o_.trace.empty()) why_not = "--trace times every collective from the host";
   else if (rank_.world > 1 && rank_.group->backend() != "nccl") why_not = "the process group is not NCCL";
   if (why_not.empty()) return GraphMode::On;

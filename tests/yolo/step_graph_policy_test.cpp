@@ -101,7 +101,22 @@ TEST(StepGraphPolicy, AddressesThatKeepChangingGiveGraphsUp) {
   EXPECT_NE(p.disabled_reason().find("addresses changed"), std::string::npos);
 }
 
-TEST(StepGraphPolicy, NeedsAWarmUp) { EXPECT_THROW(StepGraphPolicy(0), Error); }
+TEST(StepGraphPolicy, ShapesBeyondTheGraphLimitRunEagerly) {
+  StepGraphPolicy p(1, 2);
+  for (int64_t rows : {64, 128, 256}) {
+    step(p, key(rows), 5);
+    step(p, key(rows), 5);
+  }
+  EXPECT_EQ(p.stats().captures, 2);
+  EXPECT_EQ(step(p, key(256), 5), Action::Eager);  // the third shape: no graph
+  EXPECT_EQ(step(p, key(64), 5), Action::Replay);
+  EXPECT_EQ(step(p, key(128), 5), Action::Replay);
+}
+
+TEST(StepGraphPolicy, NeedsAWarmUpAndRoomForAGraph) {
+  EXPECT_THROW(StepGraphPolicy(0), Error);
+  EXPECT_THROW(StepGraphPolicy(1, 0), Error);
+}
 
 TEST(StepKey, DescribesItself) {
   EXPECT_EQ(key(128, false).describe(), "2x64x64x3 bfloat16, 128 target rows, accumulating");
