@@ -214,6 +214,11 @@ void Reducer::zero_grad() {
       state_->params[p].set_grad(state_->views[p]);
 }
 
+void Reducer::abandon_backward() {
+  state_->armed = false;
+  state_->works.assign(state_->works.size(), nullptr);
+}
+
 void Reducer::set_sync(bool sync) {
   KESTREL_CHECK(!state_->armed,
                 "reducer: sync changed during a synchronised step; change it "

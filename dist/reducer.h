@@ -80,6 +80,10 @@ class Reducer {
   void finalize();
   // Zeroes every gradient in place (the views stay; never set .grad to an undefined tensor).
   void zero_grad();
+  // Forgets a synchronised backward that was begun but never ran on the device (a CUDA graph
+  // capture that failed part-way): disarms the hooks and drops the step's unissued works, so the
+  // next prepare_for_backward() starts afresh. The gradients are left as they are.
+  void abandon_backward();
 
   // Gradient accumulation: while sync is off, backward only accumulates locally and
   // prepare_for_backward()/finalize() do nothing; the step with sync on communicates the sum.

@@ -57,6 +57,10 @@ class GradScaler {
   // growth_interval good ones, and clears the found-inf flag for the next step.
   void update();
 
+  // Forgets an unscale/step begun since the last update() that never ran on the device (a CUDA
+  // graph capture that failed part-way); the device state is as the last update() left it.
+  void abandon_step() { unscaled_ = stepped_ = false; }
+
   // Host view of the state: reads the device once placed (a host synchronisation on CUDA:
   // checkpoints and logs only, never inside the step). Disabled, the values last loaded.
   State state() const;

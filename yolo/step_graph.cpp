@@ -59,14 +59,20 @@ void TrainStep::run_graphed(const Tensor& x, const Tensor& targets, int64_t batc
     graph_pool_.reset();
     policy_.acknowledge_drop();
   }
+  const auto eager = [&] {
+    forward_backward(x, targets, batch, step_now, stop_requested);
+    if (step_now) optimizer_step();
+    policy_.ran_eager(key);
+  };
   switch (action) {
     case StepGraphPolicy::Action::Eager:
-      forward_backward(x, targets, batch, step_now, stop_requested);
-      if (step_now) optimizer_step();
-      policy_.ran_eager(key);
+      eager();
       return;
     case StepGraphPolicy::Action::Capture:
-      capture(key, x, targets);
+      if (!capture(key, x, targets)) {
+        eager();
+        return;
+      }
       policy_.captured(key);
       [[fallthrough]];
     case StepGraphPolicy::Action::Replay:
@@ -82,7 +88,7 @@ Tensor TrainStep::static_buffer(const Tensor& like) {
   return t;
 }
 
-void TrainStep::capture(const StepKey& key, const Tensor& x, const Tensor& targets) {
+bool TrainStep::capture(const StepKey& key, const Tensor& x, const Tensor& targets) {
   DeviceGuard device_guard(device_);
   if (!graph_pool_) graph_pool_ = make_graph_pool(device_);
   if (!capture_stream_) capture_stream_ = std::make_unique<Stream>(Stream::create(device_));
@@ -96,6 +102,7 @@ void TrainStep::capture(const StepKey& key, const Tensor& x, const Tensor& targe
   Event ready(device_);
   ready.record(current);
   ready.wait(*capture_stream_);
+  const size_t pending_before = pending_.size();
   try {
     StreamGuard on_capture_stream(*capture_stream_);
     // A host read inside a capture is an error the graph would hide: refuse it at once.
@@ -103,12 +110,23 @@ void TrainStep::capture(const StepKey& key, const Tensor& x, const Tensor& targe
     g->graph.capture_begin(*capture_stream_);
     enqueue_forward_backward(g->x, g->targets, /*batch=*/-1, key.step_now, /*to_host=*/false);
     if (key.step_now) enqueue_optimizer_step();
+    if (options_.capture_probe) options_.capture_probe();
     g->graph.capture_end();
   } catch (const std::exception& e) {
-    // The host-side state the capture went through (autograd, DDP's bucket tracker, the loss
-    // scaler) is not worth untangling: the run stops with the cause and the way around it.
-    KESTREL_FAIL("capturing the training step (", key.describe(), ") into a CUDA graph failed: ",
-                 e.what(), "; train with --cuda-graph off");
+    const std::string why = str("capturing the training step (", key.describe(),
+                                ") into a CUDA graph failed: ", e.what());
+    if (options_.capture_failure_fatal) KESTREL_FAIL(why, "; train with --cuda-graph off");
+    // Nothing of the capture ran on the device; undo what it left on the host.
+    g.reset();  // ends the capture if it is still open
+    status_.discard_captured();
+    pending_.resize(pending_before);
+    if (p_.reducer) p_.reducer->abandon_backward();
+    p_.scaler->abandon_step();
+    for (auto& [counter, before] : counters) counter.data<int64_t>()[0] = before;
+    graphs_.clear();
+    graph_pool_.reset();
+    policy_.give_up(why);
+    return false;
   }
   pending_.pop_back();  // the captured batch never ran; its replay queues its own
   g->status = status_.take_captured();
@@ -120,6 +138,7 @@ void TrainStep::capture(const StepKey& key, const Tensor& x, const Tensor& targe
   graphs_[key] = std::move(g);
   // The eager steps' blocks cached in the general pool serve no replay: give them back.
   allocator_empty_cache(device_);
+  return true;
 }
 
 void TrainStep::replay(const StepKey& key, const Tensor& x, const Tensor& targets, int64_t batch,

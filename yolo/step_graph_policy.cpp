@@ -8,7 +8,10 @@ namespace kestrel::yolo {
 
 std::string StepKey::describe() const {
   std::string shape;
-  for (int64_t d : x_shape) shape += (shape.empty() ? "" : "x") + std::to_string(d);
+  for (int64_t d : x_shape) {
+    if (!shape.empty()) shape += 'x';
+    shape += std::to_string(d);
+  }
   return ::kestrel::str(shape, " ", dtype_name(x_dtype), ", ", target_rows, " target rows",
                  step_now ? ", optimizer step" : ", accumulating");
 }
@@ -42,6 +45,11 @@ StepGraphPolicy::Action StepGraphPolicy::decide(const StepKey& key, uint64_t fin
 }
 
 void StepGraphPolicy::acknowledge_drop() { must_drop_ = false; }
+
+void StepGraphPolicy::give_up(const std::string& reason) {
+  disabled_ = reason;
+  graphs_.clear();
+}
 
 void StepGraphPolicy::ran_eager(const StepKey& key) {
   ++eager_runs_[key];

@@ -57,6 +57,8 @@ class StepGraphPolicy {
   void ran_eager(const StepKey& key);
   void captured(const StepKey& key);
   void replayed() { ++stats_.replays; }
+  // No more graphs for this run (a capture failed): every later batch runs eagerly.
+  void give_up(const std::string& reason);
 
   const GraphStats& stats() const { return stats_; }
   // Non-empty once graphs were given up for this run.

@@ -108,6 +108,10 @@ StepStatusQueue::Captured StepStatusQueue::take_captured() {
   return out;
 }
 
+void StepStatusQueue::discard_captured() {
+  if (!entries_.empty() && !entries_.back().to_host) entries_.pop_back();
+}
+
 void StepStatusQueue::push_replayed(int64_t batch, const Captured& outputs) {
   Entry e;
   e.batch = batch;

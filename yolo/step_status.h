@@ -54,6 +54,8 @@ class StepStatusQueue {
   };
   Captured take_captured();
   void push_replayed(int64_t batch, const Captured& outputs);
+  // A capture that failed: drops its entry, if it got as far as pushing one.
+  void discard_captured();
 
  private:
   struct Entry {

@@ -20,6 +20,7 @@
 // captured one run the same code (enqueue_forward_backward, enqueue_optimizer_step).
 #pragma once
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <vector>
@@ -57,6 +58,13 @@ enum class GraphMode { Off, On };
 struct TrainStepOptions {
   GraphMode graphs = GraphMode::Off;  // On: CUDA only (single process, or NCCL)
   int graph_warmup_steps = 3;         // eager optimizer steps before the first capture
+  // A failed capture stops the run (true: --cuda-graph on), or turns graphs off for the rest of
+  // it, the batch then running eagerly (false: --cuda-graph auto; graphs_disabled_reason() says
+  // why). Nothing of a failed capture ran on the device, and its host-side traces (the status
+  // entry, DDP's armed backward, the loss scaler's unscale/step, BN counters) are undone.
+  bool capture_failure_fatal = true;
+  // Tests: called inside every capture, after the step's work is enqueued.
+  std::function<void()> capture_probe;
 };
 
 class TrainStep {
@@ -113,7 +121,8 @@ class TrainStep {
                    bool stop_requested);
   uint64_t fingerprint() const;
   Tensor static_buffer(const Tensor& like);
-  void capture(const StepKey& key, const Tensor& x, const Tensor& targets);
+  // false: the capture failed and graphs are off (capture_failure_fatal unset).
+  bool capture(const StepKey& key, const Tensor& x, const Tensor& targets);
   void replay(const StepKey& key, const Tensor& x, const Tensor& targets, int64_t batch,
               bool stop_requested);
 

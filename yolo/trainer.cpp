@@ -160,6 +160,7 @@ class Trainer {
   bool stop_agreed_ = false;  // every rank knows a stop was requested
   double overlap_sum_ = 0;
   int64_t overlap_steps_ = 0;
+  bool graphs_warned_ = false;  // the fall-back to eager steps was reported
   Clock::time_point t_start_ = Clock::now(), t_epoch_;
 };
 
@@ -370,6 +371,7 @@ void Trainer::build_optimization() {
   parts.buffers = buffer_broadcaster_.get();
   TrainStepOptions sopt;
   sopt.graphs = graph_mode();
+  sopt.capture_failure_fatal = o_.cuda_graph == "on";  // auto: a failed capture falls back
   step_ = std::make_unique<TrainStep>(parts, rank_, device_, sopt);
 }
 
@@ -497,6 +499,10 @@ void Trainer::train_batch(const data::Batch& batch, int epoch, int64_t i) {
   // non-finite loss anywhere skips its window's optimizer step everywhere (on the device), and a
   // stop request anywhere stops every rank at the same optimizer-step boundary.
   step_->run(x, db.targets, ni, step_now, stop_.received() != 0);
+  if (step_->graphs_on() && !graphs_warned_ && !step_->graphs_disabled_reason().empty()) {
+    out_->line("WARNING: CUDA graphs are off for the rest of this run (--cuda-graph auto): ", step_->graphs_disabled_reason());
+    graphs_warned_ = true;
+  }
   accumulated_ = !step_now;
   account(step_->take_previous());
   if (step_now) {

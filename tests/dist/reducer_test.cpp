@@ -354,5 +354,21 @@ TEST(ReducerTest, RefusesMisuseWithClearErrors) {
   });
 }
 
+// A backward abandoned half-way (a CUDA graph capture that failed) is forgotten: the next
+// synchronised step arms and reduces as usual.
+TEST(ReducerTest, AnAbandonedBackwardIsForgotten) {
+  run_ranks(2, [&](std::shared_ptr<FakeGroup> group) {
+    Chain c = make_chain(2);
+    Reducer reducer(c.named, group);
+    reducer.prepare_for_backward();
+    reducer.abandon_backward();
+    EXPECT_NO_THROW(reducer.zero_grad());  // no longer inside a synchronised step
+    reducer.prepare_for_backward();
+    chain_loss(c, rank_input(group->rank()), forward_order(2)).backward();
+    reducer.finalize();
+    expect_near(c.w[0].grad().to_double_vector(), averaged_grad(c, 2, 0));
+  });
+}
+
 }  // namespace
 }  // namespace kestrel::dist

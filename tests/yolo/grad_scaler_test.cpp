@@ -240,3 +240,26 @@ TEST(GradScaler, Float64LossAndNonScalarLoss) {
   EXPECT_NE(error_of([&] { scaler.scale(s.loss().to(DType::F16)); }).find("float32"),
             std::string::npos);
 }
+
+namespace {
+
+// An unscale and step begun in a CUDA graph capture that failed never ran: abandon_step() lets
+// the next step unscale and step again, with the scale as it was.
+TEST(GradScaler, AnAbandonedStepIsForgotten) {
+  GradScaler scaler(true, 4.0);
+  OneParam s;
+  scaler.scale(s.loss()).backward();
+  scaler.unscale(s.opt);
+  EXPECT_THROW(scaler.unscale(s.opt), Error);
+  scaler.abandon_step();
+  s.opt.zero_grad();
+  scaler.scale(s.loss()).backward();
+  EXPECT_NO_THROW(scaler.unscale(s.opt));
+  EXPECT_TRUE(scaler.step(s.opt));
+  scaler.update();
+  EXPECT_EQ(scaler.state().scale, 4.0);
+  EXPECT_EQ(scaler.state().growth_tracker, 1);
+}
+
+}  // namespace
+

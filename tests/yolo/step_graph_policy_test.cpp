@@ -113,6 +113,16 @@ TEST(StepGraphPolicy, ShapesBeyondTheGraphLimitRunEagerly) {
   EXPECT_EQ(step(p, key(128), 5), Action::Replay);
 }
 
+TEST(StepGraphPolicy, AFailedCaptureTurnsGraphsOff) {
+  StepGraphPolicy p(1);
+  step(p, key(64), 5);
+  EXPECT_EQ(p.decide(key(64), 5), Action::Capture);
+  p.give_up("capture failed: a host read");
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(step(p, key(64), 5), Action::Eager);
+  EXPECT_EQ(p.disabled_reason(), "capture failed: a host read");
+  EXPECT_EQ(p.stats().captures, 0);
+}
+
 TEST(StepGraphPolicy, NeedsAWarmUpAndRoomForAGraph) {
   EXPECT_THROW(StepGraphPolicy(0), Error);
   EXPECT_THROW(StepGraphPolicy(1, 0), Error);

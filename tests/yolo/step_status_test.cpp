@@ -60,6 +60,12 @@ TEST(StepStatusQueue, RefusesBadInput) {
   EXPECT_THROW(q.take_captured(), Error);
   q.push(0, summary(1, 1, 1), request(false));
   EXPECT_THROW(q.take_captured(), Error);  // pushed for the host, not for a capture
+  q.discard_captured();                     // leaves an entry for the host alone
+  EXPECT_EQ(q.pending(), 1u);
+  q.push(1, summary(1, 1, 1), request(false), /*to_host=*/false);
+  q.discard_captured();                     // a failed capture's entry goes
+  EXPECT_EQ(q.pending(), 1u);
+  EXPECT_EQ(q.pop().batch, 0);
 }
 
 // The bookkeeping of a CUDA graph's step, run on the CPU: the captured entry leaves the queue,

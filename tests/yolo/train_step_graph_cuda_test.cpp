@@ -7,7 +7,9 @@
 //     host read but the previous batch's status;
 //   - the per-batch values a graph reads from device memory follow the host: a stop request, the
 //     warm-up's changing lr, a non-finite batch (skipped on the device, inside a replay);
-//   - a new target count is a new shape: it runs eagerly once, then is captured.
+//   - a new target count is a new shape: it runs eagerly once, then is captured;
+//   - a capture that fails (here: a host read inside it) stops the run with the way around it,
+//     or (--cuda-graph auto) turns graphs off and the run goes on eagerly, as if never captured.
 // Bitwise equality is expected: eager and graphed steps launch the same kernels in the same
 // order, and the convolutions use deterministic cuDNN algorithms.
 #include <cmath>
@@ -177,6 +179,33 @@ TEST(TrainStepGraphCuda, ANewTargetCountIsCapturedAfterOneEagerRun) {
   EXPECT_EQ(g.captures, 2);
   EXPECT_EQ(g.replays, 4);
   EXPECT_EQ(g.eager_steps, 3);
+}
+
+TEST(TrainStepGraphCuda, AFailedCaptureStopsOrFallsBackToEagerSteps) {
+  KESTREL_SKIP_WITHOUT_CUDA();
+  const Stream stream = Stream::create(kGpu);
+  StreamGuard on_stream(stream);
+  TrainStepOptions o = graphed();
+  o.capture_probe = [] { (void)Tensor::zeros({1}, DType::F32, kGpu).item(); };
+  {
+    Rig rig(OptimizerKind::SGD, RankInfo{}, kGpu, DType::BF16, o);
+    const std::string e = kestrel::testing::error_of([&] { train(rig, DType::BF16, Plan{}); });
+    EXPECT_NE(e.find("into a CUDA graph failed"), std::string::npos) << e;
+    EXPECT_NE(e.find("--cuda-graph off"), std::string::npos) << e;
+  }
+  stream.synchronize();
+  o.capture_failure_fatal = false;
+  for (OptimizerKind kind : {OptimizerKind::SGD, OptimizerKind::Adam}) {
+    Rig eager(kind, RankInfo{}, kGpu, DType::F16), fallback(kind, RankInfo{}, kGpu, DType::F16, o);
+    const Outcome e = train(eager, DType::F16, Plan{}), f = train(fallback, DType::F16, Plan{});
+    ASSERT_EQ(f.statuses.size(), e.statuses.size());
+    for (size_t i = 0; i < e.statuses.size(); ++i) EXPECT_EQ(f.statuses[i].box, e.statuses[i].box) << i;
+    expect_same_state(fallback, eager);
+    EXPECT_EQ(f.graphs.captures, 0);
+    EXPECT_EQ(f.graphs.replays, 0);
+    EXPECT_NE(fallback.step->graphs_disabled_reason().find("into a CUDA graph failed"), std::string::npos);
+  }
+  stream.synchronize();
 }
 
 }  // namespace
