@@ -109,7 +109,7 @@ class TrainStep {
   struct Pending {
     bool ends_window = false;  // an optimizer step follows the batch
   };
-  struct Graph;  // one captured step (step_graph.cpp)
+  struct Graph;  // one captured step (step_graph.h)
 
   // The step's device work on the current stream, shared by eager runs and captures.
   void enqueue_forward_backward(const Tensor& x, const Tensor& targets, int64_t batch,
