@@ -1,33 +1,23 @@
 // The loss scaler's CUDA kernels. unscale covers a whole gradient list in as few launches as
-// kernels/optim.cu's multi-tensor kernels (the same plan_list_launches cut: one block per
-// kListChunk elements of one tensor, the pointers in the kernel arguments) and reads the scale on
-// the device; combine_skip and update_scale are one-thread kernels.
+// kernels/optim.cu's multi-tensor kernels (the same cut and ListMeta: kernels/list_launch.cuh)
+// and reads the scale on the device; combine_skip and update_scale are one-thread kernels.
 #include "kernels/amp_scale.h"
 #include "kernels/cuda_check.h"
 #include "kernels/dispatch.h"
+#include "kernels/list_launch.cuh"
 
 namespace kestrel::kernels {
 namespace {
 
 constexpr int kBlock = 512;
 
-// One launch of a depth-1 list: its tensors and the block -> (tensor, chunk) map.
-struct UnscaleMeta {
-  void* ptrs[kMaxListTensors];
-  int64_t numel[kMaxListTensors];
-  uint8_t block_tensor[kMaxListBlocks];
-  int32_t block_chunk[kMaxListBlocks];
-};
-static_assert(sizeof(UnscaleMeta) + 64 <= 4096, "kernel arguments must stay under 4 KiB");
-static_assert(kMaxListTensors <= 256, "block_tensor holds tensor indices in a byte");
-
 template <class T>
-__global__ void unscale_kernel(UnscaleMeta meta, const float* scale, float* found_inf) {
+__global__ void unscale_kernel(ListMeta meta, const float* scale, float* found_inf) {
   const float inv = inverse_scale(*scale);
   const int t = meta.block_tensor[blockIdx.x];
   const int64_t begin = int64_t(meta.block_chunk[blockIdx.x]) * kListChunk;
   const int64_t end = min(meta.numel[t], begin + kListChunk);
-  T* x = static_cast<T*>(meta.ptrs[t]);
+  T* x = static_cast<T*>(meta.ptrs[0][t]);
   bool found = false;
   for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
     const float v = to_acc(x[i]);
@@ -54,20 +44,10 @@ void unscale_cuda(DType t, const TensorList& list, const float* scale, float* fo
   KESTREL_CHECK(list.depth == 1, "gradient unscaling: expects single tensors, got depth ",
                 list.depth);
   KESTREL_DISPATCH_CUDA_FLOAT(t, T, "gradient unscaling", {
-    for (const ListLaunch& l : plan_list_launches(list)) {
-      UnscaleMeta meta{};
-      for (size_t j = 0; j < l.tensors.size(); ++j) {
-        meta.ptrs[j] = list.ptrs[l.tensors[j]][0];
-        meta.numel[j] = list.numel[l.tensors[j]];
-      }
-      for (size_t b = 0; b < l.block_tensor.size(); ++b) {
-        meta.block_tensor[b] = static_cast<uint8_t>(l.block_tensor[b]);
-        meta.block_chunk[b] = l.block_chunk[b];
-      }
-      unscale_kernel<T><<<static_cast<int>(l.block_tensor.size()), kBlock, 0, s>>>(meta, scale,
-                                                                                  found_inf);
+    for_each_launch(list, [&](const ListMeta& meta, int blocks, int64_t) {
+      unscale_kernel<T><<<blocks, kBlock, 0, s>>>(meta, scale, found_inf);
       KESTREL_CUDA_CHECK_LAUNCH();
-    }
+    });
   });
 }
 

@@ -1,6 +1,6 @@
 // Multi-tensor CUDA kernels. Each block handles one chunk (kListChunk elements) of one tensor; a
 // launch's tensor pointers (and step counts) and its block -> (tensor, chunk) map travel in the
-// kernel arguments (ListMeta, under the 4 KiB argument limit). The optimizer and EMA kernels
+// kernel arguments (kernels/list_launch.cuh). The optimizer and EMA kernels
 // read their per-step values (GroupHyper, counts) from device memory: thread 0 of each block
 // computes the block's coefficients into shared memory; the counts advance in a separate launch
 // once every block has read them. Nothing here allocates or waits, so all of it can be captured
@@ -9,39 +9,13 @@
 
 #include "kernels/dispatch.h"
 #include "kernels/launch.cuh"
+#include "kernels/list_launch.cuh"
 #include "kernels/optim.h"
 
 namespace kestrel::kernels {
 namespace {
 
 constexpr int kBlock = 512;
-
-struct ListMeta {
-  void* ptrs[kMaxListDepth][kMaxListTensors];
-  int64_t* counts[kMaxListTensors];
-  int64_t numel[kMaxListTensors];
-  uint8_t block_tensor[kMaxListBlocks];
-  int32_t block_chunk[kMaxListBlocks];
-};
-static_assert(sizeof(ListMeta) + 128 <= 4096, "kernel arguments must stay under 4 KiB");
-
-// launch(meta, blocks, first_block) for every launch of plan_list_launches(list).
-template <class Launch>
-void for_each_launch(const TensorList& list, Launch launch) {
-  for (const ListLaunch& l : plan_list_launches(list)) {
-    ListMeta meta{};
-    for (size_t j = 0; j < l.tensors.size(); ++j) {
-      for (int d = 0; d < list.depth; ++d) meta.ptrs[d][j] = list.ptrs[l.tensors[j]][d];
-      meta.counts[j] = list.counts[l.tensors[j]];
-      meta.numel[j] = list.numel[l.tensors[j]];
-    }
-    for (size_t b = 0; b < l.block_tensor.size(); ++b) {
-      meta.block_tensor[b] = static_cast<uint8_t>(l.block_tensor[b]);
-      meta.block_chunk[b] = l.block_chunk[b];
-    }
-    launch(meta, static_cast<int>(l.block_tensor.size()), l.first_block);
-  }
-}
 
 // op(meta, tensor, element) for every element of the launch's chunks, unless *skip is set.
 template <class Op>
