@@ -53,17 +53,21 @@ uint64_t TrainStep::fingerprint() const {
 void TrainStep::run_graphed(const Tensor& x, const Tensor& targets, int64_t batch, bool step_now,
                             bool stop_requested) {
   const StepKey key{x.shape(), x.dtype(), targets.size(0), step_now};
+  const auto eager = [&] {
+    forward_backward(x, targets, batch, step_now, stop_requested);
+    if (step_now) optimizer_step();
+    policy_.ran_eager(key);
+  };
+  if (!policy_.disabled_reason().empty()) {  // given up: no fingerprint to take
+    eager();
+    return;
+  }
   const StepGraphPolicy::Action action = policy_.decide(key, fingerprint());
   if (policy_.must_drop()) {
     graphs_.clear();
     graph_pool_.reset();
     policy_.acknowledge_drop();
   }
-  const auto eager = [&] {
-    forward_backward(x, targets, batch, step_now, stop_requested);
-    if (step_now) optimizer_step();
-    policy_.ran_eager(key);
-  };
   switch (action) {
     case StepGraphPolicy::Action::Eager:
       eager();

@@ -25,6 +25,10 @@ struct RankInfo {
 Device pick_device(const std::string& spec, int local_rank);
 // --amp: bf16 | fp16 | off; "" = bf16 on sm_80+ GPUs (fp16 before), off on the CPU.
 DType pick_compute_dtype(const std::string& amp, Device device);
+// --cuda-graph: auto captures when nothing the run asked for changes the step's shapes or needs
+// the host inside the step; on insists (refused, saying why, where graphs cannot run); off runs
+// eagerly. Whether the training step runs in graph mode.
+bool cuda_graphs_wanted(const TrainOptions& o, Device device, const RankInfo& rank);
 // --data: a dataset yaml, or synthetic (generated once).
 std::string resolve_data(const std::string& data);
 // Rank 0's value on every rank.

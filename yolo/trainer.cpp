@@ -98,7 +98,6 @@ class Trainer {
   void build_model();
   void build_optimization();
   void restore();
-  GraphMode graph_mode() const;
   void announce();
   bool train_epoch(int epoch);  // false: interrupted inside the epoch
   void train_batch(const data::Batch& batch, int epoch, int64_t i);
@@ -370,26 +369,9 @@ void Trainer::build_optimization() {
   parts.reducer = reducer_.get();
   parts.buffers = buffer_broadcaster_.get();
   TrainStepOptions sopt;
-  sopt.graphs = graph_mode();
+  sopt.graphs = cuda_graphs_wanted(o_, device_, rank_) ? GraphMode::On : GraphMode::Off;
   sopt.capture_failure_fatal = o_.cuda_graph == "on";  // auto: a failed capture falls back
   step_ = std::make_unique<TrainStep>(parts, rank_, device_, sopt);
-}
-
-// --cuda-graph: auto captures when nothing the run asked for changes the step's shapes or needs
-// the host inside the step; on insists (and says why it cannot); off runs eagerly.
-GraphMode Trainer::graph_mode() const {
-  const std::string& m = o_.cuda_graph;
-  KESTREL_CHECK(m == "auto" || m == "on" || m == "off", "--cuda-graph must be auto, on or off, got '", m, "'");
-  if (m == "off") return GraphMode::Off;
-  std::string why_not;
-  if (device_.is_cpu()) why_not = "it needs a CUDA device";
-  else if (o_.multi_scale) why_not = "--multi-scale changes the input shape every batch";
-  else if (o_.rect) why_not = "--rect gives the batches of an epoch many shapes, a graph each";
-  else if (!o_.trace.empty()) why_not = "--trace times every collective from the host";
-  else if (rank_.world > 1 && rank_.group->backend() != "nccl") why_not = "the process group is not NCCL";
-  if (why_not.empty()) return GraphMode::On;
-  KESTREL_CHECK(m == "auto", "--cuda-graph on: ", why_not, "; use --cuda-graph off");
-  return GraphMode::Off;
 }
 
 dist::NamedTensors Trainer::trainable() const {
