@@ -311,6 +311,20 @@ std::shared_ptr<Work> NcclProcessGroup::launch(
   return work;
 }
 
+void NcclProcessGroup::watch_stream(const std::string& what) {
+  DeviceGuard guard(device_);
+  const Stream caller = current_stream(device_);
+  refuse_during_capture(caller, "NcclProcessGroup::watch_stream",
+                        "watch the replay of the graph, after launching it");
+  Event done(device_);
+  done.record(caller);
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  KESTREL_CHECK(state_->failure.empty(), "rank ", rank(), ": ", what,
+                " cannot go on: the process group failed earlier: ", state_->failure);
+  state_->in_flight.push_back(std::make_shared<NcclWork>(state_, what, done, std::vector<Tensor>{},
+                                                         /*host_wait=*/false, /*captured=*/false));
+}
+
 std::shared_ptr<Work> NcclProcessGroup::all_reduce(const Tensor& t, ReduceOp op) {
   check_tensor(t, "all_reduce");
   KESTREL_CHECK(op == ReduceOp::Sum || is_floating(t.dtype()),

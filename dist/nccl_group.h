@@ -13,9 +13,10 @@
 // being captured is captured too (NCCL supports it): the communication stream joins the capture
 // through the `ready` event, and Work::wait(), which must then be called inside the same capture,
 // joins it back (without it capture_end fails). Such a Work runs at every replay, not now: the
-// watchdog does not time it (a replay's collective is not timed out; NCCL's own errors are still
-// reported), its synchronize() and is_completed() throw, and it keeps its tensors (in the graph's
-// pool, or static ones the caller keeps for the graph anyway) until it is dropped. While the
+// watchdog cannot time it (the replayer times each replay instead, through watch_stream; NCCL's
+// own errors are reported either way), its synchronize() and is_completed() throw, and it keeps
+// its tensors (in the graph's pool, or static ones the caller keeps for the graph anyway) until
+// it is dropped. While the
 // communication stream is inside a capture, every collective issued on the group is captured:
 // during a capture the group belongs to it. barrier() refuses to run in a capture.
 #pragma once
@@ -45,6 +46,8 @@ class NcclProcessGroup : public ProcessGroup {
   std::shared_ptr<Work> all_gather(const Tensor& out, const Tensor& in) override;
   // Its wait() blocks the host, as a barrier should.
   std::shared_ptr<Work> barrier() override;
+  // Records an event on the current stream and times it like a collective (process_group.h).
+  void watch_stream(const std::string& what) override;
 
   const Stream& stream() const { return stream_; }  // the communication stream
 

@@ -52,6 +52,14 @@ class ProcessGroup {
   virtual std::shared_ptr<Work> all_gather(const Tensor& out, const Tensor& in) = 0;
   virtual std::shared_ptr<Work> barrier() = 0;
 
+  // Times the work enqueued so far on the device's current stream as this group times its own
+  // collectives, and throws if the group has failed. For a CUDA graph replay: the collectives
+  // captured into a graph run at each replay, where the group never sees them issued, so the
+  // replayer hands the group the replay to watch (a stuck peer then aborts the communicator after
+  // the timeout, and the next call throws, as for an eager collective). `what` names the work in
+  // the timeout's message. Groups whose collectives cannot be captured (gloo) have nothing to do.
+  virtual void watch_stream(const std::string& what) { (void)what; }
+
   // Returns once every rank has called it (all ranks call it in the same order, with the same
   // `phase`), waiting up to `limit` and not the collectives' timeout; issues no collective. For
   // the other ranks to wait while rank 0 works alone. A rank that does not arrive within `limit`

@@ -2,6 +2,7 @@
 // See train_step.h for what a replay does and step_graph_policy.h for when a step is captured.
 #include "yolo/step_graph.h"
 
+#include "dist/process_group.h"
 #include "engine/allocator.h"
 #include "engine/host_sync.h"
 #include "engine/stream.h"
@@ -155,6 +156,10 @@ void TrainStep::replay(const StepKey& key, const Tensor& x, const Tensor& target
   stop_.fill_(stop_requested ? 1.0 : 0.0);
   if (key.step_now) p_.optimizer->upload_hyper();
   g.graph.replay(current_stream(device_));
+  // The collectives captured into the graph (DDP's buckets, SyncBN) are timed per replay: a
+  // stuck peer then fails the run after the group's timeout instead of hanging it.
+  if (rank_.group)
+    rank_.group->watch_stream(str("collectives of a replayed training step (", key.describe(), ")"));
   for (const auto& [counter, delta] : g.host_counters) counter.data<int64_t>()[0] += delta;
   status_.push_replayed(batch, g.status);
   pending_.push_back({key.step_now});

@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "dist/nccl_group.h"
+#include "tests/dist/block_stream.h"
 #include "kernels/error.h"
 #include "tests/support/testing.h"
 
@@ -18,19 +19,6 @@ using namespace std::chrono_literals;
 
 const DType kAllTypes[] = {DType::F32, DType::F64, DType::F16, DType::BF16,
                            DType::I32, DType::I64, DType::U8};
-
-// Holds a stream for `ms` milliseconds: work queued behind it waits, so ordering becomes visible.
-void block_stream(const Stream& s, int ms) {
-  auto* delay = new int(ms);
-  KESTREL_CHECK(cudaLaunchHostFunc(
-                    s.handle(),
-                    [](void* p) {
-                      std::this_thread::sleep_for(std::chrono::milliseconds(*static_cast<int*>(p)));
-                      delete static_cast<int*>(p);
-                    },
-                    delay) == cudaSuccess,
-                "cudaLaunchHostFunc failed");
-}
 
 std::shared_ptr<ProcessGroup> one_rank_group(std::chrono::seconds timeout = 30s) {
   DistOptions o;
