@@ -6,6 +6,7 @@
 
 #include "dist/env.h"
 #include "dist/gloo_group.h"
+#include "tests/dist/block_stream.h"
 #include "kernels/error.h"
 #include "tests/dist/spawn.h"
 #include "tests/support/testing.h"
@@ -14,19 +15,6 @@ namespace kestrel::dist {
 namespace {
 
 using namespace std::chrono_literals;
-
-// Holds a stream for `ms` milliseconds: work queued behind it waits, so ordering becomes visible.
-void block_stream(const Stream& s, int ms) {
-  auto* delay = new int(ms);
-  KESTREL_CHECK(cudaLaunchHostFunc(
-                    s.handle(),
-                    [](void* p) {
-                      std::this_thread::sleep_for(std::chrono::milliseconds(*static_cast<int*>(p)));
-                      delete static_cast<int*>(p);
-                    },
-                    delay) == cudaSuccess,
-                "cudaLaunchHostFunc failed");
-}
 
 // Rank r holds (i % 13) + r at index i: sums over two ranks are exact in every float type.
 Tensor values(int rank, int64_t n) {
