@@ -159,47 +159,31 @@ void forward_typed(const T* x, BatchNormShape s, const T* mean, const T* var, co
                    const T* bias, double eps, T* y) {
   const int64_t C = s.channels;
   const std::vector<double> scale = channel_scale(var, weight, C, eps);
-  if constexpr (std::is_same_v<T, float>) {
-    const std::vector<double> m = to_double(mean, C), b = to_double(bias, C);
-    parallel_chunks(s.rows, chunk_rows(s), [&](int64_t lo, int64_t hi) {
-      normalize_f32(x + lo * C, hi - lo, C, m.data(), scale.data(), b.data(), y + lo * C);
-    });
-  } else {
-    for (int64_t r = 0; r < s.rows; ++r)
-      for (int64_t c = 0; c < C; ++c)
-        y[r * C + c] = T(batch_norm_apply_fn<double>(x[r * C + c], mean[c], scale[c], bias[c]));
-  }
+  const std::vector<double> m = to_double(mean, C), b = to_double(bias, C);
+  map_rows<T>(
+      s,
+      [&](auto lo, auto hi) {
+        normalize_f32(x + lo * C, hi - lo, C, m.data(), scale.data(), b.data(), y + lo * C);
+      },
+      [&](int64_t i, int64_t c) { y[i] = T(batch_norm_apply_fn<double>(x[i], m[c], scale[c], b[c])); });
 }
 
 template <class T>
 void backward_reduce_typed(const T* dy, const T* x, BatchNormShape s, const T* mean, const T* var,
                            double eps, T* sums) {
   const int64_t C = s.channels;
-  std::vector<double> sum_dy(C, 0.0), sum_dy_xmu(C, 0.0);
-  if constexpr (std::is_same_v<T, float>) {
-    const int64_t per = chunk_rows(s), chunks = chunk_count(s);
-    const std::vector<double> m = to_double(mean, C);
-    std::vector<double> partial(chunks * 2 * C, 0.0);  // per chunk: sum_dy[C], sum_dy_xmu[C]
-    parallel_chunks(s.rows, per, [&](int64_t lo, int64_t hi) {
-      double* p = partial.data() + (lo / per) * 2 * C;
-      backward_sums_f32(dy + lo * C, x + lo * C, hi - lo, C, m.data(), p, p + C);
-    });
-    const std::vector<double> total = sum_partials(partial, chunks, 2 * C);
-    std::copy(total.begin(), total.begin() + C, sum_dy.begin());
-    std::copy(total.begin() + C, total.end(), sum_dy_xmu.begin());
-  } else {
-    for (int64_t r = 0; r < s.rows; ++r)
-      for (int64_t c = 0; c < C; ++c) {
-        const double g = dy[r * C + c];
-        sum_dy[c] += g;
-        sum_dy_xmu[c] += g * (double(x[r * C + c]) - double(mean[c]));
-      }
-  }
-  const std::vector<double> invstd = channel_invstd(var, C, eps);
-  for (int64_t c = 0; c < C; ++c) {
-    sums[c] = T(sum_dy[c]);
-    sums[C + c] = T(sum_dy_xmu[c] * invstd[c]);
-  }
+  const std::vector<double> m = to_double(mean, C);
+  const std::vector<double> total = channel_sum_pairs<T>(
+      s,
+      [&](auto lo, auto hi, double* sum_dy, double* sum_dy_xmu) {
+        backward_sums_f32(dy + lo * C, x + lo * C, hi - lo, C, m.data(), sum_dy, sum_dy_xmu);
+      },
+      [&](int64_t i, int64_t c, double& sum_dy, double& sum_dy_xmu) {
+        const double g = dy[i];
+        sum_dy += g;
+        sum_dy_xmu += g * (double(x[i]) - m[c]);
+      });
+  write_backward_sums(total, var, C, eps, sums);
 }
 
 template <class T>
@@ -216,18 +200,16 @@ void backward_apply_typed(const T* dy, const T* x, BatchNormShape s, const T* me
       k2[c] = invstd[c] * double(sums[C + c]) / count;
     }
   }
-  if constexpr (std::is_same_v<T, float>) {
-    const std::vector<double> m = to_double(mean, C);
-    parallel_chunks(s.rows, chunk_rows(s), [&](int64_t lo, int64_t hi) {
-      backward_apply_f32(dy + lo * C, x + lo * C, hi - lo, C, m.data(), k1.data(), mean_dy.data(),
-                         k2.data(), dx + lo * C);
-    });
-  } else {
-    for (int64_t r = 0; r < s.rows; ++r)
-      for (int64_t c = 0; c < C; ++c)
-        dx[r * C + c] = T(batch_norm_dx_fn<double>(dy[r * C + c], x[r * C + c], mean[c], k1[c],
-                                                   mean_dy[c], k2[c]));
-  }
+  const std::vector<double> m = to_double(mean, C);
+  map_rows<T>(
+      s,
+      [&](auto lo, auto hi) {
+        backward_apply_f32(dy + lo * C, x + lo * C, hi - lo, C, m.data(), k1.data(),
+                           mean_dy.data(), k2.data(), dx + lo * C);
+      },
+      [&](int64_t i, int64_t c) {
+        dx[i] = T(batch_norm_dx_fn<double>(dy[i], x[i], m[c], k1[c], mean_dy[c], k2[c]));
+      });
 }
 
 }  // namespace

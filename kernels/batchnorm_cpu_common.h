@@ -4,9 +4,11 @@
 #pragma once
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/batchnorm.h"
+#include "kernels/cpu_simd.h"
 
 namespace kestrel::kernels::bn_cpu {
 
@@ -48,6 +50,54 @@ inline std::vector<double> sum_partials(const std::vector<double>& partial, int6
   for (int64_t k = 0; k < chunks; ++k)
     for (int64_t i = 0; i < width; ++i) total[i] += partial[k * width + i];
   return total;
+}
+
+// A channel-wise pass over [rows, C]: float32 calls `rows_f32(lo, hi)` on the fixed row chunks,
+// in parallel (the vectorised kernels); other types call `element(i, c)` for every element in
+// order (the double reference). Pass `rows_f32` as a generic lambda (`auto lo, auto hi`), so that
+// it is compiled for float32 only.
+template <class T, class RowsF32, class Element>
+void map_rows(BatchNormShape s, RowsF32&& rows_f32, Element&& element) {
+  if constexpr (std::is_same_v<T, float>) {
+    parallel_chunks(s.rows, chunk_rows(s), rows_f32);
+  } else {
+    for (int64_t r = 0; r < s.rows; ++r)
+      for (int64_t c = 0; c < s.channels; ++c) element(r * s.channels + c, c);
+  }
+}
+
+// Two per-channel sums over [rows, C], returned as 2C doubles (a[C], then b[C]). float32: each
+// chunk's `rows_f32(lo, hi, a, b)` adds into partials of its own (zeroed), merged in chunk order;
+// other types: `element(i, c, a_c, b_c)` adds into the totals' references, element by element.
+template <class T, class RowsF32, class Element>
+std::vector<double> channel_sum_pairs(BatchNormShape s, RowsF32&& rows_f32, Element&& element) {
+  const int64_t C = s.channels;
+  if constexpr (std::is_same_v<T, float>) {
+    const int64_t per = chunk_rows(s), chunks = chunk_count(s);
+    std::vector<double> partial(chunks * 2 * C, 0.0);
+    parallel_chunks(s.rows, per, [&](int64_t lo, int64_t hi) {
+      double* p = partial.data() + (lo / per) * 2 * C;
+      rows_f32(lo, hi, p, p + C);
+    });
+    return sum_partials(partial, chunks, 2 * C);
+  } else {
+    std::vector<double> total(2 * C, 0.0);
+    for (int64_t r = 0; r < s.rows; ++r)
+      for (int64_t c = 0; c < C; ++c) element(r * C + c, c, total[c], total[C + c]);
+    return total;
+  }
+}
+
+// The backward reduction's output from sum(g) and sum(g * (x - mean)) per channel:
+// sums[c] = sum(g), sums[C + c] = sum(g * (x - mean)) * invstd.
+template <class T>
+void write_backward_sums(const std::vector<double>& total, const T* var, int64_t C, double eps,
+                         T* sums) {
+  const std::vector<double> invstd = channel_invstd(var, C, eps);
+  for (int64_t c = 0; c < C; ++c) {
+    sums[c] = T(total[c]);
+    sums[C + c] = T(total[C + c] * invstd[c]);
+  }
 }
 
 }  // namespace kestrel::kernels::bn_cpu

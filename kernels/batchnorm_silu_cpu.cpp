@@ -53,17 +53,15 @@ void forward_typed(const T* x, BatchNormShape s, const T* mean, const T* var, co
                    const T* bias, double eps, T* y) {
   const int64_t C = s.channels;
   const std::vector<double> scale = channel_scale(var, weight, C, eps);
-  if constexpr (std::is_same_v<T, float>) {
-    const std::vector<double> m = to_double(mean, C), b = to_double(bias, C);
-    parallel_chunks(s.rows, chunk_rows(s), [&](int64_t lo, int64_t hi) {
-      bn_silu_f32(x + lo * C, hi - lo, C, m.data(), scale.data(), b.data(), y + lo * C);
-    });
-  } else {
-    for (int64_t r = 0; r < s.rows; ++r)
-      for (int64_t c = 0; c < C; ++c)
-        y[r * C + c] = silu_fn<double>(
-            batch_norm_apply_fn<double>(x[r * C + c], mean[c], scale[c], bias[c]));
-  }
+  const std::vector<double> m = to_double(mean, C), b = to_double(bias, C);
+  map_rows<T>(
+      s,
+      [&](auto lo, auto hi) {
+        bn_silu_f32(x + lo * C, hi - lo, C, m.data(), scale.data(), b.data(), y + lo * C);
+      },
+      [&](int64_t i, int64_t c) {
+        y[i] = T(silu_fn<double>(batch_norm_apply_fn<double>(x[i], m[c], scale[c], b[c])));
+      });
 }
 
 template <class T>
@@ -72,32 +70,20 @@ void backward_reduce_typed(const T* dy, const T* x, BatchNormShape s, const T* m
   const int64_t C = s.channels;
   const std::vector<double> scale = channel_scale(var, weight, C, eps);
   const std::vector<double> m = to_double(mean, C), b = to_double(bias, C);
-  std::vector<double> total(2 * C, 0.0);  // sum(g)[C], sum(g * (x - mean))[C]
-  if constexpr (std::is_same_v<T, float>) {
-    const int64_t per = chunk_rows(s), chunks = chunk_count(s);
-    std::vector<double> partial(chunks * 2 * C, 0.0);
-    parallel_chunks(s.rows, per, [&](int64_t lo, int64_t hi) {
-      double* p = partial.data() + (lo / per) * 2 * C;
-      bn_silu_grad_sums_f32(dy + lo * C, x + lo * C, hi - lo, C, m.data(), scale.data(),
-                            b.data(), g + lo * C, p, p + C);
-    });
-    total = sum_partials(partial, chunks, 2 * C);
-  } else {
-    for (int64_t r = 0; r < s.rows; ++r)
-      for (int64_t c = 0; c < C; ++c) {
-        const int64_t i = r * C + c;
+  const std::vector<double> total = channel_sum_pairs<T>(
+      s,
+      [&](auto lo, auto hi, double* sg, double* sg_xmu) {
+        bn_silu_grad_sums_f32(dy + lo * C, x + lo * C, hi - lo, C, m.data(), scale.data(),
+                              b.data(), g + lo * C, sg, sg_xmu);
+      },
+      [&](int64_t i, int64_t c, double& sg, double& sg_xmu) {
         const double z = batch_norm_apply_fn<double>(x[i], m[c], scale[c], b[c]);
         const double gv = double(dy[i]) * silu_grad_fn<double>(z);
         g[i] = T(gv);
-        total[c] += gv;
-        total[C + c] += gv * (double(x[i]) - m[c]);
-      }
-  }
-  const std::vector<double> invstd = channel_invstd(var, C, eps);
-  for (int64_t c = 0; c < C; ++c) {
-    sums[c] = T(total[c]);
-    sums[C + c] = T(total[C + c] * invstd[c]);
-  }
+        sg += gv;
+        sg_xmu += gv * (double(x[i]) - m[c]);
+      });
+  write_backward_sums(total, var, C, eps, sums);
 }
 
 }  // namespace

@@ -121,10 +121,7 @@ struct BatchNormBackward : autograd::Node {
   std::vector<Tensor> apply(std::vector<Tensor>& g) override {
     const Tensor xs = x.unpack(), w = weight.unpack(), mu = mean.unpack(), v = var.unpack();
     const Tensor n = count.unpack();
-    Tensor dy = g[0].contiguous();
-    KESTREL_CHECK(dy.dtype() == xs.dtype() && dy.shape() == xs.shape(),
-                  "batch_norm backward: gradient ", dy.describe(), " does not match the input ",
-                  xs.describe());
+    const Tensor dy = checked_grad(g[0], xs, "batch_norm");
     const bool need_dx = next_edges[0].fn != nullptr;
     const bool need_params = next_edges[1].fn || next_edges[2].fn;
     const bool training = n.defined();
@@ -133,10 +130,9 @@ struct BatchNormBackward : autograd::Node {
     Tensor sums = need_sums ? backward_reduce(dy, xs, mu, v, eps) : Tensor();
     Tensor dx = need_dx ? backward_apply(dy, xs, mu, v, w, eps, training ? sums : Tensor(), n)
                         : Tensor();
-    const int64_t c = xs.size(3);
-    Tensor dweight = next_edges[1].fn ? sums.slice(0, c, 2 * c) : Tensor();
-    Tensor dbias = next_edges[2].fn ? sums.slice(0, 0, c) : Tensor();
-    return {dx, dweight, dbias};
+    const ParamGrads d = param_grads(sums, xs.size(3), next_edges[1].fn != nullptr,
+                                     next_edges[2].fn != nullptr);
+    return {dx, d.weight, d.bias};
   }
   void release_saved() override {
     x.release();
@@ -193,6 +189,18 @@ void check_args(const Tensor& x, const Tensor& weight, const Tensor& bias,
   KESTREL_CHECK(!training || x.numel() / x.size(3) > 1, "batch_norm: training needs more than one "
                 "value per channel to estimate a variance, got ", x.describe(),
                 "; use a larger batch or eval mode");
+}
+
+Tensor checked_grad(const Tensor& grad, const Tensor& x, const char* op) {
+  Tensor dy = grad.contiguous();
+  KESTREL_CHECK(dy.dtype() == x.dtype() && dy.shape() == x.shape(), op, " backward: gradient ",
+                dy.describe(), " does not match the input ", x.describe());
+  return dy;
+}
+
+ParamGrads param_grads(const Tensor& sums, int64_t channels, bool want_weight, bool want_bias) {
+  return {want_weight ? sums.slice(0, channels, 2 * channels) : Tensor(),
+          want_bias ? sums.slice(0, 0, channels) : Tensor()};
 }
 
 Statistics statistics(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,

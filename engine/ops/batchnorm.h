@@ -44,6 +44,13 @@ Tensor backward_reduce(const Tensor& dy, const Tensor& x, const Tensor& mean, co
 // sums and count undefined: eval-mode statistics, constants for the gradient.
 Tensor backward_apply(const Tensor& dy, const Tensor& x, const Tensor& mean, const Tensor& var,
                       const Tensor& weight, double eps, const Tensor& sums, const Tensor& count);
+// A backward node's checks of the incoming gradient: dy, made contiguous, of x's dtype and shape.
+Tensor checked_grad(const Tensor& grad, const Tensor& x, const char* op);
+// The weight and bias gradients as slices of backward_reduce's sums (undefined where not wanted).
+struct ParamGrads {
+  Tensor weight, bias;
+};
+ParamGrads param_grads(const Tensor& sums, int64_t channels, bool want_weight, bool want_bias);
 }  // namespace bn_steps
 
 }  // namespace kestrel::ops

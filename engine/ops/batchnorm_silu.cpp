@@ -19,10 +19,7 @@ struct BatchNormSiluBackward : autograd::Node {
   std::vector<Tensor> apply(std::vector<Tensor>& grads) override {
     const Tensor xs = x.unpack(), w = weight.unpack(), b = bias.unpack();
     const Tensor mu = mean.unpack(), v = var.unpack(), n = count.unpack();
-    const Tensor dy = grads[0].contiguous();
-    KESTREL_CHECK(dy.dtype() == xs.dtype() && dy.shape() == xs.shape(),
-                  "batch_norm_silu backward: gradient ", dy.describe(),
-                  " does not match the input ", xs.describe());
+    const Tensor dy = bn_steps::checked_grad(grads[0], xs, "batch_norm_silu");
     const kernels::BatchNormShape s = shape_of(xs);
     // g = dy * silu'(z) and BN's sums over it in one pass; g's buffer then becomes dx in place.
     Tensor g = Tensor::empty_like(xs);
@@ -44,10 +41,9 @@ struct BatchNormSiluBackward : autograd::Node {
                                                training ? n.data_ptr() : nullptr, g.data_ptr());
       dx = g;
     }
-    const int64_t c = s.channels;
-    Tensor dweight = next_edges[1].fn ? sums.slice(0, c, 2 * c) : Tensor();
-    Tensor dbias = next_edges[2].fn ? sums.slice(0, 0, c) : Tensor();
-    return {dx, dweight, dbias};
+    const bn_steps::ParamGrads d = bn_steps::param_grads(
+        sums, s.channels, next_edges[1].fn != nullptr, next_edges[2].fn != nullptr);
+    return {dx, d.weight, d.bias};
   }
   void release_saved() override {
     x.release();
