@@ -17,10 +17,12 @@ struct Storage {
     // Pinned memory in flight in an asynchronous copy must not go back to the pool before the
     // copy has finished. The copy was enqueued outside any CUDA graph capture (copy_ refuses host
     // copies during one), so waiting for it is legal even if this thread is capturing now (a
-    // pinned batch dropped inside a captured step): the relaxed mode lets the thread wait.
+    // pinned batch dropped inside a captured step): the relaxed mode lets the thread wait. The
+    // wait reads no value, so a HostSyncGuard that throws does not see it (a destructor must not
+    // throw).
     if (last_async_use) {
       RelaxedCaptureMode relaxed;
-      last_async_use->synchronize();
+      last_async_use->wait_before_reuse();
     }
   }
   Storage(const Storage&) = delete;

@@ -1,5 +1,6 @@
 #include "engine/stream.h"
 
+#include <cstdio>
 #include <unordered_map>
 
 #include "engine/cuda_graph.h"
@@ -105,6 +106,16 @@ void Event::wait(const Stream& stream) const {
 void Event::synchronize() const {
   note_host_sync("Event::synchronize");
   if (handle_) check_event_call(cudaEventSynchronize(handle_), "Event::synchronize");
+}
+
+void Event::wait_before_reuse() const noexcept {
+  if (!handle_) return;
+  const cudaError_t e = cudaEventSynchronize(handle_);
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    std::fprintf(stderr, "kestrel: waiting for an asynchronous copy before reusing its memory: %s\n",
+                 cudaGetErrorString(e));
+  }
 }
 
 bool Event::query() const {

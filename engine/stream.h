@@ -51,6 +51,10 @@ class Event {
   // Makes `stream` wait for this event's work without blocking the host.
   void wait(const Stream& stream) const;
   void synchronize() const;
+  // Blocks the host until the event's work has finished, for a destructor about to reuse memory
+  // that work used: not a host read (HostSyncGuard does not see it), never throws (a CUDA error
+  // is reported on stderr and cleared).
+  void wait_before_reuse() const noexcept;
   bool query() const;  // true once the recorded work has finished
   float elapsed_ms(const Event& end) const;
   cudaEvent_t handle() const { return handle_; }

@@ -128,7 +128,7 @@ __global__ void pack_kernel(const T* pred, NmsShape s, NmsParams p, int64_t cand
     nms_candidate(row, slot, s, p, thr, &conf, &cls);  // passes: it did in scatter_kernel
     float xyxy[4], o[4];
     nms_xyxy(row, xyxy);
-    const float offset = p.agnostic ? 0.0f : nms_mul(static_cast<float>(cls), p.max_wh);
+    const float offset = p.agnostic ? 0.0f : mul_rn(static_cast<float>(cls), p.max_wh);
     for (int c = 0; c < 4; ++c) o[c] = xyxy[c] + offset;
     const int64_t at = l.box_base[b] + r;
     out.offset_box[at] = make_float4(o[0], o[1], o[2], o[3]);

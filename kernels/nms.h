@@ -22,6 +22,7 @@
 #include <cstdint>
 
 #include "kernels/dtype.h"
+#include "kernels/rounding.h"
 
 namespace kestrel::kernels {
 
@@ -49,21 +50,6 @@ struct NmsParams {
 // Widest max_nms the CUDA sweep keeps in shared memory (one bit per candidate).
 constexpr int64_t kNmsMaxCandidates = 1 << 18;
 
-// A product rounded on its own: nvcc would otherwise fuse a*b+c into one rounding.
-KESTREL_HD inline float nms_mul(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fmul_rn(a, b);
-#else
-  return a * b;
-#endif
-}
-KESTREL_HD inline double nms_mul(double a, double b) {
-#if defined(__CUDA_ARCH__)
-  return __dmul_rn(a, b);
-#else
-  return a * b;
-#endif
-}
 // std::max/min semantics (the first argument when unordered), identical on host and device.
 template <class A> KESTREL_HD inline A nms_max(A a, A b) { return a < b ? b : a; }
 template <class A> KESTREL_HD inline A nms_min(A a, A b) { return b < a ? b : a; }
@@ -80,13 +66,13 @@ KESTREL_HD inline bool nms_candidate(const T* row, int64_t slot, const NmsShape&
   int64_t best = slot;
   A best_conf;
   if (p.multi_label) {
-    best_conf = nms_mul(to_acc(row[5 + slot]), obj);
+    best_conf = mul_rn(to_acc(row[5 + slot]), obj);
   } else {
     // torch.max: the first maximum; a NaN score makes the maximum NaN, which fails the threshold.
     best = 0;
-    best_conf = nms_mul(to_acc(row[5]), obj);
+    best_conf = mul_rn(to_acc(row[5]), obj);
     for (int64_t j = 1; j < s.classes() && best_conf == best_conf; ++j) {
-      const A c = nms_mul(to_acc(row[5 + j]), obj);
+      const A c = mul_rn(to_acc(row[5 + j]), obj);
       if (c > best_conf || c != c) {
         best = j;
         best_conf = c;
@@ -114,7 +100,7 @@ KESTREL_HD inline void nms_xyxy(const T* row, acc_t<T>* box) {
 
 template <class A>
 KESTREL_HD inline A nms_area(const A* b) {
-  return nms_mul(b[2] - b[0], b[3] - b[1]);
+  return mul_rn(b[2] - b[0], b[3] - b[1]);
 }
 
 // torchvision's IoU of two xyxy boxes with precomputed areas (NaN for two empty boxes, which then
@@ -123,7 +109,7 @@ template <class A>
 KESTREL_HD inline A nms_iou(const A* a, A area_a, const A* b, A area_b) {
   const A w = nms_max(A(0), nms_min(a[2], b[2]) - nms_max(a[0], b[0]));
   const A h = nms_max(A(0), nms_min(a[3], b[3]) - nms_max(a[1], b[1]));
-  const A inter = nms_mul(w, h);
+  const A inter = mul_rn(w, h);
   return inter / (area_a + area_b - inter);
 }
 

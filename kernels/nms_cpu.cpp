@@ -37,7 +37,7 @@ void nms_image(const T* pred, const NmsShape& s, const NmsParams& p, float* out,
   for (size_t k = 0; k < m; ++k) {
     A* b = &boxes[4 * k];
     nms_xyxy(pred + cands[k].box * s.no, b);
-    const A offset = p.agnostic ? A(0) : nms_mul(static_cast<A>(cands[k].cls), A(p.max_wh));
+    const A offset = p.agnostic ? A(0) : mul_rn(static_cast<A>(cands[k].cls), A(p.max_wh));
     for (int c = 0; c < 4; ++c) b[c] += offset;
     areas[k] = nms_area(b);
   }

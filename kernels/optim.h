@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "kernels/dtype.h"
+#include "kernels/rounding.h"
 
 namespace kestrel::kernels {
 
@@ -66,66 +67,7 @@ struct ListLaunch {
 };
 std::vector<ListLaunch> plan_list_launches(const TensorList& list);
 
-// --- per-element math (shared by the CPU reference and the CUDA kernels) ------------------------
-// Correctly rounded products and sums that the compiler may not contract into an FMA.
-KESTREL_HD inline float mul_rn(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fmul_rn(a, b);
-#else
-  return a * b;
-#endif
-}
-KESTREL_HD inline float add_rn(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fadd_rn(a, b);
-#else
-  return a + b;
-#endif
-}
-KESTREL_HD inline double mul_rn(double a, double b) {
-#if defined(__CUDA_ARCH__)
-  return __dmul_rn(a, b);
-#else
-  return a * b;
-#endif
-}
-KESTREL_HD inline double add_rn(double a, double b) {
-#if defined(__CUDA_ARCH__)
-  return __dadd_rn(a, b);
-#else
-  return a + b;
-#endif
-}
-
-KESTREL_HD inline float div_rn(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fdiv_rn(a, b);
-#else
-  return a / b;
-#endif
-}
-KESTREL_HD inline double div_rn(double a, double b) {
-#if defined(__CUDA_ARCH__)
-  return __ddiv_rn(a, b);
-#else
-  return a / b;
-#endif
-}
-KESTREL_HD inline float sqrt_rn(float a) {
-#if defined(__CUDA_ARCH__)
-  return __fsqrt_rn(a);
-#else
-  return std::sqrt(a);
-#endif
-}
-KESTREL_HD inline double sqrt_rn(double a) {
-#if defined(__CUDA_ARCH__)
-  return __dsqrt_rn(a);
-#else
-  return std::sqrt(a);
-#endif
-}
-
+// --- per-element math (shared by the CPU reference and the CUDA kernels; kernels/rounding.h) --
 // Math functions of double that the host and device code both call (the device's own versions:
 // within an ulp or two of the host's in double, the same after the rounding to float but in rare
 // ties).

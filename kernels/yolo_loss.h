@@ -33,6 +33,7 @@
 
 #include "kernels/dtype.h"
 #include "kernels/elementwise.h"
+#include "kernels/rounding.h"
 
 namespace kestrel::kernels {
 
@@ -99,15 +100,9 @@ template <class T> KESTREL_HD inline T k_min(T a, T b) { return a < b ? a : b; }
 template <class T> KESTREL_HD inline T dmin_da(T a, T b) { return a < b ? T(1) : (a == b ? T(0.5) : T(0)); }
 template <class T> KESTREL_HD inline T dmax_da(T a, T b) { return a > b ? T(1) : (a == b ? T(0.5) : T(0)); }
 
-// a * b rounded to float, never fused into a following add (nvcc contracts a * b - c into an
-// FMA): build_targets' cell choices and tbox must see the reference's rounded grid coordinates.
-KESTREL_HD inline float mul_rn(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fmul_rn(a, b);
-#else
-  return a * b;
-#endif
-}
+// build_targets rounds a * b to float before any add (mul_rn, kernels/rounding.h: nvcc would
+// contract a * b - c into an FMA): its cell choices and tbox must see the reference's rounded grid
+// coordinates.
 
 constexpr float kPaddingImage = -1.0f;
 KESTREL_HD inline bool target_row_padding(const float* r) { return r[0] == kPaddingImage; }

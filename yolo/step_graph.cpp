@@ -120,8 +120,8 @@ bool TrainStep::capture(const StepKey& key, const Tensor& x, const Tensor& targe
   } catch (const std::exception& e) {
     const std::string why = str("capturing the training step (", key.describe(),
                                 ") into a CUDA graph failed: ", e.what());
-    if (options_.capture_failure_fatal) KESTREL_FAIL(why, "; train with --cuda-graph off");
-    // Nothing of the capture ran on the device; undo what it left on the host.
+    // Nothing of the capture ran on the device; undo what it left on the host (also before a
+    // fatal error, so that a caller who catches it finds the step as it was).
     g.reset();  // ends the capture if it is still open
     status_.discard_captured();
     pending_.resize(pending_before);
@@ -130,6 +130,12 @@ bool TrainStep::capture(const StepKey& key, const Tensor& x, const Tensor& targe
     for (auto& [counter, before] : counters) counter.data<int64_t>()[0] = before;
     graphs_.clear();
     graph_pool_.reset();
+    if (capture_failure_stops_run(options_.capture_failure_fatal, rank_.world))
+      KESTREL_FAIL(why,
+                   rank_.world > 1 ? str("; with ", rank_.world, " processes every rank must capture "
+                                     "the step at the same batch, so the run stops here")
+                                   : std::string(),
+                   "; train with --cuda-graph off");
     policy_.give_up(why);
     return false;
   }

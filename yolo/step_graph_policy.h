@@ -39,6 +39,11 @@ struct GraphStats {
   int64_t invalidations = 0;  // times every graph was dropped (addresses changed)
 };
 
+// Whether a failed capture stops the run: as asked (--cuda-graph on), and always with several
+// processes, whose ranks must capture and replay at the same batches (NCCL's rule for captured
+// collectives), which one rank falling back to eager steps alone would break.
+inline bool capture_failure_stops_run(bool asked, int world) { return asked || world > 1; }
+
 class StepGraphPolicy {
  public:
   enum class Action { Eager, Capture, Replay };

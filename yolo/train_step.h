@@ -61,7 +61,12 @@ struct TrainStepOptions {
   // A failed capture stops the run (true: --cuda-graph on), or turns graphs off for the rest of
   // it, the batch then running eagerly (false: --cuda-graph auto; graphs_disabled_reason() says
   // why). Nothing of a failed capture ran on the device, and its host-side traces (the status
-  // entry, DDP's armed backward, the loss scaler's unscale/step, BN counters) are undone.
+  // entry, DDP's armed backward, the loss scaler's unscale/step, BN counters) are undone. With
+  // several processes a failed capture is always fatal: every rank's decisions (eager, capture,
+  // replay) must agree batch by batch, as NCCL's captured collectives require, and they do only
+  // when nothing happens on one rank alone. The step's key is the same on every rank when the
+  // trainer pads targets to one run-wide row count (graph_target_rows), and the addresses a
+  // graph bakes in change only at events every rank goes through (the first steps, a resume).
   bool capture_failure_fatal = true;
   // Tests: called inside every capture, after the step's work is enqueued.
   std::function<void()> capture_probe;

@@ -2,6 +2,7 @@
 
 #include <opencv2/imgproc.hpp>
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <fstream>
@@ -10,6 +11,7 @@
 #include "dist/device_plan.h"
 #include "engine/random.h"
 #include "yolo/data/synthetic.h"
+#include "yolo/loss.h"
 
 namespace kestrel::yolo {
 
@@ -47,6 +49,15 @@ bool cuda_graphs_wanted(const TrainOptions& o, Device device, const RankInfo& ra
   if (why_not.empty()) return true;
   KESTREL_CHECK(m == "auto", "--cuda-graph on: ", why_not, "; use --cuda-graph off");
   return false;
+}
+
+int64_t run_target_rows(const std::vector<data::ImageRecord>& records, int64_t batch,
+                        const Hyp& hyp, bool rect) {
+  size_t most = 0;
+  for (const data::ImageRecord& r : records) most = std::max(most, r.boxes.size());
+  const bool mosaic = hyp.mosaic > 0 && !rect;
+  const int64_t images = mosaic ? (hyp.mixup > 0 ? 8 : 4) : 1;
+  return padded_target_rows(batch * images * static_cast<int64_t>(most));
 }
 
 std::string resolve_data(const std::string& data) {

@@ -10,6 +10,8 @@
 #include "dist/process_group.h"
 #include "engine/json.h"
 #include "engine/tensor.h"
+#include "yolo/data/records.h"
+#include "yolo/hyp.h"
 #include "yolo/trainer.h"
 
 namespace kestrel::yolo {
@@ -29,6 +31,14 @@ DType pick_compute_dtype(const std::string& amp, Device device);
 // the host inside the step; on insists (refused, saying why, where graphs cannot run); off runs
 // eagerly. Whether the training step runs in graph mode.
 bool cuda_graphs_wanted(const TrainOptions& o, Device device, const RankInfo& rank);
+// The target rows every batch of a graphed run of several processes is padded to: one count for
+// the whole run, so that every rank's step has the same shape at every batch (TrainStepOptions
+// says why they must agree). It bounds the labels one rank's batch can hold: `batch` samples,
+// each a mosaic of 4 images (8 with mixup) drawn with replacement, or a single image without
+// mosaic (or with --rect), each image with at most the dataset's largest label count; rounded up
+// as padded_target_rows rounds. Every rank derives it from the same records (checked at start-up).
+int64_t run_target_rows(const std::vector<data::ImageRecord>& records, int64_t batch,
+                        const Hyp& hyp, bool rect);
 // --data: a dataset yaml, or synthetic (generated once).
 std::string resolve_data(const std::string& data);
 // Rank 0's value on every rank.

@@ -160,6 +160,7 @@ class Trainer {
   double overlap_sum_ = 0;
   int64_t overlap_steps_ = 0;
   bool graphs_warned_ = false;  // the fall-back to eager steps was reported
+  int64_t target_rows_ = 0;     // > 0: every batch's targets are padded to this (run_target_rows)
   Clock::time_point t_start_ = Clock::now(), t_epoch_;
 };
 
@@ -372,6 +373,8 @@ void Trainer::build_optimization() {
   sopt.graphs = cuda_graphs_wanted(o_, device_, rank_) ? GraphMode::On : GraphMode::Off;
   sopt.capture_failure_fatal = o_.cuda_graph == "on";  // auto: a failed capture falls back
   step_ = std::make_unique<TrainStep>(parts, rank_, device_, sopt);
+  if (sopt.graphs == GraphMode::On && rank_.world > 1)
+    target_rows_ = run_target_rows(train_split_.records, batch, hyp_, o_.rect);
 }
 
 dist::NamedTensors Trainer::trainable() const {
@@ -472,7 +475,14 @@ void Trainer::train_batch(const data::Batch& batch, int epoch, int64_t i) {
     upload.images = resize_batch(batch.images, multi_scale_size(o_.seed, rank_.rank, epoch, i, o_.img_size, gs_));
   // On a GPU the targets are padded to a few fixed row counts (padding rows match nothing), so
   // the loss's buffers and the uploader's ring keep their sizes from batch to batch.
-  if (device_.is_cuda()) upload.targets = pad_targets(batch.targets, padded_target_rows(batch.targets.size(0)));
+  if (device_.is_cuda()) {
+    // A graphed run of several processes pads to one run-wide count: every rank's step must have
+    // the same shape, to capture and replay at the same batches.
+    const int64_t rows = target_rows_ > 0 ? target_rows_ : padded_target_rows(batch.targets.size(0));
+    KESTREL_CHECK(batch.targets.size(0) <= rows, "batch ", ni, " holds ", batch.targets.size(0),
+                  " labels, more than the ", rows, " rows the graphed step was sized for; train with --cuda-graph off");
+    upload.targets = pad_targets(batch.targets, rows);
+  }
   const data::DeviceBatch db = uploader_->to_device(upload);
   Tensor x = ops::images_to_input(db.images, compute_);
   const bool step_now = schedule_->step_due(ni);

@@ -123,6 +123,13 @@ TEST(StepGraphPolicy, AFailedCaptureTurnsGraphsOff) {
   EXPECT_EQ(p.stats().captures, 0);
 }
 
+TEST(StepGraphPolicy, AFailedCaptureStopsEveryMultiProcessRun) {
+  EXPECT_TRUE(capture_failure_stops_run(true, 1));    // --cuda-graph on
+  EXPECT_FALSE(capture_failure_stops_run(false, 1));  // auto, one process: falls back
+  EXPECT_TRUE(capture_failure_stops_run(false, 2));   // auto, DDP: ranks would disagree
+  EXPECT_TRUE(capture_failure_stops_run(true, 8));
+}
+
 TEST(StepGraphPolicy, NeedsAWarmUpAndRoomForAGraph) {
   EXPECT_THROW(StepGraphPolicy(0), Error);
   EXPECT_THROW(StepGraphPolicy(1, 0), Error);
