@@ -163,7 +163,10 @@ void CudaGraph::capture_end() {
                    "results after replay()");
     KESTREL_FAIL(capture_failure(stream_, e));
   }
-  const cudaError_t ie = cudaGraphInstantiate(&exec_, graph, 0);
+  // Kernel nodes keep the priority of the stream they were captured from: the collectives
+  // captured on the high-priority communication stream stay ahead of compute, as in eager mode.
+  const cudaError_t ie =
+      cudaGraphInstantiate(&exec_, graph, cudaGraphInstantiateFlagUseNodePriority);
   cudaGraphDestroy(graph);  // the executable graph is independent of it
   if (ie != cudaSuccess) {
     exec_ = nullptr;
