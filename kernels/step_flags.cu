@@ -4,16 +4,16 @@
 namespace kestrel::kernels {
 namespace {
 
-__global__ void step_flags_kernel(const double* components, const float* stop, float* flags) {
-  flags[kFlagNonFinite] = loss_nonfinite(components);
-  flags[kFlagStop] = *stop != 0.0f ? 1.0f : 0.0f;
+__global__ void step_flags_kernel(const double* components, const float* requests,
+                                  float* flags) {
+  compute_step_flags(components, requests, flags);
 }
 
 }  // namespace
 
-void step_flags_cuda(const double* components, const float* stop, float* flags,
+void step_flags_cuda(const double* components, const float* requests, float* flags,
                      cudaStream_t stream) {
-  step_flags_kernel<<<1, 1, 0, stream>>>(components, stop, flags);
+  step_flags_kernel<<<1, 1, 0, stream>>>(components, requests, flags);
   KESTREL_CUDA_CHECK_LAUNCH();
 }
 

@@ -2,9 +2,8 @@
 
 namespace kestrel::kernels {
 
-void step_flags_cpu(const double* components, const float* stop, float* flags) {
-  flags[kFlagNonFinite] = loss_nonfinite(components);
-  flags[kFlagStop] = *stop != 0.0f ? 1.0f : 0.0f;
+void step_flags_cpu(const double* components, const float* requests, float* flags) {
+  compute_step_flags(components, requests, flags);
 }
 
 }  // namespace kestrel::kernels

@@ -47,7 +47,7 @@ uint64_t TrainStep::fingerprint() const {
   if (p_.ema)
     for (const layers::StateEntry& e : p_.ema->module().state_entries()) mix_tensor(h, *e.slot);
   mix_tensor(h, window_);
-  mix_tensor(h, stop_);
+  mix_tensor(h, requests_);
   return h;
 }
 
@@ -159,7 +159,7 @@ void TrainStep::replay(const StepKey& key, const Tensor& x, const Tensor& target
   // The per-batch inputs the graph reads from device memory, on the current stream.
   g.x.copy_(x);
   g.targets.copy_(targets);
-  stop_.fill_(stop_requested ? 1.0 : 0.0);
+  set_requests(stop_requested, /*replayed=*/true);
   if (key.step_now) p_.optimizer->upload_hyper();
   g.graph.replay(current_stream(device_));
   // The collectives captured into the graph (DDP's buckets, SyncBN) are timed per replay: a

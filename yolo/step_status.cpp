@@ -9,32 +9,39 @@ namespace kestrel::yolo {
 StepStatusQueue::StepStatusQueue(const RankInfo& rank, Device device)
     : rank_(rank), device_(device) {}
 
-void StepStatusQueue::push(int64_t batch, const Tensor& summary, const Tensor& stop_request,
+void StepStatusQueue::push(int64_t batch, const Tensor& summary, const Tensor& requests,
                            bool to_host) {
   KESTREL_CHECK(summary.device() == device_ && summary.dtype() == DType::F64 &&
                     summary.numel() == kernels::kSummarySize && summary.is_contiguous(),
                 "StepStatusQueue: the loss summary must be float64[", kernels::kSummarySize,
                 "] on ", device_.str(), ", got ", summary.describe());
-  KESTREL_CHECK(stop_request.device() == device_ && stop_request.dtype() == DType::F32 &&
-                    stop_request.numel() == 1,
-                "StepStatusQueue: the stop request must be float32[1] on ", device_.str(),
-                ", got ", stop_request.describe());
+  KESTREL_CHECK(requests.device() == device_ && requests.dtype() == DType::F32 &&
+                    requests.numel() == kernels::kStepRequests && requests.is_contiguous(),
+                "StepStatusQueue: the requests must be float32[", kernels::kStepRequests, "] on ",
+                device_.str(), ", got ", requests.describe());
   Entry e;
   e.batch = batch;
   e.to_host = to_host;
   e.flags = Tensor::empty({kernels::kStepFlags}, DType::F32, device_);
   if (device_.is_cpu()) {
     kernels::step_flags_cpu(summary.data<double>() + kernels::kSummaryBox,
-                            stop_request.data<float>(), e.flags.data<float>());
+                            requests.data<float>(), e.flags.data<float>());
   } else {
     DeviceGuard guard(device_);
     kernels::step_flags_cuda(summary.data<double>() + kernels::kSummaryBox,
-                             stop_request.data<float>(), e.flags.data<float>(),
+                             requests.data<float>(), e.flags.data<float>(),
                              current_stream(device_).handle());
   }
   e.losses = summary.slice(0, kernels::kSummaryBox, kernels::kSummaryBox + 3);
   if (rank_.world > 1) e.work = rank_.group->all_reduce(e.flags, dist::ReduceOp::Sum);
   entries_.push_back(std::move(e));
+}
+
+void check_ranks_ran_alike(const BatchStatus& s, int world) {
+  KESTREL_CHECK(s.replayed_ranks == 0 || s.replayed_ranks == world, "batch ", s.batch, ": ",
+                s.replayed_ranks, " of ", world, " ranks ran it as a CUDA graph replay and the "
+                "others eagerly, so their collectives no longer pair up (a Kestrel bug: please "
+                "report it); train with --cuda-graph off");
 }
 
 void StepStatusQueue::order_after_reduce(Entry& e) {
@@ -91,6 +98,7 @@ BatchStatus StepStatusQueue::pop() {
   s.batch = e.batch;
   s.nonfinite_ranks = static_cast<int>(flags[kernels::kFlagNonFinite]);
   s.stop_ranks = static_cast<int>(flags[kernels::kFlagStop]);
+  s.replayed_ranks = static_cast<int>(flags[kernels::kFlagReplayed]);
   s.box = losses[0];
   s.obj = losses[1];
   s.cls = losses[2];

@@ -1,5 +1,6 @@
 // What the host learns about a training batch, one batch later. Right after a batch's loss the
-// device computes its flags (kernels/step_flags: a non-finite loss, this rank's stop request),
+// device computes its flags (kernels/step_flags: a non-finite loss, this rank's stop request,
+// whether it ran the batch as a CUDA graph replay),
 // one small all-reduce sums them over the ranks, and they travel to pinned host memory with the
 // loss components; the host reads them only after it has issued the next batch's forward and
 // backward, so it never waits for work it has just enqueued. Every rank pushes and pops the same
@@ -21,19 +22,27 @@ struct BatchStatus {
   int64_t batch = -1;        // the batch's index over the run (ni)
   int nonfinite_ranks = 0;   // ranks whose loss was inf or NaN
   int stop_ranks = 0;        // ranks that had been asked to stop (SIGINT, SIGTERM)
+  int replayed_ranks = 0;    // ranks that ran the batch as a CUDA graph replay
   double box = 0, obj = 0, cls = 0;  // this rank's loss components
 };
+
+// Every rank runs a batch alike, all as a CUDA graph replay or all eagerly: NCCL requires
+// collectives to be captured on every rank or on none, and the ranks' graph decisions are built
+// to agree (TrainStepOptions). Throws, naming the batch, when the summed flags show otherwise, so
+// a disagreement stops the run with its cause instead of mismatching collectives.
+void check_ranks_ran_alike(const BatchStatus& s, int world);
 
 class StepStatusQueue {
  public:
   StepStatusQueue(const RankInfo& rank, Device device);
 
   // Issues batch `batch`'s flags from its loss summary (kernels::kSummarySize float64 on the
-  // device) and this rank's stop request (float32 [1] on the device, non-zero to stop, read when
-  // the kernel runs): the kernel, then the all-reduce (started, not waited for). Every rank calls
+  // device) and this rank's requests (float32 [kStepRequests] on the device: stop, replayed;
+  // non-zero for yes; read when the kernel runs): the kernel, then the all-reduce (started, not
+  // waited for). Every rank calls
   // it at the same point of the same batch. to_host=false: inside a CUDA graph capture, where the
   // copies to pinned memory must stay out of the graph (see take_captured / push_replayed).
-  void push(int64_t batch, const Tensor& summary, const Tensor& stop_request, bool to_host = true);
+  void push(int64_t batch, const Tensor& summary, const Tensor& requests, bool to_host = true);
   // The newest batch's flags summed over the ranks (float32 [kStepFlags] on the device), for the
   // device to act on; orders the current stream after the all-reduce (no host wait on CUDA).
   Tensor newest_flags();

@@ -15,7 +15,7 @@ TrainStep::TrainStep(TrainStepParts parts, const RankInfo& rank, Device device,
       options_(options),
       status_(rank, device),
       window_(Tensor::zeros({1}, DType::F32, device)),
-      stop_(Tensor::zeros({1}, DType::F32, device)),
+      requests_(Tensor::zeros({kernels::kStepRequests}, DType::F32, device)),
       policy_(options.graph_warmup_steps) {
   KESTREL_CHECK(p_.model && p_.loss && p_.optimizer && p_.scaler,
                 "TrainStep: the model, loss, optimizer and loss scaler are required");
@@ -40,7 +40,7 @@ void TrainStep::run(const Tensor& x, const Tensor& targets, int64_t batch, bool 
 
 void TrainStep::forward_backward(const Tensor& x, const Tensor& targets, int64_t batch,
                                  bool step_now, bool stop_requested) {
-  stop_.fill_(stop_requested ? 1.0 : 0.0);
+  set_requests(stop_requested, /*replayed=*/false);
   enqueue_forward_backward(x, targets, batch, step_now, /*to_host=*/true);
 }
 
@@ -50,7 +50,7 @@ void TrainStep::enqueue_forward_backward(const Tensor& x, const Tensor& targets,
   const std::vector<Tensor> preds = p_.model->forward(x);
   const DeviceLoss loss = p_.loss->forward(preds, targets);
   // The flags' all-reduce is issued before backward's buckets, in the same place on every rank.
-  status_.push(batch, loss.summary, stop_, to_host);
+  status_.push(batch, loss.summary, requests_, to_host);
   pending_.push_back({step_now});
   // DDP averages the ranks' gradients; the reference multiplies the loss by the world size.
   const Tensor total =
@@ -69,6 +69,7 @@ void TrainStep::enqueue_forward_backward(const Tensor& x, const Tensor& targets,
 // Host bookkeeping for one status, in batch order: the host learns whether the open window
 // holds a non-finite loss (checkpoints record it); the device already acted on it.
 BatchStatus TrainStep::settle(BatchStatus s) {
+  check_ranks_ran_alike(s, rank_.world);
   const Pending done = pending_.front();
   pending_.pop_front();
   host_window_bad_ = host_window_bad_ || s.nonfinite_ranks > 0;
@@ -106,6 +107,15 @@ void TrainStep::enqueue_optimizer_step() {
     p_.optimizer->zero_grad();
   if (p_.ema) p_.ema->update(*p_.model, window_);
   window_.zero_();
+}
+
+// The values the step's flags kernel reads from device memory when it runs (eagerly, or in a
+// replay of the graph that captured it).
+void TrainStep::set_requests(bool stop_requested, bool replayed) {
+  requests_.slice(0, kernels::kRequestStop, kernels::kRequestStop + 1)
+      .fill_(stop_requested ? 1.0 : 0.0);
+  requests_.slice(0, kernels::kRequestReplayed, kernels::kRequestReplayed + 1)
+      .fill_(replayed ? 1.0 : 0.0);
 }
 
 void TrainStep::set_window_nonfinite(bool bad) {

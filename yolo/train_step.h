@@ -121,6 +121,7 @@ class TrainStep {
                                 bool step_now, bool to_host);
   void enqueue_optimizer_step();
   BatchStatus settle(BatchStatus s);
+  void set_requests(bool stop_requested, bool replayed);
   // Graph mode (step_graph.cpp).
   void run_graphed(const Tensor& x, const Tensor& targets, int64_t batch, bool step_now,
                    bool stop_requested);
@@ -138,7 +139,9 @@ class TrainStep {
   StepStatusQueue status_;
   std::deque<Pending> pending_;  // parallel to status_'s entries
   Tensor window_;                // float32 [1] on the device: non-finite losses in the window
-  Tensor stop_;                  // float32 [1] on the device: this rank's stop request
+  // float32 [kStepRequests] on the device: this rank's stop request, and whether the batch runs
+  // as a graph replay (kernels/step_flags.h); written before each batch, read by its flags kernel
+  Tensor requests_;
   bool host_window_bad_ = false;  // what the host has learnt of the open window so far
   StepGraphPolicy policy_;
   std::map<StepKey, std::unique_ptr<Graph>> graphs_;

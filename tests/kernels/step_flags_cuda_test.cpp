@@ -1,4 +1,5 @@
-// The step flags on CUDA equal the CPU's for finite and non-finite loss summaries.
+// The step flags on CUDA equal the CPU's for finite and non-finite loss summaries, with and
+// without the stop and replay requests.
 #include <limits>
 #include <vector>
 
@@ -13,17 +14,19 @@ TEST(StepFlagsCuda, MatchTheCpu) {
   const Device gpu = Device::cuda(0);
   const double nan = std::numeric_limits<double>::quiet_NaN();
   for (double box : {0.25, nan}) {
-    for (bool stop : {false, true}) {
-      const std::vector<double> c = {box, 0.5, 0.125};
-      const Tensor components = Tensor::from_vector(c, {3}).to(gpu);
-      const Tensor flags = Tensor::empty({kernels::kStepFlags}, DType::F32, gpu);
-      const float request = stop ? 1.0f : 0.0f;
-      const Tensor stop_flag = Tensor::full({1}, request, DType::F32, gpu);
-      kernels::step_flags_cuda(components.data<double>(), stop_flag.data<float>(),
-                               flags.data<float>(), current_stream(gpu).handle());
-      float want[kernels::kStepFlags];
-      kernels::step_flags_cpu(c.data(), &request, want);
-      EXPECT_EQ(flags.to_vector<float>(), std::vector<float>(want, want + kernels::kStepFlags));
+    for (float stop : {0.0f, 1.0f}) {
+      for (float replayed : {0.0f, 1.0f}) {
+        const std::vector<double> c = {box, 0.5, 0.125};
+        const Tensor components = Tensor::from_vector(c, {3}).to(gpu);
+        const Tensor flags = Tensor::empty({kernels::kStepFlags}, DType::F32, gpu);
+        const std::vector<float> request = {stop, replayed};
+        const Tensor requests = Tensor::from_vector(request, {kernels::kStepRequests}).to(gpu);
+        kernels::step_flags_cuda(components.data<double>(), requests.data<float>(),
+                                 flags.data<float>(), current_stream(gpu).handle());
+        float want[kernels::kStepFlags];
+        kernels::step_flags_cpu(c.data(), request.data(), want);
+        EXPECT_EQ(flags.to_vector<float>(), std::vector<float>(want, want + kernels::kStepFlags));
+      }
     }
   }
 }

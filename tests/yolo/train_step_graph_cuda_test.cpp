@@ -73,8 +73,12 @@ void expect_replay_equals_eager(OptimizerKind kind, DType compute, const Plan& p
   Rig graph(kind, RankInfo{}, kGpu, compute, graphed());
   const Outcome e = train(eager, compute, plan), g = train(graph, compute, plan);
   ASSERT_EQ(g.statuses.size(), e.statuses.size());
+  int64_t replayed = 0;
   for (size_t i = 0; i < e.statuses.size(); ++i) {
     SCOPED_TRACE(i);
+    EXPECT_EQ(e.statuses[i].replayed_ranks, 0);
+    EXPECT_LE(g.statuses[i].replayed_ranks, 1);
+    replayed += g.statuses[i].replayed_ranks;
     EXPECT_EQ(g.statuses[i].batch, e.statuses[i].batch);
     EXPECT_EQ(g.statuses[i].nonfinite_ranks, e.statuses[i].nonfinite_ranks);
     EXPECT_EQ(g.statuses[i].stop_ranks, e.statuses[i].stop_ranks);
@@ -83,6 +87,7 @@ void expect_replay_equals_eager(OptimizerKind kind, DType compute, const Plan& p
     EXPECT_EQ(g.statuses[i].cls, e.statuses[i].cls);
   }
   expect_same_state(graph, eager);
+  EXPECT_EQ(replayed, g.graphs.replays) << "each replayed batch's flags say so";
   EXPECT_GE(g.graphs.replays, 5) << "the graphs must carry most batches";
   EXPECT_EQ(g.graphs.invalidations, 0);
   EXPECT_TRUE(graph.step->graphs_disabled_reason().empty());
