@@ -268,6 +268,19 @@ std::vector<std::pair<std::string, Tensor>> Optimizer::state_tensors() const {
   return out;
 }
 
+std::vector<const void*> Optimizer::state_addresses() const {
+  const auto address = [](const Tensor& t) -> const void* { return t.defined() ? t.data_ptr() : nullptr; };
+  std::vector<const void*> out;
+  for (const auto& group : state_)
+    for (const Slots& s : group) {
+      out.push_back(address(s.a));
+      out.push_back(address(s.b));
+    }
+  for (const Tensor& c : counts_) out.push_back(address(c));
+  out.push_back(address(hyper_));
+  return out;
+}
+
 std::string Optimizer::describe() const {
   std::ostringstream os;
   os << optimizer_kind_name(kind_) << "(lr=" << (groups_.empty() ? 0.0 : groups_[0].lr)

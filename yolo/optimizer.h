@@ -92,6 +92,10 @@ class Optimizer {
   // Conv-weight-shaped slots are OIHW views, like weights in files; copying into a returned
   // tensor restores that state.
   std::vector<std::pair<std::string, Tensor>> state_tensors() const;
+  // The memory a captured optimizer step uses besides parameters and gradients: every state slot,
+  // the step counts and the uploaded hyperparameters, in a fixed order (a CUDA graph's address
+  // check, before every batch: no names, no views).
+  std::vector<const void*> state_addresses() const;
 
   // "SGD(lr=0.01) with parameter groups 57 weight(decay=0.0), 60 weight(decay=0.0005), 60 bias"
   std::string describe() const;

@@ -43,7 +43,7 @@ uint64_t TrainStep::fingerprint() const {
     mix_tensor(h, *e.slot);
     if (e.is_parameter) mix_tensor(h, e.slot->grad());
   }
-  for (const auto& [name, t] : p_.optimizer->state_tensors()) mix_tensor(h, t);
+  for (const void* p : p_.optimizer->state_addresses()) mix(h, p);
   if (p_.ema)
     for (const layers::StateEntry& e : p_.ema->module().state_entries()) mix_tensor(h, *e.slot);
   mix_tensor(h, window_);

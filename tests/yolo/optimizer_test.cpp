@@ -2,6 +2,7 @@
 // the Optimizer against hand-computed values, weight-decay scaling and gradient clipping; the
 // device-resident per-step values (upload_hyper / issue_step, Adam's step counts), skipped steps
 // and gradients zeroed in place.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -270,6 +271,28 @@ TEST(Optimizer, AdamStepCountsPerParameter) {
   const double m = m0[0] + (1 - b1) * (g - m0[0]), v = v0[0] * b2 + (1 - b2) * g * g;
   const double want = p0 - 0.01 / (1 - std::pow(b1, 10)) * (m / (std::sqrt(v) / std::sqrt(1 - std::pow(b2, 10)) + 1e-8));
   EXPECT_NEAR(opt.groups()[0].params[0].tensor.to_vector<double>()[0], want, 1e-15);
+}
+
+// What a CUDA graph's address check reads: every state tensor's memory, the step counts and the
+// uploaded hyperparameters, unchanged by steps and restores (they work in place).
+TEST(Optimizer, StateAddressesCoverTheStateAndStayPut) {
+  for (OptimizerKind kind : {OptimizerKind::SGD, OptimizerKind::Adam}) {
+    Optimizer opt(kind, three_groups(0.01, 0.9, 0.0));
+    opt.step();
+    const std::vector<const void*> before = opt.state_addresses();
+    for (const auto& [name, t] : opt.state_tensors()) {
+      const void* p = t.data_ptr();
+      // A conv-weight view or a count's element: its memory lies in a listed tensor.
+      const bool listed = std::find(before.begin(), before.end(), p) != before.end() ||
+                          ends_with(name, ".step");
+      EXPECT_TRUE(listed) << name;
+    }
+    EXPECT_NE(std::find(before.begin(), before.end(), opt.device_hyper().data_ptr()), before.end());
+    opt.state_tensors()[0].second.fill_(0.0);  // a restore writes in place
+    opt.step();
+    opt.step();
+    EXPECT_EQ(opt.state_addresses(), before);
+  }
 }
 
 TEST(Optimizer, AdamAndAdamWByHand) {
