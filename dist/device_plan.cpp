@@ -59,7 +59,12 @@ int worker_gpu(const std::vector<int>& gpus, int local_rank, int gpu_count) {
   KESTREL_CHECK(local_rank >= 0, "local rank must be >= 0, got ", local_rank);
   if (gpus.empty()) {
     KESTREL_CHECK(gpu_count > 0, "no CUDA device for local rank ", local_rank, "; use --device cpu");
-    return local_rank % gpu_count;
+    // NCCL runs one rank per GPU: two processes on one device fail at its set-up ("duplicate GPU").
+    KESTREL_CHECK(local_rank < gpu_count, "local rank ", local_rank, " has no GPU of its own: this "
+                  "machine has ", gpu_count, gpu_count == 1 ? " GPU" : " GPUs", " and every process "
+                  "needs one; start at most ", gpu_count, " processes per node (--nproc-per-node ",
+                  gpu_count, "), or train on the CPU with --device cpu");
+    return local_rank;
   }
   KESTREL_CHECK(local_rank < static_cast<int>(gpus.size()), "local rank ", local_rank,
                 " has no GPU: --device lists ", gpus.size(), gpus.size() == 1 ? " GPU" : " GPUs",

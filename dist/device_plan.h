@@ -27,8 +27,8 @@ struct WorkerPlan {
 WorkerPlan plan_local_workers(const std::string& device, std::optional<int> nproc_flag,
                               int gpu_count);
 
-// The GPU that local worker `local_rank` opens: gpus[local_rank] from a --device list, or
-// local_rank % gpu_count without one. Throws when the list has no GPU for that rank.
+// The GPU that local worker `local_rank` opens: gpus[local_rank] from a --device list, or GPU
+// local_rank without one. Throws when there is no GPU for that rank (each needs its own: NCCL).
 int worker_gpu(const std::vector<int>& gpus, int local_rank, int gpu_count);
 
 }  // namespace kestrel::dist

@@ -104,6 +104,7 @@ struct HostBuffer {
 
   // Worker thread, before the collective.
   void load() {
+    set_thread_device(original.device());  // the worker's device for good: see set_thread_device
     if (ready) ready->synchronize();
     if (!host.defined()) {
       host = Tensor::empty(original.shape(), wire, Device::cpu());

@@ -1,8 +1,10 @@
 #include "dist/nccl_group.h"
 
+#include <algorithm>
 #include <condition_variable>
 #include <cstring>
 #include <iostream>
+#include <iterator>
 #include <mutex>
 
 #include "engine/cuda_graph.h"
@@ -30,6 +32,11 @@ struct NcclProcessGroup::State {
   bool aborted = false;
   std::string failure;  // the first error; every later call throws it
   std::vector<std::shared_ptr<NcclWork>> in_flight;
+  // Finished works the watchdog took out of in_flight. The issuing thread drops them (launch(),
+  // the destructor): the last reference to a kept-alive tensor frees it into the caching
+  // allocator, whose lock may be held across a cudaFree that waits for a stuck collective, and
+  // the watchdog must stay free to abort that collective.
+  std::vector<std::shared_ptr<NcclWork>> retired;
 
   // Records the error and tells the log at once (the issuing thread may be busy elsewhere).
   // Returns the communicator the caller must abort (so that its kernels stop waiting for peers)
@@ -44,6 +51,18 @@ struct NcclProcessGroup::State {
     if (!comm || aborted) return nullptr;
     aborted = true;
     return comm;
+  }
+
+  // Asks NCCL for an asynchronous error (unless the group already failed); on one, records it
+  // and returns the communicator to abort, as fail_locked.
+  [[nodiscard]] ncclComm_t check_async_locked() {
+    if (aborted || !comm || !failure.empty()) return nullptr;
+    ncclResult_t async = ncclSuccess;
+    ncclCommGetAsyncError(comm, &async);
+    if (async == ncclSuccess || async == ncclInProgress) return nullptr;
+    return fail_locked(str("rank ", rank, ": NCCL reported an error: ", ncclGetErrorString(async),
+                           " (", ncclGetLastError(comm),
+                           "); the communicator was aborted; a peer may have died; see its log"));
   }
 
   // A non-blocking communicator answers ncclInProgress until an operation is fully issued; waits
@@ -88,12 +107,19 @@ class NcclWork : public Work {
       throw_if_failed();
       std::this_thread::sleep_for(std::chrono::microseconds(50));
     }
-    throw_if_failed();  // an aborted collective also "finishes", with garbage
+    // An aborted collective also "finishes", with garbage; and an error NCCL has reported may
+    // not have been seen by the watchdog yet (it looks every 20 ms): ask NCCL now.
+    poll_async_error();
+    throw_if_failed();
   }
   bool is_completed() override {
     refuse_if_captured("is_completed");
-    std::lock_guard<std::mutex> lock(state_->mutex);
-    return !state_->failure.empty() || done_.query();
+    if (!done_.query()) {
+      std::lock_guard<std::mutex> lock(state_->mutex);
+      return !state_->failure.empty();
+    }
+    poll_async_error();  // completed: with a result, or with an error its waiter will throw
+    return true;
   }
 
   const std::string& what() const { return what_; }
@@ -110,6 +136,15 @@ class NcclWork : public Work {
   void throw_if_failed() {
     std::lock_guard<std::mutex> lock(state_->mutex);
     KESTREL_CHECK(state_->failure.empty(), state_->failure);
+  }
+  // Records an error NCCL reports now as the group's failure, aborting the communicator outside
+  // the lock, as the watchdog would on its next look.
+  void poll_async_error() {
+    std::unique_lock<std::mutex> lock(state_->mutex);
+    if (const ncclComm_t doomed = state_->check_async_locked()) {
+      lock.unlock();
+      ncclCommAbort(doomed);
+    }
   }
 
   std::shared_ptr<NcclProcessGroup::State> state_;
@@ -147,15 +182,14 @@ ncclDataType_t nccl_type(DType t) {
 // collective ran past the timeout, else null.
 ncclComm_t check_work_locked(NcclProcessGroup::State& s) {
   try {
-    // Finished work lets go of its tensors (after an abort too: aborted kernels finish).
-    std::erase_if(s.in_flight, [](const auto& w) { return w->finished(); });
+    // Finished work is retired, for the issuing thread to let go of its tensors (after an abort
+    // too: aborted kernels finish).
+    const auto done = std::stable_partition(s.in_flight.begin(), s.in_flight.end(),
+                                            [](const auto& w) { return !w->finished(); });
+    std::move(done, s.in_flight.end(), std::back_inserter(s.retired));
+    s.in_flight.erase(done, s.in_flight.end());
     if (s.aborted) return nullptr;
-    ncclResult_t async = ncclSuccess;
-    ncclCommGetAsyncError(s.comm, &async);
-    if (async != ncclSuccess && async != ncclInProgress)
-      return s.fail_locked(str("rank ", s.rank, ": NCCL reported an error: ",
-                               ncclGetErrorString(async), " (", ncclGetLastError(s.comm),
-                               "); the communicator was aborted; a peer may have died; see its log"));
+    if (const ncclComm_t doomed = s.check_async_locked()) return doomed;
     for (const auto& w : s.in_flight)
       if (w->age() >= s.timeout)
         return s.fail_locked(str("rank ", s.rank, ": timed out after ", format_duration(s.timeout),
@@ -170,7 +204,15 @@ ncclComm_t check_work_locked(NcclProcessGroup::State& s) {
 
 // Checks the issued work and times it, until told to stop. The abort runs without the lock.
 void watchdog_loop(const std::shared_ptr<NcclProcessGroup::State>& s) {
-  DeviceGuard guard(s->device);
+  ncclComm_t doomed = nullptr;
+  try {
+    set_thread_device(s->device);  // not a DeviceGuard: see set_thread_device
+  } catch (const std::exception& e) {
+    std::lock_guard<std::mutex> lock(s->mutex);
+    doomed = s->fail_locked(str("rank ", s->rank, ": the NCCL watchdog cannot use ",
+                                s->device.str(), ": ", e.what()));
+  }
+  if (doomed) ncclCommAbort(doomed);
   std::unique_lock<std::mutex> lock(s->mutex);
   while (!s->stop_cv.wait_for(lock, milliseconds(20), [&] { return s->stopping; })) {
     if (ncclComm_t doomed = check_work_locked(*s)) {
@@ -262,6 +304,7 @@ NcclProcessGroup::~NcclProcessGroup() {
     lock.lock();
   }
   state_->in_flight.clear();
+  state_->retired.clear();
 }
 
 void NcclProcessGroup::check_tensor(const Tensor& t, const char* op) const {
@@ -286,7 +329,9 @@ std::shared_ptr<Work> NcclProcessGroup::launch(
   ready.record(caller);
   ready.wait(stream_);
   Event done(device_);
+  std::vector<std::shared_ptr<NcclWork>> retired;  // dropped after the lock (State::retired)
   std::unique_lock<std::mutex> lock(state_->mutex);
+  retired.swap(state_->retired);
   KESTREL_CHECK(state_->failure.empty(), "rank ", rank(), ": cannot start NCCL ", what,
                 ": the process group failed earlier: ", state_->failure);
   ncclResult_t r = state_->settle_locked(call(state_->comm, stream_.handle()));

@@ -28,10 +28,12 @@ std::string Device::str() const { return is_cpu() ? std::string("cpu") : "cuda:"
 
 namespace {
 
-// An NVIDIA kernel driver is loaded when its control node or proc entry exists. Without one a
-// CUDA failure means "no GPU here"; with one it means a broken install.
+// An NVIDIA kernel driver is loaded when its control node or proc entry exists (WSL2 exposes
+// the GPU through /dev/dxg instead). Without one a CUDA failure means "no GPU here"; with one it
+// means a broken install.
 bool nvidia_driver_present() {
-  return ::access("/dev/nvidiactl", F_OK) == 0 || ::access("/proc/driver/nvidia/version", F_OK) == 0;
+  return ::access("/dev/nvidiactl", F_OK) == 0 ||
+         ::access("/proc/driver/nvidia/version", F_OK) == 0 || ::access("/dev/dxg", F_OK) == 0;
 }
 
 }  // namespace
@@ -55,6 +57,10 @@ int cuda_device_count() {
 }
 
 bool cuda_available() { return cuda_device_count() > 0; }
+
+void set_thread_device(Device d) {
+  if (d.is_cuda()) KESTREL_CUDA_CHECK(cudaSetDevice(d.index));
+}
 
 DeviceGuard::DeviceGuard(Device d) {
   if (!d.is_cuda()) return;

@@ -31,6 +31,12 @@ int cuda_device_count();
 std::string cuda_init_problem(cudaError_t e, bool driver_present);
 bool cuda_available();
 
+// Makes a CUDA device the calling thread's current device for good (no-op for the CPU): for a
+// thread that works on one device (a watchdog, a staging worker). A DeviceGuard there would set
+// the thread's previous device, 0, again at its end, and since CUDA 12 setting a device creates
+// its context: every rank would hold one on GPU 0.
+void set_thread_device(Device d);
+
 // Makes a CUDA device current for the scope (no-op for the CPU).
 class DeviceGuard {
  public:

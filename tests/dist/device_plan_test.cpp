@@ -70,9 +70,13 @@ TEST(DevicePlan, NprocPerNodeMustMatchTheList) {
 }
 
 TEST(DevicePlan, WorkerGpuWithoutAList) {
-  // The default device: local ranks share out the GPUs round robin, as before.
+  // The default device: local rank r opens GPU r.
   EXPECT_EQ(worker_gpu({}, 0, 2), 0);
-  EXPECT_EQ(worker_gpu({}, 3, 2), 1);
+  EXPECT_EQ(worker_gpu({}, 1, 2), 1);
+  // More local processes than GPUs: NCCL cannot put two ranks on one device.
+  const std::string more = error_of([] { worker_gpu({}, 3, 2); });
+  EXPECT_TRUE(mentions(more, "local rank 3 has no GPU of its own: this machine has 2 GPUs")) << more;
+  EXPECT_TRUE(mentions(more, "--nproc-per-node 2")) << more;
   EXPECT_TRUE(mentions(error_of([] { worker_gpu({}, 0, 0); }), "no CUDA device for local rank 0"));
   // A worker beyond the list (torchrun with more processes than listed GPUs).
   const std::string e = error_of([] { worker_gpu({0, 1}, 2, 4); });
