@@ -363,7 +363,9 @@ void NcclProcessGroup::watch_stream(const std::string& what) {
                         "watch the replay of the graph, after launching it");
   Event done(device_);
   done.record(caller);
+  std::vector<std::shared_ptr<NcclWork>> retired;  // dropped after the lock (State::retired)
   std::lock_guard<std::mutex> lock(state_->mutex);
+  retired.swap(state_->retired);
   KESTREL_CHECK(state_->failure.empty(), "rank ", rank(), ": ", what,
                 " cannot go on: the process group failed earlier: ", state_->failure);
   state_->in_flight.push_back(std::make_shared<NcclWork>(state_, what, done, std::vector<Tensor>{},
