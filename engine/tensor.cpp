@@ -285,6 +285,12 @@ void Tensor::copy_(const Tensor& src, bool non_blocking) const {
   KESTREL_CHECK(src.shape() == shape(), "copy_: shape mismatch, destination ", describe(),
                 ", source ", src.describe());
   if (numel() == 0) return;
+  // A broadcast destination has several elements at one address: which write lands is up to the
+  // order of the writes, which CUDA does not fix (PyTorch refuses it too).
+  for (int64_t d = 0; d < dim(); ++d)
+    KESTREL_CHECK(size(d) == 1 || stride(d) != 0, "copy_: the destination ", describe(),
+                  " is broadcast along dimension ", d, " (stride 0), so several of its elements "
+                  "share one memory location; copy into a tensor of its own (.contiguous())");
   if (src.device() == device()) {
     if (src.dtype() == dtype()) return copy_same_device(*this, src);
     Tensor converted = contiguous_as(src, dtype());

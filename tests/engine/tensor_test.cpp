@@ -55,6 +55,19 @@ TEST(Tensor, CopyConvertsDTypes) {
   EXPECT_THROW(dst.copy_(Tensor::zeros({4})), Error);
 }
 
+TEST(Tensor, CopyIntoABroadcastDestinationIsRefused) {
+  const Tensor base = Tensor::zeros({3}, DType::F32);
+  const Tensor rows = make_view(base, {2, 3}, {0, 1}, 0);  // two rows on the same three floats
+  const std::string e = kestrel::testing::error_of([&] { rows.copy_(Tensor::ones({2, 3})); });
+  EXPECT_NE(e.find("broadcast along dimension 0"), std::string::npos) << e;
+  EXPECT_EQ(base.to_vector<float>(), (std::vector<float>{0, 0, 0}));
+  // A size-1 dimension may have any stride; reading from a broadcast source is fine.
+  make_view(base, {1, 3}, {0, 1}, 0).copy_(Tensor::ones({1, 3}));
+  Tensor dst = Tensor::zeros({2, 3});
+  dst.copy_(make_view(base, {2, 3}, {0, 1}, 0));
+  EXPECT_EQ(dst.to_vector<float>(), (std::vector<float>{1, 1, 1, 1, 1, 1}));
+}
+
 TEST(Tensor, DataAccessChecksTheType) {
   Tensor t = Tensor::zeros({2}, DType::F32);
   EXPECT_NO_THROW(t.data<float>());
