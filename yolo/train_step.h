@@ -65,7 +65,7 @@ struct TrainStepOptions {
   // several processes a failed capture is always fatal: every rank's decisions (eager, capture,
   // replay) must agree batch by batch, as NCCL's captured collectives require, and they do only
   // when nothing happens on one rank alone. The step's key is the same on every rank when the
-  // trainer pads targets to one run-wide row count (graph_target_rows), and the addresses a
+  // trainer pads targets to one run-wide row count (run_target_rows), and the addresses a
   // graph bakes in change only at events every rank goes through (the first steps, a resume).
   bool capture_failure_fatal = true;
   // Tests: called inside every capture, after the step's work is enqueued.
