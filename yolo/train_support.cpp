@@ -60,6 +60,14 @@ int64_t run_target_rows(const std::vector<data::ImageRecord>& records, int64_t b
   return padded_target_rows(batch * images * static_cast<int64_t>(most));
 }
 
+Tensor pad_batch_targets(const Tensor& targets, int64_t run_rows, int64_t ni) {
+  const int64_t m = targets.size(0);
+  const int64_t rows = run_rows > 0 ? run_rows : padded_target_rows(m);
+  KESTREL_CHECK(m <= rows, "batch ", ni, " holds ", m, " labels, more than the ", rows,
+                " rows the graphed step was sized for; train with --cuda-graph off");
+  return pad_targets(targets, rows);
+}
+
 std::string resolve_data(const std::string& data) {
   if (data.empty() || data == "synthetic")
     return data::ensure_synthetic_dataset(data::default_synthetic_dir());

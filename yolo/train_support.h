@@ -39,6 +39,11 @@ bool cuda_graphs_wanted(const TrainOptions& o, Device device, const RankInfo& ra
 // as padded_target_rows rounds. Every rank derives it from the same records (checked at start-up).
 int64_t run_target_rows(const std::vector<data::ImageRecord>& records, int64_t batch,
                         const Hyp& hyp, bool rect);
+// A batch's targets padded for the GPU step (padding rows match nothing): to run_rows when set
+// (> 0: a graphed multi-process run, whose ranks' steps must share one shape), else to
+// padded_target_rows' few fixed counts, so the loss's buffers and the uploader's ring keep their
+// sizes from batch to batch. Throws, naming batch `ni`, if the targets exceed run_rows.
+Tensor pad_batch_targets(const Tensor& targets, int64_t run_rows, int64_t ni);
 // --data: a dataset yaml, or synthetic (generated once).
 std::string resolve_data(const std::string& data);
 // Rank 0's value on every rank.

@@ -473,16 +473,7 @@ void Trainer::train_batch(const data::Batch& batch, int epoch, int64_t i) {
   data::Batch upload = batch;
   if (o_.multi_scale)
     upload.images = resize_batch(batch.images, multi_scale_size(o_.seed, rank_.rank, epoch, i, o_.img_size, gs_));
-  // On a GPU the targets are padded to a few fixed row counts (padding rows match nothing), so
-  // the loss's buffers and the uploader's ring keep their sizes from batch to batch.
-  if (device_.is_cuda()) {
-    // A graphed run of several processes pads to one run-wide count: every rank's step must have
-    // the same shape, to capture and replay at the same batches.
-    const int64_t rows = target_rows_ > 0 ? target_rows_ : padded_target_rows(batch.targets.size(0));
-    KESTREL_CHECK(batch.targets.size(0) <= rows, "batch ", ni, " holds ", batch.targets.size(0),
-                  " labels, more than the ", rows, " rows the graphed step was sized for; train with --cuda-graph off");
-    upload.targets = pad_targets(batch.targets, rows);
-  }
+  if (device_.is_cuda()) upload.targets = pad_batch_targets(batch.targets, target_rows_, ni);
   const data::DeviceBatch db = uploader_->to_device(upload);
   Tensor x = ops::images_to_input(db.images, compute_);
   const bool step_now = schedule_->step_due(ni);

@@ -6,13 +6,15 @@
 
 #include "dist/env.h"
 #include "dist/gloo_group.h"
-#include "tests/dist/block_stream.h"
+#include "tests/support/block_stream.h"
 #include "kernels/error.h"
 #include "tests/dist/spawn.h"
 #include "tests/support/testing.h"
 
 namespace kestrel::dist {
 namespace {
+
+using kestrel::testing::block_stream;
 
 using namespace std::chrono_literals;
 

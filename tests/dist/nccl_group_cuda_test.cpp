@@ -6,7 +6,7 @@
 #include <thread>
 
 #include "dist/nccl_group.h"
-#include "tests/dist/block_stream.h"
+#include "tests/support/block_stream.h"
 #include "kernels/error.h"
 #include "tests/support/testing.h"
 
@@ -14,6 +14,8 @@ using kestrel::testing::error_of;
 
 namespace kestrel::dist {
 namespace {
+
+using kestrel::testing::block_stream;
 
 using namespace std::chrono_literals;
 

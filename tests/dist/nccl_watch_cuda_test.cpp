@@ -11,13 +11,15 @@
 #include "dist/nccl_group.h"
 #include "engine/cuda_graph.h"
 #include "kernels/error.h"
-#include "tests/dist/block_stream.h"
+#include "tests/support/block_stream.h"
 #include "tests/support/testing.h"
 
 using kestrel::testing::error_of;
 
 namespace kestrel::dist {
 namespace {
+
+using kestrel::testing::block_stream;
 
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;

@@ -46,5 +46,12 @@ TEST(RunTargetRows, DependsOnTheRecordsNotTheirOrder) {
             run_target_rows(records_with({40, 2, 1}), 4, hyp, false));
 }
 
+TEST(PadBatchTargets, RunWideRowsOrTheFewFixedCounts) {
+  const Tensor t = Tensor::zeros({70, 6});
+  EXPECT_EQ(pad_batch_targets(t, 0, 3).size(0), padded_target_rows(70));
+  EXPECT_EQ(pad_batch_targets(t, 512, 3).size(0), 512);
+  EXPECT_THROW(pad_batch_targets(t, 64, 3), Error);  // more labels than the run was sized for
+}
+
 }  // namespace
 }  // namespace kestrel::yolo

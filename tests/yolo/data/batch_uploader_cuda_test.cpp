@@ -10,12 +10,14 @@
 
 #include "engine/ops/layout.h"
 #include "engine/stream.h"
+#include "tests/support/block_stream.h"
 #include "tests/support/testing.h"
 #include "engine/allocator.h"
 #include "yolo/data/batch_uploader.h"
 
 using namespace kestrel;
 using namespace kestrel::yolo::data;
+using kestrel::testing::block_stream;
 
 namespace {
 
@@ -56,19 +58,6 @@ TEST(BatchUploaderCuda, UploadsMatchTheHostBatchOnTheConsumerStream) {
     EXPECT_TRUE(kestrel::testing::all_close(input, host_input, 0, 0)) << k;
     EXPECT_EQ(uploaded[k].targets.to_vector<float>(), expected[k].targets.to_vector<float>());
   }
-}
-
-// Holds a stream for `ms` milliseconds (a host function queued on it).
-void block_stream(const Stream& s, int ms) {
-  auto* delay = new int(ms);
-  ASSERT_EQ(cudaLaunchHostFunc(
-                s.handle(),
-                [](void* p) {
-                  std::this_thread::sleep_for(std::chrono::milliseconds(*static_cast<int*>(p)));
-                  delete static_cast<int*>(p);
-                },
-                delay),
-            cudaSuccess);
 }
 
 // Once the ring's buffers exist and their consumers are done, an upload waits only for the

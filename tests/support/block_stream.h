@@ -1,5 +1,5 @@
-// For CUDA tests of the process groups: holds a stream for `ms` milliseconds with a host
-// function, so work queued behind it waits (stream ordering and the watchdog become visible).
+// For CUDA tests: holds a stream for `ms` milliseconds with a host function, so work queued
+// behind it waits (stream ordering, upload overlap and the watchdog become visible).
 #pragma once
 #include <cuda_runtime.h>
 
@@ -9,7 +9,7 @@
 #include "engine/stream.h"
 #include "kernels/error.h"
 
-namespace kestrel::dist {
+namespace kestrel::testing {
 
 inline void block_stream(const Stream& s, int ms) {
   auto* delay = new int(ms);
@@ -23,4 +23,4 @@ inline void block_stream(const Stream& s, int ms) {
                 "cudaLaunchHostFunc failed");
 }
 
-}  // namespace kestrel::dist
+}  // namespace kestrel::testing
