@@ -9,13 +9,19 @@
 # loaded, never used: Kestrel runs oneDNN on the CPU engine only). Binaries get RPATH
 # $ORIGIN/../lib.
 #
-#   scripts/bundle.sh OUTDIR        # build directory from $BUILD_DIR (default: build)
+#   scripts/bundle.sh OUTDIR [--gpu-tests-only]   # build directory from $BUILD_DIR (default: build)
 #
+# --gpu-tests-only leaves the CPU-only test binaries out (only *_cuda_test travel), which keeps a
+# bundle for the GPU machine small (scripts/prepare-gpu-run.sh). The reference-side benchmark
+# scripts (bench/pytorch, bench/epoch/run_reference.py) travel too, for run-gpu-suite.sh.
 # Writes OUTDIR/kestrel-bundle.tar.xz and prints its size.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build_dir=${BUILD_DIR:-$root/build}
-out_dir=${1:?usage: scripts/bundle.sh OUTDIR}
+out_dir=${1:?usage: scripts/bundle.sh OUTDIR [--gpu-tests-only]}
+test_pattern='*_test'
+[[ ${2:-} == --gpu-tests-only ]] && test_pattern='*_cuda_test'
+[[ -n ${2:-} && ${2:-} != --gpu-tests-only ]] && { echo "bundle: unknown option ${2}" >&2; exit 2; }
 command -v patchelf >/dev/null || { echo "bundle: patchelf is missing; run scripts/install-deps.sh" >&2; exit 1; }
 [[ -x "$build_dir/kestrel" ]] || { echo "bundle: no $build_dir/kestrel; build first (scripts/build.sh)" >&2; exit 1; }
 # The bundle leaves OpenCV videoio and highgui out (detect on videos, --view-img): their codec and
@@ -35,10 +41,13 @@ cp "$build_dir/kestrel" "$bundle/bin/"
 for b in bench_kernels train_step overlap; do
   [[ -x "$build_dir/$b" ]] && cp "$build_dir/$b" "$bundle/bin/"
 done
-find "$build_dir" -maxdepth 1 -type f -name '*_test' -perm -u+x -exec cp {} "$bundle/bin/tests/" \;
+find "$build_dir" -maxdepth 1 -type f -name "$test_pattern" -perm -u+x -exec cp {} "$bundle/bin/tests/" \;
 cp "$root"/models/*.yaml "$bundle/models/"
 mkdir -p "$bundle/data/hyps" && cp "$root"/data/hyps/*.yaml "$bundle/data/hyps/"
 cp "$root/scripts/run-gpu-suite.sh" "$bundle/"
+mkdir -p "$bundle/bench/pytorch" "$bundle/bench/epoch"
+cp "$root"/bench/pytorch/*.py "$bundle/bench/pytorch/"
+cp "$root/bench/epoch/run_reference.py" "$bundle/bench/epoch/"
 [[ -f "$root/tests/slow.txt" ]] && cp "$root/tests/slow.txt" "$bundle/"
 
 # Libraries the bundle must not carry: the base system and the CUDA install.

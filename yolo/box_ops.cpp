@@ -19,6 +19,20 @@ float clamp(float v, float lo, float hi) { return v < lo ? lo : (v > hi ? hi : v
 
 }  // namespace
 
+std::vector<LabelBox> label_boxes(const Tensor& targets, int64_t height, int64_t width) {
+  std::vector<LabelBox> out;
+  if (!targets.defined() || targets.numel() == 0) return out;
+  KESTREL_CHECK(targets.dim() == 2 && targets.size(1) == 6, "label_boxes: targets must be (M, 6), got ",
+                targets.describe());
+  const std::vector<float> t = targets.to(Device::cpu()).to(DType::F32).to_vector<float>();
+  const auto w_px = static_cast<float>(width), h_px = static_cast<float>(height);
+  for (size_t k = 0; k + 6 <= t.size(); k += 6) {
+    const float cx = t[k + 2] * w_px, cy = t[k + 3] * h_px, w = t[k + 4] * w_px, h = t[k + 5] * h_px;
+    out.push_back({static_cast<int64_t>(t[k]), t[k + 1], cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2});
+  }
+  return out;
+}
+
 Tensor xywh2xyxy(const Tensor& boxes) {
   check_boxes(boxes, "xywh2xyxy", 4, true);
   Tensor out = Tensor::empty(boxes.shape(), DType::F32);

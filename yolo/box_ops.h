@@ -3,6 +3,7 @@
 // clipped coordinates land on the same side as there.
 #pragma once
 #include <optional>
+#include <vector>
 
 #include "engine/tensor.h"
 
@@ -19,6 +20,17 @@ struct RatioPad {
   double gain = 1.0;
   double pad_w = 0.0, pad_h = 0.0;
 };
+
+// One label of a batch, xyxy in the pixels of the batch's letterboxed images.
+struct LabelBox {
+  int64_t image = 0;  // index in the batch
+  float cls = 0;
+  float x1 = 0, y1 = 0, x2 = 0, y2 = 0;
+};
+// A batch's targets (M, 6: image, class, x, y, w, h normalised) as label boxes, in float32 as the
+// reference's val.py computes them (targets times (w, h, w, h), then xywh2xyxy): validation
+// matches detections against exactly these, and the batch plots draw them.
+std::vector<LabelBox> label_boxes(const Tensor& targets, int64_t height, int64_t width);
 
 // (n, 4) centre x, y, width, height -> (n, 4) corners x1, y1, x2, y2.
 Tensor xywh2xyxy(const Tensor& boxes);

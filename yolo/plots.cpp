@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "kernels/error.h"
+#include "yolo/box_ops.h"
 #include "yolo/data/image_codec.h"
 #include "yolo/plot_canvas.h"
 #include "yolo/plot_text.h"
@@ -112,19 +113,8 @@ void plot_results(const std::string& csv_path, const std::string& png_path) {
 
 std::vector<PlotBox> target_boxes(const Tensor& targets, int64_t height, int64_t width) {
   std::vector<PlotBox> out;
-  if (!targets.defined() || targets.numel() == 0) return out;
-  const std::vector<double> t = targets.to_double_vector();
-  const int64_t cols = targets.size(-1);
-  for (size_t i = 0; i + cols <= t.size(); i += cols) {
-    PlotBox b;
-    b.image = static_cast<int>(t[i]);
-    b.cls = static_cast<int>(t[i + 1]);
-    b.x1 = static_cast<float>((t[i + 2] - t[i + 4] / 2) * width);
-    b.y1 = static_cast<float>((t[i + 3] - t[i + 5] / 2) * height);
-    b.x2 = static_cast<float>((t[i + 2] + t[i + 4] / 2) * width);
-    b.y2 = static_cast<float>((t[i + 3] + t[i + 5] / 2) * height);
-    out.push_back(b);
-  }
+  for (const LabelBox& l : label_boxes(targets, height, width))
+    out.push_back({static_cast<int>(l.image), static_cast<int>(l.cls), l.x1, l.y1, l.x2, l.y2});
   return out;
 }
 

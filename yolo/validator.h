@@ -1,7 +1,10 @@
 // Validation as the reference's val.py run(): rectangular letterboxed batches, the model in eval
 // mode, NMS (multi-label), boxes mapped back to the original images, the correct-matrix at 10 IoU
 // thresholds, ap_per_class, the printed table and speed line. `kestrel val` and the trainer's
-// per-epoch validation (on the EMA model) both call it.
+// per-epoch validation (on the EMA model) both call it. A run is three phases (validator.cpp):
+// predict (upload, model, loss, NMS, timed per batch), match (each image's detections against its
+// labels in original pixels, into the statistics; txt and json rows), report (metrics, table,
+// plots, predictions.json).
 #pragma once
 #include <memory>
 #include <string>

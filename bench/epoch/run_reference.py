@@ -2,10 +2,15 @@
 """Runs the reference's train.py (argv after this script's) from its source directory, with a
 no-op TensorBoard writer when the tensorboard package is missing (Debian ships none, and the
 reference imports it unconditionally). That only takes the reference's event-file logging away,
-which if anything favours it in a timing comparison."""
+which if anything favours it in a timing comparison. The run-time shims of
+bench/pytorch/reference_shims.py let v7.0 run on PyTorch 2.x, numpy 2.x and offline machines."""
+import os
 import runpy
 import sys
 import types
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pytorch"))
+import reference_shims  # noqa: E402
 
 try:
     import tensorboard  # noqa: F401
@@ -22,6 +27,6 @@ except ImportError:
     stub.SummaryWriter = SummaryWriter
     sys.modules["torch.utils.tensorboard"] = stub
 
-sys.path.insert(0, ".")
+reference_shims.apply(os.getcwd())
 sys.argv = ["train.py"] + sys.argv[1:]
 runpy.run_path("train.py", run_name="__main__")

@@ -26,7 +26,13 @@ import torch
 REFERENCE = os.environ.get('KESTREL_REFERENCE_DIR', '/tmp/yolov5')
 sys.path.insert(0, REFERENCE)
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / 'scripts'))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / 'bench' / 'pytorch'))
 from safetensors_io import read_safetensors  # noqa: E402
+import reference_shims  # noqa: E402
+
+# No network in tests: the reference's font download, pip installs and AMP check are answered
+# offline (bench/pytorch/reference_shims.py).
+reference_shims.apply(REFERENCE)
 
 NAMES = {0: 'heron', 1: 'kestrel', 2: 'owl'}
 

@@ -20,6 +20,7 @@ int run_train(const std::vector<std::string>& args);
 int run_val(const std::vector<std::string>& args);
 int run_detect(const std::vector<std::string>& args);
 int run_export(const std::vector<std::string>& args);
+int run_env(const std::vector<std::string>& args);
 
 extern const Command kModelCommand;
 extern const Command kDemoCommand;
@@ -28,5 +29,6 @@ extern const Command kTrainCommand;
 extern const Command kValCommand;
 extern const Command kDetectCommand;
 extern const Command kExportCommand;
+extern const Command kEnvCommand;
 
 }  // namespace kestrel::cli

@@ -12,7 +12,7 @@ namespace {
 const kestrel::cli::Command* const kCommands[] = {
     &kestrel::cli::kTrainCommand, &kestrel::cli::kValCommand,  &kestrel::cli::kDetectCommand,
     &kestrel::cli::kExportCommand, &kestrel::cli::kModelCommand, &kestrel::cli::kStepCommand,
-    &kestrel::cli::kDemoCommand};
+    &kestrel::cli::kDemoCommand,   &kestrel::cli::kEnvCommand};
 
 void print_overview(FILE* out) {
   std::fprintf(out, "usage: kestrel <command> [flags]\n\ncommands:\n");

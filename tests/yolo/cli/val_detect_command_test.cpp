@@ -1,12 +1,14 @@
 // `kestrel val` and `kestrel detect` end to end on the synthetic dataset with freshly initialised
 // weights: they run, print the reference's table / per-image lines, write their outputs, and
 // refuse bad input with the documented exit codes.
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <vector>
 
+#include "engine/json.h"
 #include "tests/support/cli.h"
 #include "tests/support/testing.h"
 
@@ -40,6 +42,24 @@ TEST(ValDetectCommands, RunOnTheSyntheticDataset) {
   for (const char* f : {"val/exp/predictions.json", "val/exp/confusion_matrix.png", "val/exp/val_batch0_labels.jpg",
                         "val/exp/val_batch0_pred.jpg"})
     EXPECT_TRUE(fs::exists(dir / f)) << f;
+  // predictions.json as the reference's save_one_json: numeric stems as integer ids, x y w h
+  // rounded to 3 digits, the score to 5.
+  std::ifstream json_file(dir / "val/exp/predictions.json");
+  std::stringstream json_text;
+  json_text << json_file.rdbuf();
+  const kestrel::json::Value rows = kestrel::json::parse(json_text.str());
+  ASSERT_TRUE(rows.is_array());
+  ASSERT_FALSE(rows.as_array().empty()) << json_text.str().substr(0, 200);
+  for (const kestrel::json::Value& row : rows.as_array()) {
+    ASSERT_TRUE(row.find("image_id") && row.find("category_id") && row.find("bbox") && row.find("score"));
+    EXPECT_TRUE(row.find("category_id")->is_integer());
+    const auto& bbox = row.find("bbox")->as_array();
+    ASSERT_EQ(bbox.size(), 4u);
+    for (const auto& v : bbox) EXPECT_EQ(v.as_real(), std::round(v.as_real() * 1000) / 1000);
+    const double score = row.find("score")->as_real();
+    EXPECT_GT(score, 0.0);
+    EXPECT_EQ(score, std::round(score * 1e5) / 1e5);
+  }
 
   // Two synthetic validation images as the source.
   const fs::path images = dir / "images";

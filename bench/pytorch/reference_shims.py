@@ -1,0 +1,97 @@
+"""Run-time compatibility shims for the reference (ultralytics YOLOv5 v7.0) on today's Python stack.
+
+v7.0 was written for PyTorch 1.x, numpy 1.x and a machine with internet access. On PyTorch 2.x,
+numpy 2.x or an offline machine (the lent GPU machines have no network) it stops in places that
+have nothing to do with what we measure. `apply(yolov5_dir)` patches those places in memory,
+before train.py or the step benchmark imports them; the reference's files are never changed and
+nothing of them is copied here. Each shim returns what the reference would compute on a machine
+where the original works, so timings and numbers stay the reference's:
+
+- `pkg_resources` (setuptools dropped it): `parse_version` and a `require` that accepts all.
+- `IPython` (imported by utils/general.py for notebooks only): an empty module.
+- `np.trapz` (removed in numpy 2.x): `np.trapezoid`, the same integral.
+- `torch.load` defaults to `weights_only=True` since 2.6, which refuses v7.0's pickled models
+  (train.py's strip_optimizer reloads last.pt and best.pt): default it back to False for these
+  files, which the reference itself just wrote.
+- `torch.cuda.amp.autocast` / `GradScaler`, where a newer PyTorch has removed the aliases.
+- Offline: `check_requirements` would run `pip install` for gitpython/thop/ipython and wait on
+  the network, `check_git_info` imports gitpython, `check_font` downloads Arial.ttf, and
+  `check_amp` falls back to downloading yolov5n.pt when its first check is inconclusive. They
+  become: nothing to install, no git info, no font, and AMP on for CUDA (what the check answers
+  on a machine with a working AMP and internet).
+"""
+import functools
+import sys
+import types
+
+applied = []  # names of the shims that were needed, for the log
+
+
+def _stub_module(name, **attrs):
+    module = types.ModuleType(name)
+    for key, value in attrs.items():
+        setattr(module, key, value)
+    sys.modules[name] = module
+    applied.append(name)
+
+
+def _python_stack():
+    try:
+        import pkg_resources  # noqa: F401
+    except ImportError:
+        from packaging.version import parse as parse_version
+        _stub_module("pkg_resources", parse_version=parse_version, require=lambda *a, **k: None)
+    try:
+        import IPython  # noqa: F401
+    except ImportError:
+        _stub_module("IPython", display=lambda *a, **k: None)
+
+    import numpy as np
+    if not hasattr(np, "trapz"):
+        np.trapz = np.trapezoid
+        applied.append("np.trapz")
+
+    import inspect
+
+    import torch
+    original_load = torch.load
+
+    @functools.wraps(original_load)
+    def load(*args, **kwargs):
+        kwargs.setdefault("weights_only", False)
+        return original_load(*args, **kwargs)
+
+    if "weights_only" in inspect.signature(original_load).parameters:
+        torch.load = load
+        applied.append("torch.load(weights_only=False)")
+    amp = torch.cuda.amp
+    if not hasattr(amp, "autocast"):
+        amp.autocast = functools.partial(torch.amp.autocast, "cuda")
+        applied.append("torch.cuda.amp.autocast")
+    if not hasattr(amp, "GradScaler"):
+        amp.GradScaler = functools.partial(torch.amp.GradScaler, "cuda")
+        applied.append("torch.cuda.amp.GradScaler")
+
+
+def _offline(yolov5_dir):
+    if yolov5_dir not in sys.path:
+        sys.path.insert(0, yolov5_dir)
+    import utils.general as general
+
+    general.check_requirements = lambda *a, **k: None
+    general.check_git_info = lambda *a, **k: {"remote": None, "branch": None, "commit": None}
+    general.check_font = lambda *a, **k: None
+
+    def check_amp(model):
+        return next(model.parameters()).device.type == "cuda"
+
+    general.check_amp = check_amp
+    applied.extend(["check_requirements", "check_git_info", "check_font", "check_amp"])
+
+
+def apply(yolov5_dir):
+    """Patches the Python stack, then the reference's network checks; call before importing
+    train.py, models or utils from `yolov5_dir`."""
+    _python_stack()
+    _offline(yolov5_dir)
+    print(f"reference_shims: {', '.join(applied)}", file=sys.stderr)

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Prepares the first-GPU run on this (CPU) machine: builds what the GPU machine runs, bundles it
+# without the CPU-only tests, and stages everything the run needs in .gpu/ (ignored by git), which
+# the device tool carries:
+#
+#   .gpu/kestrel-bundle.tar.xz   kestrel, train_step, bench_kernels, overlap, every *_cuda_test,
+#                                models, hyps, run-gpu-suite.sh, the reference-side bench scripts
+#   .gpu/yolov5/                 the reference's source at v7.0 (run there, never committed)
+#   .gpu/coco128/                the shared coco128 (images and labels)
+#
+#   scripts/prepare-gpu-run.sh --reference-git GIT_DIR | --reference DIR [--coco128 DIR]
+#
+# --reference-git is a clone of ultralytics/yolov5 holding the v7.0 tag (e.g. the library's fetch
+# mirror); --reference a checkout of v7.0. --coco128 defaults to ../shared/datasets/coco128.
+# What travels (the working tree and .gpu) must stay under the device tool's 64 MiB; the bundle
+# under 30 MiB. The script checks both and prints the device command (docs/performance.md).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build_dir=${BUILD_DIR:-$root/build}
+stage=$root/.gpu
+ref_git="" ref_dir="" coco128=$root/../shared/datasets/coco128
+while (($#)); do
+  case $1 in
+    --reference-git) ref_git=$2; shift 2 ;;
+    --reference) ref_dir=$2; shift 2 ;;
+    --coco128) coco128=$2; shift 2 ;;
+    *) echo "prepare-gpu-run: unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+[[ -n $ref_git || -n $ref_dir ]] || { echo "prepare-gpu-run: give --reference-git GIT_DIR or --reference DIR (YOLOv5 v7.0)" >&2; exit 2; }
+[[ -f $coco128/coco128.yaml ]] || { echo "prepare-gpu-run: no coco128 at $coco128 (give --coco128 DIR)" >&2; exit 2; }
+
+"$root/scripts/install-deps.sh"
+cmake -S "$root" -B "$build_dir" -DCMAKE_BUILD_TYPE=Release >/dev/null
+mapfile -t cuda_tests < <(cd "$root/tests" && find . -name '*_cuda_test.cpp' | sed 's|^\./||; s|/|_|g; s|\.cpp$||' | sort)
+cmake --build "$build_dir" -j "$(nproc)" --target kestrel train_step bench_kernels overlap "${cuda_tests[@]}"
+
+rm -rf "$stage"
+mkdir -p "$stage"
+BUILD_DIR=$build_dir "$root/scripts/bundle.sh" "$stage" --gpu-tests-only
+if [[ -n $ref_git ]]; then
+  mkdir -p "$stage/yolov5"
+  git --git-dir "$ref_git" archive v7.0 | tar -x -C "$stage/yolov5"
+else
+  cp -r "$ref_dir" "$stage/yolov5"
+  rm -rf "$stage/yolov5/.git"
+fi
+[[ -f $stage/yolov5/train.py && -f $stage/yolov5/data/images/bus.jpg ]] ||
+  { echo "prepare-gpu-run: $stage/yolov5 is not a YOLOv5 v7.0 tree" >&2; exit 1; }
+mkdir -p "$stage/coco128"
+cp -r "$coco128/coco128.yaml" "$coco128/images" "$coco128/labels" "$stage/coco128/"
+find "$stage/coco128" -name '*.cache' -delete
+
+mib() { du -sm "$1" | cut -f1; }
+bundle_mib=$(( $(stat -c %s "$stage/kestrel-bundle.tar.xz") / 1048576 ))
+tree_mib=$(( $(cd "$root" && git ls-files -co --exclude-standard -z | xargs -0 du -cb 2>/dev/null | tail -1 | cut -f1) / 1048576 ))
+total=$((tree_mib + $(mib "$stage")))
+echo "prepare-gpu-run: bundle ${bundle_mib} MiB (limit 30), .gpu $(mib "$stage") MiB, working tree ${tree_mib} MiB: ${total} MiB travel (limit 64)"
+((bundle_mib <= 30 && total <= 62)) || { echo "prepare-gpu-run: too large to travel" >&2; exit 1; }
+cat <<'EOF'
+prepare-gpu-run: ready. On the GPU machine (device tool `run`, carry [".gpu"], timeout_s 570):
+  mkdir -p /tmp/k && tar -xJf .gpu/kestrel-bundle.tar.xz -C /tmp/k && /tmp/k/kestrel/run-gpu-suite.sh --budget 480 --reference .gpu/yolov5 --coco128 .gpu/coco128
+EOF
