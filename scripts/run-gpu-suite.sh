@@ -105,7 +105,7 @@ if step facts 5; then
     nproc; free -g | head -2
   } >"$logs/facts.txt" 2>&1
   for pat in 'libcudart.so.*' 'libcublas.so.*' 'libcudnn.so.*' 'libnccl.so.*'; do say "  $(first_lib "$pat")"; done
-  sed -n '/^# kestrel env/,/^# CUDA library/p' "$logs/facts.txt" | grep -v '^#' | sed 's/^/  /' >>"$summary"
+  sed -n '/^# kestrel env/,/^# CUDA library/p' "$logs/facts.txt" | grep -v '^#' | sed 's/^/  /' | tee -a "$summary"
   say "  missing libraries: $(sed -n '/^# missing/,/^# tools/p' "$logs/facts.txt" | grep -c 'not found') (facts.txt)"
   say "  $(grep -m1 '^torch \|Error' "$logs/facts.txt")"
 fi
