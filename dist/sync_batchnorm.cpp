@@ -2,6 +2,7 @@
 
 #include "engine/autograd.h"
 #include "engine/ops/batchnorm.h"
+#include "engine/ops/common.h"
 #include "engine/stream.h"
 #include "kernels/batchnorm.h"
 
@@ -9,12 +10,7 @@ namespace kestrel::dist {
 namespace {
 
 using namespace ops::bn_steps;
-
-using kernels::BatchNormShape;
-
-DType param_dtype(DType x) { return x == DType::F64 ? DType::F64 : DType::F32; }
-BatchNormShape shape_of(const Tensor& x) { return {x.size(0) * x.size(1) * x.size(2), x.size(3)}; }
-cudaStream_t stream_of(const Tensor& t) { return current_stream(t.device()).handle(); }
+using ops::stream_of;
 
 // The ranks' moments gathered and merged into one packed buffer covering the global batch.
 Tensor global_moments(const Tensor& local, int64_t channels, ProcessGroup& group) {

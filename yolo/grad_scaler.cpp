@@ -4,14 +4,12 @@
 #include <limits>
 
 #include "engine/autograd.h"
+#include "engine/ops/common.h"
 #include "engine/ops/elementwise.h"
 #include "engine/stream.h"
 
 namespace kestrel::yolo {
 namespace {
-
-// The caller holds a DeviceGuard for d.
-cudaStream_t stream_for(Device d) { return current_stream(d).handle(); }
 
 const float* flag_ptr(const Tensor& t) { return t.defined() ? t.data<float>() : nullptr; }
 
@@ -76,7 +74,7 @@ void GradScaler::unscale(Optimizer& optimizer) {
   }
   DeviceGuard guard(at);
   kernels::unscale_cuda(dtype, list, scale_.data<float>(), found_inf_.data<float>(),
-                        stream_for(at));
+                        ops::stream_of(at));
 }
 
 bool GradScaler::step(Optimizer& optimizer, const Tensor& skip) {
@@ -97,7 +95,7 @@ bool GradScaler::step(Optimizer& optimizer, const Tensor& skip) {
   } else {
     DeviceGuard guard(at);
     kernels::combine_skip_cuda(flag_ptr(skip), found_inf_.data<float>(), skip_.data<float>(),
-                               stream_for(at));
+                               ops::stream_of(at));
   }
   stepped_ = true;
   optimizer.step(skip_);
@@ -115,7 +113,7 @@ void GradScaler::update() {
     DeviceGuard guard(at);
     kernels::update_scale_cuda(scale_.data<float>(), tracker_.data<int32_t>(),
                                skipped_.data<int64_t>(), found_inf_.data<float>(), schedule_,
-                               stream_for(at));
+                               ops::stream_of(at));
   }
   unscaled_ = stepped_ = false;
 }

@@ -9,6 +9,7 @@
 #include "engine/profiler.h"
 #include "engine/autograd.h"
 #include "engine/cuda_graph.h"
+#include "engine/ops/common.h"
 #include "engine/stream.h"
 #include "layers/conv.h"
 
@@ -17,7 +18,6 @@ namespace {
 
 // The caller holds a DeviceGuard for d: a launch goes to the current device, and the default
 // stream's handle (nullptr) means the current device's stream.
-cudaStream_t stream_for(Device d) { return current_stream(d).handle(); }
 
 // The device and dtype of a non-empty list's first tensor.
 struct ListPlace {
@@ -194,7 +194,7 @@ void Optimizer::issue_sgd(size_t gi, const float* skip) {
   const ListPlace at = place_of(cols[0]);
   if (at.device.is_cuda()) {
     DeviceGuard guard(at.device);
-    kernels::sgd_step_cuda(at.dtype, list, hyper, cfg, stream_for(at.device), skip);
+    kernels::sgd_step_cuda(at.dtype, list, hyper, cfg, ops::stream_of(at.device), skip);
   } else {
     kernels::sgd_step_cpu(at.dtype, list, hyper, cfg, skip);
   }
@@ -222,7 +222,7 @@ void Optimizer::issue_adam(size_t gi, const float* skip) {
   const ListPlace at = place_of(cols[0]);
   if (at.device.is_cuda()) {
     DeviceGuard guard(at.device);
-    kernels::adam_step_cuda(at.dtype, list, hyper, cfg, stream_for(at.device), skip);
+    kernels::adam_step_cuda(at.dtype, list, hyper, cfg, ops::stream_of(at.device), skip);
   } else {
     kernels::adam_step_cpu(at.dtype, list, hyper, cfg, skip);
   }
@@ -242,7 +242,7 @@ void Optimizer::zero_grad(bool set_to_none) {
     const ListPlace at = place_of(grads);
     if (at.device.is_cuda()) {
       DeviceGuard guard(at.device);
-      kernels::zero_cuda(at.dtype, list, stream_for(at.device));
+      kernels::zero_cuda(at.dtype, list, ops::stream_of(at.device));
     } else {
       kernels::zero_cpu(at.dtype, list);
     }
@@ -370,7 +370,7 @@ Tensor grad_norm(const std::vector<Tensor>& params) {
   Tensor workspace = Tensor::empty({kernels::norm_partial_count(list)}, DType::F64, at.device);
   Tensor norm = Tensor::empty({}, DType::F32, at.device);
   kernels::global_norm_cuda(at.dtype, list, workspace.data<double>(), norm.data<float>(),
-                            stream_for(at.device));
+                            ops::stream_of(at.device));
   return norm;
 }
 
@@ -384,7 +384,7 @@ Tensor clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
   const kernels::TensorList list = make_tensor_list({grads}, "gradient clipping");
   if (at.device.is_cuda()) {
     DeviceGuard guard(at.device);
-    kernels::clip_scale_cuda(at.dtype, list, norm.data<float>(), max_norm, stream_for(at.device));
+    kernels::clip_scale_cuda(at.dtype, list, norm.data<float>(), max_norm, ops::stream_of(at.device));
     return norm;
   }
   // A CPU scalar, read by this CPU path directly (no device to wait for).
@@ -405,7 +405,7 @@ Tensor scale_grads(const std::vector<Tensor>& params, double factor) {
     return Tensor::scalar(kernels::scale_cpu(at.dtype, list, factor) ? 1.0 : 0.0);
   DeviceGuard guard(at.device);
   Tensor flag = Tensor::zeros({}, DType::F32, at.device);
-  kernels::scale_cuda(at.dtype, list, factor, flag.data<float>(), stream_for(at.device));
+  kernels::scale_cuda(at.dtype, list, factor, flag.data<float>(), ops::stream_of(at.device));
   return flag;
 }
 

@@ -9,11 +9,6 @@ namespace {
 
 using kernels::BatchNormShape;
 
-// Statistics and parameters are float32 next to any activation dtype except float64 (gradcheck).
-DType param_dtype(DType x) { return x == DType::F64 ? DType::F64 : DType::F32; }
-
-BatchNormShape shape_of(const Tensor& x) { return {x.numel() / x.size(3), x.size(3)}; }
-
 const float* f32(const Tensor& t) { return t.defined() ? t.data<float>() : nullptr; }
 
 Tensor workspace_for(BatchNormShape s, Device device) {
@@ -23,6 +18,10 @@ Tensor workspace_for(BatchNormShape s, Device device) {
 }  // namespace
 
 namespace bn_steps {
+
+DType param_dtype(DType x) { return x == DType::F64 ? DType::F64 : DType::F32; }
+
+BatchNormShape shape_of(const Tensor& x) { return {x.numel() / x.size(3), x.size(3)}; }
 
 // Packed [count, mean[C], biased var[C]] of x's channels.
 Tensor local_moments(const Tensor& x) {

@@ -1,6 +1,7 @@
 // Batch normalisation of NHWC activations, per channel over N, H and W.
 #pragma once
 #include "engine/tensor.h"
+#include "kernels/batchnorm.h"
 
 namespace kestrel::ops {
 
@@ -20,6 +21,10 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias,
 // which inserts collectives between them. Not recorded by autograd. x is NHWC; statistics are
 // float32 (float64 for float64 x); moments are packed [count, mean[C], biased var[C]].
 namespace bn_steps {
+// Statistics and parameters are float32 next to any activation dtype except float64 (gradcheck).
+DType param_dtype(DType x);
+// An NHWC activation as BN's (rows, channels).
+kernels::BatchNormShape shape_of(const Tensor& x);
 // The checks batch_norm makes of its arguments; a kestrel::Error naming the problem and the fix.
 void check_args(const Tensor& x, const Tensor& weight, const Tensor& bias,
                 const Tensor& running_mean, const Tensor& running_var, bool training,
