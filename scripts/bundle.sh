@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Packs a relocatable bundle for CUDA machines that have a driver and the CUDA libraries but no
 # package manager or network: the kestrel binary, the test and benchmark binaries (bench_kernels,
-# train_step, overlap), the data/hyps files, the model yaml files (in models/ beside bin/, where
+# train_step, overlap), the dataset and hyp yaml files (data/), the model yaml files (in models/ beside bin/, where
 # `--cfg yolov5n.yaml` finds them), run-gpu-suite.sh, and every shared library they need that is
 # neither part of the base system (glibc, libstdc++, libgcc) nor of the CUDA install (CUDA
 # runtime, cuBLAS, cuDNN, NCCL, the driver): ldd lists them transitively, so oneDNN (libdnnl.so.2)
@@ -43,7 +43,7 @@ for b in bench_kernels train_step overlap; do
 done
 find "$build_dir" -maxdepth 1 -type f -name "$test_pattern" -perm -u+x -exec cp {} "$bundle/bin/tests/" \;
 cp "$root"/models/*.yaml "$bundle/models/"
-mkdir -p "$bundle/data/hyps" && cp "$root"/data/hyps/*.yaml "$bundle/data/hyps/"
+mkdir -p "$bundle/data/hyps" && cp "$root"/data/*.yaml "$bundle/data/" && cp "$root"/data/hyps/*.yaml "$bundle/data/hyps/"
 cp "$root/scripts/run-gpu-suite.sh" "$bundle/"
 mkdir -p "$bundle/bench/pytorch" "$bundle/bench/epoch"
 cp "$root"/bench/pytorch/*.py "$bundle/bench/pytorch/"

@@ -11,6 +11,7 @@
 #include "dist/device_plan.h"
 #include "engine/random.h"
 #include "yolo/data/synthetic.h"
+#include "yolo/shipped_files.h"
 #include "yolo/loss.h"
 
 namespace kestrel::yolo {
@@ -71,7 +72,7 @@ Tensor pad_batch_targets(const Tensor& targets, int64_t run_rows, int64_t ni) {
 std::string resolve_data(const std::string& data) {
   if (data.empty() || data == "synthetic")
     return data::ensure_synthetic_dataset(data::default_synthetic_dir());
-  return data;
+  return find_shipped_file(data, "--data");
 }
 
 // The same string on every rank (rank 0's).

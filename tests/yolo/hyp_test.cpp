@@ -14,6 +14,24 @@ TEST(Hyp, DefaultsAreScratchLow) {
   EXPECT_EQ(h.values().size(), 29u);
 }
 
+// The shipped files carry the reference's values: scratch-low is exactly the built-in default,
+// med and high differ from it where the reference's do (tests run from the source folder).
+TEST(Hyp, ShippedFilesHoldTheReferenceValues) {
+  const Hyp low = load_hyp("data/hyps/hyp.scratch-low.yaml");
+  EXPECT_EQ(low.values(), Hyp().values());
+  const Hyp med = load_hyp("data/hyps/hyp.scratch-med.yaml");
+  const Hyp high = load_hyp("data/hyps/hyp.scratch-high.yaml");
+  for (const Hyp* h : {&med, &high}) {
+    EXPECT_EQ(h->lrf, 0.1);
+    EXPECT_EQ(h->cls, 0.3);
+    EXPECT_EQ(h->obj, 0.7);
+    EXPECT_EQ(h->scale, 0.9);
+    EXPECT_EQ(h->mixup, 0.1);
+  }
+  EXPECT_EQ(med.copy_paste, 0.0);
+  EXPECT_EQ(high.copy_paste, 0.1);
+}
+
 TEST(Hyp, FileOverridesAndRoundTrips) {
   Hyp h = parse_hyp("lr0: 0.02\nmixup: 0.1\n", "h.yaml");
   EXPECT_EQ(h.lr0, 0.02);

@@ -7,6 +7,7 @@
 #include "yolo/cli/inference_model.h"
 #include "yolo/data/dataset_config.h"
 #include "yolo/data/synthetic.h"
+#include "yolo/shipped_files.h"
 #include "yolo/run_dir.h"
 #include "yolo/validator.h"
 
@@ -54,7 +55,8 @@ int run_val(const std::vector<std::string>& argv) {
     vo.compute_dtype = DType::F16;
 
   std::string data = args.get("data", "synthetic");
-  if (data == "synthetic") data = yolo::data::ensure_synthetic_dataset(yolo::data::default_synthetic_dir());
+  data = data == "synthetic" ? yolo::data::ensure_synthetic_dataset(yolo::data::default_synthetic_dir())
+                             : yolo::find_shipped_file(data, "--data");
   const yolo::data::DatasetConfig dcfg = yolo::data::load_dataset_config(data);
   std::optional<int> nc = args.get_optional_int32("nc");
   if (!nc) nc = vo.single_cls ? 1 : dcfg.nc;  // a checkpoint's own class count wins

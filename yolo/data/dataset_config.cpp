@@ -111,6 +111,26 @@ void list_file(const fs::path& list, std::vector<std::string>& images) {
   }
 }
 
+// What to do when a yaml's dataset is missing, from its `download` entry: a zip URL to fetch and
+// unpack, or the addresses a download script names (Kestrel runs no scripts; the reference's
+// coco.yaml and VOC.yaml carry Python).
+std::string download_advice(const YAML::Node& download, const fs::path& root) {
+  if (!download || !download.IsScalar() || download.Scalar().empty()) return "";
+  const std::string text = download.Scalar();
+  const std::string parent = normal(root.parent_path());
+  const bool one_url = text.find_first_of(" \t\n") == std::string::npos && text.rfind("http", 0) == 0;
+  if (one_url)
+    return str("; the yaml's `download` is ", text, ": fetch it and unpack it into ", parent);
+  std::string urls;
+  for (size_t at = text.find("http"); at != std::string::npos; at = text.find("http", at + 1)) {
+    const size_t end = text.find_first_of(" \t\n'\",)", at);
+    const std::string url = text.substr(at, end == std::string::npos ? std::string::npos : end - at);
+    if (url.rfind("http://", 0) == 0 || url.rfind("https://", 0) == 0) urls += "\n  " + url;
+  }
+  return str("; its `download` is a script, which Kestrel never runs: fetch the dataset as it "
+             "describes, into ", parent, urls.empty() ? "" : str(", from:", urls));
+}
+
 }  // namespace
 
 const std::vector<std::string>& DatasetConfig::split(const std::string& name) const {
@@ -201,7 +221,8 @@ DatasetConfig parse_dataset_config(const std::string& yaml_text, const std::stri
     tried += str("; ", cfg.root, " (", how, ") has no ", missing);
   }
   KESTREL_FAIL(yaml_path, ": dataset not found under `path: ", path_value.empty() ? "." : path_value,
-               "`", tried, "; fix `path` in the yaml, or run from the folder it is relative to");
+               "`", tried, "; fix `path` in the yaml, or run from the folder it is relative to",
+               download_advice(root["download"], readings.front().first));
 }
 
 bool is_image_path(const std::string& path) {

@@ -125,3 +125,20 @@ TEST(ValDetectCommands, BadInputIsRefused) {
   EXPECT_EQ(r.code, 1);  // 80-class weights against the 4-class dataset
   EXPECT_NE(r.out.find("do not fit this model"), std::string::npos) << r.out;
 }
+
+// `--data coco128.yaml` by bare name finds the shipped yaml from any directory, as `--cfg` finds the
+// models; without the images, the error says where the dataset comes from and where it goes.
+TEST(ValDetectCommands, ShippedDatasetYamlByName) {
+  const fs::path dir = scratch("shipped_data");
+  const std::string weights = (dir / "w.safetensors").string();
+  ASSERT_EQ(run("model --cfg models/yolov5n.yaml --save " + weights).code, 0);
+  const Result r = kestrel::testing::run_kestrel_in(dir, "val --weights w.safetensors --data coco128.yaml "
+                                                         "--cfg yolov5n.yaml --device cpu");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("data/coco128.yaml: dataset not found"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("https://ultralytics.com/assets/coco128.zip"), std::string::npos) << r.out;
+  const Result missing = kestrel::testing::run_kestrel_in(dir, "val --weights w.safetensors --data nosuch.yaml "
+                                                               "--cfg yolov5n.yaml --device cpu");
+  EXPECT_EQ(missing.code, 1) << missing.out;
+  EXPECT_NE(missing.out.find("--data"), std::string::npos) << missing.out;
+}

@@ -141,6 +141,48 @@ TEST(DatasetConfig, ErrorsNameTheYamlAndTheKey) {
   EXPECT_TRUE(mentions(error_of([&] { load_dataset_config(t / "absent.yaml"); }), "cannot read dataset yaml"));
 }
 
+// A missing dataset's error says what its `download` entry would fetch and where it goes, and
+// lists the addresses a download script names without running it. The shipped yamls (coco128,
+// coco, VOC) parse, with the reference's class counts, and give that advice where their images
+// are absent.
+TEST(DatasetConfig, MissingDatasetNamesItsDownload) {
+  const fs::path shipped = fs::current_path() / "data";  // tests run from the source folder
+  TempDir t("download");
+  const WorkingDirectory cwd(t.path);
+  write(t / "zip.yaml", "path: ../datasets/tiny\ntrain: images\nval: images\nnames: [a]\n"
+                        "download: https://example.invalid/tiny.zip\n");
+  std::string e = error_of([&] { load_dataset_config(t / "zip.yaml"); });
+  EXPECT_TRUE(mentions(e, "`download` is https://example.invalid/tiny.zip: fetch it and unpack it into " +
+                              (t.path.parent_path() / "datasets").string()))
+      << e;
+  write(t / "script.yaml", "path: ds\ntrain: images\nval: images\nnames: [a]\ndownload: |\n"
+                           "  import os\n  urls = ['https://example.invalid/a.zip',  # first\n"
+                           "          'http://example.invalid/b.zip']\n  os.system('curl ' + urls[0])\n");
+  e = error_of([&] { load_dataset_config(t / "script.yaml"); });
+  EXPECT_TRUE(mentions(e, "is a script, which Kestrel never runs") &&
+              mentions(e, "\n  https://example.invalid/a.zip\n  http://example.invalid/b.zip"))
+      << e;
+  e = error_of([&] { load_dataset_config((shipped / "coco128.yaml").string()); });
+  EXPECT_TRUE(mentions(e, "https://ultralytics.com/assets/coco128.zip")) << e;
+  e = error_of([&] { load_dataset_config((shipped / "coco.yaml").string()); });
+  EXPECT_TRUE(mentions(e, "http://images.cocodataset.org/zips/train2017.zip")) << e;
+  e = error_of([&] { load_dataset_config((shipped / "VOC.yaml").string()); });
+  EXPECT_TRUE(mentions(e, "VOCtrainval_11-May-2012.zip")) << e;
+  for (const auto& [name, nc] : {std::pair{"coco128.yaml", 80}, {"coco.yaml", 80}, {"VOC.yaml", 20}}) {
+    const fs::path root = t.path / "datasets" / fs::path(name).stem();
+    for (const char* split : {"images/train2017", "images/test2007", "images/train2012", "images/val2012",
+                              "images/train2007", "images/val2007"})
+      fs::create_directories(root / split);
+    for (const char* list : {"train2017.txt", "val2017.txt", "test-dev2017.txt"}) write((root / list).string(), "");
+    const fs::path here = t.path / "run";
+    fs::create_directories(here);
+    const WorkingDirectory in_run(here);  // `path: ../datasets/...` from the current directory
+    const DatasetConfig c = load_dataset_config((shipped / name).string());
+    EXPECT_EQ(c.nc, nc) << name;
+    EXPECT_EQ(c.root, root.lexically_normal().string()) << name;
+  }
+}
+
 TEST(ListImages, FoldersAreSearchedRecursivelyListsResolvedAgainstTheirFolder) {
   TempDir t("list");
   image(t / "ds/images/train/b.jpg");
