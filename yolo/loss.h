@@ -52,7 +52,9 @@ int64_t padded_target_rows(int64_t m);
 
 class ComputeLoss {
  public:
-  // detect: the model's head (nc, na, nl, anchors in stride units); hyp: already scaled.
+  // detect: the model's head (nc, na, nl, anchors in stride units); hyp: already scaled. The
+  // anchors are copied here (each step passes them as kernel arguments, with no host read), so
+  // build the loss once the model's anchors are final (after AutoAnchor or a checkpoint's load).
   ComputeLoss(const layers::Detect& detect, const Hyp& hyp);
 
   // preds: the Detect raw outputs per level, (bs, na, ny, nx, nc + 5): float32/float64 on the CPU,

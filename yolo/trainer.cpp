@@ -241,7 +241,13 @@ void Trainer::build_model() {
   cfg_text_ = read_text(o_.cfg);
   const ModelConfig mcfg = parse_model_config(cfg_text_, o_.cfg);
   model_ = std::make_shared<DetectionModel>(mcfg, nc_, o_.seed);
-  if (!o_.weights.empty()) {
+  if (resume_) {
+    // The model as the checkpoint left it (the reference builds it from ckpt['model']) before
+    // anything copies from it: AutoAnchor does not run again on --resume, and ComputeLoss copies
+    // the anchors it evolved from the model when built. restore() loads this state once more,
+    // with the rest of the training state.
+    load_weights(*model_, resume_->path, "model.");
+  } else if (!o_.weights.empty()) {
     const std::string prefix = inference_prefix(load_safetensors(o_.weights));
     TransferResult tr = transfer_weights(*model_, o_.weights, {"anchor"}, prefix);
     out_->line("Transferred ", tr.transferred, "/", tr.total, " items from ", o_.weights);

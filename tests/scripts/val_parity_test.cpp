@@ -23,15 +23,17 @@
 #include <sstream>
 
 #include "tests/support/cli.h"
+#include "tests/support/coco128.h"
 
 namespace fs = std::filesystem;
 using kestrel::testing::CliResult;
+using kestrel::testing::kCoco128;
 using kestrel::testing::run_command;
 using kestrel::testing::run_kestrel;
+using kestrel::testing::scratch_coco128;
 
 namespace {
 
-const fs::path kCoco128 = "/work/shared/datasets/coco128";
 const char* kWeights = "tests/data/yolov5n_coco128_320.safetensors";
 
 // The "all" row of a validation table: images, instances, P, R, mAP50, mAP50-95.
@@ -72,20 +74,6 @@ void expect_same_row(const AllRow& kestrel, const AllRow& reference) {
   }
 }
 
-// coco128 as a dataset of a scratch folder: the images linked, the labels copied, so that label
-// caches (the reference writes its own beside the labels folder) land there, not in the shared set.
-std::string scratch_dataset(const fs::path& dir) {
-  fs::create_directories(dir / "images");
-  fs::create_directories(dir / "labels");
-  fs::create_directory_symlink(kCoco128 / "images/train2017", dir / "images/train2017");
-  fs::copy(kCoco128 / "labels/train2017", dir / "labels/train2017", fs::copy_options::recursive);
-  std::ifstream in(kCoco128 / "coco128.yaml");
-  std::ofstream out(dir / "coco128.yaml");
-  for (std::string line; std::getline(in, line);)
-    out << (line.rfind("path:", 0) == 0 ? "path: " + dir.string() : line) << "\n";
-  return (dir / "coco128.yaml").string();
-}
-
 fs::path scratch(const std::string& name) {
   const fs::path p = fs::temp_directory_path() / ("kestrel_val_parity_" + name + "_" + std::to_string(::getpid()));
   fs::remove_all(p);
@@ -112,7 +100,7 @@ TEST(ValParity, RecordedReferenceNumbers) {
   AllRow reference;
   ASSERT_TRUE(parse_all_row(text, reference)) << "no 'all' row in tests/scripts/val_parity_reference.txt";
   const fs::path dir = scratch("recorded");
-  const AllRow kestrel = kestrel_val(scratch_dataset(dir / "coco128"), dir);
+  const AllRow kestrel = kestrel_val(scratch_coco128(dir / "coco128"), dir);
   expect_same_row(kestrel, reference);
   fs::remove_all(dir);
 }
@@ -129,7 +117,7 @@ TEST(ValParity, LiveReference) {
   if (!fs::exists(kCoco128 / "coco128.yaml")) GTEST_SKIP() << "coco128 not found at " << kCoco128;
 
   const fs::path dir = scratch("live");
-  const std::string data = scratch_dataset(dir / "coco128");
+  const std::string data = scratch_coco128(dir / "coco128");
   const std::string pt = (dir / "weights.pt").string();
   CliResult r = run_command(python + " scripts/convert_to_ultralytics.py " + kWeights + " " + pt + " --yolov5 " + ref);
   ASSERT_EQ(r.code, 0) << r.out;

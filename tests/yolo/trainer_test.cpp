@@ -1,6 +1,7 @@
 // End to end on the CPU with the built-in synthetic dataset: a short training run learns (loss
 // falls, mAP50 far above chance) and fills the run directory; a run interrupted after an epoch
-// and resumed ends bitwise equal to an uninterrupted one; a 2-process Gloo run completes with only
+// and resumed ends bitwise equal to an uninterrupted one, also on coco128 (where present) with the
+// anchors AutoAnchor evolved; a 2-process Gloo run completes with only
 // rank 0 writing results; bad flags and bad data fail with the documented errors.
 #include "yolo/trainer.h"
 
@@ -15,10 +16,12 @@
 
 #include "engine/safetensors.h"
 #include "tests/support/cli.h"
+#include "tests/support/coco128.h"
 #include "tests/support/testing.h"
 #include "tests/tensorboard/event_file.h"
 #include "tests/yolo/training_state.h"
 #include "yolo/model.h"
+#include "yolo/model_config.h"
 #include "yolo/run_dir.h"
 #include "yolo/weights.h"
 
@@ -333,6 +336,66 @@ TEST(Trainer, KilledOrTerminatedRunsResumeToTheUninterruptedResults) {
   EXPECT_EQ(log.find("4 epochs completed"), std::string::npos) << log;
   ASSERT_EQ(run(kestrel_binary().string() + " train --resume " + (termed / "exp/weights/last.safetensors").string()), 0);
   EXPECT_EQ(kestrel::testing::read_file(termed / "exp/results.csv"), expected);
+}
+
+// AutoAnchor on real data: coco128 at 64 px fits yolov5n's yaml anchors badly (best possible
+// recall 0.58), so AutoAnchor evolves new ones, and a resumed run, which does not run AutoAnchor
+// again, has them only from the checkpoint; the loss must train with them as the uninterrupted
+// run does (--noval: the training losses show it, and the test takes half the time). A run stopped mid-epoch as by SIGINT and a `kestrel train` killed with SIGKILL after
+// its first checkpoint both resume to the uninterrupted run's results.csv and full final state
+// (model, EMA, optimizer; compared in the last epoch's --save-period copy).
+TEST(Trainer, RunsResumeWithTheAnchorsAutoAnchorEvolved) {
+  using kestrel::testing::kCoco128;
+  if (!fs::exists(kCoco128 / "coco128.yaml")) GTEST_SKIP() << "coco128 not found at " << kCoco128;
+  const fs::path whole = scratch("anchor_whole"), cut = scratch("anchor_cut"), killed = scratch("anchor_killed");
+  const std::string data = kestrel::testing::scratch_coco128(scratch("anchor_coco128"));
+  yolo::TrainOptions o;
+  o.cfg = "models/yolov5n.yaml";
+  o.data = data;
+  o.device = "cpu";
+  o.img_size = 64;
+  o.batch_size = 16;
+  o.epochs = 2;
+  o.workers = 1;
+  o.max_batches = 3;
+  o.noval = true;
+  o.noplots = true;
+  o.save_period = 1;
+  o.project = whole.string();
+  ASSERT_EQ(yolo::train(o), 0);
+  const fs::path final_state = "exp/weights/epoch1.safetensors";
+
+  // Without evolved anchors this test would check nothing of them.
+  const std::string yaml = (fs::current_path() / o.cfg).string();
+  const yolo::DetectionModel from_yaml(yolo::parse_model_config(kestrel::testing::read_file(yaml), yaml), 80);
+  const SafetensorsFile trained = load_safetensors((whole / final_state).string());
+  const std::string anchors = "model.24.anchors";
+  ASSERT_TRUE(trained.contains("model." + anchors));
+  EXPECT_NE(trained.get("model." + anchors).to_double_vector(), from_yaml.detect().anchors.to_double_vector())
+      << "AutoAnchor kept the yaml's anchors";
+
+  yolo::TrainOptions first = o;
+  first.project = cut.string();
+  first.interrupt_after = 1;  // during epoch 0's batch 0; stops after batch 1 (warmup: every batch steps)
+  ASSERT_EQ(yolo::train(first), 130);
+  yolo::TrainOptions resumed;
+  resumed.resume = (cut / "exp/weights/last.safetensors").string();
+  resumed.device = "cpu";
+  resumed.workers = 1;
+  ASSERT_EQ(yolo::train(resumed), 0);
+  const std::string expected = kestrel::testing::read_file(whole / "exp/results.csv");
+  EXPECT_EQ(kestrel::testing::read_file(cut / "exp/results.csv"), expected);
+  kestrel::testing::expect_same_training_state(whole / final_state, cut / final_state);
+
+  const std::string args = "--data " + data + " --cfg models/yolov5n.yaml --img-size 64 --batch-size 16 --workers 1"
+                           " --device cpu --noval --noplots --epochs 2 --max-batches 3 --save-period 1";
+  const pid_t pid = start_kestrel(args + " --project " + killed.string(), killed.string() + ".log");
+  ASSERT_TRUE(wait_for_rows(killed / "exp", 1, pid)) << kestrel::testing::read_file(killed.string() + ".log");
+  ::kill(pid, SIGKILL);
+  EXPECT_EQ(wait_exit(pid), 128 + SIGKILL) << "the run ended before the kill";
+  ASSERT_EQ(run(kestrel_binary().string() + " train --resume --device cpu --project " + killed.string()), 0);
+  EXPECT_EQ(kestrel::testing::read_file(killed / "exp/results.csv"), expected);
+  kestrel::testing::expect_same_training_state(whole / final_state, killed / final_state);
 }
 
 // Two ranks started with different flags stop at start-up, naming the flag, instead of failing

@@ -1,0 +1,16 @@
+// The shared coco128 (128 real COCO images; train and val are the same images) for tests that
+// want real data. Tests skip, naming kCoco128, where it is absent: the project never needs it.
+#pragma once
+#include <filesystem>
+#include <string>
+
+namespace kestrel::testing {
+
+inline const std::filesystem::path kCoco128 = "/work/shared/datasets/coco128";
+
+// coco128 as a dataset of the scratch folder `dir`: the images linked, the labels copied, and a
+// yaml whose `path` is `dir`, so that label caches (written beside the labels folder) land there,
+// not in the shared, read-only set. Returns the yaml's path.
+std::string scratch_coco128(const std::filesystem::path& dir);
+
+}  // namespace kestrel::testing
