@@ -1,5 +1,6 @@
 #include "yolo/console.h"
 
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -35,6 +36,21 @@ std::string format_bar(int64_t done, int64_t total, double seconds) {
   return str(head, bar, "| ", done, "/", total, " ", format_interval(seconds), "<", left);
 }
 
+std::string fit_to_columns(const std::string& line, int columns) {
+  if (columns <= 1) return line;
+  int shown = 0;
+  for (size_t i = 0; i < line.size(); ++i) {
+    if ((static_cast<unsigned char>(line[i]) & 0xC0) == 0x80) continue;  // continuation byte
+    if (shown++ == columns - 1) return line.substr(0, i);
+  }
+  return line;
+}
+
+int terminal_columns() {
+  winsize w{};
+  return ioctl(STDOUT_FILENO, TIOCGWINSZ, &w) == 0 ? w.ws_col : 0;
+}
+
 ProgressCadence::ProgressCadence(bool tty, double tty_interval, double log_interval)
     : tty_(tty), tty_interval_(tty_interval), log_interval_(log_interval) {}
 
@@ -60,7 +76,7 @@ void Console::raw(const std::string& s) const {
 void Console::progress(const std::string& line, bool last) const {
   if (!on_) return;
   // "\x1b[K" clears what a longer earlier line left to the right.
-  if (tty_) raw("\r" + line + "\x1b[K" + (last ? "\n" : ""));
+  if (tty_) raw("\r" + fit_to_columns(line, terminal_columns()) + "\x1b[K" + (last ? "\n" : ""));
   else raw(line + "\n");
 }
 

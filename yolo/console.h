@@ -13,6 +13,13 @@ namespace kestrel::yolo {
 // tqdm's time format: "00:05", "12:34", "1:02:03" (an hour or more).
 std::string format_interval(double seconds);
 
+// `line` cut to at most `columns` - 1 characters (UTF-8 code points; the bar's blocks are one column
+// each), so that a redraw never wraps: a wrapped line cannot be redrawn in place and would leave a
+// new row per update. columns <= 1: unchanged (width unknown).
+std::string fit_to_columns(const std::string& line, int columns);
+// The terminal's width in columns for stdout, 0 when stdout is not a terminal or does not say.
+int terminal_columns();
+
 // " 40%|████      | 12/30 00:05<00:07": percentage, a 10-cell bar of eighth blocks, the count,
 // the time elapsed and the time left (from the mean rate so far; "?" before the first item).
 std::string format_bar(int64_t done, int64_t total, double seconds);
@@ -42,8 +49,8 @@ class Console {
     if (on_) raw(str(parts...) + "\n");
   }
   void raw(const std::string& s) const;
-  // A progress line drawn now: in place on a terminal (ending the line when `last`), as a line
-  // of its own in a log.
+  // A progress line drawn now: in place on a terminal, cut to its width (ending the line when
+  // `last`), as a line of its own in a log.
   void progress(const std::string& line, bool last) const;
   ProgressCadence cadence() const { return ProgressCadence(tty_); }
   bool on() const { return on_; }

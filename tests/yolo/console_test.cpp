@@ -67,3 +67,18 @@ TEST(Console, OffPrintsNothingAndTtyNeedsOn) {
   EXPECT_TRUE(Console(true, true).tty());
   EXPECT_FALSE(Console(true, false).tty());
 }
+
+TEST(Console, ProgressLinesFitTheTerminal) {
+  const std::string bar = "  0/29  1.2G  0.1  " + format_bar(12, 30, 5.0);  // holds multi-byte blocks
+  EXPECT_EQ(fit_to_columns(bar, 0), bar);  // width unknown
+  EXPECT_EQ(fit_to_columns(bar, 200), bar);
+  EXPECT_EQ(fit_to_columns("abcdef", 4), "abc");
+  // Cut by characters, never inside a block's bytes: 7 columns keep 6 characters.
+  const std::string cut = fit_to_columns("ab█▍cdef", 7);
+  EXPECT_EQ(cut, "ab█▍cd");
+  const std::string narrow = fit_to_columns(bar, 30);
+  size_t characters = 0;
+  for (unsigned char c : narrow) characters += (c & 0xC0) != 0x80;
+  EXPECT_EQ(characters, 29u);
+  EXPECT_EQ(bar.rfind(narrow, 0), 0u);  // a prefix of the line
+}
