@@ -12,6 +12,19 @@ std::string canonical(std::string name) {
   return name;
 }
 
+// The reference's spellings of one option (its argparse gives --imgsz, --img and --img-size to
+// one destination): a command that declares the target accepts each, and their prefixes, as it.
+const std::map<std::string, std::string>& aliases() {
+  static const std::map<std::string, std::string> table = {{"img", "img-size"}, {"imgsz", "img-size"}};
+  return table;
+}
+
+// `name` itself, or the flag it is another spelling of where the command declares that flag.
+std::string resolve_alias(const std::string& name, const std::map<std::string, bool>& spec) {
+  const auto a = aliases().find(name);
+  return a != aliases().end() && spec.count(a->second) ? a->second : name;
+}
+
 }  // namespace
 
 Args::Args(const std::vector<std::string>& argv, const std::map<std::string, bool>& spec,
@@ -28,20 +41,23 @@ Args::Args(const std::vector<std::string>& argv, const std::map<std::string, boo
       name = name.substr(0, eq);
     }
     name = canonical(name);
-    auto it = spec.find(name);
-    if (it == spec.end()) {  // argparse's abbreviations: a unique prefix names its flag
-      std::vector<std::string> matches;
+    if (!spec.count(resolve_alias(name, spec))) {  // argparse's abbreviations: a unique prefix names its flag
+      std::set<std::string> matches;
       for (const auto& [flag, takes_value] : spec)
-        if (flag.rfind(name, 0) == 0) matches.push_back(flag);
+        if (flag.rfind(name, 0) == 0) matches.insert(resolve_alias(flag, spec));
+      for (const auto& [alias, target] : aliases())
+        if (alias.rfind(name, 0) == 0 && spec.count(target)) matches.insert(target);
       if (matches.empty()) throw UsageError("unknown flag --" + name);
       if (matches.size() > 1) {
         std::string list;
         for (const std::string& m : matches) list += (list.empty() ? "--" : ", --") + m;
         throw UsageError("ambiguous flag --" + name + ": could be " + list);
       }
-      name = matches.front();
-      it = spec.find(name);
+      name = *matches.begin();
     }
+    name = resolve_alias(name, spec);
+    const auto it = spec.find(name);
+    if (it == spec.end()) throw UsageError("unknown flag --" + name);
     if (values_.count(name)) throw UsageError("--" + name + " given twice");
     if (it->second && !inline_value) {
       if (i + 1 >= argv.size()) throw UsageError("--" + name + " needs a value");

@@ -76,6 +76,23 @@ TEST(Args, UniquePrefixesNameTheirFlag) {
   EXPECT_THROW(Args({"--size", "8"}, spec), UsageError);                       // not a prefix
 }
 
+// --img, --imgsz and --img-size are one flag, as in the reference's argparse: each spelling and
+// its prefixes (--im, --imgs) name it, on every command that takes an image size, and `kestrel val
+// --img 320` / `kestrel export --img 320` are no longer ambiguous.
+TEST(Args, ImageSizeSpellingsAreOneFlag) {
+  const std::map<std::string, bool> spec = {{"img-size", true}, {"iou-thres", true}, {"imgsz", true}};
+  for (const char* spelling : {"--img", "--imgsz", "--img-size", "--img_size", "--im", "--imgs"})
+    EXPECT_EQ(Args({spelling, "320"}, spec).get_int32("img-size", 0), 320) << spelling;
+  EXPECT_THROW(Args({"--i", "320"}, spec), UsageError);  // also --iou-thres
+  EXPECT_THROW(Args({"--img", "320", "--imgsz", "640"}, spec), UsageError);  // one flag given twice
+  EXPECT_THROW(Args({"--img", "320"}, {{"rect", false}}), UsageError);  // a command without image size
+  for (const char* command : {"val", "export"}) {
+    const auto r = run_kestrel(std::string(command) + " --img 320 --weights /nonexistent.safetensors");
+    EXPECT_EQ(r.out.find("ambiguous"), std::string::npos) << command << ": " << r.out;
+    EXPECT_NE(r.code, 2) << command << ": " << r.out;  // past the flags, refused for the missing file
+  }
+}
+
 // argparse's nargs='+': `--classes 0 2 3` takes the words up to the next flag; commas read the same.
 TEST(Args, ListFlagsTakeSeveralWords) {
   const std::map<std::string, bool> spec = {{"classes", true}, {"img-size", true}, {"nosave", false}};
