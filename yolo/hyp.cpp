@@ -28,6 +28,7 @@ std::vector<std::pair<const char*, double Hyp::*>> fields() {
           {"obj_pw", &Hyp::obj_pw},
           {"iou_t", &Hyp::iou_t},
           {"anchor_t", &Hyp::anchor_t},
+          {"anchors", &Hyp::anchors},
           {"fl_gamma", &Hyp::fl_gamma},
           {"hsv_h", &Hyp::hsv_h},
           {"hsv_s", &Hyp::hsv_s},
@@ -59,13 +60,15 @@ void Hyp::set(const std::string& key, double value) { this->*field_of(key) = val
 
 std::map<std::string, double> Hyp::values() const {
   std::map<std::string, double> out;
-  for (const auto& [name, field] : fields()) out[name] = this->*field;
+  for (const auto& [name, field] : fields())
+    if (field != &Hyp::anchors || anchors > 0) out[name] = this->*field;
   return out;
 }
 
 std::string Hyp::to_yaml() const {
   std::ostringstream os;
-  for (const auto& [name, field] : fields()) os << name << ": " << this->*field << "\n";
+  for (const auto& [name, field] : fields())
+    if (field != &Hyp::anchors || anchors > 0) os << name << ": " << this->*field << "\n";
   return os.str();
 }
 
@@ -95,6 +98,9 @@ Hyp parse_hyp(const std::string& text, const std::string& source) {
   }
   for (const auto& [name, value] : hyp.values())
     KESTREL_CHECK(value >= 0, source, ": '", name, "' must not be negative, got ", value);
+  KESTREL_CHECK(hyp.anchors == 0 || (hyp.anchors >= 0.5 && hyp.anchors < 64.5), source,
+                ": 'anchors' is the anchor count per output level, 1 to 64 once rounded (0: the model "
+                "yaml's), got ", hyp.anchors);
   return hyp;
 }
 

@@ -14,6 +14,10 @@ struct Hyp {
   // loss
   double box = 0.05, cls = 0.5, cls_pw = 1.0, obj = 1.0, obj_pw = 1.0;
   double iou_t = 0.20, anchor_t = 4.0, fl_gamma = 0.0;
+  // Anchors per output level, replacing the model yaml's (rounded; AutoAnchor then computes them),
+  // as the reference's optional `anchors` key (hyp.Objects365, hyp.VOC). 0: not set, and then
+  // absent from values() and hyp.yaml as from the reference's.
+  double anchors = 0.0;
   double label_smoothing = 0.0;  // set from --label-smoothing, not a hyp-file key in the reference
   // augmentation
   double hsv_h = 0.015, hsv_s = 0.7, hsv_v = 0.4;

@@ -239,7 +239,12 @@ void Trainer::load_data() {
 
 void Trainer::build_model() {
   cfg_text_ = read_text(o_.cfg);
-  const ModelConfig mcfg = parse_model_config(cfg_text_, o_.cfg);
+  ModelConfig mcfg = parse_model_config(cfg_text_, o_.cfg);
+  if (hyp_.anchors > 0) {  // the hyp's anchor count replaces the yaml's anchors; AutoAnchor sets them
+    out_->line("Overriding model.yaml anchors with anchors=", short_number(hyp_.anchors));
+    mcfg.anchors.clear();
+    mcfg.anchors_per_level = static_cast<int>(std::lround(hyp_.anchors));
+  }
   model_ = std::make_shared<DetectionModel>(mcfg, nc_, o_.seed);
   if (resume_) {
     // The model as the checkpoint left it (the reference builds it from ckpt['model']) before

@@ -32,6 +32,21 @@ TEST(Hyp, ShippedFilesHoldTheReferenceValues) {
   EXPECT_EQ(high.copy_paste, 0.1);
 }
 
+// `anchors` (hyp.Objects365, hyp.VOC) is read, kept through hyp.yaml and checkpoints (values()),
+// and absent from both when not set, as from the reference's dicts.
+TEST(Hyp, AnchorsKeyOnlyWhereSet) {
+  EXPECT_EQ(Hyp().values().count("anchors"), 0u);
+  EXPECT_EQ(Hyp().to_yaml().find("anchors"), std::string::npos);
+  const Hyp voc = load_hyp("data/hyps/hyp.VOC.yaml");
+  EXPECT_EQ(voc.anchors, 3.412);
+  EXPECT_EQ(voc.anchor_t, 3.3744);
+  EXPECT_EQ(voc.values().at("anchors"), 3.412);
+  EXPECT_EQ(parse_hyp(voc.to_yaml(), "back.yaml").values(), voc.values());
+  EXPECT_EQ(load_hyp("data/hyps/hyp.Objects365.yaml").anchors, 3.2);
+  EXPECT_THROW(parse_hyp("anchors: 0.2\n", "h.yaml"), Error);
+  EXPECT_THROW(parse_hyp("anchors: 100\n", "h.yaml"), Error);
+}
+
 TEST(Hyp, FileOverridesAndRoundTrips) {
   Hyp h = parse_hyp("lr0: 0.02\nmixup: 0.1\n", "h.yaml");
   EXPECT_EQ(h.lr0, 0.02);

@@ -476,3 +476,23 @@ TEST(Trainer, ImageSizeIsRoundedUpToTheStride) {
   const std::string options = load_safetensors((p / "exp/weights/last.safetensors").string()).metadata().at("options");
   EXPECT_NE(options.find("\"imgsz\":\"96\""), std::string::npos) << options;
 }
+
+// A hyp's `anchors` (as hyp.VOC's 3.412, rounded) replaces the model yaml's anchors with that many
+// per level, which AutoAnchor then computes; the count survives in hyp.yaml and the checkpoint.
+TEST(Trainer, HypAnchorsReplaceTheModelsAnchors) {
+  const fs::path p = scratch("hypanchors");
+  fs::create_directories(p);
+  std::ofstream(p / "hyp.yaml") << "anchors: 4.4\n";
+  yolo::TrainOptions o = tiny(p);
+  o.epochs = 1;
+  o.max_batches = 1;
+  o.hyp = (p / "hyp.yaml").string();
+  ASSERT_EQ(yolo::train(o), 0);
+  const SafetensorsFile last = load_safetensors((p / "exp/weights/last.safetensors").string());
+  const Tensor anchors = last.get("model.model.24.anchors");
+  EXPECT_EQ(anchors.shape(), (Shape{3, 4, 2}));
+  std::ifstream hyp(p / "exp/hyp.yaml");
+  std::stringstream text;
+  text << hyp.rdbuf();
+  EXPECT_NE(text.str().find("anchors: 4.4"), std::string::npos) << text.str();
+}
