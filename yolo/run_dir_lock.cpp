@@ -83,7 +83,7 @@ std::optional<RunDirLock> RunDirLock::try_acquire(const std::string& dir, std::s
 RunDirLock RunDirLock::acquire(const std::string& dir, const std::string& fix) {
   std::string holder;
   std::optional<RunDirLock> lock = try_acquire(dir, &holder);
-  KESTREL_CHECK(lock.has_value(), "run directory '", dir, "' is in use by another training run (",
+  KESTREL_CHECK(lock.has_value(), "run directory '", dir, "' is in use by another run (",
                 holder, "; lock file ", (fs::path(dir) / kFileName).string(), "): ", fix);
   return std::move(*lock);
 }
@@ -109,7 +109,7 @@ RunDirLock::~RunDirLock() {
 
 void remove_stale_temporaries(const RunDirLock& lock) {
   std::error_code ec;
-  for (const fs::path folder : {fs::path(lock.dir()), fs::path(lock.dir()) / "weights"})
+  for (const fs::path& folder : {fs::path(lock.dir()), fs::path(lock.dir()) / "weights"})
     for (fs::directory_iterator it(folder, ec), end; !ec && it != end; it.increment(ec))
       if (is_temp_name(it->path().filename().string())) {
         std::error_code ignored;  // a leftover that cannot go stays; the run does not need it gone
