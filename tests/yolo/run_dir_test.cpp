@@ -164,7 +164,7 @@ TEST_F(RunDirFiles, KeepThroughDropsLaterRowsAndKeepsTheRestByteIdentical) {
 
   EXPECT_EQ(csv.keep_through(2), 2);
   EXPECT_EQ(read_bytes(path), through2);
-  EXPECT_FALSE(fs::exists(path.string() + ".tmp"));
+  EXPECT_TRUE(kestrel::testing::temporaries_of(path.string()).empty());
 
   // Appending after the cut continues as an uninterrupted run would write.
   csv.append(3, row(3));
@@ -206,7 +206,7 @@ TEST_F(RunDirFiles, WriteYamlPairsIsAtomic) {
   write_yaml_pairs(path.string(), {{"weights", "a much longer value than the next one"}, {"epochs", "300"}});
   write_yaml_pairs(path.string(), {{"epochs", "3"}, {"imgsz", "640"}, {"freeze", "[0, 1]"}});
   EXPECT_EQ(read_bytes(path), "epochs: 3\nimgsz: 640\nfreeze: [0, 1]\n");
-  EXPECT_FALSE(fs::exists(path.string() + ".tmp"));
+  EXPECT_TRUE(kestrel::testing::temporaries_of(path.string()).empty());
   write_yaml_pairs(path.string(), {});
   EXPECT_EQ(read_bytes(path), "");
   EXPECT_THROW(write_yaml_pairs((dir_ / "missing" / "opt.yaml").string(), {{"a", "b"}}), kestrel::Error);
