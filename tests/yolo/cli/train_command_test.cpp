@@ -167,7 +167,8 @@ void expect_one_runs_files(const fs::path& run_dir, const std::string& optimizer
 
 // Three runs given one --name with --exist-ok, started together: the first to lock the directory
 // trains in it; the others are refused at once, naming its pid and the fix, and leave nothing in
-// it (before the lock, all three trained into exp: 9 results rows, optimizers mixed).
+// it (before the lock, all trained into exp: results.csv held two runs' rows, 0 0 1 1 2 2, and a
+// run could die renaming a temporary another run had already renamed).
 TEST(TrainCommand, RunsStartedTogetherWithExistOkShareNoDirectory) {
   const fs::path project = scratch("together_exist_ok");
   const std::vector<StartedRun> runs = train_together(project, "--exist-ok");
