@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -84,18 +85,34 @@ std::vector<char*> c_strings(std::vector<std::string>& strings) {
   return out;
 }
 
+// The worker's log, locked (flock) for as long as the worker holds it as stdout and stderr: two
+// launches into one project (one of them refused by the run directory's lock, say) would
+// otherwise truncate and interleave each other's rank<R>.log. A log a live launch holds is left
+// alone, and this launch writes rank<R>.<launcher pid>.log instead (w.log says which).
+int open_rank_log(Worker& w) {
+  for (const bool fallback : {false, true}) {
+    if (fallback) w.log = w.log.parent_path() / str("rank", w.rank, ".", ::getpid(), ".log");
+    const int fd = ::open(w.log.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    KESTREL_CHECK(fd >= 0, "launcher: cannot create the log file ", w.log.string(), " for rank ", w.rank,
+                  ": ", std::strerror(errno), "; check that the project directory is writable");
+    if (::flock(fd, LOCK_EX | LOCK_NB) == 0 || errno != EWOULDBLOCK) {  // no flock here: write anyway
+      KESTREL_CHECK(::ftruncate(fd, 0) == 0, "launcher: cannot empty the log file ", w.log.string(), ": ",
+                    std::strerror(errno));
+      return fd;
+    }
+    ::close(fd);
+  }
+  KESTREL_FAIL("launcher: the log files ", w.log.string(), " and rank", w.rank, ".log beside it are ",
+               "held by other launches; remove stale launches or use another --project");
+}
+
 // Starts one worker. Between fork and exec the child only makes async-signal-safe calls.
 pid_t spawn(const LaunchOptions& o, const std::vector<std::string>& command, Worker& w,
             const sigset_t& original_mask) {
   std::vector<std::string> args = command, env = worker_environment(o, w.rank, w.local_rank);
   std::vector<char*> argv = c_strings(args), envp = c_strings(env);
   const std::string exec_failed = "kestrel launcher: cannot execute " + command[0] + "\n";
-  int log_fd = -1;
-  if (!w.log.empty()) {
-    log_fd = ::open(w.log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    KESTREL_CHECK(log_fd >= 0, "launcher: cannot create the log file ", w.log.string(),
-                  " for rank ", w.rank, ": ", std::strerror(errno));
-  }
+  const int log_fd = w.log.empty() ? -1 : open_rank_log(w);
   const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
   if (pid == 0) {

@@ -3,7 +3,8 @@
 //
 // Workers get RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR and MASTER_PORT, which
 // dist/env.h picks up, and OMP_NUM_THREADS (their share of the cores) unless it is set. Global rank 0 keeps the launcher's stdout/stderr; every other worker writes
-// both to <log_dir>/rank<R>.log. SIGINT and SIGTERM are forwarded to the workers. When a worker
+// both to <log_dir>/rank<R>.log (rank<R>.<launcher pid>.log while another live launch holds that
+// name: the worker keeps its log locked). SIGINT and SIGTERM are forwarded to the workers. When a worker
 // fails, the others get SIGTERM (SIGKILL after a grace period) and the launcher reports which rank
 // failed, with the tail of its log.
 //

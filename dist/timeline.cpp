@@ -6,6 +6,7 @@
 #include <fstream>
 #include <vector>
 
+#include "engine/atomic_file.h"
 #include "engine/json.h"
 #include "kernels/error.h"
 
@@ -116,7 +117,7 @@ std::string TraceWriter::json() const {
 }
 
 void TraceWriter::write(const std::string& path) const {
-  const std::string tmp = path + ".tmp";
+  const std::string tmp = unique_temp_path(path);  // ranks or runs may share a --trace path
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     KESTREL_CHECK(out.good(), "trace: cannot open ", tmp, " for writing; check that the directory ",

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -25,7 +26,23 @@ void sync_directory_of(const std::string& path) {
 
 }  // namespace
 
-AtomicFile::AtomicFile(std::string path) : path_(std::move(path)), tmp_(path_ + ".tmp") {
+std::string unique_temp_path(const std::string& path) {
+  static std::atomic<uint64_t> counter{0};
+  return str(path, ".tmp.", ::getpid(), ".", counter.fetch_add(1));
+}
+
+bool is_temp_name(const std::string& filename) {
+  const size_t at = filename.rfind(".tmp.");
+  if (at == std::string::npos || at == 0) return false;
+  const std::string rest = filename.substr(at + 5);  // "<pid>.<n>"
+  const size_t dot = rest.find('.');
+  const auto digits = [](const std::string& s) {
+    return !s.empty() && s.find_first_not_of("0123456789") == std::string::npos;
+  };
+  return dot != std::string::npos && digits(rest.substr(0, dot)) && digits(rest.substr(dot + 1));
+}
+
+AtomicFile::AtomicFile(std::string path) : path_(std::move(path)), tmp_(unique_temp_path(path_)) {
   fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd_ < 0) fail("create");
 }
@@ -68,8 +85,7 @@ void write_file_atomic(const std::string& path, std::string_view bytes) {
 }
 
 void publish_copy(const std::string& src, const std::string& dst) {
-  const std::string tmp = dst + ".tmp";
-  ::unlink(tmp.c_str());
+  const std::string tmp = unique_temp_path(dst);
   if (::link(src.c_str(), tmp.c_str()) == 0) {
     if (::rename(tmp.c_str(), dst.c_str()) != 0) {
       const int err = errno;

@@ -1,4 +1,5 @@
-// Files that are either wholly old or wholly new: a writer fills `path.tmp`, flushes it to disk,
+// Files that are either wholly old or wholly new: a writer fills a temporary beside `path`
+// (unique_temp_path), flushes it to disk,
 // renames it over `path` and flushes the directory, so a crash or kill at any moment leaves the
 // previous version or the complete new one, never a torn or empty file. Everything the trainer
 // writes (checkpoints, results.csv, yaml, plots) goes through here.
@@ -9,7 +10,16 @@
 
 namespace kestrel {
 
-// path + ".tmp", removed again unless commit() renamed it over the destination.
+// A temporary name beside `path` that no other writer uses: `path.tmp.<pid>.<n>`, n counting
+// this process's temporaries. Two processes (or threads) writing one file at once each fill
+// their own temporary, and each rename installs a whole file; with one shared `path.tmp` one
+// writer's rename takes the other's half-written bytes or finds its temporary gone.
+std::string unique_temp_path(const std::string& path);
+
+// True for a name unique_temp_path makes from some `path` (a writer's leftover after a kill).
+bool is_temp_name(const std::string& filename);
+
+// A unique_temp_path, removed again unless commit() renamed it over the destination.
 class AtomicFile {
  public:
   explicit AtomicFile(std::string path);

@@ -19,8 +19,9 @@ namespace kestrel {
 
 // Writes `tensors` (any device, any strides; copied to contiguous host data one at a time) to
 // `path`, sorted by name with data in that order, header padded with spaces to a multiple of 8
-// bytes as the reference writer does. Writes path + ".tmp", flushes it to disk, then renames it
-// over `path`, so a crash leaves either the old file or the new one, never a torn one.
+// bytes as the reference writer does. Writes a temporary of its own (engine/atomic_file.h),
+// flushes it to disk, then renames it over `path`, so a crash leaves either the old file or the
+// new one, never a torn one.
 void save_safetensors(const std::string& path,
                       const std::vector<std::pair<std::string, Tensor>>& tensors,
                       const std::map<std::string, std::string>& metadata = {});

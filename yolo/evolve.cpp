@@ -230,9 +230,10 @@ int evolve(const TrainOptions& base, int generations) {
   // As the reference: --resume with --evolve continues the newest run directory (exist_ok).
   const bool continue_last = o.resume.has_value();
   o.resume.reset();
-  const std::string save_dir =
-      increment_path((fs::path(o.project) / o.name).string(), o.exist_ok || continue_last);
-  fs::create_directories(save_dir);
+  // Held across the generations: each one's trainer writes into this directory and takes no lock.
+  const ClaimedRunDir claim = claim_run_dir((fs::path(o.project) / o.name).string(), o.exist_ok || continue_last);
+  const std::string save_dir = claim.path;
+  remove_stale_temporaries(claim.lock);
   o.project = fs::path(save_dir).parent_path().string();
   o.name = fs::path(save_dir).filename().string();
   o.exist_ok = true;

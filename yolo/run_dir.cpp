@@ -1,6 +1,10 @@
 #include "yolo/run_dir.h"
 
+#include <sys/stat.h>
+
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -16,6 +20,40 @@ std::string increment_path(const std::string& path, bool exist_ok) {
   for (int n = 2; n < 10000; ++n) {
     const std::string candidate = path + std::to_string(n);
     if (!fs::exists(candidate)) return candidate;
+  }
+  KESTREL_FAIL("no free run directory name after ", path, "9999; clean up ", path, "*");
+}
+
+namespace {
+
+// True when this call made `dir`; false when something of that name already existed.
+bool make_directory(const std::string& dir) {
+  if (::mkdir(dir.c_str(), 0755) == 0) return true;
+  KESTREL_CHECK(errno == EEXIST, "cannot create the run directory '", dir, "': ", std::strerror(errno),
+                "; check that --project is writable");
+  return false;
+}
+
+}  // namespace
+
+ClaimedRunDir claim_run_dir(const std::string& path, bool exist_ok) {
+  namespace fs = std::filesystem;
+  const fs::path parent = fs::path(path).parent_path();
+  std::error_code ec;
+  if (!parent.empty()) fs::create_directories(parent, ec);  // a failure shows in mkdir below
+  if (exist_ok) {
+    const bool created = make_directory(path);
+    KESTREL_CHECK(created || fs::is_directory(path), "'", path, "' exists and is not a directory; ",
+                  "remove it or choose another --name");
+    return {path, RunDirLock::acquire(path, "choose another --name, or drop --exist-ok to get a new "
+                                            "directory"), created};
+  }
+  for (int n = 1; n < 10000; ++n) {
+    const std::string candidate = n == 1 ? path : path + std::to_string(n);
+    if (!make_directory(candidate)) continue;
+    // A run given this name with --exist-ok may have locked it between our mkdir and now.
+    if (std::optional<RunDirLock> lock = RunDirLock::try_acquire(candidate))
+      return {candidate, std::move(*lock), true};
   }
   KESTREL_FAIL("no free run directory name after ", path, "9999; clean up ", path, "*");
 }

@@ -36,6 +36,7 @@
 #include "yolo/plots.h"
 #include "yolo/rank_agreement.h"
 #include "yolo/run_dir.h"
+#include "yolo/run_dir_lock.h"
 #include "yolo/schedule.h"
 #include "yolo/stop_signal.h"
 #include "yolo/train_progress.h"
@@ -67,11 +68,16 @@ class Trainer {
 
   int run() {
     resolve_options();
-    prepare_run_directory();
-    load_data();
-    build_model();
-    build_optimization();
-    restore();
+    try {
+      prepare_run_directory();
+      load_data();
+      build_model();
+      build_optimization();
+      restore();
+    } catch (...) {
+      discard_new_run_directory();
+      throw;
+    }
     announce();
     bool interrupted = false;
     for (int epoch = start_epoch_; epoch < o_.epochs; ++epoch) {
@@ -94,6 +100,9 @@ class Trainer {
  private:
   void resolve_options();
   void prepare_run_directory();
+  // A run that fails at start-up leaves no run directory of its own behind (an existing one,
+  // given with --exist-ok or --resume, stays as it was found).
+  void discard_new_run_directory();
   void load_data();
   void build_model();
   void build_optimization();
@@ -123,6 +132,10 @@ class Trainer {
   std::optional<ResumePlan> resume_;
   std::optional<Console> out_;
   std::string save_dir_, weights_dir_, last_path_, best_path_;
+  // Rank 0's hold on save_dir_ for the run's life (none for an --evolve generation: evolve()
+  // holds it across the generations).
+  std::optional<RunDirLock> run_lock_;
+  bool created_run_dir_ = false;  // by this run, not found (so start-up failures remove it)
   Hyp hyp_;
   std::optional<data::DatasetConfig> dcfg_;
   int nc_ = 0;
@@ -196,8 +209,22 @@ void Trainer::resolve_options() {
 }
 
 void Trainer::prepare_run_directory() {
-  if (rank_.main())
-    save_dir_ = resume_ ? resume_->save_dir : increment_path((fs::path(o_.project) / o_.name).string(), o_.exist_ok);
+  if (rank_.main()) {
+    const std::string named = (fs::path(o_.project) / o_.name).string();
+    if (resume_) {
+      save_dir_ = resume_->save_dir;
+      run_lock_ = RunDirLock::acquire(save_dir_, "that run is still training; let it finish or stop it "
+                                                 "(Ctrl-C) before resuming");
+    } else if (o_.evolve > 0) {
+      save_dir_ = named;
+    } else {
+      ClaimedRunDir claim = claim_run_dir(named, o_.exist_ok);
+      save_dir_ = claim.path;
+      created_run_dir_ = claim.created;
+      run_lock_ = std::move(claim.lock);
+    }
+    if (run_lock_) remove_stale_temporaries(*run_lock_);
+  }
   save_dir_ = broadcast_string(rank_, device_, save_dir_);
   weights_dir_ = save_dir_ + "/weights";
   last_path_ = weights_dir_ + "/last.safetensors";
@@ -220,6 +247,15 @@ void Trainer::prepare_run_directory() {
   std::string hyp_line = "hyperparameters: ";
   for (const auto& [k, v] : hyp_.values()) hyp_line += k + "=" + short_number(v) + ", ";
   out_->line(hyp_line.substr(0, hyp_line.size() - 2));
+}
+
+void Trainer::discard_new_run_directory() {
+  if (!created_run_dir_) return;
+  board_.reset();  // its event file is open in the directory
+  std::error_code ec;
+  fs::remove_all(save_dir_, ec);
+  if (ec) out_->line("WARNING: cannot remove the new run directory ", save_dir_, ": ", ec.message());
+  run_lock_.reset();
 }
 
 void Trainer::load_data() {

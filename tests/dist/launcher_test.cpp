@@ -1,6 +1,9 @@
 #include "dist/launcher.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/file.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <csignal>
@@ -177,6 +180,32 @@ TEST(Launcher, WorkersSeeTheirRanksAndOnlyRankZeroPrints) {
                   .find("hello from rank " + std::to_string(rank)),
               std::string::npos);
   }
+  fs::remove_all(dir);
+}
+
+// Two launches into one log directory (two runs given one project): the second finds rank1.log
+// held by the first's live worker, leaves it whole and writes rank1.<its pid>.log. Here the test
+// holds the first launch's log open and locked, as that worker would.
+TEST(Launcher, ALogHeldByAnotherLaunchIsLeftAlone) {
+  const fs::path dir = testing::temp_dir("launch");
+  LaunchOptions o = options_for("DISABLED_ReportEnv", 2, dir);
+  fs::create_directories(o.log_dir);
+  const fs::path held = o.log_dir / "rank1.log";
+  std::ofstream(held) << "the other launch's rank 1\n";
+  const int fd = ::open(held.c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::flock(fd, LOCK_EX | LOCK_NB), 0);
+  const LaunchResult r = launch_workers(o);
+  EXPECT_EQ(r.exit_code, 0) << r.message;
+  EXPECT_EQ(read_file(held), "the other launch's rank 1\n");
+  const fs::path own = o.log_dir / ("rank1." + std::to_string(::getpid()) + ".log");
+  EXPECT_NE(read_file(own).find("hello from rank 1"), std::string::npos) << own;
+  ::close(fd);
+
+  // Released, the name is free again and this launch's log replaces the old one.
+  EXPECT_EQ(launch_workers(options_for("DISABLED_ReportEnv", 2, dir)).exit_code, 0);
+  EXPECT_NE(read_file(held).find("hello from rank 1"), std::string::npos);
+  EXPECT_EQ(read_file(held).find("the other launch"), std::string::npos);
   fs::remove_all(dir);
 }
 

@@ -11,6 +11,7 @@
 
 #include "engine/json.h"
 #include "kernels/error.h"
+#include "tests/support/testing.h"
 
 namespace kestrel::dist {
 namespace {
@@ -97,7 +98,7 @@ TEST(TimelineTest, ChromeTraceIsWellFormedAndHoldsTheTimeline) {
   std::stringstream text;
   text << in.rdbuf();
   EXPECT_EQ(text.str(), writer.json());
-  EXPECT_FALSE(std::filesystem::exists(path.string() + ".tmp"));
+  EXPECT_TRUE(testing::temporaries_of(path.string()).empty());
   std::filesystem::remove(path);
   EXPECT_THROW(writer.write("/nonexistent-dir/trace.json"), Error);
 }

@@ -116,7 +116,7 @@ TEST_F(Safetensors, RoundTripsEveryDTypeAndShape) {
   EXPECT_EQ(f.entry("t20.int32").dtype, "I32");
   EXPECT_EQ(f.entry("t25.int64").dtype, "I64");
   EXPECT_EQ(f.entry("t30.uint8").dtype, "U8");
-  EXPECT_FALSE(fs::exists(path() + ".tmp"));
+  EXPECT_TRUE(kestrel::testing::temporaries_of(path()).empty());
 }
 
 TEST_F(Safetensors, PreservesBitPatternsOfSpecialFloats) {
@@ -155,7 +155,7 @@ TEST_F(Safetensors, ReplacesAnExistingFileAtomically) {
   save_safetensors(path(), {{"b", Tensor::zeros({3})}});
   SafetensorsFile f = load_safetensors(path());
   EXPECT_EQ(f.names(), std::vector<std::string>{"b"});
-  EXPECT_FALSE(fs::exists(path() + ".tmp"));
+  EXPECT_TRUE(kestrel::testing::temporaries_of(path()).empty());
 }
 
 TEST_F(Safetensors, WriterRefusesBadInput) {

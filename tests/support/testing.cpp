@@ -1,6 +1,7 @@
 #include "tests/support/testing.h"
 
 #include <cmath>
+#include <filesystem>
 #include <random>
 
 #include "engine/autograd.h"
@@ -99,6 +100,17 @@ std::string error_of(const std::function<void()>& f) {
     return e.what();
   }
   return "";
+}
+
+std::vector<std::string> temporaries_of(const std::string& path) {
+  const std::filesystem::path p(path);
+  const std::filesystem::path dir = p.parent_path().empty() ? "." : p.parent_path();
+  const std::string prefix = p.filename().string() + ".tmp";
+  std::vector<std::string> found;
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
+    if (it->path().filename().string().rfind(prefix, 0) == 0) found.push_back(it->path().filename());
+  return found;
 }
 
 }  // namespace kestrel::testing

@@ -1,5 +1,5 @@
 // Shared test helpers: random tensors, closeness checks, finite-difference gradient checks, the
-// GPU skip, and the message of an expected kestrel::Error.
+// GPU skip, the message of an expected kestrel::Error, and a writer's leftover temporaries.
 #pragma once
 #include <gtest/gtest.h>
 
@@ -36,5 +36,9 @@ struct GradcheckOptions {
 
 // The message of the kestrel::Error that f throws; empty when it returns normally.
 std::string error_of(const std::function<void()>& f);
+
+// The temporaries of `path` beside it (`<name>.tmp...`, any writer's: engine/atomic_file names
+// them per writer), as file names; empty when every write-then-rename cleaned up.
+std::vector<std::string> temporaries_of(const std::string& path);
 
 }  // namespace kestrel::testing

@@ -1,4 +1,6 @@
-// The run directory: exp, exp2, ... named as the reference names them; results.csv in the
+// The run directory: exp, exp2, ... named as the reference names them, and claimed atomically:
+// runs that start together each get a directory of their own (mkdir decides), a name taken with
+// --exist-ok by a live run is refused naming its pid; results.csv in the
 // reference's format, and keep_through (a resumed run redoing epochs) drops exactly the later rows,
 // keeps the header and earlier rows byte-identical, leaves the file alone (not rewritten) when there
 // is nothing to drop, and appending afterwards gives the file an uninterrupted run writes;
@@ -7,8 +9,13 @@
 
 #include <stdlib.h>
 
+#include <unistd.h>
+
+#include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <set>
+#include <thread>
 
 #include "tests/support/testing.h"
 
@@ -58,6 +65,76 @@ TEST(RunDir, IncrementsLikeTheReference) {
   fs::remove_all(base);
 }
 
+TEST_F(RunDirFiles, ClaimNumbersAsTheReferenceAndCreatesWhatItNames) {
+  const std::string exp = (dir_ / "project" / "exp").string();  // the project is made too
+  {
+    ClaimedRunDir first = claim_run_dir(exp, false);
+    EXPECT_EQ(first.path, exp);
+    EXPECT_TRUE(first.created);
+    EXPECT_TRUE(fs::is_directory(exp));
+  }
+  // Released, exp is still taken by name: the next run gets exp2, then exp3 past a gap-free list.
+  EXPECT_EQ(claim_run_dir(exp, false).path, exp + "2");
+  EXPECT_EQ(claim_run_dir(exp, false).path, exp + "3");
+  // A gap is filled first, as the reference's increment_path does.
+  fs::remove_all(exp + "2");
+  EXPECT_EQ(claim_run_dir(exp, false).path, exp + "2");
+  // A plain file of that name is skipped like a directory.
+  std::ofstream(exp + "4") << "not a run";
+  EXPECT_EQ(claim_run_dir(exp, false).path, exp + "5");
+
+  // exist_ok: the name itself, made or found.
+  ClaimedRunDir reused = claim_run_dir(exp, true);
+  EXPECT_EQ(reused.path, exp);
+  EXPECT_FALSE(reused.created);
+  ClaimedRunDir fresh = claim_run_dir((dir_ / "project" / "other").string(), true);
+  EXPECT_TRUE(fresh.created);
+  EXPECT_THROW(claim_run_dir(exp + "4", true), kestrel::Error) << "a file is no run directory";
+}
+
+TEST_F(RunDirFiles, ExistOkIntoALockedDirectoryIsRefusedWithTheHoldersPid) {
+  const std::string exp = (dir_ / "exp").string();
+  ClaimedRunDir holder = claim_run_dir(exp, true);
+  try {
+    claim_run_dir(exp, true);
+    ADD_FAILURE() << "a second run was let into a locked run directory";
+  } catch (const kestrel::Error& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find("pid " + std::to_string(::getpid())), std::string::npos) << message;
+    EXPECT_NE(message.find("choose another --name, or drop --exist-ok"), std::string::npos) << message;
+  }
+  // Without --exist-ok a new run does not wait for it: it takes the next name.
+  EXPECT_EQ(claim_run_dir(exp, false).path, exp + "2");
+}
+
+// Runs that start at the same moment: each thread claims at once after a common start line. With
+// check-then-create numbering two of them could name the same directory; mkdir lets one win.
+TEST_F(RunDirFiles, ClaimsStartedTogetherGetDistinctDirectories) {
+  constexpr int kRuns = 8, kRounds = 10;
+  for (int round = 0; round < kRounds; ++round) {
+    const std::string exp = (dir_ / ("round" + std::to_string(round)) / "exp").string();
+    std::atomic<int> waiting{kRuns};
+    std::vector<std::optional<ClaimedRunDir>> claims(kRuns);
+    std::vector<std::thread> runs;
+    for (int t = 0; t < kRuns; ++t)
+      runs.emplace_back([&, t] {
+        --waiting;
+        while (waiting.load() > 0) std::this_thread::yield();
+        claims[t] = claim_run_dir(exp, false);
+      });
+    for (auto& r : runs) r.join();
+    std::set<std::string> paths;
+    for (const auto& c : claims) {
+      ASSERT_TRUE(c.has_value());
+      EXPECT_TRUE(c->created);
+      paths.insert(c->path);
+    }
+    std::set<std::string> expected = {exp};
+    for (int n = 2; n <= kRuns; ++n) expected.insert(exp + std::to_string(n));
+    EXPECT_EQ(paths, expected) << "round " << round;
+  }
+}
+
 TEST(RunDir, ResultsCsvFormat) {
   const fs::path path = fs::temp_directory_path() / "kestrel_results_test.csv";
   fs::remove(path);
@@ -87,7 +164,7 @@ TEST_F(RunDirFiles, KeepThroughDropsLaterRowsAndKeepsTheRestByteIdentical) {
 
   EXPECT_EQ(csv.keep_through(2), 2);
   EXPECT_EQ(read_bytes(path), through2);
-  EXPECT_FALSE(fs::exists(path.string() + ".tmp"));
+  EXPECT_TRUE(kestrel::testing::temporaries_of(path.string()).empty());
 
   // Appending after the cut continues as an uninterrupted run would write.
   csv.append(3, row(3));
@@ -129,7 +206,7 @@ TEST_F(RunDirFiles, WriteYamlPairsIsAtomic) {
   write_yaml_pairs(path.string(), {{"weights", "a much longer value than the next one"}, {"epochs", "300"}});
   write_yaml_pairs(path.string(), {{"epochs", "3"}, {"imgsz", "640"}, {"freeze", "[0, 1]"}});
   EXPECT_EQ(read_bytes(path), "epochs: 3\nimgsz: 640\nfreeze: [0, 1]\n");
-  EXPECT_FALSE(fs::exists(path.string() + ".tmp"));
+  EXPECT_TRUE(kestrel::testing::temporaries_of(path.string()).empty());
   write_yaml_pairs(path.string(), {});
   EXPECT_EQ(read_bytes(path), "");
   EXPECT_THROW(write_yaml_pairs((dir_ / "missing" / "opt.yaml").string(), {{"a", "b"}}), kestrel::Error);

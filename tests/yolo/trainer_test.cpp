@@ -1,8 +1,9 @@
 // End to end on the CPU with the built-in synthetic dataset: a short training run learns (loss
 // falls, mAP50 far above chance) and fills the run directory; a run interrupted after an epoch
 // and resumed ends bitwise equal to an uninterrupted one, also on coco128 (where present) with the
-// anchors AutoAnchor evolved; a 2-process Gloo run completes with only
-// rank 0 writing results; bad flags and bad data fail with the documented errors.
+// anchors AutoAnchor evolved; a 2-process Gloo run completes with only rank 0 writing results; a
+// resume into a directory another run holds is refused; bad flags and bad data fail with the
+// documented errors, leaving no run directory.
 #include "yolo/trainer.h"
 
 #include <signal.h>
@@ -23,6 +24,7 @@
 #include "yolo/model.h"
 #include "yolo/model_config.h"
 #include "yolo/run_dir.h"
+#include "yolo/run_dir_lock.h"
 #include "yolo/weights.h"
 
 using namespace kestrel;
@@ -452,6 +454,32 @@ TEST(Trainer, TwoProcessGlooRunWritesFromRankZeroOnly) {
   EXPECT_EQ(read_results(project / "exp/results.csv").size(), 1u);
 }
 
+// --resume of a run whose directory is still held (the run goes on, or another resume of it does)
+// is refused naming the holder's pid, and leaves the directory as it was; once the holder is gone
+// the same command resumes. The test holds the lock itself, as that live run would.
+TEST(Trainer, ResumingARunThatStillHoldsItsDirectoryIsRefused) {
+  const fs::path p = scratch("resume_held");
+  yolo::TrainOptions first = tiny(p);
+  first.max_batches = 2;
+  first.interrupt_after = 1;
+  ASSERT_EQ(yolo::train(first), 130);
+  const fs::path last = p / "exp/weights/last.safetensors";
+  ASSERT_TRUE(fs::exists(last));
+  const std::string before = kestrel::testing::read_file(last);
+  yolo::TrainOptions again = tiny(p);
+  again.resume = last.string();
+  {
+    const yolo::RunDirLock held = yolo::RunDirLock::acquire((p / "exp").string(), "unused");
+    const std::string message = kestrel::testing::error_of([&] { yolo::train(again); });
+    EXPECT_NE(message.find("is in use by another run (pid " + std::to_string(::getpid())), std::string::npos) << message;
+    EXPECT_NE(message.find("let it finish or stop it"), std::string::npos) << message;
+    EXPECT_EQ(kestrel::testing::read_file(last), before) << "the refused resume wrote the checkpoint";
+    EXPECT_TRUE(fs::exists(p / "exp/hyp.yaml")) << "the refused resume removed the run's files";
+  }
+  EXPECT_EQ(yolo::train(again), 0);
+  EXPECT_EQ(read_results(p / "exp/results.csv").size(), 2u);
+}
+
 TEST(Trainer, BadFlagsAndDataFailClearly) {
   const std::string k = kestrel_binary().string();
   EXPECT_EQ(run(k + " train --epochs x"), 2);
@@ -459,9 +487,11 @@ TEST(Trainer, BadFlagsAndDataFailClearly) {
   EXPECT_EQ(run(k + " train --optimizer RMSprop"), 2);
   EXPECT_EQ(run(k + " train --batch-size 0"), 2);
   EXPECT_EQ(run(k + " train --data /no/such/data.yaml --device cpu --project " + scratch("bad").string()), 1);
-  yolo::TrainOptions o = tiny(scratch("bad2"));
+  const fs::path bad2 = scratch("bad2");
+  yolo::TrainOptions o = tiny(bad2);
   o.cfg = "models/no-such-model.yaml";
   EXPECT_THROW(yolo::train(o), Error);
+  EXPECT_FALSE(fs::exists(bad2 / "exp")) << "a run failing at start-up left its directory";
 }
 
 // As the reference's check_img_size: an --img-size that is no multiple of the stride is rounded up

@@ -100,6 +100,14 @@ int local_workers(const std::string& device, std::optional<int> nproc_flag) {
   return plan.nproc_per_node;
 }
 
+// Where ranks other than 0 write rank<R>.log: the project that holds the run, beside its run
+// directory, never in it (only rank 0 writes there). A resumed checkpoint names its own project
+// (<project>/<run>/weights/last.safetensors), wherever --project points.
+std::filesystem::path rank_log_dir(const yolo::TrainOptions& o) {
+  if (!o.resume || o.resume->empty()) return o.project;
+  return std::filesystem::path(*o.resume).parent_path().parent_path().parent_path();
+}
+
 // Restarts resume this run's checkpoint, or start over in the run directory that the first
 // attempt creates (predicted here, as the trainer names it).
 dist::RestartPolicy restart_policy(const yolo::TrainOptions& o,
@@ -235,7 +243,7 @@ int run_train(const std::vector<std::string>& raw) {
     l.node_rank = args.get_int32("node-rank", 0);
     l.master_addr = args.get("master-addr", "127.0.0.1");
     l.master_port = args.get_int32("master-port", 29500);
-    l.log_dir = o.project;
+    l.log_dir = rank_log_dir(o);
     l.command = {dist::current_executable().string(), "train"};
     for (const auto& a : dist::strip_launcher_flags(argv)) l.command.push_back(a);
     check_launch(o, l.nproc_per_node, l.nnodes, max_restarts);

@@ -40,7 +40,7 @@ cv::Mat decode_image(const std::vector<uint8_t>& bytes, const std::string& path,
 cv::Mat read_image(const std::string& path, std::string* warning = nullptr);
 
 // BGR 8-bit, 3 channels. JPEG quality 1..100; chroma at half resolution (4:2:0, as OpenCV writes)
-// unless full_chroma (4:4:4, as PIL's subsampling=0). Written to path + ".tmp" then renamed.
+// unless full_chroma (4:4:4, as PIL's subsampling=0). Written atomically (engine/atomic_file.h).
 void write_jpeg(const std::string& path, const cv::Mat& bgr, int quality = 95,
                 bool full_chroma = false);
 void write_png(const std::string& path, const cv::Mat& bgr);

@@ -1,7 +1,5 @@
 #include "yolo/data/label_cache.h"
 
-#include <unistd.h>
-
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -10,6 +8,7 @@
 #include <iterator>
 #include <type_traits>
 
+#include "engine/atomic_file.h"
 #include "kernels/error.h"
 #include "yolo/data/image_codec.h"
 
@@ -274,8 +273,9 @@ std::string encode_label_cache(uint64_t hash, const ScanResult& scan) {
 std::string write_label_cache(const std::string& path, uint64_t hash, const ScanResult& scan) {
   const std::string bytes = encode_label_cache(hash, scan);
 
-  // Ranks of one job may write at once: each writes its own file, the last rename wins whole.
-  const std::string tmp = str(path, ".tmp.", ::getpid());
+  // Ranks of one job (or runs sharing a dataset) may write at once: each writes its own file,
+  // the last rename wins whole.
+  const std::string tmp = unique_temp_path(path);
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     if (!out) return str("cannot create ", tmp, ": ", std::strerror(errno));

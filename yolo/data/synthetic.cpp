@@ -1,7 +1,5 @@
 #include "yolo/data/synthetic.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <charconv>
 #include <cmath>
@@ -15,6 +13,7 @@
 
 #include "engine/random.h"
 #include "engine/thread_pool.h"
+#include "engine/atomic_file.h"
 #include "kernels/error.h"
 #include "yolo/data/image_codec.h"
 
@@ -258,7 +257,7 @@ std::string ensure_synthetic_dataset(const std::string& cache_dir) {
   const fs::path yaml = dir / "synthetic.yaml";
   if (read_text(dir / "generator.txt") == marker_text()) return yaml.string();
 
-  const fs::path tmp = dir.string() + str(".tmp-", ::getpid());
+  const fs::path tmp = unique_temp_path(dir.string());
   std::error_code ec;
   fs::remove_all(tmp, ec);
   try {

@@ -1,13 +1,21 @@
 // `kestrel train`'s launcher side: usage errors found before any worker starts (exit 2, naming
-// the numbers), and --sync-bn reaching the workers of a multi-process job.
+// the numbers), and --sync-bn reaching the workers of a multi-process job. Run directories: runs
+// started together into one project each own a directory or are refused naming the owner's pid,
+// and no file mixes two runs; a run failing at start-up leaves no directory; a multi-process
+// --resume writes its rank logs beside the resumed run, not into ./runs/train.
 #include <sys/wait.h>
 
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
 
 #include "tests/dist/spawn.h"
 #include "tests/support/cli.h"
 #include "tests/support/testing.h"
+#include "tests/yolo/training_state.h"
 
 namespace fs = std::filesystem;
 
@@ -78,5 +86,165 @@ TEST(TrainCommand, CudaGraphFlag) {
   r = run(kTiny + " --cuda-graph off --project " + project.string());
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_EQ(r.out.find("CUDA graphs:"), std::string::npos) << r.out;
+  fs::remove_all(project);
+}
+
+namespace {
+
+struct StartedRun {
+  std::string optimizer;
+  std::string pid;
+  int code = -1;
+  std::string out;
+};
+
+// Starts one `kestrel train` per optimizer at the same moment (background jobs of one shell) into
+// `project`, and waits for all of them.
+std::vector<StartedRun> train_together(const fs::path& project, const std::string& extra) {
+  const std::vector<std::string> optimizers = {"SGD", "Adam", "AdamW"};
+  const std::string run =
+      "OMP_NUM_THREADS=1 " + kestrel_binary().string() +  // three runs share the cores
+      " train --cfg models/yolov5n.yaml --device cpu --img-size 64 --epochs 3 --batch-size 2"
+      " --workers 0 --max-batches 2 --noplots --project " + project.string() + " " + extra;
+  const fs::path logs = project.string() + ".logs";
+  fs::create_directories(logs);
+  std::string script;
+  for (size_t i = 0; i < optimizers.size(); ++i)
+    script += run + " --optimizer " + optimizers[i] + " >" + (logs / std::to_string(i)).string() +
+              " 2>&1 & p" + std::to_string(i) + "=$!; ";
+  for (size_t i = 0; i < optimizers.size(); ++i) {
+    const std::string n = std::to_string(i), base = (logs / n).string();
+    script += "wait $p" + n + "; echo $? >" + base + ".rc; echo $p" + n + " >" + base + ".pid; ";
+  }
+  kestrel::testing::run_command(script);
+  std::vector<StartedRun> runs;
+  for (size_t i = 0; i < optimizers.size(); ++i) {
+    const fs::path base = logs / std::to_string(i);
+    StartedRun r;
+    r.optimizer = optimizers[i];
+    r.out = kestrel::testing::read_file(base);
+    std::ifstream(base.string() + ".rc") >> r.code;
+    std::ifstream(base.string() + ".pid") >> r.pid;
+    runs.push_back(r);
+  }
+  fs::remove_all(logs);
+  return runs;
+}
+
+std::string opt_value(const fs::path& run_dir, const std::string& key) {
+  std::istringstream in(kestrel::testing::read_file(run_dir / "opt.yaml"));
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind(key + ": ", 0) == 0) return line.substr(key.size() + 2);
+  return "";
+}
+
+// The epoch column of results.csv, row by row.
+std::vector<int> result_epochs(const fs::path& run_dir) {
+  std::istringstream in(kestrel::testing::read_file(run_dir / "results.csv"));
+  std::vector<int> epochs;
+  std::string line;
+  std::getline(in, line);  // the header
+  while (std::getline(in, line)) epochs.push_back(std::stoi(line));
+  return epochs;
+}
+
+// What a finished 3-epoch run of `optimizer` leaves in its own directory, and nothing of another.
+void expect_one_runs_files(const fs::path& run_dir, const std::string& optimizer) {
+  EXPECT_EQ(opt_value(run_dir, "optimizer"), optimizer) << run_dir;
+  EXPECT_EQ(result_epochs(run_dir), (std::vector<int>{0, 1, 2})) << run_dir << " mixes runs:\n"
+                                                                  << kestrel::testing::read_file(run_dir / "results.csv");
+  EXPECT_TRUE(fs::exists(run_dir / "weights/last.safetensors")) << run_dir;
+  int event_files = 0;
+  for (const auto& e : fs::recursive_directory_iterator(run_dir)) {
+    const std::string name = e.path().filename().string();
+    EXPECT_EQ(name.find(".tmp"), std::string::npos) << "a temporary left: " << e.path();
+    event_files += name.rfind("events.out.tfevents.", 0) == 0;
+  }
+  EXPECT_EQ(event_files, 1) << run_dir << ": TensorBoard files of several runs";
+}
+
+}  // namespace
+
+// Three runs given one --name with --exist-ok, started together: the first to lock the directory
+// trains in it; the others are refused at once, naming its pid and the fix, and leave nothing in
+// it (before the lock, all trained into exp: results.csv held two runs' rows, 0 0 1 1 2 2, and a
+// run could die renaming a temporary another run had already renamed).
+TEST(TrainCommand, RunsStartedTogetherWithExistOkShareNoDirectory) {
+  const fs::path project = scratch("together_exist_ok");
+  const std::vector<StartedRun> runs = train_together(project, "--exist-ok");
+  const StartedRun* owner = nullptr;
+  for (const StartedRun& r : runs)
+    if (r.code == 0) {
+      EXPECT_EQ(owner, nullptr) << "two runs trained in one directory:\n" << owner->out << "\n" << r.out;
+      owner = &r;
+    }
+  ASSERT_NE(owner, nullptr) << runs[0].out << runs[1].out << runs[2].out;
+  for (const StartedRun& r : runs) {
+    if (&r == owner) continue;
+    EXPECT_EQ(r.code, 1) << r.out;
+    EXPECT_NE(r.out.find("is in use by another run (pid " + owner->pid + " on host "), std::string::npos)
+        << "owner pid " << owner->pid << ":\n" << r.out;
+    EXPECT_NE(r.out.find("choose another --name, or drop --exist-ok"), std::string::npos) << r.out;
+  }
+  expect_one_runs_files(project / "exp", owner->optimizer);
+  EXPECT_FALSE(fs::exists(project / "exp2"));
+  fs::remove_all(project);
+}
+
+// The same three without --exist-ok: each gets its own directory, exp, exp2 and exp3 (the
+// reference's numbering), and each directory holds its run's files alone.
+TEST(TrainCommand, RunsStartedTogetherEachGetADirectoryOfTheirOwn) {
+  const fs::path project = scratch("together");
+  const std::vector<StartedRun> runs = train_together(project, "");
+  std::set<std::string> dirs;
+  for (const StartedRun& r : runs) {
+    ASSERT_EQ(r.code, 0) << r.out;
+    const size_t at = r.out.find("Results saved to ");
+    ASSERT_NE(at, std::string::npos) << r.out;
+    const std::string dir = r.out.substr(at + 17, r.out.find('\n', at) - at - 17);
+    dirs.insert(fs::path(dir).filename().string());
+    expect_one_runs_files(dir, r.optimizer);
+  }
+  EXPECT_EQ(dirs, (std::set<std::string>{"exp", "exp2", "exp3"}));
+  EXPECT_FALSE(fs::exists(project / "exp4"));
+  fs::remove_all(project);
+}
+
+// A run that fails at start-up (here: a dataset that does not exist) leaves no exp behind; an
+// existing directory given with --exist-ok stays as it was.
+TEST(TrainCommand, ARunFailingAtStartUpLeavesNoRunDirectory) {
+  const fs::path project = scratch("startup_failure");
+  auto r = run(kTiny + " --data no_such_dataset.yaml --project " + project.string());
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("no_such_dataset.yaml"), std::string::npos) << r.out;
+  EXPECT_FALSE(fs::exists(project / "exp")) << r.out;
+
+  fs::create_directories(project / "mine");
+  std::ofstream(project / "mine" / "notes.txt") << "kept";
+  r = run(kTiny + " --data no_such_dataset.yaml --name mine --exist-ok --project " + project.string());
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_EQ(kestrel::testing::read_file(project / "mine" / "notes.txt"), "kept");
+  fs::remove_all(project);
+}
+
+// `--nproc-per-node 2 --resume PATH` without --project: rank 1's log goes beside the resumed run
+// (its project), not into the run directory and not into ./runs/train. The resumed file is a
+// finished (stripped) checkpoint, which every worker refuses at once: the log is made before.
+TEST(TrainCommand, RankLogsOfAResumeGoBesideTheResumedRun) {
+  const fs::path project = scratch("rank_logs");
+  // One OpenMP thread: on a busy machine idle threads spinning on the few cores make it 5x slower.
+  auto r = kestrel::testing::run_command("OMP_NUM_THREADS=1 " + kestrel_binary().string() + " " + kTiny +
+                                         " --batch-size 2 --project " + project.string());
+  ASSERT_EQ(r.code, 0) << r.out;
+  const fs::path cwd = project / "elsewhere";
+  fs::create_directories(cwd);
+  r = kestrel::testing::run_kestrel_in(
+      cwd, "train --nproc-per-node 2 --device cpu --master-port " + std::to_string(kestrel::testing::free_port()) +
+               " --resume " + (project / "exp/weights/last.safetensors").string());
+  EXPECT_NE(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("is a stripped final checkpoint"), std::string::npos) << r.out;
+  EXPECT_FALSE(fs::exists(cwd / "runs")) << r.out;
+  EXPECT_FALSE(fs::exists(project / "exp" / "rank1.log"));
+  EXPECT_TRUE(fs::exists(project / "rank1.log"));
   fs::remove_all(project);
 }
