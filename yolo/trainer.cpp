@@ -347,6 +347,7 @@ void Trainer::build_optimization() {
   if (rank_.main()) {
     data::DatasetSplit val_split = data::load_split(*dcfg_, "val", dcfg_->nc, o_.single_cls, true);
     out_->line("val: ", val_split.summary);
+    for (const auto& w : val_split.warnings) out_->line("val: ", w);
     ValOptions vopt;
     vopt.img_size = o_.img_size;
     vopt.batch_size = batch * 2;

@@ -18,6 +18,7 @@
 #include "tests/support/testing.h"
 #include "tests/tensorboard/event_file.h"
 #include "tests/yolo/training_state.h"
+#include "yolo/data/image_codec.h"
 #include "yolo/model.h"
 #include "yolo/run_dir.h"
 #include "yolo/weights.h"
@@ -412,4 +413,24 @@ TEST(Trainer, ImageSizeIsRoundedUpToTheStride) {
   ASSERT_EQ(yolo::train(o), 0);
   const std::string options = load_safetensors((p / "exp/weights/last.safetensors").string()).metadata().at("options");
   EXPECT_NE(options.find("\"imgsz\":\"96\""), std::string::npos) << options;
+}
+
+// Val images that are missing are named, as train's are, not only counted.
+TEST(Trainer, MissingValImagesAreNamed) {
+  const fs::path d = scratch("val_missing");
+  for (const char* name : {"a", "b", "c", "d"}) {
+    fs::create_directories(d / "images");
+    fs::create_directories(d / "labels");
+    yolo::data::write_jpeg((d / "images" / (std::string(name) + ".jpg")).string(),
+                           cv::Mat(64, 64, CV_8UC3, cv::Scalar(40, 90, 160)));
+    std::ofstream(d / "labels" / (std::string(name) + ".txt")) << "0 0.5 0.5 0.4 0.4\n";
+  }
+  std::ofstream(d / "val.txt") << "images/a.jpg\nimages/b.jpg\nimages/gone1.jpg\nimages/gone2.jpg\n";
+  std::ofstream(d / "data.yaml") << "path: " << d.string() << "\ntrain: images\nval: val.txt\nnames: [x]\n";
+  const auto r = testing::run_kestrel("train --data " + (d / "data.yaml").string() + " " + kTinyCli +
+                                      " --epochs 1 --max-batches 1 --project " + (d / "runs").string());
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("2 corrupt"), std::string::npos) << r.out;
+  for (const char* gone : {"images/gone1.jpg", "images/gone2.jpg"})
+    EXPECT_NE(r.out.find("val: WARNING: " + (d / gone).string()), std::string::npos) << r.out;
 }

@@ -11,6 +11,7 @@
 
 #include "kernels/error.h"
 #include "yolo/data/label_cache.h"
+#include "yolo/yaml_load.h"
 
 namespace kestrel::yolo::data {
 namespace {
@@ -91,7 +92,13 @@ void list_folder(const fs::path& dir, std::vector<std::string>& images) {
       if (it->is_directory(ec)) it.disable_recursion_pending();
       continue;
     }
-    if (it->is_regular_file(ec) && is_image_path(it->path().string())) images.push_back(normal(it->path()));
+    std::error_code target_ec, link_ec;
+    const bool regular = it->is_regular_file(target_ec);
+    // A symbolic link that leads nowhere (dangling, or a loop) stays listed, as the reference's
+    // glob lists it: the scan then warns about it and counts it corrupt instead of losing it.
+    const bool broken_link = !regular && target_ec && it->is_symlink(link_ec);
+    if ((regular || broken_link) && is_image_path(it->path().string()))
+      images.push_back(normal(it->path()));
   }
   KESTREL_CHECK(!ec, "cannot list image folder ", dir.string(), ": ", ec.message());
 }
@@ -109,6 +116,20 @@ void list_file(const fs::path& list, std::vector<std::string>& images) {
     if (!is_image_path(entry.string())) continue;
     images.push_back(normal(entry.is_absolute() ? entry : base / entry));
   }
+}
+
+// The first few reasons in full, then how many more: enough to see whether one cause (a wrong
+// folder, an unsupported format) explains them all, without a line per image.
+std::string refusal_digest(const std::vector<std::string>& warnings) {
+  constexpr size_t kShown = 3;
+  std::string digest;
+  for (size_t i = 0; i < warnings.size() && i < kShown; ++i) {
+    std::string_view w = warnings[i];
+    if (w.rfind("WARNING: ", 0) == 0) w.remove_prefix(9);
+    digest += str(i ? "; " : "", w);
+  }
+  if (warnings.size() > kShown) digest += str("; and ", warnings.size() - kShown, " more");
+  return digest.empty() ? "no reason reported" : digest;
 }
 
 }  // namespace
@@ -130,12 +151,7 @@ DatasetConfig load_dataset_config(const std::string& yaml_path) {
 }
 
 DatasetConfig parse_dataset_config(const std::string& yaml_text, const std::string& yaml_path) {
-  YAML::Node root;
-  try {
-    root = YAML::Load(yaml_text);
-  } catch (const YAML::Exception& e) {
-    KESTREL_FAIL(yaml_path, ": not valid YAML: ", e.what());
-  }
+  const YAML::Node root = load_yaml(yaml_text, yaml_path);
   KESTREL_CHECK(root.IsMap(), yaml_path, ": a dataset yaml is a map with path, train, val, nc, names");
 
   DatasetConfig cfg;
@@ -276,6 +292,10 @@ DatasetSplit load_split(const DatasetConfig& config, const std::string& split, i
   out.summary = scan_summary(out.from_cache ? out.cache_path : labels_what, scan.counts);
   out.counts = scan.counts;
   out.warnings.insert(out.warnings.end(), scan.warnings.begin(), scan.warnings.end());
+  // Every image refused: its reasons come first, since a missing label would be the wrong hint
+  // when no image could even be read. Each refused image left exactly one warning, its reason.
+  KESTREL_CHECK(!scan.records.empty(), where, ": no usable images among ", images.size(), " (",
+                out.summary, "): ", refusal_digest(scan.warnings));
   KESTREL_CHECK(scan.counts.found > 0 || split != "train" || evaluation, where,
                 ": no labels found in ", labels_what, " (label cache ", out.cache_path,
                 "), can not start training; each image needs a label file at its path with ",
@@ -285,8 +305,6 @@ DatasetSplit load_split(const DatasetConfig& config, const std::string& split, i
   if (scan.counts.found == 0)
     out.warnings.push_back(str("WARNING: no labels found in ", labels_what,
                                " (labels are found by replacing /images/ with /labels/ in image paths)"));
-  KESTREL_CHECK(!scan.records.empty(), where, ": no usable images (", out.summary, "); first problem: ",
-                scan.warnings.empty() ? std::string("none reported") : scan.warnings.front());
   out.records = std::move(scan.records);
   if (single_cls)
     for (ImageRecord& r : out.records)

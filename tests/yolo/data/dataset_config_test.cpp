@@ -132,6 +132,7 @@ TEST(DatasetConfig, ErrorsNameTheYamlAndTheKey) {
       {"train: {a: 1}\nval: v\nnames: [a]\n", "`train` must be a path or a list of paths"},
       {"[1, 2]\n", "is a map"},
       {"train: [unclosed\n", "not valid YAML"},
+      {"train: t\nval: v\nnames: [a]\ntrain: u\n", "key 'train' is given twice (lines 1 and 4)"},
   };
   for (const auto& c : cases) {
     write(t / "bad.yaml", c.text);
@@ -207,6 +208,49 @@ TEST(LoadSplit, TrainSplitWithoutLabelsIsRefused) {
   // One label file, even an empty one, is enough: the reference counts label files found.
   write(t / "labels/train/a.txt", "");
   EXPECT_EQ(load_split(cfg, "train", 1, false, false, 1).counts.found, 1);
+}
+
+// Junk in every file: the refusal names the images and why (the first few, then a count), not
+// the label files, which were never the problem.
+TEST(LoadSplit, AllImagesRefusedNamesTheirReasons) {
+  TempDir t("junk");
+  for (const char* name : {"a", "b", "c", "d", "e"}) {
+    write(t / ("images/train/" + std::string(name) + ".jpg"), "not a picture");
+    write(t / ("labels/train/" + std::string(name) + ".txt"), "0 0.5 0.5 0.5 0.5\n");
+  }
+  write(t / "data.yaml", "train: images/train\nval: images/train\nnames: [a]\n");
+  const DatasetConfig cfg = load_dataset_config(t / "data.yaml");
+  const std::string refused = error_of([&] { load_split(cfg, "train", 1, false, false, 1); });
+  EXPECT_TRUE(mentions(refused, "no usable images among 5") && mentions(refused, "5 corrupt") &&
+              mentions(refused, t / "images/train/a.jpg") && mentions(refused, t / "images/train/c.jpg") &&
+              mentions(refused, "not a JPEG or PNG") && mentions(refused, "and 2 more") &&
+              !mentions(refused, t / "images/train/d.jpg") && !mentions(refused, "no labels found"))
+      << refused;
+}
+
+// A symbolic link that leads nowhere is listed, and the scan counts it corrupt saying why, as
+// the reference's glob lists it and its check refuses it; a link to an image is an image.
+TEST(LoadSplit, BrokenSymlinksAreCountedCorruptWithTheirReason) {
+  TempDir t("links");
+  image(t / "images/val/a.jpg");
+  fs::create_symlink(t / "images/val/a.jpg", t / "images/val/alias.jpg");
+  fs::create_symlink(t / "images/val/gone.jpg", t / "images/val/dangling.jpg");
+  fs::create_symlink(t / "images/val/loop2.jpg", t / "images/val/loop1.jpg");
+  fs::create_symlink(t / "images/val/loop1.jpg", t / "images/val/loop2.jpg");
+  EXPECT_EQ(list_images({t / "images/val"}, "x").size(), 5u);
+  write(t / "data.yaml", "train: images/val\nval: images/val\nnames: [a]\n");
+  const DatasetConfig cfg = load_dataset_config(t / "data.yaml");
+  const DatasetSplit s = load_split(cfg, "val", 1, false, false, 1);
+  EXPECT_EQ(s.counts, (ScanCounts{0, 2, 0, 3, 5}));
+  EXPECT_EQ(s.records.size(), 2u);
+  std::string all;
+  for (const std::string& w : s.warnings) all += w + "\n";
+  EXPECT_TRUE(mentions(all, t / "images/val/dangling.jpg") && mentions(all, "No such file or directory") &&
+              mentions(all, "a symbolic link to '" + (t / "images/val/gone.jpg") + "'"))
+      << all;
+  EXPECT_TRUE(mentions(all, t / "images/val/loop1.jpg") && mentions(all, t / "images/val/loop2.jpg") &&
+              mentions(all, "Too many levels of symbolic links"))
+      << all;
 }
 
 TEST(LoadSplit, Coco128WhenPresent) {

@@ -1,0 +1,42 @@
+#include "yolo/yaml_load.h"
+
+#include <map>
+
+#include "kernels/error.h"
+
+namespace kestrel::yolo {
+namespace {
+
+void refuse_repeated_keys(const YAML::Node& node, const std::string& source) {
+  if (node.IsSequence()) {
+    for (const YAML::Node& item : node) refuse_repeated_keys(item, source);
+    return;
+  }
+  if (!node.IsMap()) return;
+  std::map<std::string, int> first_line;  // scalar key -> its 1-based line
+  for (const auto& kv : node) {
+    if (kv.first.IsScalar()) {
+      const int line = kv.first.Mark().line + 1;
+      const auto [at, inserted] = first_line.emplace(kv.first.Scalar(), line);
+      KESTREL_CHECK(inserted, source, ": key '", kv.first.Scalar(), "' is given twice (lines ",
+                    at->second, " and ", line, "); the reference's PyYAML would keep the last ",
+                    "and yaml-cpp the first, so Kestrel refuses it: delete the one you do not mean");
+    }
+    refuse_repeated_keys(kv.second, source);
+  }
+}
+
+}  // namespace
+
+YAML::Node load_yaml(const std::string& text, const std::string& source) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    KESTREL_FAIL(source, ": not valid YAML (", e.what(), ")");
+  }
+  refuse_repeated_keys(root, source);
+  return root;
+}
+
+}  // namespace kestrel::yolo
