@@ -27,6 +27,7 @@
 #include "yolo/data/dataset_config.h"
 #include "yolo/data/loader.h"
 #include "yolo/data/sampler.h"
+#include "yolo/dataset_fingerprint.h"
 #include "yolo/early_stopping.h"
 #include "yolo/ema.h"
 #include "yolo/grad_scaler.h"
@@ -246,12 +247,20 @@ void Trainer::build_model() {
     TransferResult tr = transfer_weights(*model_, o_.weights, {"anchor"}, prefix);
     out_->line("Transferred ", tr.transferred, "/", tr.total, " items from ", o_.weights);
   }
-  for (const auto& prefix : freeze_prefixes(o_.freeze))
+  const int layers = static_cast<int>(mcfg.rows.size());
+  for (const auto& prefix : freeze_prefixes(o_.freeze, layers))
     for (auto& [n, p] : model_->named_parameters())
       if (n.rfind(prefix, 0) == 0) {
         out_->line("freezing ", n);
         p.set_requires_grad(false);
       }
+  if (trainable().empty()) {  // the reference fails in backward then: refuse it up front
+    std::string freeze;
+    for (int f : o_.freeze) freeze += (freeze.empty() ? "" : ",") + std::to_string(f);
+    KESTREL_FAIL("--freeze ", freeze, " freezes every layer of ", o_.cfg, ", which has ", layers,
+                 " (model.0 to model.", layers - 1, "): nothing would train; freeze fewer, ",
+                 "e.g. --freeze 10 for the backbone");
+  }
   gs_ = std::max(static_cast<int>(*std::max_element(model_->strides().begin(), model_->strides().end())), 32);
   if (o_.img_size % gs_ != 0) {  // the reference's check_img_size: round up, say so
     const int fixed = (o_.img_size + gs_ - 1) / gs_ * gs_;
@@ -404,6 +413,9 @@ void Trainer::restore() {
   step_->set_window_nonfinite(run.window_nonfinite);
   KESTREL_CHECK(start_epoch_ < o_.epochs, resume_->path, " finished all ", o_.epochs,
                 " epochs already; nothing to resume");
+  const std::string dataset_note = check_resume_dataset(
+      run.dataset, dataset_fingerprint(train_split_.records), resumed_progress_.next_batch, resume_->path);
+  if (!dataset_note.empty()) out_->line("--resume: ", dataset_note);
   if (rank_.main()) {
     const int dropped = ResultsCsv(save_dir_ + "/results.csv").keep_through(static_cast<int>(info.epoch));
     if (dropped) out_->line("--resume: dropped ", dropped, " results.csv row(s) past the checkpoint's epoch ", info.epoch);
@@ -593,7 +605,8 @@ void Trainer::save_checkpoint_as(const std::string& path, int64_t last_epoch, co
   info.best_fitness = best_fitness_;
   info.hyp = hyp_;
   info.options = options_json(o_, cfg_text_, nc_, names_);
-  info.progress = RunProgress{progress, nan_steps_, stopper_->state(), accumulated_, step_->window_nonfinite()}.to_json();
+  info.progress = RunProgress{progress, nan_steps_, stopper_->state(), accumulated_, step_->window_nonfinite(),
+                              dataset_fingerprint(train_split_.records)}.to_json();
   TrainingObjects objs{model_.get(), ema_.get(), optimizer_.get(), schedule_.get(), scaler_.get()};
   save_checkpoint(path, objs, info, accumulated_ ? trainable() : PendingGradients{});
 }

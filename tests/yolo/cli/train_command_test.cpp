@@ -4,6 +4,8 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <string>
 
 #include "tests/dist/spawn.h"
 #include "tests/support/cli.h"
@@ -79,4 +81,33 @@ TEST(TrainCommand, CudaGraphFlag) {
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_EQ(r.out.find("CUDA graphs:"), std::string::npos) << r.out;
   fs::remove_all(project);
+}
+
+// As the reference, --resume with --evolve resumes no checkpoint: it continues the newest
+// evolution's directory and its evolve.csv, with --cfg found as in any other run.
+TEST(TrainCommand, ResumeWithEvolveContinuesTheLastEvolution) {
+  const fs::path project = scratch("evolve_resume");
+  const std::string evolve = "train --device cpu --img-size 64 --epochs 1 --workers 1 --max-batches 1"
+                             " --noplots --batch-size 4 --resume --evolve 1 --project " + project.string();
+  auto r = run(evolve);
+  ASSERT_EQ(r.code, 0) << r.out;
+  r = run(evolve);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_FALSE(fs::exists(project / "exp2")) << r.out;
+  std::ifstream csv(project / "exp/evolve.csv");
+  int lines = 0;
+  for (std::string line; std::getline(csv, line);) ++lines;
+  EXPECT_EQ(lines, 3) << "a header and one row per generation";
+  fs::remove_all(project);
+}
+
+// An image size no run could use is refused as a usage error naming the limit (it once failed
+// inside OpenCV, asking for 2 TB).
+TEST(TrainCommand, ImageSizesAboveTheLimitAreRefused) {
+  const fs::path project = scratch("huge_img");
+  const auto r = run("train --device cpu --img 1000000 --project " + project.string());
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("--img-size 1000000 is above the limit of 8192 pixels a side"), std::string::npos) << r.out;
+  EXPECT_FALSE(fs::exists(project));
+  EXPECT_EQ(run("train --device cpu --img-size 8193 --project " + project.string()).code, 2);
 }

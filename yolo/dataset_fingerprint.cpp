@@ -1,0 +1,51 @@
+#include "yolo/dataset_fingerprint.h"
+
+#include <cstdio>
+
+#include "kernels/error.h"
+
+namespace kestrel::yolo {
+
+json::Value DatasetFingerprint::to_json() const {
+  return json::Object{{"images", json::Value(images)}, {"digest", json::Value(digest)}};
+}
+
+DatasetFingerprint DatasetFingerprint::from_json(const json::Value& v, const std::string& path) {
+  const json::Value* images = v.is_object() ? v.find("images") : nullptr;
+  const json::Value* digest = v.is_object() ? v.find("digest") : nullptr;
+  KESTREL_CHECK(images && digest, "checkpoint '", path,
+                "': its dataset fingerprint lacks 'images' or 'digest'; the file is damaged");
+  return {images->as_integer(), digest->as_string()};
+}
+
+DatasetFingerprint dataset_fingerprint(const std::vector<data::ImageRecord>& records) {
+  uint64_t h = 1469598103934665603ull;
+  for (const data::ImageRecord& r : records)
+    for (const char c : r.image_path + '\0')  // the NUL: "ab"+"c" differs from "a"+"bc"
+      h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ull;
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+  return {static_cast<int64_t>(records.size()), hex};
+}
+
+std::string check_resume_dataset(const std::optional<DatasetFingerprint>& saved,
+                                 const DatasetFingerprint& now, int64_t next_batch,
+                                 const std::string& checkpoint) {
+  if (!saved)
+    return next_batch == 0 ? std::string()
+                           : str(checkpoint, " predates dataset fingerprints, so whether the train ",
+                                 "images are still the ", now.images, " it stopped in cannot be ",
+                                 "checked; resuming at batch ", next_batch, " as if they were");
+  if (*saved == now) return {};
+  const std::string change =
+      saved->images == now.images
+          ? str("the train split still has ", now.images, " images, but a different list of files")
+          : str("the train split had ", saved->images, " images then and has ", now.images, " now");
+  KESTREL_CHECK(next_batch == 0, "--resume: ", checkpoint, " stopped inside an epoch, before batch ",
+                next_batch, ", and ", change, "; a run resumes inside an epoch only over the same ",
+                "images. Restore the dataset to resume, or start a new run: from scratch, or from ",
+                "these weights with --weights ", checkpoint);
+  return str(change, "; resuming at an epoch boundary, as the reference does");
+}
+
+}  // namespace kestrel::yolo
