@@ -427,8 +427,10 @@ TEST(Trainer, MissingValImagesAreNamed) {
   }
   std::ofstream(d / "val.txt") << "images/a.jpg\nimages/b.jpg\nimages/gone1.jpg\nimages/gone2.jpg\n";
   std::ofstream(d / "data.yaml") << "path: " << d.string() << "\ntrain: images\nval: val.txt\nnames: [x]\n";
-  const auto r = testing::run_kestrel("train --data " + (d / "data.yaml").string() + " " + kTinyCli +
-                                      " --epochs 1 --max-batches 1 --project " + (d / "runs").string());
+  const auto r = testing::run_kestrel("train --data " + (d / "data.yaml").string() +
+                                      " --cfg models/yolov5n.yaml --device cpu --img-size 64 --batch-size 4"
+                                      " --workers 1 --noplots --epochs 1 --max-batches 1 --project " +
+                                      (d / "runs").string());
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("2 corrupt"), std::string::npos) << r.out;
   for (const char* gone : {"images/gone1.jpg", "images/gone2.jpg"})
