@@ -256,7 +256,10 @@ void Trainer::build_model() {
       }
   if (trainable().empty()) {  // the reference fails in backward then: refuse it up front
     std::string freeze;
-    for (int f : o_.freeze) freeze += (freeze.empty() ? "" : ",") + std::to_string(f);
+    for (int f : o_.freeze) {
+      if (!freeze.empty()) freeze += ',';
+      freeze += std::to_string(f);
+    }
     KESTREL_FAIL("--freeze ", freeze, " freezes every layer of ", o_.cfg, ", which has ", layers,
                  " (model.0 to model.", layers - 1, "): nothing would train; freeze fewer, ",
                  "e.g. --freeze 10 for the backbone");

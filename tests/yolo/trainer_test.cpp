@@ -427,7 +427,7 @@ TEST(Trainer, MissingValImagesAreNamed) {
   }
   std::ofstream(d / "val.txt") << "images/a.jpg\nimages/b.jpg\nimages/gone1.jpg\nimages/gone2.jpg\n";
   std::ofstream(d / "data.yaml") << "path: " << d.string() << "\ntrain: images\nval: val.txt\nnames: [x]\n";
-  const auto r = testing::run_kestrel("train --data " + (d / "data.yaml").string() +
+  const auto r = kestrel::testing::run_kestrel("train --data " + (d / "data.yaml").string() +
                                       " --cfg models/yolov5n.yaml --device cpu --img-size 64 --batch-size 4"
                                       " --workers 1 --noplots --epochs 1 --max-batches 1 --project " +
                                       (d / "runs").string());
@@ -443,7 +443,7 @@ TEST(Trainer, FreezingEveryLayerIsRefused) {
   yolo::TrainOptions o = tiny(scratch("freeze_all"));
   for (const std::vector<int>& freeze : {std::vector<int>{999}, std::vector<int>{2000000000}}) {
     o.freeze = freeze;
-    const std::string error = testing::error_of([&] { yolo::train(o); });
+    const std::string error = kestrel::testing::error_of([&] { yolo::train(o); });
     EXPECT_NE(error.find("--freeze " + std::to_string(freeze[0]) +
                          " freezes every layer of models/yolov5n.yaml, which has 25 (model.0 to model.24)"),
               std::string::npos) << error;
@@ -478,14 +478,14 @@ TEST(Trainer, MidEpochResumeRefusesAChangedDataset) {
   fs::rename(d / "images", d / "all_images");  // 4 of the 16 left
   fs::create_directories(d / "images");
   for (int i = 0; i < 4; ++i) fs::copy_file(d / "all_images" / ("im" + std::to_string(i) + ".jpg"), d / "images" / ("im" + std::to_string(i) + ".jpg"));
-  std::string error = testing::error_of([&] { yolo::train(resume); });
+  std::string error = kestrel::testing::error_of([&] { yolo::train(resume); });
   EXPECT_TRUE(error.find("had 16 images then and has 4 now") != std::string::npos &&
               error.find("--weights " + last.string()) != std::string::npos) << error;
 
   fs::remove_all(d / "images");
   fs::rename(d / "all_images", d / "images");
   add_image(16);
-  error = testing::error_of([&] { yolo::train(resume); });
+  error = kestrel::testing::error_of([&] { yolo::train(resume); });
   EXPECT_NE(error.find("had 16 images then and has 17 now"), std::string::npos) << error;
 
   fs::remove(d / "images/im16.jpg");
