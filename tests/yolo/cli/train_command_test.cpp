@@ -10,6 +10,7 @@
 #include "tests/dist/spawn.h"
 #include "tests/support/cli.h"
 #include "tests/support/testing.h"
+#include "yolo/data/image_codec.h"
 
 namespace fs = std::filesystem;
 
@@ -84,17 +85,27 @@ TEST(TrainCommand, CudaGraphFlag) {
 }
 
 // As the reference, --resume with --evolve resumes no checkpoint: it continues the newest
-// evolution's directory and its evolve.csv, with --cfg found as in any other run.
+// evolution's directory and its evolve.csv, with --cfg found by name as in any other run.
 TEST(TrainCommand, ResumeWithEvolveContinuesTheLastEvolution) {
   const fs::path project = scratch("evolve_resume");
-  const std::string evolve = "train --device cpu --img-size 64 --epochs 1 --workers 1 --max-batches 1"
-                             " --noplots --batch-size 4 --resume --evolve 1 --project " + project.string();
+  fs::create_directories(project / "data/images");
+  fs::create_directories(project / "data/labels");
+  for (const char* name : {"a", "b", "c", "d"}) {  // four images: validation stays quick
+    kestrel::yolo::data::write_jpeg((project / "data/images" / (std::string(name) + ".jpg")).string(),
+                                    cv::Mat(64, 64, CV_8UC3, cv::Scalar(30, 90, 150)));
+    std::ofstream(project / "data/labels" / (std::string(name) + ".txt")) << "0 0.5 0.5 0.4 0.4\n";
+  }
+  std::ofstream(project / "data/data.yaml") << "path: " << (project / "data").string()
+                                            << "\ntrain: images\nval: images\nnames: [x]\n";
+  const std::string evolve = "train --cfg yolov5n.yaml --data " + (project / "data/data.yaml").string() +
+                             " --device cpu --img-size 64 --epochs 1 --workers 1 --max-batches 1 --noplots"
+                             " --batch-size 4 --resume --evolve 1 --project " + (project / "runs").string();
   auto r = run(evolve);
   ASSERT_EQ(r.code, 0) << r.out;
   r = run(evolve);
   ASSERT_EQ(r.code, 0) << r.out;
-  EXPECT_FALSE(fs::exists(project / "exp2")) << r.out;
-  std::ifstream csv(project / "exp/evolve.csv");
+  EXPECT_FALSE(fs::exists(project / "runs/exp2")) << r.out;
+  std::ifstream csv(project / "runs/exp/evolve.csv");
   int lines = 0;
   for (std::string line; std::getline(csv, line);) ++lines;
   EXPECT_EQ(lines, 3) << "a header and one row per generation";
