@@ -248,13 +248,13 @@ void Trainer::build_model() {
     out_->line("Transferred ", tr.transferred, "/", tr.total, " items from ", o_.weights);
   }
   const int layers = static_cast<int>(mcfg.rows.size());
-  for (const auto& prefix : freeze_prefixes(o_.freeze, layers))
-    for (auto& [n, p] : model_->named_parameters())
-      if (n.rfind(prefix, 0) == 0) {
-        out_->line("freezing ", n);
-        p.set_requires_grad(false);
-      }
-  if (trainable().empty()) {  // the reference fails in backward then: refuse it up front
+  const std::vector<std::string> prefixes = freeze_prefixes(o_.freeze, layers);
+  const dist::NamedTensors parameters = model_->named_parameters();
+  dist::NamedTensors frozen;
+  for (const auto& [n, p] : parameters)
+    if (std::any_of(prefixes.begin(), prefixes.end(), [&n = n](const std::string& f) { return n.rfind(f, 0) == 0; }))
+      frozen.emplace_back(n, p);
+  if (frozen.size() == parameters.size()) {  // the reference fails in backward then: refuse it up front
     std::string freeze;
     for (int f : o_.freeze) {
       if (!freeze.empty()) freeze += ',';
@@ -263,6 +263,10 @@ void Trainer::build_model() {
     KESTREL_FAIL("--freeze ", freeze, " freezes every layer of ", o_.cfg, ", which has ", layers,
                  " (model.0 to model.", layers - 1, "): nothing would train; freeze fewer, ",
                  "e.g. --freeze 10 for the backbone");
+  }
+  for (const auto& [n, p] : frozen) {
+    out_->line("freezing ", n);
+    p.set_requires_grad(false);
   }
   gs_ = std::max(static_cast<int>(*std::max_element(model_->strides().begin(), model_->strides().end())), 32);
   if (o_.img_size % gs_ != 0) {  // the reference's check_img_size: round up, say so
