@@ -41,8 +41,8 @@ std::string check_resume_dataset(const std::optional<DatasetFingerprint>& saved,
       saved->images == now.images
           ? str("the train split still has ", now.images, " images, but a different list of files")
           : str("the train split had ", saved->images, " images then and has ", now.images, " now");
-  KESTREL_CHECK(next_batch == 0, "--resume: ", checkpoint, " stopped inside an epoch, before batch ",
-                next_batch, ", and ", change, "; a run resumes inside an epoch only over the same ",
+  KESTREL_CHECK(next_batch == 0, "--resume: ", checkpoint, " stopped ", next_batch,
+                " batches into an epoch, and ", change, "; a run resumes inside an epoch only over the same ",
                 "images. Restore the dataset to resume, or start a new run: from scratch, or from ",
                 "these weights with --weights ", checkpoint);
   return str(change, "; resuming at an epoch boundary, as the reference does");

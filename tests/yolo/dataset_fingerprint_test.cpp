@@ -48,7 +48,7 @@ TEST(DatasetFingerprint, MidEpochResumeNeedsTheSameImages) {
   const DatasetFingerprint six_other = dataset_fingerprint(records({"a", "b", "c", "d", "e", "g"}));
   EXPECT_EQ(check_resume_dataset(six, six, 3, "last.safetensors"), "");
   const std::string shrank = kestrel::testing::error_of([&] { check_resume_dataset(six, four, 3, "w/last.safetensors"); });
-  EXPECT_TRUE(mentions(shrank, "before batch 3") && mentions(shrank, "had 6 images then and has 4 now") &&
+  EXPECT_TRUE(mentions(shrank, "stopped 3 batches into an epoch") && mentions(shrank, "had 6 images then and has 4 now") &&
               mentions(shrank, "--weights w/last.safetensors") && mentions(shrank, "from scratch"))
       << shrank;
   const std::string swapped = kestrel::testing::error_of([&] { check_resume_dataset(six, six_other, 1, "l.safetensors"); });

@@ -118,17 +118,44 @@ void list_file(const fs::path& list, std::vector<std::string>& images) {
   }
 }
 
-// The first few reasons in full, then how many more: enough to see whether one cause (a wrong
-// folder, an unsupported format) explains them all, without a line per image.
-std::string refusal_digest(const std::vector<std::string>& warnings) {
+// Why every image of a split was refused, grouped by reason (each image's path taken out of its
+// warning): how many images each reason covers and the first few of them, so that one cause (a
+// wrong folder, an unsupported format) shows as one line however many images it hit. warnings[i]
+// is images[i]'s refusal: a refused image leaves exactly one warning, in the images' order.
+std::string refusal_digest(const std::vector<std::string>& images, const std::vector<std::string>& warnings) {
   constexpr size_t kShown = 3;
-  std::string digest;
-  for (size_t i = 0; i < warnings.size() && i < kShown; ++i) {
-    std::string_view w = warnings[i];
-    if (w.rfind("WARNING: ", 0) == 0) w.remove_prefix(9);
-    digest += str(i ? "; " : "", w);
+  struct Group {
+    std::string reason;
+    size_t count = 0;
+    std::vector<std::string> examples;
+  };
+  std::vector<Group> groups;
+  for (size_t i = 0; i < warnings.size(); ++i) {
+    const std::string image = warnings.size() == images.size() ? images[i] : std::string();
+    std::string reason = warnings[i];
+    const std::string prefix = "WARNING: " + image + ": ";
+    if (reason.rfind(prefix, 0) == 0) reason.erase(0, prefix.size());
+    for (size_t at; !image.empty() && (at = reason.find(image)) != std::string::npos;)
+      reason.replace(at, image.size(), "<image>");
+    auto g = std::find_if(groups.begin(), groups.end(), [&](const Group& x) { return x.reason == reason; });
+    if (g == groups.end()) g = groups.insert(groups.end(), Group{reason, 0, {}});
+    if (++g->count <= kShown && !image.empty()) g->examples.push_back(image);
   }
-  if (warnings.size() > kShown) digest += str("; and ", warnings.size() - kShown, " more");
+  std::string digest;
+  size_t rest = 0;
+  for (size_t k = 0; k < groups.size(); ++k) {
+    const Group& g = groups[k];
+    if (k >= kShown) {
+      rest += g.count;
+      continue;
+    }
+    std::string examples;
+    for (const std::string& e : g.examples) examples += (examples.empty() ? "" : ", ") + e;
+    if (g.count > g.examples.size() && !g.examples.empty()) examples += str(" and ", g.count - g.examples.size(), " more");
+    digest += str(k ? "; " : "", g.count, g.count == 1 ? " image: " : " images: ", g.reason,
+                  examples.empty() ? "" : " (" + examples + ")");
+  }
+  if (rest) digest += str("; and ", rest, " images for ", groups.size() - kShown, " other reasons");
   return digest.empty() ? "no reason reported" : digest;
 }
 
@@ -295,7 +322,7 @@ DatasetSplit load_split(const DatasetConfig& config, const std::string& split, i
   // Every image refused: its reasons come first, since a missing label would be the wrong hint
   // when no image could even be read. Each refused image left exactly one warning, its reason.
   KESTREL_CHECK(!scan.records.empty(), where, ": no usable images among ", images.size(), " (",
-                out.summary, "): ", refusal_digest(scan.warnings));
+                out.summary, "): ", refusal_digest(images, scan.warnings));
   KESTREL_CHECK(scan.counts.found > 0 || split != "train" || evaluation, where,
                 ": no labels found in ", labels_what, " (label cache ", out.cache_path,
                 "), can not start training; each image needs a label file at its path with ",

@@ -210,21 +210,25 @@ TEST(LoadSplit, TrainSplitWithoutLabelsIsRefused) {
   EXPECT_EQ(load_split(cfg, "train", 1, false, false, 1).counts.found, 1);
 }
 
-// Junk in every file: the refusal names the images and why (the first few, then a count), not
-// the label files, which were never the problem.
+// Nothing usable: the refusal says why per image, grouped by reason with counts and the first
+// few images, not that labels are missing (they never were the problem).
 TEST(LoadSplit, AllImagesRefusedNamesTheirReasons) {
   TempDir t("junk");
   for (const char* name : {"a", "b", "c", "d", "e"}) {
     write(t / ("images/train/" + std::string(name) + ".jpg"), "not a picture");
     write(t / ("labels/train/" + std::string(name) + ".txt"), "0 0.5 0.5 0.5 0.5\n");
   }
+  write_jpeg(t / "images/train/f.jpg", cv::Mat(9, 40, CV_8UC3, cv::Scalar(1, 2, 3)));
   write(t / "data.yaml", "train: images/train\nval: images/train\nnames: [a]\n");
   const DatasetConfig cfg = load_dataset_config(t / "data.yaml");
   const std::string refused = error_of([&] { load_split(cfg, "train", 1, false, false, 1); });
-  EXPECT_TRUE(mentions(refused, "no usable images among 5") && mentions(refused, "5 corrupt") &&
-              mentions(refused, t / "images/train/a.jpg") && mentions(refused, t / "images/train/c.jpg") &&
-              mentions(refused, "not a JPEG or PNG") && mentions(refused, "and 2 more") &&
-              !mentions(refused, t / "images/train/d.jpg") && !mentions(refused, "no labels found"))
+  EXPECT_TRUE(mentions(refused, "no usable images among 6") && mentions(refused, "6 corrupt") &&
+              mentions(refused, "5 images: ignoring corrupt image: '<image>' is not a JPEG or PNG") &&
+              mentions(refused, "(" + (t / "images/train/a.jpg") + ", " + (t / "images/train/b.jpg") + ", " +
+                                    (t / "images/train/c.jpg") + " and 2 more)") &&
+              mentions(refused, "1 image: ignoring corrupt image: image size 40x9 is below 10 pixels") &&
+              mentions(refused, t / "images/train/f.jpg") && !mentions(refused, t / "images/train/d.jpg") &&
+              !mentions(refused, "no labels found"))
       << refused;
 }
 
