@@ -20,9 +20,9 @@ DatasetFingerprint DatasetFingerprint::from_json(const json::Value& v, const std
 
 DatasetFingerprint dataset_fingerprint(const std::vector<data::ImageRecord>& records) {
   uint64_t h = 1469598103934665603ull;
-  for (const data::ImageRecord& r : records)
-    for (const char c : r.image_path + '\0')  // the NUL: "ab"+"c" differs from "a"+"bc"
-      h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ull;
+  for (const data::ImageRecord& r : records)  // with each path's NUL: "ab"+"c" is not "a"+"bc"
+    for (size_t i = 0; i <= r.image_path.size(); ++i)
+      h = (h ^ static_cast<unsigned char>(r.image_path.c_str()[i])) * 1099511628211ull;
   char hex[17];
   std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
   return {static_cast<int64_t>(records.size()), hex};

@@ -129,6 +129,7 @@ class Trainer {
   int nc_ = 0;
   std::vector<std::string> names_;
   data::DatasetSplit train_split_;
+  DatasetFingerprint train_index_;  // of train_split_'s records, for checkpoints and --resume
   std::string cfg_text_;
   std::shared_ptr<DetectionModel> model_, ema_model_;
   int gs_ = 32;
@@ -233,6 +234,7 @@ void Trainer::load_data() {
   wait_for_rank0(rank_, "the train label cache");  // rank 0 builds it, the others then read it
   if (!rank_.main()) train_split_ = data::load_split(*dcfg_, "train", dcfg_->nc, o_.single_cls, true);
   out_->line("train: ", train_split_.summary);
+  train_index_ = dataset_fingerprint(train_split_.records);
   for (const auto& w : train_split_.warnings) out_->line("train: ", w);
   KESTREL_CHECK(!train_split_.records.empty(), "no usable training images in ", dcfg_->yaml_path,
                 ": check the `train` entry and the label files");
@@ -420,8 +422,8 @@ void Trainer::restore() {
   step_->set_window_nonfinite(run.window_nonfinite);
   KESTREL_CHECK(start_epoch_ < o_.epochs, resume_->path, " finished all ", o_.epochs,
                 " epochs already; nothing to resume");
-  const std::string dataset_note = check_resume_dataset(
-      run.dataset, dataset_fingerprint(train_split_.records), resumed_progress_.next_batch, resume_->path);
+  const std::string dataset_note =
+      check_resume_dataset(run.dataset, train_index_, resumed_progress_.next_batch, resume_->path);
   if (!dataset_note.empty()) out_->line("--resume: ", dataset_note);
   if (rank_.main()) {
     const int dropped = ResultsCsv(save_dir_ + "/results.csv").keep_through(static_cast<int>(info.epoch));
@@ -613,7 +615,7 @@ void Trainer::save_checkpoint_as(const std::string& path, int64_t last_epoch, co
   info.hyp = hyp_;
   info.options = options_json(o_, cfg_text_, nc_, names_);
   info.progress = RunProgress{progress, nan_steps_, stopper_->state(), accumulated_, step_->window_nonfinite(),
-                              dataset_fingerprint(train_split_.records)}.to_json();
+                              train_index_}.to_json();
   TrainingObjects objs{model_.get(), ema_.get(), optimizer_.get(), schedule_.get(), scaler_.get()};
   save_checkpoint(path, objs, info, accumulated_ ? trainable() : PendingGradients{});
 }
