@@ -1,5 +1,6 @@
 // `kestrel train`'s launcher side: usage errors found before any worker starts (exit 2, naming
-// the numbers), and --sync-bn reaching the workers of a multi-process job.
+// the numbers), --sync-bn reaching the workers of a multi-process job, and --resume with
+// --evolve continuing an evolution.
 #include <sys/wait.h>
 
 #include <cstdio>

@@ -1,5 +1,7 @@
 // Dataset yaml forms (folders, .txt lists, lists of those; names as list or map), path
-// resolution, the errors that name the yaml and key, image listing, and coco128 when present.
+// resolution, the errors that name the yaml and key (a repeated key too), image listing (broken
+// symlinks kept for the scan to report), a split with no usable image naming why, and coco128
+// when present.
 #include "yolo/data/dataset_config.h"
 
 #include <unistd.h>

@@ -1,5 +1,6 @@
 // JPEG and PNG in and out: round trips, EXIF orientation, damaged JPEGs decoded as far as they
-// go, and refusal of broken files and of headers declaring more pixels than PIL allows.
+// go (one without any scan data refused), CMYK JPEGs converted as OpenCV converts them, and
+// refusal of broken files and of headers declaring more pixels than PIL allows.
 #include "yolo/data/image_codec.h"
 
 #include <sys/resource.h>
