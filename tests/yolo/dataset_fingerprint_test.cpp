@@ -10,6 +10,7 @@
 
 using namespace kestrel;
 using namespace kestrel::yolo;
+using kestrel::testing::error_of;
 
 namespace {
 
@@ -47,11 +48,12 @@ TEST(DatasetFingerprint, MidEpochResumeNeedsTheSameImages) {
   const DatasetFingerprint four = dataset_fingerprint(records({"a", "b", "c", "d"}));
   const DatasetFingerprint six_other = dataset_fingerprint(records({"a", "b", "c", "d", "e", "g"}));
   EXPECT_EQ(check_resume_dataset(six, six, 3, "last.safetensors"), "");
-  const std::string shrank = kestrel::testing::error_of([&] { check_resume_dataset(six, four, 3, "w/last.safetensors"); });
-  EXPECT_TRUE(mentions(shrank, "stopped 3 batches into an epoch") && mentions(shrank, "had 6 images then and has 4 now") &&
+  const std::string shrank = error_of([&] { check_resume_dataset(six, four, 3, "w/last.safetensors"); });
+  EXPECT_TRUE(mentions(shrank, "stopped 3 batches into an epoch") &&
+              mentions(shrank, "had 6 images then and has 4 now") &&
               mentions(shrank, "--weights w/last.safetensors") && mentions(shrank, "from scratch"))
       << shrank;
-  const std::string swapped = kestrel::testing::error_of([&] { check_resume_dataset(six, six_other, 1, "l.safetensors"); });
+  const std::string swapped = error_of([&] { check_resume_dataset(six, six_other, 1, "l.safetensors"); });
   EXPECT_TRUE(mentions(swapped, "still has 6 images, but a different list of files")) << swapped;
   // At an epoch boundary no order is pending: the change is reported and the run goes on.
   EXPECT_TRUE(mentions(check_resume_dataset(six, four, 0, "l.safetensors"), "had 6 images then and has 4 now"));

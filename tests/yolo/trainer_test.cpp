@@ -477,7 +477,10 @@ TEST(Trainer, MidEpochResumeRefusesAChangedDataset) {
 
   fs::rename(d / "images", d / "all_images");  // 4 of the 16 left
   fs::create_directories(d / "images");
-  for (int i = 0; i < 4; ++i) fs::copy_file(d / "all_images" / ("im" + std::to_string(i) + ".jpg"), d / "images" / ("im" + std::to_string(i) + ".jpg"));
+  for (int i = 0; i < 4; ++i) {
+    const std::string name = "im" + std::to_string(i) + ".jpg";
+    fs::copy_file(d / "all_images" / name, d / "images" / name);
+  }
   std::string error = kestrel::testing::error_of([&] { yolo::train(resume); });
   EXPECT_TRUE(error.find("had 16 images then and has 4 now") != std::string::npos &&
               error.find("--weights " + last.string()) != std::string::npos) << error;

@@ -8,6 +8,7 @@
 
 using namespace kestrel;
 using namespace kestrel::yolo;
+using kestrel::testing::error_of;
 
 namespace {
 
@@ -34,11 +35,11 @@ TEST(LoadYaml, RepeatedKeysAreRefusedWithTheirLines) {
       {"a: 1\n'a': 2\n", "key 'a' is given twice (lines 1 and 2)"},
   };
   for (const auto& c : cases) {
-    const std::string error = kestrel::testing::error_of([&] { load_yaml(c.text, "d.yaml"); });
+    const std::string error = error_of([&] { load_yaml(c.text, "d.yaml"); });
     EXPECT_TRUE(mentions(error, c.expect) && mentions(error, "PyYAML")) << c.text << " gave: " << error;
   }
 }
 
 TEST(LoadYaml, BrokenYamlNamesTheFile) {
-  EXPECT_TRUE(mentions(kestrel::testing::error_of([] { load_yaml("a: [1,\n", "bad.yaml"); }), "bad.yaml: not valid YAML"));
+  EXPECT_TRUE(mentions(error_of([] { load_yaml("a: [1,\n", "bad.yaml"); }), "bad.yaml: not valid YAML"));
 }

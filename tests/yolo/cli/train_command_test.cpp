@@ -119,7 +119,8 @@ TEST(TrainCommand, ImageSizesAboveTheLimitAreRefused) {
   const fs::path project = scratch("huge_img");
   const auto r = run("train --device cpu --img 1000000 --project " + project.string());
   EXPECT_EQ(r.code, 2) << r.out;
-  EXPECT_NE(r.out.find("--img-size 1000000 is above the limit of 8192 pixels a side"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("--img-size 1000000 is above the limit of 8192 pixels a side"), std::string::npos)
+      << r.out;
   EXPECT_FALSE(fs::exists(project));
   EXPECT_EQ(run("train --device cpu --img-size 8193 --project " + project.string()).code, 2);
 }
