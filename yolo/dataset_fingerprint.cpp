@@ -30,21 +30,27 @@ DatasetFingerprint dataset_fingerprint(const std::vector<data::ImageRecord>& rec
 
 std::string check_resume_dataset(const std::optional<DatasetFingerprint>& saved,
                                  const DatasetFingerprint& now, int64_t next_batch,
-                                 const std::string& checkpoint) {
-  if (!saved)
-    return next_batch == 0 ? std::string()
-                           : str(checkpoint, " predates dataset fingerprints, so whether the train ",
-                                 "images are still the ", now.images, " it stopped in cannot be ",
-                                 "checked; resuming at batch ", next_batch, " as if they were");
+                                 int64_t batches_now, const std::string& checkpoint) {
+  const std::string ways_on = str("Restore the dataset to resume, or start a new run: from scratch, ",
+                                  "or from these weights with --weights ", checkpoint);
+  if (!saved) {
+    if (next_batch == 0) return {};
+    // Without a fingerprint only a dataset that shrank past the resume point is visible.
+    KESTREL_CHECK(next_batch <= batches_now, "--resume: ", checkpoint, " stopped ", next_batch,
+                  " batches into an epoch, but the train split now makes only ", batches_now,
+                  " batches per epoch: its images changed since. ", ways_on);
+    return str(checkpoint, " predates dataset fingerprints, so whether the train images are ",
+               "still the ones it stopped in cannot be checked; resuming ", next_batch,
+               " batches into the epoch as if they were");
+  }
   if (*saved == now) return {};
   const std::string change =
       saved->images == now.images
           ? str("the train split still has ", now.images, " images, but a different list of files")
           : str("the train split had ", saved->images, " images then and has ", now.images, " now");
   KESTREL_CHECK(next_batch == 0, "--resume: ", checkpoint, " stopped ", next_batch,
-                " batches into an epoch, and ", change, "; a run resumes inside an epoch only over the same ",
-                "images. Restore the dataset to resume, or start a new run: from scratch, or from ",
-                "these weights with --weights ", checkpoint);
+                " batches into an epoch, and ", change,
+                "; a run resumes inside an epoch only over the same images. ", ways_on);
   return str(change, "; resuming at an epoch boundary, as the reference does");
 }
 

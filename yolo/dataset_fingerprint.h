@@ -25,12 +25,14 @@ struct DatasetFingerprint {
 
 DatasetFingerprint dataset_fingerprint(const std::vector<data::ImageRecord>& records);
 
-// The verdict on resuming `checkpoint` (stopped before batch `next_batch` of its epoch; 0 at an
-// epoch boundary) with the train split `now`. Throws kestrel::Error, with both counts and the
-// two ways on, for a mid-epoch resume over a changed index; otherwise returns a note for the
-// console ("" when there is nothing to say), e.g. for a checkpoint that predates fingerprints.
+// The verdict on resuming `checkpoint` (stopped `next_batch` batches into its epoch; 0 at an
+// epoch boundary) with the train split `now`, which makes `batches_now` batches per epoch.
+// Throws kestrel::Error, with both counts and the two ways on, for a mid-epoch resume over a
+// changed index (for a checkpoint without a fingerprint: one that no longer reaches the resume
+// point); otherwise returns a note for the console ("" when there is nothing to say), e.g. that a
+// checkpoint predates fingerprints.
 std::string check_resume_dataset(const std::optional<DatasetFingerprint>& saved,
                                  const DatasetFingerprint& now, int64_t next_batch,
-                                 const std::string& checkpoint);
+                                 int64_t batches_now, const std::string& checkpoint);
 
 }  // namespace kestrel::yolo

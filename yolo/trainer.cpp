@@ -423,7 +423,7 @@ void Trainer::restore() {
   KESTREL_CHECK(start_epoch_ < o_.epochs, resume_->path, " finished all ", o_.epochs,
                 " epochs already; nothing to resume");
   const std::string dataset_note =
-      check_resume_dataset(run.dataset, train_index_, resumed_progress_.next_batch, resume_->path);
+      check_resume_dataset(run.dataset, train_index_, resumed_progress_.next_batch, nb_, resume_->path);
   if (!dataset_note.empty()) out_->line("--resume: ", dataset_note);
   if (rank_.main()) {
     const int dropped = ResultsCsv(save_dir_ + "/results.csv").keep_through(static_cast<int>(info.epoch));

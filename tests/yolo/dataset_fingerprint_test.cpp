@@ -1,6 +1,7 @@
 // The fingerprint follows the image list (its order and every path) and nothing else; a resume
 // inside an epoch over a changed list is refused with both counts and the ways on, at an epoch
-// boundary it is only reported, and a checkpoint without a fingerprint still resumes, saying so.
+// boundary it is only reported, and a checkpoint without a fingerprint still resumes, saying so
+// (unless the split no longer reaches its batch).
 #include "yolo/dataset_fingerprint.h"
 
 #include <string>
@@ -47,18 +48,27 @@ TEST(DatasetFingerprint, MidEpochResumeNeedsTheSameImages) {
   const DatasetFingerprint six = dataset_fingerprint(records({"a", "b", "c", "d", "e", "f"}));
   const DatasetFingerprint four = dataset_fingerprint(records({"a", "b", "c", "d"}));
   const DatasetFingerprint six_other = dataset_fingerprint(records({"a", "b", "c", "d", "e", "g"}));
-  EXPECT_EQ(check_resume_dataset(six, six, 3, "last.safetensors"), "");
-  const std::string shrank = error_of([&] { check_resume_dataset(six, four, 3, "w/last.safetensors"); });
+  EXPECT_EQ(check_resume_dataset(six, six, 3, 6, "last.safetensors"), "");
+  const std::string shrank = error_of([&] { check_resume_dataset(six, four, 3, 4, "w/last.safetensors"); });
   EXPECT_TRUE(mentions(shrank, "stopped 3 batches into an epoch") &&
               mentions(shrank, "had 6 images then and has 4 now") &&
               mentions(shrank, "--weights w/last.safetensors") && mentions(shrank, "from scratch"))
       << shrank;
-  const std::string swapped = error_of([&] { check_resume_dataset(six, six_other, 1, "l.safetensors"); });
+  const std::string swapped = error_of([&] { check_resume_dataset(six, six_other, 1, 6, "l.safetensors"); });
   EXPECT_TRUE(mentions(swapped, "still has 6 images, but a different list of files")) << swapped;
   // At an epoch boundary no order is pending: the change is reported and the run goes on.
-  EXPECT_TRUE(mentions(check_resume_dataset(six, four, 0, "l.safetensors"), "had 6 images then and has 4 now"));
-  // A checkpoint from before fingerprints resumes, saying that nothing could be checked.
-  EXPECT_TRUE(mentions(check_resume_dataset(std::nullopt, four, 2, "old.safetensors"),
+  EXPECT_TRUE(mentions(check_resume_dataset(six, four, 0, 4, "l.safetensors"), "had 6 images then and has 4 now"));
+}
+
+// A checkpoint from before fingerprints resumes, saying that nothing could be checked, unless
+// the split no longer reaches the batch it stopped at.
+TEST(DatasetFingerprint, CheckpointsWithoutAFingerprintResumeWithANote) {
+  const DatasetFingerprint four = dataset_fingerprint(records({"a", "b", "c", "d"}));
+  EXPECT_TRUE(mentions(check_resume_dataset(std::nullopt, four, 2, 4, "old.safetensors"),
                        "old.safetensors predates dataset fingerprints"));
-  EXPECT_EQ(check_resume_dataset(std::nullopt, four, 0, "old.safetensors"), "");
+  EXPECT_EQ(check_resume_dataset(std::nullopt, four, 0, 4, "old.safetensors"), "");
+  const std::string past_end = error_of([&] { check_resume_dataset(std::nullopt, four, 6, 4, "old.safetensors"); });
+  EXPECT_TRUE(mentions(past_end, "stopped 6 batches into an epoch, but the train split now makes only 4") &&
+              mentions(past_end, "--weights old.safetensors"))
+      << past_end;
 }
