@@ -1,18 +1,22 @@
 #include "yolo/yaml_load.h"
 
 #include <map>
+#include <set>
 
 #include "kernels/error.h"
 
 namespace kestrel::yolo {
 namespace {
 
-void refuse_repeated_keys(const YAML::Node& node, const std::string& source) {
+// Each collection is walked once: an alias is the node it names (the same text position), and
+// aliases of aliases would otherwise multiply the walk into the billions ("billion laughs").
+void refuse_repeated_keys(const YAML::Node& node, const std::string& source, std::set<int>& walked) {
+  if (!node.IsMap() && !node.IsSequence()) return;
+  if (!walked.insert(node.Mark().pos).second) return;
   if (node.IsSequence()) {
-    for (const YAML::Node& item : node) refuse_repeated_keys(item, source);
+    for (const YAML::Node& item : node) refuse_repeated_keys(item, source, walked);
     return;
   }
-  if (!node.IsMap()) return;
   std::map<std::string, int> first_line;  // scalar key -> its 1-based line
   for (const auto& kv : node) {
     if (kv.first.IsScalar()) {
@@ -22,7 +26,7 @@ void refuse_repeated_keys(const YAML::Node& node, const std::string& source) {
                     at->second, " and ", line, "); the reference's PyYAML would keep the last ",
                     "and yaml-cpp the first, so Kestrel refuses it: delete the one you do not mean");
     }
-    refuse_repeated_keys(kv.second, source);
+    refuse_repeated_keys(kv.second, source, walked);
   }
 }
 
@@ -35,7 +39,8 @@ YAML::Node load_yaml(const std::string& text, const std::string& source) {
   } catch (const YAML::Exception& e) {
     KESTREL_FAIL(source, ": not valid YAML (", e.what(), ")");
   }
-  refuse_repeated_keys(root, source);
+  std::set<int> walked;
+  refuse_repeated_keys(root, source, walked);
   return root;
 }
 

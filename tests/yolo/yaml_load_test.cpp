@@ -40,6 +40,21 @@ TEST(LoadYaml, RepeatedKeysAreRefusedWithTheirLines) {
   }
 }
 
+// Aliases of aliases name 10^9 leaves here; the check walks each written collection once.
+TEST(LoadYaml, NestedAliasesAreWalkedOnce) {
+  std::string text = "a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n";
+  for (int i = 1; i < 10; ++i) {
+    text += "a" + std::to_string(i) + ": &a" + std::to_string(i) + " [";
+    for (int k = 0; k < 10; ++k) {
+      text += k ? ", *a" : "*a";
+      text += std::to_string(i - 1);
+    }
+    text += "]\n";
+  }
+  EXPECT_TRUE(load_yaml(text, "laughs.yaml")["a9"].IsSequence());
+  EXPECT_TRUE(mentions(error_of([&] { load_yaml(text + "a3: 1\n", "laughs.yaml"); }), "key 'a3' is given twice"));
+}
+
 TEST(LoadYaml, BrokenYamlNamesTheFile) {
   EXPECT_TRUE(mentions(error_of([] { load_yaml("a: [1,\n", "bad.yaml"); }), "bad.yaml: not valid YAML"));
 }
