@@ -44,7 +44,8 @@ TEST(LoadYaml, RepeatedKeysAreRefusedWithTheirLines) {
 TEST(LoadYaml, NestedAliasesAreWalkedOnce) {
   std::string text = "a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n";
   for (int i = 1; i < 10; ++i) {
-    text += "a" + std::to_string(i) + ": &a" + std::to_string(i) + " [";
+    const std::string name = "a" + std::to_string(i);
+    text += name + ": &" + name + " [";
     for (int k = 0; k < 10; ++k) {
       text += k ? ", *a" : "*a";
       text += std::to_string(i - 1);
