@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "kernels/error.h"
 #include "tests/support/testing.h"
 
 using namespace kestrel;
@@ -44,12 +45,8 @@ TEST(LoadYaml, RepeatedKeysAreRefusedWithTheirLines) {
 TEST(LoadYaml, NestedAliasesAreWalkedOnce) {
   std::string text = "a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n";
   for (int i = 1; i < 10; ++i) {
-    const std::string name = "a" + std::to_string(i);
-    text += name + ": &" + name + " [";
-    for (int k = 0; k < 10; ++k) {
-      text += k ? ", *a" : "*a";
-      text += std::to_string(i - 1);
-    }
+    text += str("a", i, ": &a", i, " [*a", i - 1);
+    for (int k = 1; k < 10; ++k) text += str(", *a", i - 1);
     text += "]\n";
   }
   EXPECT_TRUE(load_yaml(text, "laughs.yaml")["a9"].IsSequence());
