@@ -2,12 +2,14 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <cmath>
 #include <fstream>
 #include <sstream>
 #include <utility>
 #include <vector>
 
 #include "kernels/error.h"
+#include "yolo/yaml_load.h"
 
 namespace kestrel::yolo {
 namespace {
@@ -73,12 +75,7 @@ std::string Hyp::to_yaml() const {
 }
 
 Hyp parse_hyp(const std::string& text, const std::string& source) {
-  YAML::Node root;
-  try {
-    root = YAML::Load(text);
-  } catch (const YAML::Exception& e) {
-    KESTREL_FAIL(source, ": not valid YAML (", e.what(), ")");
-  }
+  const YAML::Node root = load_yaml(text, source);
   Hyp hyp;
   if (root.IsNull()) return hyp;
   KESTREL_CHECK(root.IsMap(), source, ": a hyp file maps names to numbers (lr0: 0.01, ...)");
@@ -96,8 +93,10 @@ Hyp parse_hyp(const std::string& text, const std::string& source) {
       KESTREL_FAIL(source, ": '", key, "' must be a number");
     }
   }
-  for (const auto& [name, value] : hyp.values())
+  for (const auto& [name, value] : hyp.values()) {
+    KESTREL_CHECK(std::isfinite(value), source, ": '", name, "' must be a finite number, got ", value);
     KESTREL_CHECK(value >= 0, source, ": '", name, "' must not be negative, got ", value);
+  }
   KESTREL_CHECK(hyp.anchors == 0 || (hyp.anchors >= 0.5 && hyp.anchors < 64.5), source,
                 ": 'anchors' is the anchor count per output level, 1 to 64 once rounded (0: the model "
                 "yaml's), got ", hyp.anchors);

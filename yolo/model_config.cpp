@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "kernels/error.h"
+#include "yolo/yaml_load.h"
 
 namespace kestrel::yolo {
 namespace {
@@ -157,12 +158,7 @@ bool ConfigArg::as_bool(const std::string& where) const {
 }
 
 ModelConfig parse_model_config(const std::string& yaml_text, const std::string& source) {
-  YAML::Node root;
-  try {
-    root = YAML::Load(yaml_text);
-  } catch (const YAML::Exception& e) {
-    KESTREL_FAIL(source, ": not valid YAML (", e.what(), ")");
-  }
+  const YAML::Node root = load_yaml(yaml_text, source);
   KESTREL_CHECK(root.IsMap(), source, ": a model yaml is a mapping with nc, depth_multiple, ",
                 "width_multiple, anchors, backbone and head");
   ModelConfig cfg;

@@ -24,15 +24,17 @@ void EpochProgress::add(double box, double obj, double cls) {
 json::Value RunProgress::to_json() const {
   json::Array mloss;
   for (double m : epoch.mloss) mloss.emplace_back(m);
-  return json::Object{{"next_batch", json::Value(epoch.next_batch)},
-                      {"mloss", std::move(mloss)},
-                      {"seen", json::Value(epoch.seen)},
-                      {"skipped", json::Value(epoch.skipped)},
-                      {"nan_steps", json::Value(nan_steps)},
-                      {"stopper_best_fitness", json::Value(stopper.best_fitness)},
-                      {"stopper_best_epoch", json::Value(stopper.best_epoch)},
-                      {"accumulated", json::Value(accumulated)},
-                      {"window_nonfinite", json::Value(window_nonfinite)}};
+  json::Object out{{"next_batch", json::Value(epoch.next_batch)},
+                   {"mloss", std::move(mloss)},
+                   {"seen", json::Value(epoch.seen)},
+                   {"skipped", json::Value(epoch.skipped)},
+                   {"nan_steps", json::Value(nan_steps)},
+                   {"stopper_best_fitness", json::Value(stopper.best_fitness)},
+                   {"stopper_best_epoch", json::Value(stopper.best_epoch)},
+                   {"accumulated", json::Value(accumulated)},
+                   {"window_nonfinite", json::Value(window_nonfinite)}};
+  if (dataset) out.emplace_back("dataset", dataset->to_json());
+  return out;
 }
 
 RunProgress RunProgress::from_json(const json::Value& v, const std::string& path) {
@@ -50,6 +52,7 @@ RunProgress RunProgress::from_json(const json::Value& v, const std::string& path
   p.accumulated = field(v, "accumulated", path).as_bool();
   // Absent from checkpoints written before non-finite losses were skipped per window.
   if (const json::Value* w = v.find("window_nonfinite")) p.window_nonfinite = w->as_bool();
+  if (const json::Value* d = v.find("dataset")) p.dataset = DatasetFingerprint::from_json(*d, path);
   KESTREL_CHECK(p.epoch.next_batch >= 0 && p.epoch.seen >= 0, "checkpoint '", path,
                 "': negative batch counts in its progress; the file is damaged");
   return p;

@@ -1,13 +1,16 @@
 // Where a training run stands, as the console shows it and as a checkpoint carries it: the
 // current epoch's running loss means and batch position (an interrupted epoch continues from
-// them on --resume), NaN-skip counts, the early stopper and whether gradients are accumulated
-// but not yet stepped (and whether their window already holds a non-finite loss).
+// them on --resume), NaN-skip counts, the early stopper, whether gradients are accumulated
+// but not yet stepped (and whether their window already holds a non-finite loss), and which
+// train images the run was on.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "engine/json.h"
 #include "yolo/console.h"
+#include "yolo/dataset_fingerprint.h"
 #include "yolo/early_stopping.h"
 
 namespace kestrel::yolo {
@@ -26,6 +29,8 @@ struct RunProgress {
   bool accumulated = false;
   // The accumulated gradients' window holds a non-finite loss: its optimizer step is skipped.
   bool window_nonfinite = false;
+  // The train images the run was on (absent in checkpoints written before it was recorded).
+  std::optional<DatasetFingerprint> dataset;
   json::Value to_json() const;
   // An empty object (a checkpoint from before this existed) gives an epoch-boundary state.
   static RunProgress from_json(const json::Value& v, const std::string& path);

@@ -55,8 +55,9 @@ std::vector<int> ranks_raising(const RankInfo& r, Device device, const std::vect
 // point): up to --dist-phase-timeout, outside the collectives' timeout, with nothing pending.
 void wait_for_rank0(const RankInfo& r, const std::string& phase);
 std::string format_seconds(double s);
-// "model.<i>." prefixes of the frozen layers (one number N: the first N layers).
-std::vector<std::string> freeze_prefixes(const std::vector<int>& freeze);
+// "model.<i>." prefixes of the frozen layers (one number N: the first N of the model's
+// layer_count layers).
+std::vector<std::string> freeze_prefixes(const std::vector<int>& freeze, int layer_count);
 // Host-side resize of a u8 NHWC batch to long side `size` (rounded up to 32); boxes are
 // normalised, so the targets stay.
 Tensor resize_batch(const Tensor& images, int64_t size);

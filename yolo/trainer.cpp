@@ -27,6 +27,7 @@
 #include "yolo/data/dataset_config.h"
 #include "yolo/data/loader.h"
 #include "yolo/data/sampler.h"
+#include "yolo/dataset_fingerprint.h"
 #include "yolo/early_stopping.h"
 #include "yolo/ema.h"
 #include "yolo/grad_scaler.h"
@@ -141,6 +142,7 @@ class Trainer {
   int nc_ = 0;
   std::vector<std::string> names_;
   data::DatasetSplit train_split_;
+  DatasetFingerprint train_index_;  // of train_split_'s records, for checkpoints and --resume
   std::string cfg_text_;
   std::shared_ptr<DetectionModel> model_, ema_model_;
   int gs_ = 32;
@@ -268,6 +270,7 @@ void Trainer::load_data() {
   wait_for_rank0(rank_, "the train label cache");  // rank 0 builds it, the others then read it
   if (!rank_.main()) train_split_ = data::load_split(*dcfg_, "train", dcfg_->nc, o_.single_cls, true);
   out_->line("train: ", train_split_.summary);
+  train_index_ = dataset_fingerprint(train_split_.records);
   for (const auto& w : train_split_.warnings) out_->line("train: ", w);
   KESTREL_CHECK(!train_split_.records.empty(), "no usable training images in ", dcfg_->yaml_path,
                 ": check the `train` entry and the label files");
@@ -293,12 +296,27 @@ void Trainer::build_model() {
     TransferResult tr = transfer_weights(*model_, o_.weights, {"anchor"}, prefix);
     out_->line("Transferred ", tr.transferred, "/", tr.total, " items from ", o_.weights);
   }
-  for (const auto& prefix : freeze_prefixes(o_.freeze))
-    for (auto& [n, p] : model_->named_parameters())
-      if (n.rfind(prefix, 0) == 0) {
-        out_->line("freezing ", n);
-        p.set_requires_grad(false);
-      }
+  const int layers = static_cast<int>(mcfg.rows.size());
+  const std::vector<std::string> prefixes = freeze_prefixes(o_.freeze, layers);
+  const dist::NamedTensors parameters = model_->named_parameters();
+  dist::NamedTensors frozen;
+  for (const auto& [n, p] : parameters)
+    if (std::any_of(prefixes.begin(), prefixes.end(), [&n = n](const std::string& f) { return n.rfind(f, 0) == 0; }))
+      frozen.emplace_back(n, p);
+  if (frozen.size() == parameters.size()) {  // the reference fails in backward then: refuse it up front
+    std::string freeze;
+    for (int f : o_.freeze) {
+      if (!freeze.empty()) freeze += ',';
+      freeze += std::to_string(f);
+    }
+    KESTREL_FAIL("--freeze ", freeze, " freezes every layer of ", o_.cfg, ", which has ", layers,
+                 " (model.0 to model.", layers - 1, "): nothing would train; freeze fewer, ",
+                 "e.g. --freeze 10 for the backbone");
+  }
+  for (const auto& [n, p] : frozen) {
+    out_->line("freezing ", n);
+    p.set_requires_grad(false);
+  }
   gs_ = std::max(static_cast<int>(*std::max_element(model_->strides().begin(), model_->strides().end())), 32);
   if (o_.img_size % gs_ != 0) {  // the reference's check_img_size: round up, say so
     const int fixed = (o_.img_size + gs_ - 1) / gs_ * gs_;
@@ -394,6 +412,7 @@ void Trainer::build_optimization() {
   if (rank_.main()) {
     data::DatasetSplit val_split = data::load_split(*dcfg_, "val", dcfg_->nc, o_.single_cls, true);
     out_->line("val: ", val_split.summary);
+    for (const auto& w : val_split.warnings) out_->line("val: ", w);
     ValOptions vopt;
     vopt.img_size = o_.img_size;
     vopt.batch_size = batch * 2;
@@ -450,6 +469,9 @@ void Trainer::restore() {
   step_->set_window_nonfinite(run.window_nonfinite);
   KESTREL_CHECK(start_epoch_ < o_.epochs, resume_->path, " finished all ", o_.epochs,
                 " epochs already; nothing to resume");
+  const std::string dataset_note =
+      check_resume_dataset(run.dataset, train_index_, resumed_progress_.next_batch, nb_, resume_->path);
+  if (!dataset_note.empty()) out_->line("--resume: ", dataset_note);
   if (rank_.main()) {
     const int dropped = ResultsCsv(save_dir_ + "/results.csv").keep_through(static_cast<int>(info.epoch));
     if (dropped) out_->line("--resume: dropped ", dropped, " results.csv row(s) past the checkpoint's epoch ", info.epoch);
@@ -639,7 +661,8 @@ void Trainer::save_checkpoint_as(const std::string& path, int64_t last_epoch, co
   info.best_fitness = best_fitness_;
   info.hyp = hyp_;
   info.options = options_json(o_, cfg_text_, nc_, names_);
-  info.progress = RunProgress{progress, nan_steps_, stopper_->state(), accumulated_, step_->window_nonfinite()}.to_json();
+  info.progress = RunProgress{progress, nan_steps_, stopper_->state(), accumulated_, step_->window_nonfinite(),
+                              train_index_}.to_json();
   TrainingObjects objs{model_.get(), ema_.get(), optimizer_.get(), schedule_.get(), scaler_.get()};
   save_checkpoint(path, objs, info, accumulated_ ? trainable() : PendingGradients{});
 }

@@ -132,6 +132,20 @@ TEST(RunProgress, JsonTextRoundTripIsBitExact) {
   EXPECT_FALSE(through_text(plain).accumulated);
 }
 
+// The dataset fingerprint travels with the progress; a checkpoint without one reads as absent.
+TEST(RunProgress, DatasetFingerprintRoundTripsAndMayBeAbsent) {
+  RunProgress p = sample(0.5, 0.25, 0.125, 0.75);
+  EXPECT_FALSE(through_text(p).dataset.has_value());
+  p.dataset = DatasetFingerprint{128, "0123456789abcdef"};
+  const RunProgress back = through_text(p);
+  ASSERT_TRUE(back.dataset.has_value());
+  EXPECT_EQ(*back.dataset, *p.dataset);
+  json::Value damaged = json::parse(R"({"next_batch": 1, "mloss": [0, 0, 0], "seen": 1, "skipped": 0,
+      "nan_steps": 0, "stopper_best_fitness": 0, "stopper_best_epoch": 0, "accumulated": false,
+      "dataset": {"images": 3}})");
+  EXPECT_THROW(RunProgress::from_json(damaged, "ckpt.safetensors"), Error);
+}
+
 TEST(RunProgress, EmptyObjectGivesDefaults) {
   for (const json::Value& v : {json::Value(json::Object{}), json::parse("{}"), json::Value()}) {
     const RunProgress p = RunProgress::from_json(v, "old.safetensors");

@@ -21,6 +21,7 @@
 #include "tests/support/testing.h"
 #include "tests/tensorboard/event_file.h"
 #include "tests/yolo/training_state.h"
+#include "yolo/data/image_codec.h"
 #include "yolo/model.h"
 #include "yolo/model_config.h"
 #include "yolo/run_dir.h"
@@ -525,4 +526,84 @@ TEST(Trainer, HypAnchorsReplaceTheModelsAnchors) {
   std::stringstream text;
   text << hyp.rdbuf();
   EXPECT_NE(text.str().find("anchors: 4.4"), std::string::npos) << text.str();
+}
+
+// Val images that are missing are named, as train's are, not only counted.
+TEST(Trainer, MissingValImagesAreNamed) {
+  const fs::path d = scratch("val_missing");
+  for (const char* name : {"a", "b", "c", "d"}) {
+    fs::create_directories(d / "images");
+    fs::create_directories(d / "labels");
+    yolo::data::write_jpeg((d / "images" / (std::string(name) + ".jpg")).string(),
+                           cv::Mat(64, 64, CV_8UC3, cv::Scalar(40, 90, 160)));
+    std::ofstream(d / "labels" / (std::string(name) + ".txt")) << "0 0.5 0.5 0.4 0.4\n";
+  }
+  std::ofstream(d / "val.txt") << "images/a.jpg\nimages/b.jpg\nimages/gone1.jpg\nimages/gone2.jpg\n";
+  std::ofstream(d / "data.yaml") << "path: " << d.string() << "\ntrain: images\nval: val.txt\nnames: [x]\n";
+  const auto r = kestrel::testing::run_kestrel("train --data " + (d / "data.yaml").string() +
+                                      " --cfg models/yolov5n.yaml --device cpu --img-size 64 --batch-size 4"
+                                      " --workers 1 --noplots --epochs 1 --max-batches 1 --project " +
+                                      (d / "runs").string());
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("2 corrupt"), std::string::npos) << r.out;
+  for (const char* gone : {"images/gone1.jpg", "images/gone2.jpg"})
+    EXPECT_NE(r.out.find("val: WARNING: " + (d / gone).string()), std::string::npos) << r.out;
+}
+
+// Freezing every layer leaves nothing to train (the reference fails in backward): refused up
+// front with the model's layer count, also for a number far past it.
+TEST(Trainer, FreezingEveryLayerIsRefused) {
+  yolo::TrainOptions o = tiny(scratch("freeze_all"));
+  for (const std::vector<int>& freeze : {std::vector<int>{999}, std::vector<int>{2000000000}}) {
+    o.freeze = freeze;
+    const std::string error = kestrel::testing::error_of([&] { yolo::train(o); });
+    EXPECT_NE(error.find("--freeze " + std::to_string(freeze[0]) +
+                         " freezes every layer of models/yolov5n.yaml, which has 25 (model.0 to model.24)"),
+              std::string::npos) << error;
+  }
+}
+
+// A run stopped inside an epoch resumes there only over the same train images: a dataset that
+// shrank (the resume batch would lie past its end) or grew since is refused with both counts and
+// the ways on; the restored dataset resumes.
+TEST(Trainer, MidEpochResumeRefusesAChangedDataset) {
+  const fs::path d = scratch("changed_dataset");
+  auto add_image = [&](int i) {
+    const std::string stem = "im" + std::to_string(i);
+    yolo::data::write_jpeg((d / "images" / (stem + ".jpg")).string(),
+                           cv::Mat(64, 64, CV_8UC3, cv::Scalar(20 * i, 90, 160)));
+    std::ofstream(d / "labels" / (stem + ".txt")) << "0 0.5 0.5 0.4 0.4\n";
+  };
+  fs::create_directories(d / "images");
+  fs::create_directories(d / "labels");
+  for (int i = 0; i < 16; ++i) add_image(i);
+  std::ofstream(d / "data.yaml") << "path: " << d.string() << "\ntrain: images\nval: images\nnames: [x]\n";
+  yolo::TrainOptions o = tiny(d / "runs");
+  o.data = (d / "data.yaml").string();
+  o.batch_size = 2;
+  o.max_batches = 0;
+  o.interrupt_after = 2;
+  ASSERT_EQ(yolo::train(o), 130);
+  const fs::path last = d / "runs/exp/weights/last.safetensors";
+  yolo::TrainOptions resume = tiny(d / "runs");
+  resume.resume = last.string();
+
+  fs::rename(d / "images", d / "all_images");  // 4 of the 16 left
+  fs::create_directories(d / "images");
+  for (int i = 0; i < 4; ++i) {
+    const std::string name = "im" + std::to_string(i) + ".jpg";
+    fs::copy_file(d / "all_images" / name, d / "images" / name);
+  }
+  std::string error = kestrel::testing::error_of([&] { yolo::train(resume); });
+  EXPECT_TRUE(error.find("had 16 images then and has 4 now") != std::string::npos &&
+              error.find("--weights " + last.string()) != std::string::npos) << error;
+
+  fs::remove_all(d / "images");
+  fs::rename(d / "all_images", d / "images");
+  add_image(16);
+  error = kestrel::testing::error_of([&] { yolo::train(resume); });
+  EXPECT_NE(error.find("had 16 images then and has 17 now"), std::string::npos) << error;
+
+  fs::remove(d / "images/im16.jpg");
+  EXPECT_EQ(yolo::train(resume), 0);
 }

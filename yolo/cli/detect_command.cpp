@@ -44,6 +44,9 @@ std::vector<int> requested_size(const Args& args) {
   if (size.size() == 1) size.push_back(size[0]);
   if (size.size() != 2 || size[0] < 1 || size[1] < 1)
     throw UsageError("--img-size takes one or two positive sizes (height width), e.g. 640 or 480 640");
+  if (size[0] > kMaxImageSize || size[1] > kMaxImageSize)
+    throw UsageError("--img-size " + std::to_string(size[0]) + " " + std::to_string(size[1]) +
+                     " is above the limit of " + std::to_string(kMaxImageSize) + " pixels a side");
   return size;
 }
 

@@ -214,12 +214,17 @@ int run_train(const std::vector<std::string>& raw) {
   o.dist_timeout = args.get_double("dist-timeout", o.dist_timeout);
   o.dist_phase_timeout = args.get_double("dist-phase-timeout", o.dist_phase_timeout);
   o.max_batches = args.get_int32("max-batches", 0);
-  if (!o.resume) {  // a resumed run takes its files from the checkpoint
+  // A resumed run takes its files from the checkpoint; --resume with --evolve is no such run but
+  // continues the newest evolution's directory (yolo/evolve), and reads the files as given.
+  if (!o.resume || args.has("evolve")) {
     o.cfg = yolo::find_shipped_file(o.cfg, "--cfg");
     if (!o.hyp.empty()) o.hyp = yolo::find_shipped_file(o.hyp, "--hyp");
   }
   if (o.epochs < 1 || o.batch_size < 1 || o.img_size < 32 || o.workers < 0)
     throw UsageError("--epochs and --batch-size must be >= 1, --img-size >= 32, --workers >= 0");
+  if (o.img_size > kMaxImageSize)
+    throw UsageError("--img-size " + std::to_string(o.img_size) + " is above the limit of " +
+                     std::to_string(kMaxImageSize) + " pixels a side");
   if (o.label_smoothing < 0 || o.label_smoothing >= 1) throw UsageError("--label-smoothing must be in [0, 1)");
   if (o.bucket_cap_mb <= 0) throw UsageError("--bucket-cap-mb must be positive");
 

@@ -48,6 +48,9 @@ int run_val(const std::vector<std::string>& argv) {
   vo.workers = args.get_int32("workers", 8);
   vo.plots = true;
   if (vo.batch_size < 1 || vo.img_size < 32) throw UsageError("--batch-size >= 1 and --img-size >= 32");
+  if (vo.img_size > kMaxImageSize)
+    throw UsageError("--img-size " + std::to_string(vo.img_size) + " is above the limit of " +
+                     std::to_string(kMaxImageSize) + " pixels a side");
   const Device device = inference_device(args.get("device", ""));
   if (args.has("half") && !device.is_cuda())  // as the reference: half precision is a GPU matter
     std::printf("WARNING: --half is ignored on the CPU (float32 inference)\n");

@@ -11,6 +11,7 @@
 
 #include "kernels/error.h"
 #include "yolo/data/label_cache.h"
+#include "yolo/yaml_load.h"
 
 namespace kestrel::yolo::data {
 namespace {
@@ -91,7 +92,13 @@ void list_folder(const fs::path& dir, std::vector<std::string>& images) {
       if (it->is_directory(ec)) it.disable_recursion_pending();
       continue;
     }
-    if (it->is_regular_file(ec) && is_image_path(it->path().string())) images.push_back(normal(it->path()));
+    std::error_code target_ec, link_ec;
+    const bool regular = it->is_regular_file(target_ec);
+    // A symbolic link that leads nowhere (dangling, or a loop) stays listed, as the reference's
+    // glob lists it: the scan then warns about it and counts it corrupt instead of losing it.
+    const bool broken_link = !regular && target_ec && it->is_symlink(link_ec);
+    if ((regular || broken_link) && is_image_path(it->path().string()))
+      images.push_back(normal(it->path()));
   }
   KESTREL_CHECK(!ec, "cannot list image folder ", dir.string(), ": ", ec.message());
 }
@@ -131,6 +138,47 @@ std::string download_advice(const YAML::Node& download, const fs::path& root) {
              "describes, into ", parent, urls.empty() ? "" : str(", from:", urls));
 }
 
+// Why every image of a split was refused, grouped by reason (each image's path taken out of its
+// warning): how many images each reason covers and the first few of them, so that one cause (a
+// wrong folder, an unsupported format) shows as one line however many images it hit. warnings[i]
+// is images[i]'s refusal: a refused image leaves exactly one warning, in the images' order.
+std::string refusal_digest(const std::vector<std::string>& images, const std::vector<std::string>& warnings) {
+  constexpr size_t kShown = 3;
+  struct Group {
+    std::string reason;
+    size_t count = 0;
+    std::vector<std::string> examples;
+  };
+  std::vector<Group> groups;
+  for (size_t i = 0; i < warnings.size(); ++i) {
+    const std::string image = warnings.size() == images.size() ? images[i] : std::string();
+    std::string reason = warnings[i];
+    const std::string prefix = "WARNING: " + image + ": ";
+    if (reason.rfind(prefix, 0) == 0) reason.erase(0, prefix.size());
+    for (size_t at; !image.empty() && (at = reason.find(image)) != std::string::npos;)
+      reason.replace(at, image.size(), "<image>");
+    auto g = std::find_if(groups.begin(), groups.end(), [&](const Group& x) { return x.reason == reason; });
+    if (g == groups.end()) g = groups.insert(groups.end(), Group{reason, 0, {}});
+    if (++g->count <= kShown && !image.empty()) g->examples.push_back(image);
+  }
+  std::string digest;
+  size_t rest = 0;
+  for (size_t k = 0; k < groups.size(); ++k) {
+    const Group& g = groups[k];
+    if (k >= kShown) {
+      rest += g.count;
+      continue;
+    }
+    std::string examples;
+    for (const std::string& e : g.examples) examples += (examples.empty() ? "" : ", ") + e;
+    if (g.count > g.examples.size() && !g.examples.empty()) examples += str(" and ", g.count - g.examples.size(), " more");
+    digest += str(k ? "; " : "", g.count, g.count == 1 ? " image: " : " images: ", g.reason,
+                  examples.empty() ? "" : " (" + examples + ")");
+  }
+  if (rest) digest += str("; and ", rest, " images for ", groups.size() - kShown, " other reasons");
+  return digest.empty() ? "no reason reported" : digest;
+}
+
 }  // namespace
 
 const std::vector<std::string>& DatasetConfig::split(const std::string& name) const {
@@ -150,12 +198,7 @@ DatasetConfig load_dataset_config(const std::string& yaml_path) {
 }
 
 DatasetConfig parse_dataset_config(const std::string& yaml_text, const std::string& yaml_path) {
-  YAML::Node root;
-  try {
-    root = YAML::Load(yaml_text);
-  } catch (const YAML::Exception& e) {
-    KESTREL_FAIL(yaml_path, ": not valid YAML: ", e.what());
-  }
+  const YAML::Node root = load_yaml(yaml_text, yaml_path);
   KESTREL_CHECK(root.IsMap(), yaml_path, ": a dataset yaml is a map with path, train, val, nc, names");
 
   DatasetConfig cfg;
@@ -297,6 +340,10 @@ DatasetSplit load_split(const DatasetConfig& config, const std::string& split, i
   out.summary = scan_summary(out.from_cache ? out.cache_path : labels_what, scan.counts);
   out.counts = scan.counts;
   out.warnings.insert(out.warnings.end(), scan.warnings.begin(), scan.warnings.end());
+  // Every image refused: its reasons come first, since a missing label would be the wrong hint
+  // when no image could even be read. Each refused image left exactly one warning, its reason.
+  KESTREL_CHECK(!scan.records.empty(), where, ": no usable images among ", images.size(), " (",
+                out.summary, "): ", refusal_digest(images, scan.warnings));
   KESTREL_CHECK(scan.counts.found > 0 || split != "train" || evaluation, where,
                 ": no labels found in ", labels_what, " (label cache ", out.cache_path,
                 "), can not start training; each image needs a label file at its path with ",
@@ -306,8 +353,6 @@ DatasetSplit load_split(const DatasetConfig& config, const std::string& split, i
   if (scan.counts.found == 0)
     out.warnings.push_back(str("WARNING: no labels found in ", labels_what,
                                " (labels are found by replacing /images/ with /labels/ in image paths)"));
-  KESTREL_CHECK(!scan.records.empty(), where, ": no usable images (", out.summary, "); first problem: ",
-                scan.warnings.empty() ? std::string("none reported") : scan.warnings.front());
   out.records = std::move(scan.records);
   if (single_cls)
     for (ImageRecord& r : out.records)

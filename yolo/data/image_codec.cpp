@@ -3,12 +3,14 @@
 #include <png.h>
 #include <turbojpeg.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <memory>
 #include <new>
+#include <system_error>
 
 #include "engine/atomic_file.h"
 #include "kernels/error.h"
@@ -64,19 +66,69 @@ cv::Mat decode_png(const std::vector<uint8_t>& bytes, const std::string& path, b
   return out;
 }
 
+// Whether entropy-coded data follows the first start-of-scan header. A file that ends there (or
+// whose next marker is the end of image) holds no pixel at all: libjpeg-turbo would "recover" it
+// as an all-grey picture, and PIL, whose restore the reference relies on, refuses it as
+// truncated. Marker chains this walk cannot follow are left to the decoder to judge.
+bool jpeg_has_scan_data(const std::vector<uint8_t>& b) {
+  size_t p = 2;  // after SOI
+  while (p + 1 < b.size() && b[p] == 0xFF) {
+    const uint8_t marker = b[p + 1];
+    if (marker == 0xFF) {  // fill byte before a marker
+      ++p;
+      continue;
+    }
+    if (marker == 0xD9) return false;  // end of image before any scan
+    if (marker == 0x01 || (marker >= 0xD0 && marker <= 0xD7)) {  // markers without a length
+      p += 2;
+      continue;
+    }
+    if (p + 4 > b.size()) return true;
+    const size_t data = p + 2 + (static_cast<size_t>(b[p + 2]) << 8 | b[p + 3]);
+    if (marker == 0xDA)  // data, unless only the end-of-image marker (or its first byte) is left
+      return data < b.size() && !(b[data] == 0xFF && (data + 1 == b.size() || b[data + 1] == 0xD9));
+    p = data;
+  }
+  return true;
+}
+
+// OpenCV's imread (the reference's loader) converts 4-channel JPEGs with the Adobe convention,
+// in which libjpeg hands out inverted inks (255 = none): each of R, G, B is
+// k - ((255 - ink) * k >> 8), with its integer shift rather than a division by 255.
+void cmyk_to_bgr(const cv::Mat& cmyk, cv::Mat& bgr) {
+  for (int y = 0; y < cmyk.rows; ++y) {
+    const uint8_t* in = cmyk.ptr<uint8_t>(y);
+    uint8_t* out = bgr.ptr<uint8_t>(y);
+    for (int x = 0; x < cmyk.cols; ++x, in += 4, out += 3) {
+      const int k = in[3];
+      for (int c = 0; c < 3; ++c) out[2 - c] = static_cast<uint8_t>(k - ((255 - in[c]) * k >> 8));
+    }
+  }
+}
+
 cv::Mat decode_jpeg(const std::vector<uint8_t>& bytes, const std::string& path,
                     const ImageInfo& info, std::string* warning) {
+  KESTREL_CHECK(jpeg_has_scan_data(bytes), "corrupt JPEG '", path,
+                "': the file ends right after its start-of-scan header, with no image data ",
+                "to restore; replace the file or remove it from the dataset");
   TjHandle tj(false);
+  int header_w = 0, header_h = 0, subsampling = 0, colorspace = 0;
+  KESTREL_CHECK(tjDecompressHeader3(tj.h, bytes.data(), bytes.size(), &header_w, &header_h,
+                                    &subsampling, &colorspace) == 0,
+                "corrupt JPEG '", path, "': ", tjGetErrorStr2(tj.h));
+  const bool cmyk = colorspace == TJCS_CMYK || colorspace == TJCS_YCCK;
   const bool swapped = orientation_swaps_sides(info.exif_orientation);
   const int w = swapped ? info.height : info.width, h = swapped ? info.width : info.height;
   cv::Mat image(h, w, CV_8UC3);
-  const int rc = tjDecompress2(tj.h, bytes.data(), bytes.size(), image.data, w, 0, h, TJPF_BGR,
-                               TJFLAG_ACCURATEDCT);
+  cv::Mat decoded = cmyk ? cv::Mat(h, w, CV_8UC4) : image;
+  const int rc = tjDecompress2(tj.h, bytes.data(), bytes.size(), decoded.data, w, 0, h,
+                               cmyk ? TJPF_CMYK : TJPF_BGR, TJFLAG_ACCURATEDCT);
   // libjpeg-turbo reports damage it recovers from (premature end of data, stray bytes) as a
   // warning: what could not be decoded is grey and the image is usable.
   const bool recovered = rc != 0 && tjGetErrorCode(tj.h) == TJERR_WARNING;
   KESTREL_CHECK(rc == 0 || recovered, "corrupt JPEG '", path, "': ", tjGetErrorStr2(tj.h));
   if (recovered && warning) *warning = tjGetErrorStr2(tj.h);
+  if (cmyk) cmyk_to_bgr(decoded, image);
   return apply_exif_orientation(image, info.exif_orientation);
 }
 
@@ -85,11 +137,23 @@ std::string out_of_memory(const std::string& path, const ImageInfo& info) {
              " pixels); free memory, use fewer --workers, or downscale the image");
 }
 
+// Why a file could not be opened: the system's reason, and where a symbolic link points (a
+// dangling link or a loop otherwise reads as a file that is there but will not open).
+std::string open_failure(const std::string& path, int err) {
+  std::string why = err != 0 ? std::generic_category().message(err) : "it cannot be opened";
+  std::error_code ec;
+  if (std::filesystem::is_symlink(std::filesystem::symlink_status(path, ec)))
+    why += str(" (a symbolic link to '", std::filesystem::read_symlink(path, ec).string(), "')");
+  return why;
+}
+
 }  // namespace
 
 std::vector<uint8_t> read_file_bytes(const std::string& path) {
+  errno = 0;
   std::ifstream in(path, std::ios::binary | std::ios::ate);
-  KESTREL_CHECK(in, "cannot read '", path, "': check the path and permissions");
+  KESTREL_CHECK(in, "cannot read '", path, "': ", open_failure(path, errno),
+                "; check the path and permissions");
   const std::streamsize n = in.tellg();
   std::vector<uint8_t> bytes;
   try {

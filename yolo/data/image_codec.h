@@ -34,7 +34,8 @@ ImageInfo probe_image(const std::vector<uint8_t>& bytes, const std::string& path
 // and when the pixels do not fit in memory. Damage the decoder recovers from is no error: a JPEG
 // cut short (or missing its end marker) decodes what it holds, the rest grey, as the reference
 // restores it; the decoder's message then goes to *warning (when given), else it stays empty.
-// Bytes after a JPEG's end-of-image marker are ignored.
+// A JPEG that ends at its start-of-scan header holds nothing to restore and is refused. Bytes
+// after a JPEG's end-of-image marker are ignored. CMYK JPEGs come out as OpenCV converts them.
 cv::Mat decode_image(const std::vector<uint8_t>& bytes, const std::string& path,
                      std::string* warning = nullptr);
 cv::Mat read_image(const std::string& path, std::string* warning = nullptr);

@@ -16,7 +16,8 @@ namespace kestrel::yolo::data {
 
 // 2: damaged JPEGs the decoder recovers are used, images above PIL's pixel limit refused; the
 // verdicts of a version-1 scan no longer hold.
-inline constexpr uint32_t kLabelCacheVersion = 2;
+// 3: CMYK JPEGs are used, JPEGs without scan data refused: version-2 verdicts on those are wrong.
+inline constexpr uint32_t kLabelCacheVersion = 3;
 
 // Where the reference puts its cache, under our own suffix (the reference's `.cache` stays its
 // own): beside a list file when the split's last source is a file (train.txt ->

@@ -37,6 +37,22 @@ std::vector<std::string_view> split_whitespace(std::string_view line) {
   return tokens;
 }
 
+// A token as it can be printed: bytes outside printable ASCII as \xNN, so a NUL cannot cut the
+// warning short and control bytes cannot move the terminal's cursor.
+std::string printable(std::string_view token) {
+  std::string out;
+  for (const char c : token) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (byte >= 0x20 && byte < 0x7F) {
+      out += c;
+    } else {
+      constexpr char kHex[] = "0123456789abcdef";
+      out += {'\\', 'x', kHex[byte >> 4], kHex[byte & 15]};
+    }
+  }
+  return out;
+}
+
 // Rows of numbers, or the 1-based row and token that is not a finite number. Values go through
 // float32 as in the reference (which reads labels with dtype=np.float32).
 std::string parse_rows(std::string_view text, std::vector<std::vector<float>>& rows) {
@@ -51,9 +67,9 @@ std::string parse_rows(std::string_view text, std::vector<std::vector<float>>& r
     std::vector<float> values;
     for (std::string_view t : tokens) {
       double v = 0;
-      if (!parse_number(t, v)) return str("row ", row, ": '", t, "' is not a number");
+      if (!parse_number(t, v)) return str("row ", row, ": '", printable(t), "' is not a number");
       const float f = static_cast<float>(v);
-      if (!std::isfinite(f)) return str("row ", row, ": value '", t, "' is not finite");
+      if (!std::isfinite(f)) return str("row ", row, ": value '", printable(t), "' is not finite");
       values.push_back(f);
     }
     rows.push_back(std::move(values));

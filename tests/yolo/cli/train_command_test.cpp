@@ -1,8 +1,9 @@
 // `kestrel train`'s launcher side: usage errors found before any worker starts (exit 2, naming
-// the numbers), and --sync-bn reaching the workers of a multi-process job. Run directories: runs
-// started together into one project each own a directory or are refused naming the owner's pid,
-// and no file mixes two runs; a run failing at start-up leaves no directory; a multi-process
-// --resume writes its rank logs beside the resumed run, not into ./runs/train.
+// the numbers), --sync-bn reaching the workers of a multi-process job, and --resume with
+// --evolve continuing an evolution. Run directories: runs started together into one project
+// each own a directory or are refused naming the owner's pid, and no file mixes two runs; a
+// run failing at start-up leaves no directory; a multi-process --resume writes its rank logs
+// beside the resumed run, not into ./runs/train.
 #include <sys/wait.h>
 
 #include <cstdio>
@@ -11,11 +12,13 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <string>
 
 #include "tests/dist/spawn.h"
 #include "tests/support/cli.h"
 #include "tests/support/testing.h"
 #include "tests/yolo/training_state.h"
+#include "yolo/data/image_codec.h"
 
 namespace fs = std::filesystem;
 
@@ -247,4 +250,44 @@ TEST(TrainCommand, RankLogsOfAResumeGoBesideTheResumedRun) {
   EXPECT_FALSE(fs::exists(project / "exp" / "rank1.log"));
   EXPECT_TRUE(fs::exists(project / "rank1.log"));
   fs::remove_all(project);
+}
+
+// As the reference, --resume with --evolve resumes no checkpoint: it continues the newest
+// evolution's directory and its evolve.csv, with --cfg found by name as in any other run.
+TEST(TrainCommand, ResumeWithEvolveContinuesTheLastEvolution) {
+  const fs::path project = scratch("evolve_resume");
+  fs::create_directories(project / "data/images");
+  fs::create_directories(project / "data/labels");
+  for (const char* name : {"a", "b", "c", "d"}) {  // four images: validation stays quick
+    kestrel::yolo::data::write_jpeg((project / "data/images" / (std::string(name) + ".jpg")).string(),
+                                    cv::Mat(64, 64, CV_8UC3, cv::Scalar(30, 90, 150)));
+    std::ofstream(project / "data/labels" / (std::string(name) + ".txt")) << "0 0.5 0.5 0.4 0.4\n";
+  }
+  std::ofstream(project / "data/data.yaml") << "path: " << (project / "data").string()
+                                            << "\ntrain: images\nval: images\nnames: [x]\n";
+  const std::string evolve = "train --cfg yolov5n.yaml --data " + (project / "data/data.yaml").string() +
+                             " --device cpu --img-size 64 --epochs 1 --workers 1 --max-batches 1 --noplots"
+                             " --batch-size 4 --resume --evolve 1 --project " + (project / "runs").string();
+  auto r = run(evolve);
+  ASSERT_EQ(r.code, 0) << r.out;
+  r = run(evolve);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_FALSE(fs::exists(project / "runs/exp2")) << r.out;
+  std::ifstream csv(project / "runs/exp/evolve.csv");
+  int lines = 0;
+  for (std::string line; std::getline(csv, line);) ++lines;
+  EXPECT_EQ(lines, 3) << "a header and one row per generation";
+  fs::remove_all(project);
+}
+
+// An image size no run could use is refused as a usage error naming the limit (it once failed
+// inside OpenCV, asking for 2 TB).
+TEST(TrainCommand, ImageSizesAboveTheLimitAreRefused) {
+  const fs::path project = scratch("huge_img");
+  const auto r = run("train --device cpu --img 1000000 --project " + project.string());
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("--img-size 1000000 is above the limit of 8192 pixels a side"), std::string::npos)
+      << r.out;
+  EXPECT_FALSE(fs::exists(project));
+  EXPECT_EQ(run("train --device cpu --img-size 8193 --project " + project.string()).code, 2);
 }

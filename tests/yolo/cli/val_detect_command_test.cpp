@@ -142,3 +142,14 @@ TEST(ValDetectCommands, ShippedDatasetYamlByName) {
   EXPECT_EQ(missing.code, 1) << missing.out;
   EXPECT_NE(missing.out.find("--data"), std::string::npos) << missing.out;
 }
+
+// An image size no model can run at is a usage error naming the limit, before any weights are read.
+TEST(ValDetectCommands, ImageSizesAboveTheLimitAreRefused) {
+  Result r = run("val --weights w.safetensors --data synthetic --img-size 1000000");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("--img-size 1000000 is above the limit of 8192 pixels a side"), std::string::npos)
+      << r.out;
+  r = run("detect --weights w.safetensors --source x.jpg --img-size 640 9000");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("--img-size 640 9000 is above the limit of 8192"), std::string::npos) << r.out;
+}

@@ -1,5 +1,7 @@
 // Dataset yaml forms (folders, .txt lists, lists of those; names as list or map), path
-// resolution, the errors that name the yaml and key, image listing, and coco128 when present.
+// resolution, the errors that name the yaml and key (a repeated key too), image listing (broken
+// symlinks kept for the scan to report), a split with no usable image naming why, and coco128
+// when present.
 #include "yolo/data/dataset_config.h"
 
 #include <unistd.h>
@@ -132,6 +134,7 @@ TEST(DatasetConfig, ErrorsNameTheYamlAndTheKey) {
       {"train: {a: 1}\nval: v\nnames: [a]\n", "`train` must be a path or a list of paths"},
       {"[1, 2]\n", "is a map"},
       {"train: [unclosed\n", "not valid YAML"},
+      {"train: t\nval: v\nnames: [a]\ntrain: u\n", "key 'train' is given twice (lines 1 and 4)"},
   };
   for (const auto& c : cases) {
     write(t / "bad.yaml", c.text);
@@ -249,6 +252,53 @@ TEST(LoadSplit, TrainSplitWithoutLabelsIsRefused) {
   // One label file, even an empty one, is enough: the reference counts label files found.
   write(t / "labels/train/a.txt", "");
   EXPECT_EQ(load_split(cfg, "train", 1, false, false, 1).counts.found, 1);
+}
+
+// Nothing usable: the refusal says why per image, grouped by reason with counts and the first
+// few images, not that labels are missing (they never were the problem).
+TEST(LoadSplit, AllImagesRefusedNamesTheirReasons) {
+  TempDir t("junk");
+  for (const char* name : {"a", "b", "c", "d", "e"}) {
+    write(t / ("images/train/" + std::string(name) + ".jpg"), "not a picture");
+    write(t / ("labels/train/" + std::string(name) + ".txt"), "0 0.5 0.5 0.5 0.5\n");
+  }
+  write_jpeg(t / "images/train/f.jpg", cv::Mat(9, 40, CV_8UC3, cv::Scalar(1, 2, 3)));
+  write(t / "data.yaml", "train: images/train\nval: images/train\nnames: [a]\n");
+  const DatasetConfig cfg = load_dataset_config(t / "data.yaml");
+  const std::string refused = error_of([&] { load_split(cfg, "train", 1, false, false, 1); });
+  EXPECT_TRUE(mentions(refused, "no usable images among 6") && mentions(refused, "6 corrupt") &&
+              mentions(refused, "5 images: ignoring corrupt image: '<image>' is not a JPEG or PNG") &&
+              mentions(refused, "(" + (t / "images/train/a.jpg") + ", " + (t / "images/train/b.jpg") + ", " +
+                                    (t / "images/train/c.jpg") + " and 2 more)") &&
+              mentions(refused, "1 image: ignoring corrupt image: image size 40x9 is below 10 pixels") &&
+              mentions(refused, t / "images/train/f.jpg") && !mentions(refused, t / "images/train/d.jpg") &&
+              !mentions(refused, "no labels found"))
+      << refused;
+}
+
+// A symbolic link that leads nowhere is listed, and the scan counts it corrupt saying why, as
+// the reference's glob lists it and its check refuses it; a link to an image is an image.
+TEST(LoadSplit, BrokenSymlinksAreCountedCorruptWithTheirReason) {
+  TempDir t("links");
+  image(t / "images/val/a.jpg");
+  fs::create_symlink(t / "images/val/a.jpg", t / "images/val/alias.jpg");
+  fs::create_symlink(t / "images/val/gone.jpg", t / "images/val/dangling.jpg");
+  fs::create_symlink(t / "images/val/loop2.jpg", t / "images/val/loop1.jpg");
+  fs::create_symlink(t / "images/val/loop1.jpg", t / "images/val/loop2.jpg");
+  EXPECT_EQ(list_images({t / "images/val"}, "x").size(), 5u);
+  write(t / "data.yaml", "train: images/val\nval: images/val\nnames: [a]\n");
+  const DatasetConfig cfg = load_dataset_config(t / "data.yaml");
+  const DatasetSplit s = load_split(cfg, "val", 1, false, false, 1);
+  EXPECT_EQ(s.counts, (ScanCounts{0, 2, 0, 3, 5}));
+  EXPECT_EQ(s.records.size(), 2u);
+  std::string all;
+  for (const std::string& w : s.warnings) all += w + "\n";
+  EXPECT_TRUE(mentions(all, t / "images/val/dangling.jpg") && mentions(all, "No such file or directory") &&
+              mentions(all, "a symbolic link to '" + (t / "images/val/gone.jpg") + "'"))
+      << all;
+  EXPECT_TRUE(mentions(all, t / "images/val/loop1.jpg") && mentions(all, t / "images/val/loop2.jpg") &&
+              mentions(all, "Too many levels of symbolic links"))
+      << all;
 }
 
 TEST(LoadSplit, Coco128WhenPresent) {

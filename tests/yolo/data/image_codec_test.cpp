@@ -1,8 +1,10 @@
 // JPEG and PNG in and out: round trips, EXIF orientation, damaged JPEGs decoded as far as they
-// go, and refusal of broken files and of headers declaring more pixels than PIL allows.
+// go (one without any scan data refused), CMYK JPEGs converted as OpenCV converts them, and
+// refusal of broken files and of headers declaring more pixels than PIL allows.
 #include "yolo/data/image_codec.h"
 
 #include <sys/resource.h>
+#include <turbojpeg.h>
 #include <zlib.h>
 
 #include <cstdlib>
@@ -81,6 +83,29 @@ cv::Mat gradient() {
   for (int y = 0; y < m.rows; ++y)
     for (int x = 0; x < m.cols; ++x) m.at<cv::Vec3b>(y, x) = cv::Vec3b(x * 4, y, 128);
   return m;
+}
+
+// The JPEG cut right after its first start-of-scan header: markers, tables, no pixel data.
+std::vector<uint8_t> cut_after_scan_header(const std::vector<uint8_t>& jpeg) {
+  size_t p = 2;
+  while (p + 4 < jpeg.size() && !(jpeg[p] == 0xFF && jpeg[p + 1] == 0xDA))
+    p += 2 + (static_cast<size_t>(jpeg[p + 2]) << 8 | jpeg[p + 3]);
+  EXPECT_LT(p + 4, jpeg.size()) << "no SOS marker";
+  return {jpeg.begin(), jpeg.begin() + static_cast<long>(p + 2 + (jpeg[p + 2] << 8 | jpeg[p + 3]))};
+}
+
+// A 4-channel JPEG (Adobe YCCK, as TurboJPEG writes CMYK) of the given inks, stored inverted
+// as Adobe's files store them (255 = no ink).
+std::vector<uint8_t> cmyk_jpeg(const cv::Mat& cmyk) {
+  tjhandle tj = tjInitCompress();
+  unsigned char* out = nullptr;
+  unsigned long size = 0;
+  EXPECT_EQ(tjCompress2(tj, cmyk.data, cmyk.cols, 0, cmyk.rows, TJPF_CMYK, &out, &size, TJSAMP_444,
+                        100, TJFLAG_ACCURATEDCT), 0) << tjGetErrorStr2(tj);
+  std::vector<uint8_t> bytes(out, out + size);
+  tjFree(out);
+  tjDestroy(tj);
+  return bytes;
 }
 
 bool mentions(const std::string& text, const std::string& part) {
@@ -234,4 +259,58 @@ TEST(ImageCodecDeathTest, AllocationFailureNamesTheFile) {
     std::_Exit(2);
   };
   EXPECT_EXIT(decode_with_little_memory(), ::testing::ExitedWithCode(0), "not enough memory");
+}
+
+// PIL refuses such a file as truncated, so the reference counts it corrupt; libjpeg-turbo alone
+// would hand back an all-grey picture with a warning.
+TEST(ImageCodec, JpegsEndingAtTheirScanHeaderAreRefused) {
+  const std::vector<uint8_t> jpeg = encoded(gradient(), false);
+  std::vector<uint8_t> no_data = cut_after_scan_header(jpeg);
+  std::vector<uint8_t> only_end_marker = no_data;
+  only_end_marker.insert(only_end_marker.end(), {0xFF, 0xD9});
+  for (const auto& bytes : {no_data, only_end_marker}) {
+    try {
+      decode_image(bytes, "/data/empty_scan.jpg");
+      ADD_FAILURE() << "a JPEG without scan data was decoded";
+    } catch (const Error& e) {
+      EXPECT_TRUE(mentions(e.what(), "/data/empty_scan.jpg") && mentions(e.what(), "no image data"))
+          << e.what();
+    }
+  }
+  // One byte of scan data is damage the decoder recovers from, as any cut file.
+  std::vector<uint8_t> one_byte(jpeg.begin(), jpeg.begin() + static_cast<long>(no_data.size() + 1));
+  std::string warning;
+  EXPECT_EQ(decode_image(one_byte, "one_byte.jpg", &warning).size(), gradient().size());
+  EXPECT_FALSE(warning.empty());
+}
+
+// OpenCV reads CMYK JPEGs (libjpeg's inverted Adobe inks) as k - ((255 - ink) * k >> 8).
+TEST(ImageCodec, CmykJpegsDecodeAsOpenCvConvertsThem) {
+  // Stored inks (C, M, Y, K), 255 = none: white, pure cyan, a half-dark red, black.
+  const cv::Vec4b patches[] = {{255, 255, 255, 255}, {0, 255, 255, 255}, {255, 0, 0, 128},
+                               {255, 255, 255, 0}};
+  cv::Mat cmyk(16, 64, CV_8UC4);
+  for (int x = 0; x < 64; ++x) cmyk.col(x).setTo(patches[x / 16]);
+  const std::vector<uint8_t> jpeg = cmyk_jpeg(cmyk);
+  std::string warning;
+  const cv::Mat bgr = decode_image(jpeg, "cmyk.jpg", &warning);
+  ASSERT_EQ(bgr.size(), cmyk.size());
+  ASSERT_EQ(bgr.type(), CV_8UC3);
+  EXPECT_TRUE(warning.empty()) << warning;
+  // Exactly OpenCV's integer formula on what libjpeg decodes.
+  cv::Mat inks(cmyk.size(), CV_8UC4);
+  tjhandle tj = tjInitDecompress();
+  ASSERT_EQ(tjDecompress2(tj, jpeg.data(), jpeg.size(), inks.data, 64, 0, 16, TJPF_CMYK,
+                          TJFLAG_ACCURATEDCT), 0);
+  tjDestroy(tj);
+  for (int y = 0; y < 16; ++y)
+    for (int x = 0; x < 64; ++x) {
+      const cv::Vec4b p = inks.at<cv::Vec4b>(y, x);
+      for (int c = 0; c < 3; ++c)
+        ASSERT_EQ(bgr.at<cv::Vec3b>(y, x)[2 - c], p[3] - ((255 - p[c]) * p[3] >> 8)) << x << "," << y;
+    }
+  // And what that means: the patches' colours, in BGR, to within JPEG rounding.
+  const cv::Vec3b expected[] = {{255, 255, 255}, {255, 255, 1}, {1, 1, 128}, {0, 0, 0}};
+  for (int i = 0; i < 4; ++i)
+    EXPECT_LE(cv::norm(bgr.at<cv::Vec3b>(8, 16 * i + 8), expected[i], cv::NORM_INF), 3.0) << i;
 }

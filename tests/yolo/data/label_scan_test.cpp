@@ -62,6 +62,14 @@ std::vector<uint8_t> declaring_size(std::vector<uint8_t> jpeg, uint16_t side) {
   return jpeg;
 }
 
+// The JPEG cut right after its first start-of-scan header: no pixel data at all.
+std::vector<uint8_t> cut_after_scan_header(const std::vector<uint8_t>& jpeg) {
+  size_t p = 2;
+  while (p + 4 < jpeg.size() && !(jpeg[p] == 0xFF && jpeg[p + 1] == 0xDA))
+    p += 2 + (static_cast<size_t>(jpeg[p + 2]) << 8 | jpeg[p + 3]);
+  return {jpeg.begin(), jpeg.begin() + static_cast<long>(p + 2 + (jpeg[p + 2] << 8 | jpeg[p + 3]))};
+}
+
 bool mentions(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }
@@ -113,6 +121,15 @@ TEST(ParseLabels, RefusesBadRowsNamingTheRow) {
     EXPECT_TRUE(mentions(p.error, c.expect)) << "'" << c.text << "' gave '" << p.error << "'";
     EXPECT_TRUE(p.boxes.empty()) << c.text;
   }
+}
+
+// What a row holds is echoed escaped: a NUL would cut the printed warning short, and control
+// bytes would reach the terminal.
+TEST(ParseLabels, BadBytesAreEscapedInTheMessage) {
+  using namespace std::string_literals;
+  const ParsedLabels p = parse_labels("0 0.5 0.5 0.2 0.2\n0 0.5 0.5\0\x1b[2J\xff 0.2 0.2\n"s, 3);
+  EXPECT_EQ(p.error, "row 2: '0.5\\x00\\x1b[2J\\xff' is not a number");
+  EXPECT_EQ(p.error.find('\0'), std::string::npos);
 }
 
 TEST(ParseLabels, NoClassLimitAcceptsAnyClassAndPolygonsBecomeBoxes) {
@@ -175,6 +192,7 @@ TEST(VerifyImageLabel, CorruptImagesAreSkippedWithTheFileNamed) {
       {"bomb.jpg", declaring_size(jpeg, 60000), "60000x60000 = 3600000000 pixels"},
       {"noise.jpg", {0xFF, 0xD8, 0xFF, 0x00, 0x13, 0x77, 0xFF, 0xD9}, "corrupt JPEG"},
       {"text.png", {'h', 'e', 'l', 'l', 'o'}, "not a JPEG or PNG"},
+      {"no_scan.jpg", cut_after_scan_header(jpeg), "no image data"},
   };
   for (const auto& c : cases) {
     write_bytes(d.image(c.name), c.bytes);
