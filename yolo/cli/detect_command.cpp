@@ -28,19 +28,17 @@ using yolo::data::SourceItem;
 using yolo::data::SourceKind;
 
 const std::map<std::string, bool> kFlags = {
-    {"weights", true},      {"source", true},       {"img-size", true},     {"imgsz", true},
-    {"img", true},          {"conf-thres", true},   {"iou-thres", true},    {"max-det", true},
-    {"device", true},       {"view-img", false},    {"save-txt", false},    {"save-conf", false},
-    {"save-crop", false},   {"nosave", false},      {"classes", true},      {"agnostic-nms", false},
-    {"project", true},      {"name", true},         {"exist-ok", false},    {"line-thickness", true},
-    {"hide-labels", false}, {"hide-conf", false},   {"vid-stride", true},   {"cfg", true},
-    {"nc", true}};
+    {"weights", true},      {"source", true},       {"img-size", true},     {"conf-thres", true},
+    {"iou-thres", true},    {"max-det", true},      {"device", true},       {"view-img", false},
+    {"save-txt", false},    {"save-conf", false},   {"save-crop", false},   {"nosave", false},
+    {"classes", true},      {"agnostic-nms", false}, {"project", true},     {"name", true},
+    {"exist-ok", false},    {"line-thickness", true}, {"hide-labels", false}, {"hide-conf", false},
+    {"vid-stride", true},   {"cfg", true},          {"nc", true}};
 
 // --img-size H [W] (one size is square).
 std::vector<int> requested_size(const Args& args) {
   std::vector<int> size = {640};
-  for (const char* flag : {"img-size", "imgsz", "img"})
-    if (args.has(flag)) size = args.get_int_list(flag);
+  if (args.has("img-size")) size = args.get_int_list("img-size");  // also --img, --imgsz (Args)
   if (size.size() == 1) size.push_back(size[0]);
   if (size.size() != 2 || size[0] < 1 || size[1] < 1)
     throw UsageError("--img-size takes one or two positive sizes (height width), e.g. 640 or 480 640");
@@ -126,7 +124,7 @@ const Command kDetectCommand = {
     run_detect};
 
 int run_detect(const std::vector<std::string>& argv) {
-  Args args(argv, kFlags, {"classes", "img-size", "imgsz", "img"});
+  Args args(argv, kFlags, {"classes", "img-size"});
   if (!args.has("weights") || !args.has("source")) throw UsageError("--weights and --source are required");
   const std::string source = args.get("source", "");
   const bool view_img = args.has("view-img");

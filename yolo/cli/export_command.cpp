@@ -41,7 +41,7 @@ const Command kExportCommand = {
     run_export};
 
 int run_export(const std::vector<std::string>& argv) {
-  Args args(argv, {{"weights", true}, {"include", true}, {"img-size", true}, {"imgsz", true},
+  Args args(argv, {{"weights", true}, {"include", true}, {"img-size", true},
                    {"batch-size", true}, {"dynamic", false}, {"half", false}, {"device", true},
                    {"opset", true}, {"cfg", true}, {"nc", true}});
   if (!args.has("weights")) throw UsageError("--weights is required");
@@ -52,7 +52,7 @@ int run_export(const std::vector<std::string>& argv) {
   o.dynamic = args.has("dynamic");
   o.half = args.has("half");
   o.opset = args.get_int32("opset", 12);
-  const int64_t img_size = args.get_int32("img-size", args.get_int32("imgsz", 640));
+  const int64_t img_size = args.get_int32("img-size", 640);
   if (o.batch < 1 || img_size < 1) throw UsageError("--batch-size and --img-size must be positive");
   const Device device = inference_device(args.get("device", "cpu"));
   // As the reference: float16 export is for GPUs (where half inference runs), and a float16 graph

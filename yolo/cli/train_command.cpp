@@ -25,8 +25,7 @@ namespace {
 
 const std::map<std::string, bool> kFlags = {
     {"data", true},        {"cfg", true},          {"weights", true},       {"hyp", true},
-    {"epochs", true},      {"batch-size", true},   {"img-size", true},      {"imgsz", true},
-    {"img", true},         {"rect", false},        {"resume", false},       {"resume-from", true},
+    {"epochs", true},      {"batch-size", true},   {"img-size", true},      {"rect", false},        {"resume", false},       {"resume-from", true},
     {"nosave", false},     {"noval", false},       {"noautoanchor", false}, {"noplots", false},
     {"cache", true},       {"device", true},       {"multi-scale", false},  {"single-cls", false},
     {"optimizer", true},   {"sync-bn", false},     {"workers", true},       {"project", true},
@@ -173,7 +172,7 @@ int run_train(const std::vector<std::string>& raw) {
   o.hyp = args.get("hyp", "");
   o.epochs = args.get_int32("epochs", o.epochs);
   o.batch_size = args.get_int32("batch-size", o.batch_size);
-  o.img_size = args.get_int32("img-size", args.get_int32("imgsz", args.get_int32("img", o.img_size)));
+  o.img_size = args.get_int32("img-size", o.img_size);
   o.rect = args.has("rect");
   if (args.has("resume") && args.has("resume-from")) throw UsageError("give --resume or --resume-from, not both");
   if (args.has("resume")) o.resume = "";

@@ -25,7 +25,7 @@ const Command kValCommand = {
     run_val};
 
 int run_val(const std::vector<std::string>& argv) {
-  Args args(argv, {{"weights", true}, {"data", true}, {"img-size", true}, {"imgsz", true},
+  Args args(argv, {{"weights", true}, {"data", true}, {"img-size", true},
                    {"batch-size", true}, {"conf-thres", true}, {"iou-thres", true}, {"task", true},
                    {"device", true}, {"half", false}, {"save-json", false}, {"save-txt", false},
                    {"save-conf", false}, {"verbose", false}, {"single-cls", false}, {"max-det", true},
@@ -35,7 +35,7 @@ int run_val(const std::vector<std::string>& argv) {
   const std::string task = args.get("task", "val");
   if (task != "val" && task != "test" && task != "train") throw UsageError("--task must be val, test or train");
   yolo::ValOptions vo;
-  vo.img_size = args.get_int32("img-size", args.get_int32("imgsz", 640));
+  vo.img_size = args.get_int32("img-size", 640);
   vo.batch_size = args.get_int32("batch-size", 32);
   vo.conf_thres = args.get_double("conf-thres", 0.001);
   vo.iou_thres = args.get_double("iou-thres", 0.6);

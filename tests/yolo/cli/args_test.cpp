@@ -80,7 +80,7 @@ TEST(Args, UniquePrefixesNameTheirFlag) {
 // its prefixes (--im, --imgs) name it, on every command that takes an image size, and `kestrel val
 // --img 320` / `kestrel export --img 320` are no longer ambiguous.
 TEST(Args, ImageSizeSpellingsAreOneFlag) {
-  const std::map<std::string, bool> spec = {{"img-size", true}, {"iou-thres", true}, {"imgsz", true}};
+  const std::map<std::string, bool> spec = {{"img-size", true}, {"iou-thres", true}};
   for (const char* spelling : {"--img", "--imgsz", "--img-size", "--img_size", "--im", "--imgs"})
     EXPECT_EQ(Args({spelling, "320"}, spec).get_int32("img-size", 0), 320) << spelling;
   EXPECT_THROW(Args({"--i", "320"}, spec), UsageError);  // also --iou-thres
