@@ -375,6 +375,29 @@ SafetensorsFile parse_safetensors(std::string_view bytes, const std::string& pat
   return SafetensorsReader::read(path, MemoryInput(bytes));
 }
 
+SafetensorsFile SafetensorsFile::assemble(const std::string& path, std::vector<Part> parts,
+                                          std::map<std::string, std::string> metadata) {
+  SafetensorsFile out;
+  out.path_ = path;
+  out.metadata_ = std::move(metadata);
+  auto data = std::make_shared<std::vector<char>>();
+  for (Part& p : parts) {
+    const FormatDType* format = find_format_dtype(p.dtype);
+    KESTREL_CHECK(format, path, ": tensor '", p.name, "' has the unknown dtype '", p.dtype, "'");
+    uint64_t numel = 1;
+    for (int64_t d : p.shape) numel *= static_cast<uint64_t>(d);
+    KESTREL_CHECK(numel * format->bits == p.bytes.size() * 8, path, ": tensor '", p.name, "' (",
+                  p.dtype, ", shape ", shape_str(p.shape), ") comes with ", p.bytes.size(), " bytes");
+    KESTREL_CHECK(!out.entries_.count(p.name), path, ": the tensor name '", p.name, "' appears twice");
+    const uint64_t begin = data->size();
+    data->insert(data->end(), p.bytes.begin(), p.bytes.end());
+    out.entries_[p.name] = SafetensorsEntry{p.dtype, std::move(p.shape), begin, data->size()};
+    out.names_.push_back(p.name);
+  }
+  out.data_ = std::move(data);
+  return out;
+}
+
 const SafetensorsEntry& SafetensorsFile::entry(const std::string& name) const {
   auto it = entries_.find(name);
   if (it == entries_.end()) {

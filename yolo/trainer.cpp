@@ -45,6 +45,7 @@
 #include "yolo/training_board.h"
 #include "yolo/validator.h"
 #include "yolo/weights.h"
+#include "yolo/weights_file.h"
 
 namespace kestrel::yolo {
 namespace fs = std::filesystem;
@@ -242,8 +243,8 @@ void Trainer::build_model() {
   const ModelConfig mcfg = parse_model_config(cfg_text_, o_.cfg);
   model_ = std::make_shared<DetectionModel>(mcfg, nc_, o_.seed);
   if (!o_.weights.empty()) {
-    const std::string prefix = inference_prefix(load_safetensors(o_.weights));
-    TransferResult tr = transfer_weights(*model_, o_.weights, {"anchor"}, prefix);
+    const SafetensorsFile weights = read_weights_file(o_.weights);
+    TransferResult tr = transfer_weights(*model_, weights, {"anchor"}, inference_prefix(weights));
     out_->line("Transferred ", tr.transferred, "/", tr.total, " items from ", o_.weights);
   }
   for (const auto& prefix : freeze_prefixes(o_.freeze))
