@@ -12,6 +12,10 @@ PyTorch 1.13, its own classes and functions), and a manifest of every tensor in 
                            steps (momentum buffers, three parameter groups), 'updates', 'epoch',
                            'best_fitness' (a numpy array, as the reference's fitness), 'opt'
                            (vars(opt), hyp dict inside) and 'git', 'date'.
+  fuzz seeds               fuzz/corpus/zip_archive and fuzz/corpus/pickle: a micro model's
+                           training checkpoint (tests/data/micro.yaml, a few KB) and its data.pkl,
+                           and hostile variants (a compressed copy, a truncated one, pickles
+                           naming os.system and builtins.eval).
   pt_checkpoints.json      per file and tensor (under the names yolo/pt_checkpoint gives them:
                            model.<state_dict name>, ema.<name>): dtype, shape and the CRC-32 of its
                            bytes; the files' model yaml, nc and names; the training checkpoint's
@@ -136,6 +140,44 @@ def make_training(out):
             'best_fitness': float(ck['best_fitness'][0]), 'momentum': state, 'param_groups': groups}
 
 
+def make_fuzz_seeds():
+    import pickle
+    import zipfile
+
+    import torch
+    from models.yolo import Model
+    torch.manual_seed(0)
+    model = Model(str(HERE / 'micro.yaml'), ch=3, nc=1)
+    model.nc, model.names = 1, {0: 'kestrel'}
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    ckpt = {'epoch': 0, 'best_fitness': None, 'model': deepcopy(model).half(), 'ema': deepcopy(model).half(),
+            'updates': 1, 'optimizer': optimizer.state_dict(), 'opt': {'epochs': 1}, 'git': {}, 'date': ''}
+    zips, pickles = HERE.parents[1] / 'fuzz' / 'corpus' / 'zip_archive', HERE.parents[1] / 'fuzz' / 'corpus' / 'pickle'
+    zips.mkdir(parents=True, exist_ok=True)
+    pickles.mkdir(parents=True, exist_ok=True)
+    seed = zips / 'micro.pt'
+    torch.save(ckpt, seed)
+    data = seed.read_bytes()
+    (zips / 'hostile_truncated.pt').write_bytes(data[:len(data) // 2])
+    with zipfile.ZipFile(seed) as src, zipfile.ZipFile(zips / 'hostile_deflated.pt', 'w', zipfile.ZIP_DEFLATED) as dst:
+        for item in src.infolist():
+            dst.writestr(item.filename, src.read(item.filename))
+        (pickles / 'micro.pkl').write_bytes(src.read('micro/data.pkl'))
+
+    for module, name in (('os', 'system'), ('builtins', 'eval'), ('posix', 'system')):
+        # {'model': module.name('id')} as protocol 2 writes it; written by hand, since pickling
+        # the real function would need it imported
+        text = (b'\x80\x02}X\x05\x00\x00\x00modelc' + f'{module}\n{name}\n'.encode() +
+                b'X\x02\x00\x00\x00id\x85Rs.')
+        (pickles / f'hostile_{module}_{name}.pkl').write_bytes(text)
+        with zipfile.ZipFile(zips / f'hostile_{module}_{name}.pt', 'w', zipfile.ZIP_STORED) as z:
+            z.writestr('evil/data.pkl', text)
+            z.writestr('evil/version', '3\n')
+    cyclic = []
+    cyclic.append(cyclic)
+    (pickles / 'cyclic_list.pkl').write_bytes(pickle.dumps(cyclic, protocol=2))
+
+
 def main():
     global REFERENCE
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -147,6 +189,7 @@ def main():
     sys.argv = sys.argv[:1]
     manifest = {'yolov5n_synthetic.pt': make_stripped(str(HERE / 'yolov5n_synthetic.pt')),
                 'tiny_train.pt': make_training(str(HERE / 'tiny_train.pt'))}
+    make_fuzz_seeds()
     with open(HERE / 'pt_checkpoints.json', 'w') as f:
         json.dump(manifest, f, indent=1)
         f.write('\n')
