@@ -179,7 +179,7 @@ SafetensorsFile pt_weights(const PtCheckpoint& ckpt) {
 
   // As convert_ultralytics.py: names and yaml from the EMA where there is one, else the model.
   const Value& source = ckpt.ema ? *ckpt.ema : *ckpt.model;
-  std::map<std::string, std::string> metadata = {{"format", "ultralytics-yolov5-pt"},
+  std::map<std::string, std::string> metadata = {{"format", kPtWeightsFormat},
                                                  {"source", path.substr(path.find_last_of('/') + 1)}};
   const Value* yaml = model_attribute(source, "yaml");
   KESTREL_CHECK(yaml && yaml->is(Value::Kind::Dict), path, ": the model carries no yaml dict; ",

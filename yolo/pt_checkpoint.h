@@ -18,6 +18,9 @@
 
 namespace kestrel::yolo {
 
+// The "format" metadata of weights read from a .pt.
+inline constexpr const char* kPtWeightsFormat = "ultralytics-yolov5-pt";
+
 // Whether a pickled global may appear in a YOLOv5 v7.0 checkpoint (besides torch's own).
 bool is_yolov5_global(const std::string& qualified_name);
 

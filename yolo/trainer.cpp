@@ -239,12 +239,17 @@ void Trainer::load_data() {
 }
 
 void Trainer::build_model() {
-  cfg_text_ = read_text(o_.cfg);
-  const ModelConfig mcfg = parse_model_config(cfg_text_, o_.cfg);
+  std::optional<SafetensorsFile> weights;
+  if (!o_.weights.empty()) weights = read_weights_file(o_.weights);
+  cfg_text_ = o_.cfg.empty() ? weights_model_yaml(*weights) : read_text(o_.cfg);
+  const ModelConfig mcfg = parse_model_config(cfg_text_, o_.cfg.empty() ? o_.weights + " (its model yaml)" : o_.cfg);
   model_ = std::make_shared<DetectionModel>(mcfg, nc_, o_.seed);
-  if (!o_.weights.empty()) {
-    const SafetensorsFile weights = read_weights_file(o_.weights);
-    TransferResult tr = transfer_weights(*model_, weights, {"anchor"}, inference_prefix(weights));
+  if (weights) {
+    // As the reference: the anchors come along only when the model is the weights' own, and a
+    // YOLOv5 .pt gives its 'model' (Kestrel's own files their EMA, as inference uses it).
+    const std::vector<std::string> exclude = o_.cfg.empty() ? std::vector<std::string>{} : std::vector<std::string>{"anchor"};
+    const std::string prefix = is_pt_weights(*weights) ? "model." : inference_prefix(*weights);
+    TransferResult tr = transfer_weights(*model_, *weights, exclude, prefix);
     out_->line("Transferred ", tr.transferred, "/", tr.total, " items from ", o_.weights);
   }
   for (const auto& prefix : freeze_prefixes(o_.freeze))

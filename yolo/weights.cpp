@@ -4,6 +4,7 @@
 #include <set>
 
 #include "engine/autograd.h"
+#include "engine/json.h"
 #include "yolo/weights_file.h"
 
 namespace kestrel::yolo {
@@ -117,6 +118,22 @@ std::string inference_prefix(const SafetensorsFile& file) {
   if (file.contains("ema.model.0.conv.weight")) return "ema.";
   if (file.contains("model.model.0.conv.weight")) return "model.";
   return "";
+}
+
+std::string weights_model_yaml(const SafetensorsFile& file) {
+  const auto& m = file.metadata();
+  if (auto options = m.find("options"); options != m.end()) {
+    json::Value parsed;
+    try {
+      parsed = json::parse(options->second);
+    } catch (const Error& e) {
+      KESTREL_FAIL("'", file.path(), "': its options are not valid JSON (", e.what(), "); the file is damaged");
+    }
+    if (const json::Value* yaml = parsed.find("cfg_yaml"); yaml && yaml->is_string()) return yaml->as_string();
+  }
+  if (auto yaml = m.find("model_yaml"); yaml != m.end()) return yaml->second;
+  KESTREL_FAIL("'", file.path(), "' carries no model yaml (plain weights): give the model with --cfg ",
+               "(e.g. --cfg yolov5s.yaml)");
 }
 
 void load_weights(layers::Module& model, const std::string& path, const std::string& prefix) {

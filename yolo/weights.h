@@ -35,6 +35,11 @@ void load_weights(layers::Module& model, const SafetensorsFile& file, const std:
 // one saved without EMA, "" in a plain weights file.
 std::string inference_prefix(const SafetensorsFile& file);
 
+// The model yaml a weights file carries: a training checkpoint's options' cfg_yaml, or the
+// model_yaml of converted or .pt weights. Throws, naming the file, when it has none: plain
+// weights need --cfg.
+std::string weights_model_yaml(const SafetensorsFile& file);
+
 // For inference (val, detect): the weights inference_prefix picks. Returns the prefix used.
 std::string load_inference_weights(layers::Module& model, const std::string& path);
 

@@ -63,11 +63,9 @@ SafetensorsFile read_weights_file(const std::string& path) {
   return parse_weights_file(std::move(bytes), path);
 }
 
-bool is_pt_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  char head[4] = {};
-  in.read(head, 4);
-  return in.gcount() == 4 && looks_like_zip(std::string_view(head, 4));
+bool is_pt_weights(const SafetensorsFile& file) {
+  auto format = file.metadata().find("format");
+  return format != file.metadata().end() && format->second == kPtWeightsFormat;
 }
 
 }  // namespace kestrel::yolo

@@ -16,7 +16,7 @@ SafetensorsFile read_weights_file(const std::string& path);
 // The same from bytes already in memory; `path` only names it in messages.
 SafetensorsFile parse_weights_file(std::string bytes, const std::string& path);
 
-// True when the file starts as torch.save's zip archive does.
-bool is_pt_file(const std::string& path);
+// True for weights read from a YOLOv5 .pt (their metadata says so).
+bool is_pt_weights(const SafetensorsFile& file);
 
 }  // namespace kestrel::yolo

@@ -33,8 +33,8 @@ TEST(WeightsFile, APtAndItsSafetensorsReadAlike) {
   ASSERT_EQ(g.names().size(), f.names().size());
   for (const std::string& name : g.names())
     EXPECT_TRUE(kestrel::testing::all_close(g.get(name), f.get("model." + name), 0, 0)) << name;
-  EXPECT_TRUE(yolo::is_pt_file(pt));
-  EXPECT_FALSE(yolo::is_pt_file(st.string()));
+  EXPECT_TRUE(yolo::is_pt_weights(f));
+  EXPECT_FALSE(yolo::is_pt_weights(g));
   fs::remove(st);
 }
 

@@ -80,3 +80,25 @@ TEST(TrainCommand, CudaGraphFlag) {
   EXPECT_EQ(r.out.find("CUDA graphs:"), std::string::npos) << r.out;
   fs::remove_all(project);
 }
+
+// As the reference's Model(cfg or ckpt['model'].yaml): a YOLOv5 .pt without --cfg trains its own
+// model, every tensor transferred (the anchors too, as the reference keeps them then); with --cfg
+// the anchors stay the yaml's. Plain weights without --cfg are refused, naming the fix.
+TEST(TrainCommand, PtWeightsBringTheirModel) {
+  const fs::path project = scratch("pt_weights");
+  const std::string common = "train --weights tests/data/yolov5n_synthetic.pt --data synthetic --epochs 1 "
+                             "--img-size 64 --batch-size 4 --max-batches 1 --device cpu --workers 1 --noval "
+                             "--noplots --no-tensorboard --noautoanchor --project " + project.string();
+  auto r = run(common);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("Transferred 349/349 items from tests/data/yolov5n_synthetic.pt"), std::string::npos) << r.out;
+  r = run(common + " --cfg yolov5n.yaml");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("Transferred 348/349 items"), std::string::npos) << r.out;
+  const std::string plain = (project / "plain.safetensors").string();
+  ASSERT_EQ(run("model --cfg models/yolov5n.yaml --nc 4 --save " + plain).code, 0);
+  r = run("train --weights " + plain + " --data synthetic --device cpu --project " + project.string());
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("carries no model yaml (plain weights): give the model with --cfg"), std::string::npos) << r.out;
+  fs::remove_all(project);
+}
