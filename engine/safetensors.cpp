@@ -325,8 +325,8 @@ SafetensorsFile SafetensorsReader::read(const std::string& path, const Input& fi
   // "PK\3\4", or a legacy raw pickle, opcode 0x80): say what it is and how to convert it.
   const bool pytorch = (length[0] == 'P' && length[1] == 'K' && length[2] == 3 && length[3] == 4) || length[0] == 0x80;
   if (pytorch && (n > kMaxHeaderBytes || 8 + n > file.size()))
-    bad_file(path, "it is a PyTorch checkpoint (.pt), not safetensors; convert it with "
-                   "`python3 scripts/convert_ultralytics.py IN.pt OUT.safetensors --yolov5 PATH_TO_YOLOV5`");
+    bad_file(path, "it is a PyTorch checkpoint (.pt), not safetensors; --weights of train, val, "
+                   "detect and export reads it directly");
   if (n > kMaxHeaderBytes)
     bad_file(path, str("the header length field says ", n, " bytes, above the ", kMaxHeaderBytes,
                        "-byte limit: not a safetensors file, or corrupt"));
