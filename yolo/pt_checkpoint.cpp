@@ -43,38 +43,59 @@ std::set<std::string> non_persistent_buffers(const Value& state) {
   return names;
 }
 
-// state_dict's walk: a module's parameters, its persistent buffers, then each child's.
-void collect_state(const TorchFile& file, const Value& module, const std::string& prefix, int depth,
-                   const std::string& key_prefix, std::vector<SafetensorsFile::Part>& out) {
-  const std::string what = prefix.empty() ? "the model" : "module '" + prefix.substr(0, prefix.size() - 1) + "'";
-  KESTREL_CHECK(depth <= kMaxModuleDepth, file.path(), ": ", what, " is nested deeper than ",
-                kMaxModuleDepth, " modules; not a YOLOv5 model");
+using Items = std::vector<std::pair<Value*, Value*>>;
+
+// A module record's _parameters, _buffers and _modules, checked.
+struct ModuleParts {
+  const Items* parameters;
+  const Items* buffers;
+  const Items* children;
+  std::set<std::string> non_persistent;
+};
+
+ModuleParts module_parts(const TorchFile& file, const Value& module, const std::string& what) {
   KESTREL_CHECK(module.is(Value::Kind::Object) && module.state && module.state->is(Value::Kind::Dict),
                 file.path(), ": ", what, " is not a pickled torch module (",
                 module.is(Value::Kind::Object) ? module.text : pickle::kind_name(module.kind), ")");
   const Value& state = *module.state;
-  const auto* parameters = dict_items(state.find("_parameters"));
-  const auto* buffers = dict_items(state.find("_buffers"));
-  const auto* children = dict_items(state.find("_modules"));
-  KESTREL_CHECK(parameters && buffers && children, file.path(), ": ", what, " (", module.text,
-                ") lacks _parameters, _buffers or _modules; not a torch module");
-  const std::set<std::string> skipped = non_persistent_buffers(state);
-  auto add = [&](const std::vector<std::pair<Value*, Value*>>& items, bool buffer) {
-    for (const auto& [k, v] : items) {
-      KESTREL_CHECK(k->is(Value::Kind::String), file.path(), ": ", what, " has a tensor not named by a string");
-      if (v->is(Value::Kind::None) || (buffer && skipped.count(k->text))) continue;
-      const std::string name = prefix + k->text;
-      TorchTensor t = file.tensor(*v, "tensor '" + name + "'");
-      out.push_back({key_prefix + name, std::move(t.dtype), std::move(t.shape), std::move(t.bytes)});
-    }
-  };
-  add(*parameters, false);
-  add(*buffers, true);
-  for (const auto& [k, child] : *children) {
-    KESTREL_CHECK(k->is(Value::Kind::String), file.path(), ": ", what, " has a child not named by a string");
-    if (!child->is(Value::Kind::None))
-      collect_state(file, *child, prefix + k->text + ".", depth + 1, key_prefix, out);
-  }
+  ModuleParts parts{dict_items(state.find("_parameters")), dict_items(state.find("_buffers")),
+                    dict_items(state.find("_modules")), non_persistent_buffers(state)};
+  KESTREL_CHECK(parts.parameters && parts.buffers && parts.children, file.path(), ": ", what, " (",
+                module.text, ") lacks _parameters, _buffers or _modules; not a torch module");
+  for (const Items* items : {parts.parameters, parts.buffers, parts.children})
+    for (const auto& item : *items)
+      KESTREL_CHECK(item.first->is(Value::Kind::String), file.path(), ": ", what, " has a member not named by a string");
+  return parts;
+}
+
+// model.modules()' order: each module, then its children, depth first; `visit(module, parts,
+// prefix)` with prefix "model.3.cv1." (empty for the model itself).
+template <class Visit>
+void walk_modules(const TorchFile& file, const Value& module, const std::string& prefix, int depth, Visit&& visit) {
+  const std::string what = prefix.empty() ? "the model" : "module '" + prefix.substr(0, prefix.size() - 1) + "'";
+  KESTREL_CHECK(depth <= kMaxModuleDepth, file.path(), ": ", what, " is nested deeper than ",
+                kMaxModuleDepth, " modules; not a YOLOv5 model");
+  const ModuleParts parts = module_parts(file, module, what);
+  visit(module, parts, prefix);
+  for (const auto& [k, child] : *parts.children)
+    if (!child->is(Value::Kind::None)) walk_modules(file, *child, prefix + k->text + ".", depth + 1, visit);
+}
+
+// state_dict's names and order: per module its parameters, then its persistent buffers.
+void collect_state(const TorchFile& file, const Value& model, const std::string& key_prefix,
+                   std::vector<SafetensorsFile::Part>& out) {
+  walk_modules(file, model, "", 0, [&](const Value&, const ModuleParts& parts, const std::string& prefix) {
+    auto add = [&](const Items& items, bool buffer) {
+      for (const auto& [k, v] : items) {
+        if (v->is(Value::Kind::None) || (buffer && parts.non_persistent.count(k->text))) continue;
+        const std::string name = prefix + k->text;
+        TorchTensor t = file.tensor(*v, "tensor '" + name + "'");
+        out.push_back({key_prefix + name, std::move(t.dtype), std::move(t.shape), std::move(t.bytes)});
+      }
+    };
+    add(*parts.parameters, false);
+    add(*parts.buffers, true);
+  });
 }
 
 const Value* model_attribute(const Value& model, std::string_view name) {
@@ -148,6 +169,15 @@ bool is_yolov5_global(const std::string& name) {
 
 json::Value to_json(const Value& v, const std::string& what) { return to_json_at(v, what, 0); }
 
+std::vector<PtParameter> pt_parameters(const PtCheckpoint& ckpt) {
+  std::vector<PtParameter> out;
+  walk_modules(ckpt.file, *ckpt.model, "", 0, [&](const Value& module, const ModuleParts& parts, const std::string& prefix) {
+    for (const auto& [k, v] : *parts.parameters)
+      if (!v->is(Value::Kind::None)) out.push_back({prefix + k->text, k->text, module.text, v});
+  });
+  return out;
+}
+
 PtCheckpoint parse_pt_checkpoint(std::string bytes, const std::string& path) {
   PtCheckpoint c{TorchFile::parse(std::move(bytes), path, is_yolov5_global)};
   const Value& root = c.file.root();
@@ -174,8 +204,8 @@ PtCheckpoint parse_pt_checkpoint(std::string bytes, const std::string& path) {
 SafetensorsFile pt_weights(const PtCheckpoint& ckpt) {
   const std::string& path = ckpt.file.path();
   std::vector<SafetensorsFile::Part> parts;
-  collect_state(ckpt.file, *ckpt.model, "", 0, "model.", parts);
-  if (ckpt.ema) collect_state(ckpt.file, *ckpt.ema, "", 0, "ema.", parts);
+  collect_state(ckpt.file, *ckpt.model, "model.", parts);
+  if (ckpt.ema) collect_state(ckpt.file, *ckpt.ema, "ema.", parts);
 
   // As convert_ultralytics.py: names and yaml from the EMA where there is one, else the model.
   const Value& source = ckpt.ema ? *ckpt.ema : *ckpt.model;

@@ -11,6 +11,7 @@
 #pragma once
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "engine/json.h"
 #include "engine/safetensors.h"
@@ -38,6 +39,16 @@ PtCheckpoint parse_pt_checkpoint(std::string bytes, const std::string& path);
 // A pickled plain value (None, bool, int, float, str, list, tuple, dict with str or int keys) as
 // JSON; anything else throws naming `what`.
 json::Value to_json(const pickle::Value& v, const std::string& what);
+
+// The model's parameters in model.modules() order, each module's as named_parameters(recurse=False)
+// lists them (the order the reference's smart_optimizer builds its groups in).
+struct PtParameter {
+  std::string name;          // "model.0.conv.weight"
+  std::string leaf;          // "weight"
+  std::string module_class;  // "torch.nn.modules.conv.Conv2d"
+  const pickle::Value* tensor;
+};
+std::vector<PtParameter> pt_parameters(const PtCheckpoint& ckpt);
 
 // The checkpoint as Kestrel's weights loaders read a file: "model.<name>" tensors, "ema.<name>"
 // where it has an EMA, and the metadata scripts/convert_ultralytics.py writes ("model_yaml" (as

@@ -241,8 +241,12 @@ void Trainer::load_data() {
 void Trainer::build_model() {
   std::optional<SafetensorsFile> weights;
   if (!o_.weights.empty()) weights = read_weights_file(o_.weights);
-  cfg_text_ = o_.cfg.empty() ? weights_model_yaml(*weights) : read_text(o_.cfg);
-  const ModelConfig mcfg = parse_model_config(cfg_text_, o_.cfg.empty() ? o_.weights + " (its model yaml)" : o_.cfg);
+  // A resumed run rebuilds the model its checkpoint holds (its yaml travels in the options).
+  const json::Value* saved_yaml = resume_ ? resume_->info.options.find("cfg_yaml") : nullptr;
+  KESTREL_CHECK(saved_yaml || !o_.cfg.empty() || weights, "no model: give --cfg or --weights");
+  cfg_text_ = saved_yaml ? saved_yaml->as_string() : o_.cfg.empty() ? weights_model_yaml(*weights) : read_text(o_.cfg);
+  const ModelConfig mcfg = parse_model_config(
+      cfg_text_, !o_.cfg.empty() ? o_.cfg : saved_yaml ? resume_->path + " (its model yaml)" : o_.weights + " (its model yaml)");
   model_ = std::make_shared<DetectionModel>(mcfg, nc_, o_.seed);
   if (weights) {
     // As the reference: the anchors come along only when the model is the weights' own, and a

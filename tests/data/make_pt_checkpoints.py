@@ -101,9 +101,9 @@ def make_training(out):
     torch.manual_seed(0)
     gen = torch.Generator().manual_seed(2)
     hyp = yaml.safe_load(open(check_yaml(os.path.join(REFERENCE, 'data', 'hyps', 'hyp.scratch-low.yaml'))))
-    model = Model(str(HERE / 'tiny.yaml'), ch=3, nc=2)
+    model = Model(str(HERE / 'tiny.yaml'), ch=3, nc=len(NAMES))
     randomise_bn(model, gen)
-    model.nc, model.hyp, model.names = 2, hyp, {0: 'heron', 1: 'kestrel'}
+    model.nc, model.hyp, model.names = len(NAMES), hyp, NAMES
     optimizer = smart_optimizer(model, 'SGD', hyp['lr0'], hyp['momentum'], hyp['weight_decay'])
     for g in optimizer.param_groups:
         g['initial_lr'] = hyp['lr0']
@@ -112,7 +112,7 @@ def make_training(out):
     model.train()
     for step in range(2):
         images = torch.rand((2, 3, 64, 64), generator=gen)
-        targets = torch.tensor([[0, 0, 0.5, 0.5, 0.3, 0.4], [1, 1, 0.3, 0.6, 0.2, 0.2]])
+        targets = torch.tensor([[0, 0, 0.5, 0.5, 0.3, 0.4], [1, 3, 0.3, 0.6, 0.2, 0.2]])
         loss, _ = compute_loss(model(images), targets)
         loss.backward()
         optimizer.step()
@@ -120,7 +120,8 @@ def make_training(out):
         ema.update(model)
 
     opt = train.parse_opt(True)
-    opt.cfg, opt.data, opt.weights, opt.project = str(HERE / 'tiny.yaml'), 'synthetic.yaml', '', 'runs/train'
+    # data 'synthetic': Kestrel's built-in dataset, so that the resumed run finds its data anywhere
+    opt.cfg, opt.data, opt.weights, opt.project = str(HERE / 'tiny.yaml'), 'synthetic', '', 'runs/train'
     opt.hyp, opt.epochs, opt.batch_size, opt.imgsz = hyp.copy(), 3, 2, 64
     opt.save_dir = 'runs/train/exp'
     best_fitness = np.array([0.125])
@@ -130,10 +131,14 @@ def make_training(out):
     torch.save(ckpt, out)
     ck = torch.load(out, map_location='cpu')
     sd = ck['optimizer']
+    # the parameter each state index belongs to, from the live optimizer's groups
+    names = {id(p): n for n, p in model.named_parameters()}
+    index_names = [names[id(p)] for g in optimizer.param_groups for p in g['params']]
     state = {}
     for index, s in sd['state'].items():
         data = s['momentum_buffer'].contiguous().numpy().tobytes()
-        state[str(index)] = {'shape': list(s['momentum_buffer'].shape), 'crc32': zlib.crc32(data)}
+        state[index_names[index]] = {'index': index, 'shape': list(s['momentum_buffer'].shape),
+                                     'crc32': zlib.crc32(data)}
     groups = [{k: v for k, v in g.items() if k != 'params'} | {'params': g['params']} for g in sd['param_groups']]
     return {'tensors': tensor_manifest(ck['model'], 'model.') | tensor_manifest(ck['ema'], 'ema.'),
             **model_manifest(ck['ema']), 'epoch': ck['epoch'], 'updates': ck['updates'],
