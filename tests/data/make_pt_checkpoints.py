@@ -122,7 +122,8 @@ def make_training(out):
     opt = train.parse_opt(True)
     # data 'synthetic': Kestrel's built-in dataset, so that the resumed run finds its data anywhere
     opt.cfg, opt.data, opt.weights, opt.project = str(HERE / 'tiny.yaml'), 'synthetic', '', 'runs/train'
-    opt.hyp, opt.epochs, opt.batch_size, opt.imgsz = hyp.copy(), 3, 2, 64
+    # batch 32 (the steps above used 2 images): a resumed epoch of the synthetic set is 10 batches
+    opt.hyp, opt.epochs, opt.batch_size, opt.imgsz = hyp.copy(), 3, 32, 64
     opt.save_dir = 'runs/train/exp'
     best_fitness = np.array([0.125])
     ckpt = {'epoch': 1, 'best_fitness': best_fitness, 'model': deepcopy(de_parallel(model)).half(),

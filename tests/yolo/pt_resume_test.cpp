@@ -33,7 +33,7 @@ TEST(PtResume, TheInfoIsTheReferences) {
   EXPECT_FALSE(info.stripped);
   EXPECT_DOUBLE_EQ(info.hyp.lr0, 0.01);
   EXPECT_DOUBLE_EQ(info.hyp.momentum, 0.937);
-  EXPECT_EQ(info.options.find("batch_size")->as_string(), "2");
+  EXPECT_EQ(info.options.find("batch_size")->as_string(), "32");
   EXPECT_EQ(info.options.find("imgsz")->as_string(), "64");
   EXPECT_EQ(info.options.find("epochs")->as_string(), "3");
   EXPECT_EQ(info.options.find("optimizer")->as_string(), "SGD");

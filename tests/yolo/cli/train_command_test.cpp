@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 
 #include "tests/dist/spawn.h"
 #include "tests/support/cli.h"
@@ -100,5 +101,27 @@ TEST(TrainCommand, PtWeightsBringTheirModel) {
   r = run("train --weights " + plain + " --data synthetic --device cpu --project " + project.string());
   EXPECT_EQ(r.code, 1) << r.out;
   EXPECT_NE(r.out.find("carries no model yaml (plain weights): give the model with --cfg"), std::string::npos) << r.out;
+  fs::remove_all(project);
+}
+
+// --resume continues a run the reference started (tests/data/tiny_train.pt: train.py's last.pt
+// after epoch 1 of 3, batch 32): from epoch 2, in the checkpoint's own run directory, with its
+// options; the finished run's results row is written and its last weights stripped.
+TEST(TrainCommand, ResumesARunTheReferenceStarted) {
+  const fs::path project = scratch("pt_resume");
+  fs::create_directories(project / "exp/weights");
+  const fs::path last = project / "exp/weights/last.pt";
+  fs::copy_file("tests/data/tiny_train.pt", last);
+  const auto r = run("train --resume " + last.string() + " --device cpu --workers 1 --no-tensorboard");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("Resuming training from " + last.string() + " from epoch 2 to 3 total epochs"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("tiny summary: 214 layers"), std::string::npos) << r.out;  // the checkpoint's model
+  std::ifstream csv(project / "exp/results.csv");
+  std::string header, row, extra;
+  ASSERT_TRUE(std::getline(csv, header) && std::getline(csv, row));
+  EXPECT_FALSE(std::getline(csv, extra)) << "one epoch resumed, one row";
+  EXPECT_EQ(row.substr(0, row.find(',')).find_first_not_of(' '), row.substr(0, row.find(',')).find('2'));
+  EXPECT_TRUE(fs::exists(project / "exp/weights/last.safetensors"));
   fs::remove_all(project);
 }
