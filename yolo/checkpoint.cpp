@@ -4,13 +4,13 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 
 #include "engine/autograd.h"
 #include "engine/safetensors.h"
 #include "engine/zip_archive.h"
 #include "yolo/pt_resume.h"
 #include "yolo/weights.h"
+#include "yolo/weights_file.h"
 
 namespace kestrel::yolo {
 namespace {
@@ -253,9 +253,7 @@ SafetensorsFile read_checkpoint_file(const std::string& path) {
   char head[4] = {};
   in.read(head, sizeof head);
   if (!looks_like_zip(std::string_view(head, static_cast<size_t>(in.gcount())))) return load_safetensors(path);
-  in.seekg(0);
-  std::string bytes{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-  return pt_training_checkpoint(parse_pt_checkpoint(std::move(bytes), path));
+  return pt_training_checkpoint(parse_pt_checkpoint(read_file_bytes(path), path));
 }
 
 CheckpointInfo read_checkpoint_info(const std::string& path) {

@@ -27,9 +27,11 @@ constexpr std::string_view kTorchModules = "torch.nn.modules.";
 
 constexpr int kMaxModuleDepth = 32;  // YOLOv5's module trees are 4 deep
 
+using Items = std::vector<std::pair<Value*, Value*>>;
+
 // A module's _parameters / _buffers / _modules: an OrderedDict record (items set on it) or a
 // plain dict.
-const std::vector<std::pair<Value*, Value*>>* dict_items(const Value* v) {
+const Items* dict_items(const Value* v) {
   if (v && (v->is(Value::Kind::Dict) || v->is_call("collections.OrderedDict"))) return &v->entries;
   return nullptr;
 }
@@ -37,13 +39,12 @@ const std::vector<std::pair<Value*, Value*>>* dict_items(const Value* v) {
 std::set<std::string> non_persistent_buffers(const Value& state) {
   std::set<std::string> names;
   const Value* set = state.find("_non_persistent_buffers_set");
-  if (!set || !(set->is_call("__builtin__.set") || set->is_call("builtins.set")) || !set->args || set->args->items.empty()) return names;
+  const bool is_set = set && (set->is_call("__builtin__.set") || set->is_call("builtins.set"));
+  if (!is_set || !set->args || set->args->items.empty()) return names;
   for (const Value* item : set->args->items[0]->items)
     if (item->is(Value::Kind::String)) names.insert(item->text);
   return names;
 }
-
-using Items = std::vector<std::pair<Value*, Value*>>;
 
 // A module record's _parameters, _buffers and _modules, checked.
 struct ModuleParts {

@@ -3,7 +3,6 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
-#include <iterator>
 
 #include "engine/zip_archive.h"
 #include "kernels/error.h"
@@ -55,12 +54,20 @@ SafetensorsFile parse_weights_file(std::string bytes, const std::string& path) {
   }
 }
 
-SafetensorsFile read_weights_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
+std::string read_file_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
   KESTREL_CHECK(in, "weights '", path, "': cannot open it (", std::strerror(errno), "); check the path");
-  std::string bytes{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-  KESTREL_CHECK(!in.bad(), "weights '", path, "': read failed; check the file");
-  return parse_weights_file(std::move(bytes), path);
+  const std::streamoff size = in.tellg();
+  KESTREL_CHECK(size >= 0, "weights '", path, "': not a regular file; give a .pt or .safetensors file");
+  std::string bytes(static_cast<size_t>(size), '\0');
+  in.seekg(0);
+  in.read(bytes.data(), size);
+  KESTREL_CHECK(in.gcount() == size, "weights '", path, "': read failed (the file shrank while read?)");
+  return bytes;
+}
+
+SafetensorsFile read_weights_file(const std::string& path) {
+  return parse_weights_file(read_file_bytes(path), path);
 }
 
 bool is_pt_weights(const SafetensorsFile& file) {

@@ -16,6 +16,9 @@ SafetensorsFile read_weights_file(const std::string& path);
 // The same from bytes already in memory; `path` only names it in messages.
 SafetensorsFile parse_weights_file(std::string bytes, const std::string& path);
 
+// A whole file's bytes; throws naming `path` when it cannot be read.
+std::string read_file_bytes(const std::string& path);
+
 // True for weights read from a YOLOv5 .pt (their metadata says so).
 bool is_pt_weights(const SafetensorsFile& file);
 

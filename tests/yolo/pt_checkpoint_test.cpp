@@ -69,9 +69,11 @@ TEST_P(ReferenceCheckpoint, AModelBuiltFromItsYamlTakesItsWeights) {
   yolo::DetectionModel model(config, std::stoi(f.metadata().at("nc")), 0);
   EXPECT_EQ(yolo::inference_prefix(f), f.contains("ema.model.0.conv.weight") ? "ema." : "model.");
   EXPECT_EQ(yolo::load_inference_weights(model, "tests/data/" + GetParam()), yolo::inference_prefix(f));
-  for (const auto& e : model.state_entries())  // the anchors too: AutoAnchor's, in stride units
-    if (e.name.find("anchors") != std::string::npos)
+  for (const auto& e : model.state_entries()) {  // the anchors too: AutoAnchor's, in stride units
+    if (e.name.find("anchors") != std::string::npos) {
       EXPECT_TRUE(kestrel::testing::all_close(*e.slot, f.get(yolo::inference_prefix(f) + e.name), 0, 0));
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Files, ReferenceCheckpoint, ::testing::Values("yolov5n_synthetic.pt", "tiny_train.pt"),
