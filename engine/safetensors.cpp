@@ -325,8 +325,8 @@ SafetensorsFile SafetensorsReader::read(const std::string& path, const Input& fi
   // "PK\3\4", or a legacy raw pickle, opcode 0x80): say what it is and how to convert it.
   const bool pytorch = (length[0] == 'P' && length[1] == 'K' && length[2] == 3 && length[3] == 4) || length[0] == 0x80;
   if (pytorch && (n > kMaxHeaderBytes || 8 + n > file.size()))
-    bad_file(path, "it is a PyTorch checkpoint (.pt), not safetensors; convert it with "
-                   "`python3 scripts/convert_ultralytics.py IN.pt OUT.safetensors --yolov5 PATH_TO_YOLOV5`");
+    bad_file(path, "it is a PyTorch checkpoint (.pt), not safetensors; --weights of train, val, "
+                   "detect and export reads it directly");
   if (n > kMaxHeaderBytes)
     bad_file(path, str("the header length field says ", n, " bytes, above the ", kMaxHeaderBytes,
                        "-byte limit: not a safetensors file, or corrupt"));
@@ -373,6 +373,29 @@ SafetensorsFile load_safetensors(const std::string& path) {
 
 SafetensorsFile parse_safetensors(std::string_view bytes, const std::string& path) {
   return SafetensorsReader::read(path, MemoryInput(bytes));
+}
+
+SafetensorsFile SafetensorsFile::assemble(const std::string& path, std::vector<Part> parts,
+                                          std::map<std::string, std::string> metadata) {
+  SafetensorsFile out;
+  out.path_ = path;
+  out.metadata_ = std::move(metadata);
+  auto data = std::make_shared<std::vector<char>>();
+  for (Part& p : parts) {
+    const FormatDType* format = find_format_dtype(p.dtype);
+    KESTREL_CHECK(format, path, ": tensor '", p.name, "' has the unknown dtype '", p.dtype, "'");
+    uint64_t numel = 1;
+    for (int64_t d : p.shape) numel *= static_cast<uint64_t>(d);
+    KESTREL_CHECK(numel * format->bits == p.bytes.size() * 8, path, ": tensor '", p.name, "' (",
+                  p.dtype, ", shape ", shape_str(p.shape), ") comes with ", p.bytes.size(), " bytes");
+    KESTREL_CHECK(!out.entries_.count(p.name), path, ": the tensor name '", p.name, "' appears twice");
+    const uint64_t begin = data->size();
+    data->insert(data->end(), p.bytes.begin(), p.bytes.end());
+    out.entries_[p.name] = SafetensorsEntry{p.dtype, std::move(p.shape), begin, data->size()};
+    out.names_.push_back(p.name);
+  }
+  out.data_ = std::move(data);
+  return out;
 }
 
 const SafetensorsEntry& SafetensorsFile::entry(const std::string& name) const {

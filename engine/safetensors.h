@@ -37,6 +37,19 @@ struct SafetensorsEntry {
 // A loaded file: header validated, data section held in memory (copies share it).
 class SafetensorsFile {
  public:
+  // A tensor read from another format, its values contiguous in `bytes`.
+  struct Part {
+    std::string name;
+    std::string dtype;  // as in the file format ("F16", "I64", ...)
+    Shape shape;
+    std::string bytes;
+  };
+  // A file assembled in memory from tensors read elsewhere (a PyTorch checkpoint), so that every
+  // weights loader reads it as it reads a safetensors file. Throws for a repeated name, an unknown
+  // dtype, or bytes that do not match a part's dtype and shape.
+  static SafetensorsFile assemble(const std::string& path, std::vector<Part> parts,
+                                  std::map<std::string, std::string> metadata);
+
   const std::string& path() const { return path_; }
   const std::vector<std::string>& names() const { return names_; }  // in header order
   const std::map<std::string, std::string>& metadata() const { return metadata_; }

@@ -12,6 +12,7 @@ std::span<const Target> all_targets() {
       {"model_yaml", model_yaml},     {"safetensors", safetensors},
       {"label_cache", label_cache},   {"json", json},
       {"image_header", image_header}, {"cli_args", cli_args},
+      {"zip_archive", zip_archive},   {"pickle", pickle},
   };
   return kTargets;
 }

@@ -28,6 +28,8 @@ void label_cache(std::string_view input);    // yolo/data/label_cache: a cache f
 void json(std::string_view input);           // engine/json: a document
 void image_header(std::string_view input);   // yolo/data/image_codec: probe, then small decodes
 void cli_args(std::string_view input);       // yolo/cli/args: NUL-separated arguments
+void zip_archive(std::string_view input);    // engine/zip_archive, then the whole .pt path
+void pickle(std::string_view input);         // engine/pickle under a YOLOv5 checkpoint's globals
 
 struct Target {
   const char* name;  // also its folder under fuzz/corpus/ and fuzz/dict/<name>.dict

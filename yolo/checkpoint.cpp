@@ -3,15 +3,19 @@
 #include <charconv>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 
 #include "engine/autograd.h"
 #include "engine/safetensors.h"
+#include "engine/zip_archive.h"
+#include "yolo/pt_resume.h"
 #include "yolo/weights.h"
+#include "yolo/weights_file.h"
 
 namespace kestrel::yolo {
 namespace {
 
-constexpr const char* kFormat = "kestrel.checkpoint.v1";
+constexpr const char* kFormat = kCheckpointFormat;
 constexpr const char* kStripped = "stripped";
 
 using Named = std::vector<std::pair<std::string, Tensor>>;
@@ -244,8 +248,16 @@ void save_checkpoint(const std::string& path, const TrainingObjects& o, const Ch
   save_safetensors(path, tensors, md);
 }
 
+SafetensorsFile read_checkpoint_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  char head[4] = {};
+  in.read(head, sizeof head);
+  if (!looks_like_zip(std::string_view(head, static_cast<size_t>(in.gcount())))) return load_safetensors(path);
+  return pt_training_checkpoint(parse_pt_checkpoint(read_file_bytes(path), path));
+}
+
 CheckpointInfo read_checkpoint_info(const std::string& path) {
-  return info_from(load_safetensors(path));
+  return info_from(read_checkpoint_file(path));
 }
 
 void check_resumable(const CheckpointInfo& info, const std::string& path) {
@@ -258,7 +270,7 @@ void check_resumable(const CheckpointInfo& info, const std::string& path) {
 CheckpointInfo load_checkpoint(const std::string& path, const TrainingObjects& o,
                                const PendingGradients& gradients) {
   KESTREL_CHECK(o.model, "load_checkpoint: no model given");
-  const SafetensorsFile f = load_safetensors(path);
+  const SafetensorsFile f = read_checkpoint_file(path);
   CheckpointInfo info = info_from(f);
   check_resumable(info, path);
   check_finite(f, path);  // a diverged run's weights would fail far from the cause

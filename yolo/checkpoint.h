@@ -27,6 +27,7 @@
 
 #include "engine/json.h"
 #include "engine/random.h"
+#include "engine/safetensors.h"
 #include "layers/module.h"
 #include "yolo/ema.h"
 #include "yolo/grad_scaler.h"
@@ -45,6 +46,13 @@ struct GeneratorState {
 };
 GeneratorState generator_state(const std::string& name, const Generator& g);
 Generator restore_generator(const GeneratorState& s);
+
+// The "format" metadata of Kestrel's checkpoints.
+inline constexpr const char* kCheckpointFormat = "kestrel.checkpoint.v1";
+
+// A checkpoint file as the functions below read it: Kestrel's safetensors, or a YOLOv5 v7.0
+// training checkpoint (.pt) in the same shape (yolo/pt_resume.h), told apart by their first bytes.
+SafetensorsFile read_checkpoint_file(const std::string& path);
 
 struct CheckpointInfo {
   int64_t epoch = -1;  // the last completed epoch

@@ -47,6 +47,7 @@
 #include "yolo/training_board.h"
 #include "yolo/validator.h"
 #include "yolo/weights.h"
+#include "yolo/weights_file.h"
 
 namespace kestrel::yolo {
 namespace fs = std::filesystem;
@@ -277,8 +278,14 @@ void Trainer::load_data() {
 }
 
 void Trainer::build_model() {
-  cfg_text_ = read_text(o_.cfg);
-  ModelConfig mcfg = parse_model_config(cfg_text_, o_.cfg);
+  std::optional<SafetensorsFile> weights;
+  if (!o_.weights.empty() && !resume_) weights = read_weights_file(o_.weights);
+  // A resumed run rebuilds the model its checkpoint holds (its yaml travels in the options).
+  const json::Value* saved_yaml = resume_ ? resume_->info.options.find("cfg_yaml") : nullptr;
+  KESTREL_CHECK(saved_yaml || !o_.cfg.empty() || weights, "no model: give --cfg or --weights");
+  cfg_text_ = saved_yaml ? saved_yaml->as_string() : o_.cfg.empty() ? weights_model_yaml(*weights) : read_text(o_.cfg);
+  ModelConfig mcfg = parse_model_config(
+      cfg_text_, !o_.cfg.empty() ? o_.cfg : saved_yaml ? resume_->path + " (its model yaml)" : o_.weights + " (its model yaml)");
   if (hyp_.anchors > 0) {  // the hyp's anchor count replaces the yaml's anchors; AutoAnchor sets them
     out_->line("Overriding model.yaml anchors with anchors=", short_number(hyp_.anchors));
     mcfg.anchors.clear();
@@ -291,9 +298,14 @@ void Trainer::build_model() {
     // the anchors it evolved from the model when built. restore() loads this state once more,
     // with the rest of the training state.
     load_weights(*model_, resume_->path, "model.");
-  } else if (!o_.weights.empty()) {
-    const std::string prefix = inference_prefix(load_safetensors(o_.weights));
-    TransferResult tr = transfer_weights(*model_, o_.weights, {"anchor"}, prefix);
+  } else if (weights) {
+    // As the reference: the anchors come along only when the model is the weights' own (no --cfg,
+    // no hyp anchors), and a YOLOv5 .pt gives its 'model' (Kestrel's own files their EMA, as
+    // inference uses it).
+    const bool own_anchors = o_.cfg.empty() && hyp_.anchors == 0;
+    const std::vector<std::string> exclude = own_anchors ? std::vector<std::string>{} : std::vector<std::string>{"anchor"};
+    const std::string prefix = is_pt_weights(*weights) ? "model." : inference_prefix(*weights);
+    TransferResult tr = transfer_weights(*model_, *weights, exclude, prefix);
     out_->line("Transferred ", tr.transferred, "/", tr.total, " items from ", o_.weights);
   }
   const int layers = static_cast<int>(mcfg.rows.size());

@@ -15,8 +15,8 @@ namespace kestrel::yolo {
 
 struct TrainOptions {
   std::string data;     // dataset yaml, or "synthetic" (default)
-  std::string cfg = "models/yolov5s.yaml";
-  std::string weights;  // safetensors to start from ("" = scratch)
+  std::string cfg = "models/yolov5s.yaml";  // "": the model yaml the weights carry
+  std::string weights;  // .safetensors or YOLOv5 .pt to start from ("" = scratch)
   std::string hyp;      // hyp yaml ("" = the built-in scratch-low values)
   std::optional<Hyp> hyp_values;  // in place of the file (--evolve's generations)
   int epochs = 100;

@@ -4,6 +4,8 @@
 #include <set>
 
 #include "engine/autograd.h"
+#include "engine/json.h"
+#include "yolo/weights_file.h"
 
 namespace kestrel::yolo {
 namespace {
@@ -77,8 +79,8 @@ void save_weights(layers::Module& model, const std::string& path, DType dtype,
   save_safetensors(path, tensors, metadata);
 }
 
-void load_weights(layers::Module& model, const std::string& path, const std::string& prefix) {
-  SafetensorsFile file = load_safetensors(path);
+void load_weights(layers::Module& model, const SafetensorsFile& file, const std::string& prefix) {
+  const std::string& path = file.path();
   std::vector<layers::StateEntry> entries = model.state_entries();
   std::vector<std::string> problems;
   std::set<std::string> expected;
@@ -118,15 +120,36 @@ std::string inference_prefix(const SafetensorsFile& file) {
   return "";
 }
 
+std::string weights_model_yaml(const SafetensorsFile& file) {
+  const auto& m = file.metadata();
+  if (auto options = m.find("options"); options != m.end()) {
+    json::Value parsed;
+    try {
+      parsed = json::parse(options->second);
+    } catch (const Error& e) {
+      KESTREL_FAIL("'", file.path(), "': its options are not valid JSON (", e.what(), "); the file is damaged");
+    }
+    if (const json::Value* yaml = parsed.find("cfg_yaml"); yaml && yaml->is_string()) return yaml->as_string();
+  }
+  if (auto yaml = m.find("model_yaml"); yaml != m.end()) return yaml->second;
+  KESTREL_FAIL("'", file.path(), "' carries no model yaml (plain weights): give the model with --cfg ",
+               "(e.g. --cfg yolov5s.yaml)");
+}
+
+void load_weights(layers::Module& model, const std::string& path, const std::string& prefix) {
+  load_weights(model, read_weights_file(path), prefix);
+}
+
 std::string load_inference_weights(layers::Module& model, const std::string& path) {
-  const std::string prefix = inference_prefix(load_safetensors(path));
-  load_weights(model, path, prefix);
+  const SafetensorsFile file = read_weights_file(path);
+  const std::string prefix = inference_prefix(file);
+  load_weights(model, file, prefix);
   return prefix;
 }
 
-TransferResult transfer_weights(layers::Module& model, const std::string& path,
+TransferResult transfer_weights(layers::Module& model, const SafetensorsFile& file,
                                 const std::vector<std::string>& exclude, const std::string& prefix) {
-  SafetensorsFile file = load_safetensors(path);
+  const std::string& path = file.path();
   check_finite(file, path, prefix);
   TransferResult r;
   for (const layers::StateEntry& e : model.state_entries()) {
@@ -141,6 +164,11 @@ TransferResult transfer_weights(layers::Module& model, const std::string& path,
     ++r.transferred;
   }
   return r;
+}
+
+TransferResult transfer_weights(layers::Module& model, const std::string& path,
+                                const std::vector<std::string>& exclude, const std::string& prefix) {
+  return transfer_weights(model, read_weights_file(path), exclude, prefix);
 }
 
 }  // namespace kestrel::yolo

@@ -26,12 +26,19 @@ void save_weights(layers::Module& model, const std::string& path, DType dtype = 
 // mismatch. Values are converted to the model's dtype and device.
 // `prefix` selects one module's tensors in a file holding several (a checkpoint's "ema." or
 // "model."); names without it are then ignored.
+// The file is read by yolo/weights_file.h: safetensors or a YOLOv5 v7.0 .pt.
 void load_weights(layers::Module& model, const std::string& path, const std::string& prefix = "");
+void load_weights(layers::Module& model, const SafetensorsFile& file, const std::string& prefix = "");
 
 // Which weights of a file serve inference and fine-tuning: "ema." in a training checkpoint (as the
 // reference's best.pt holds the EMA), "model." in a stripped one (float16, converted on load) or
 // one saved without EMA, "" in a plain weights file.
 std::string inference_prefix(const SafetensorsFile& file);
+
+// The model yaml a weights file carries: a training checkpoint's options' cfg_yaml, or the
+// model_yaml of converted or .pt weights. Throws, naming the file, when it has none: plain
+// weights need --cfg.
+std::string weights_model_yaml(const SafetensorsFile& file);
 
 // For inference (val, detect): the weights inference_prefix picks. Returns the prefix used.
 std::string load_inference_weights(layers::Module& model, const std::string& path);
@@ -43,6 +50,9 @@ struct TransferResult {
   int total = 0;  // tensors in the model's state
 };
 TransferResult transfer_weights(layers::Module& model, const std::string& path,
+                                const std::vector<std::string>& exclude = {},
+                                const std::string& prefix = "");
+TransferResult transfer_weights(layers::Module& model, const SafetensorsFile& file,
                                 const std::vector<std::string>& exclude = {},
                                 const std::string& prefix = "");
 

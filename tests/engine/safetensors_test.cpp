@@ -389,10 +389,11 @@ TEST_F(Safetensors, RefusesHostileNesting) {
 }
 
 // A PyTorch .pt given where safetensors is expected (zip archive, or a legacy raw pickle) is
-// named as such, with the converter, instead of "header length field says 578712552184433488".
-TEST_F(Safetensors, PyTorchCheckpointsAreNamedWithTheConverter) {
+// named as such, pointing to --weights (which reads it), instead of "header length field says
+// 578712552184433488".
+TEST_F(Safetensors, PyTorchCheckpointsAreNamedAsSuch) {
   expect_refused(std::string("PK\x03\x04", 4) + std::string(60, '\0'), "a PyTorch checkpoint (.pt)");
-  expect_refused(std::string("\x80\x02\x8a\x0a", 4) + std::string(60, '\0'), "scripts/convert_ultralytics.py");
+  expect_refused(std::string("\x80\x02\x8a\x0a", 4) + std::string(60, '\0'), "--weights of train, val, detect and export reads it directly");
   // A real safetensors file whose header length is 128 also starts with the byte 0x80.
   std::string header = R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})";
   header.resize(128, ' ');

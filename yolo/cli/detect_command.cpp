@@ -112,7 +112,7 @@ void run_video(Detector& detector, const SourceItem& item, const std::string& pr
 
 const Command kDetectCommand = {
     "detect", "detect objects in images, videos and streams (reference detect.py)",
-    "usage: kestrel detect --weights W.safetensors --source SRC [--img-size 640 [W]]\n"
+    "usage: kestrel detect --weights W.pt|W.safetensors --source SRC [--img-size 640 [W]]\n"
     "                      [--conf-thres 0.25] [--iou-thres 0.45] [--max-det 1000] [--device cpu|0]\n"
     "                      [--classes 0 [2 ...]] [--agnostic-nms] [--save-txt] [--save-conf]\n"
     "                      [--save-crop] [--nosave] [--view-img] [--line-thickness 3]\n"

@@ -28,7 +28,7 @@ std::string shape_text(const std::vector<int64_t>& s) {
 
 const Command kExportCommand = {
     "export", "export weights for deployment: ONNX (reference export.py)",
-    "usage: kestrel export --weights W.safetensors [--include onnx] [--img-size 640] [--batch-size 1]\n"
+    "usage: kestrel export --weights W.pt|W.safetensors [--include onnx] [--img-size 640] [--batch-size 1]\n"
     "                      [--dynamic] [--half] [--device cpu|0] [--opset 12] [--cfg M.yaml] [--nc N]\n"
     "  writes W.onnx next to the weights: input 'images' (batch, 3, height, width) RGB in [0, 1],\n"
     "  output 'output0' (batch, anchors, 5 + nc): xywh in pixels, objectness and class scores\n"

@@ -2,6 +2,7 @@
 
 #include "engine/json.h"
 #include "engine/safetensors.h"
+#include "yolo/weights_file.h"
 #include "yolo/shipped_files.h"
 #include "yolo/weights.h"
 
@@ -41,7 +42,7 @@ std::vector<std::string> names_of(const json::Value& names, const std::string& w
 
 InferenceModel load_inference_model(const std::string& weights, const std::string& cfg,
                                     std::optional<int> nc, Device device) {
-  SafetensorsFile file = load_safetensors(weights);
+  const SafetensorsFile file = yolo::read_weights_file(weights);
   InferenceModel out;
   yolo::ModelConfig config;
   if (const std::string* options = metadata_entry(file, "options")) {  // a training checkpoint
@@ -62,7 +63,7 @@ InferenceModel load_inference_model(const std::string& weights, const std::strin
     config = yolo::load_model_config(yolo::find_shipped_file(cfg, "--cfg"));
   }
   out.model = std::make_shared<yolo::DetectionModel>(config, nc, 0);
-  yolo::load_inference_weights(*out.model, weights);
+  yolo::load_weights(*out.model, file, yolo::inference_prefix(file));
   out.model->to(device);
   out.model->train(false);
   return out;

@@ -121,7 +121,7 @@ dist::RestartPolicy restart_policy(const yolo::TrainOptions& o,
 
 const Command kTrainCommand = {
     "train", "train a YOLOv5 model (reference train.py flags)",
-    "usage: kestrel train [--data D.yaml|synthetic] [--cfg models/yolov5s.yaml] [--weights W]\n"
+    "usage: kestrel train [--data D.yaml|synthetic] [--cfg models/yolov5s.yaml] [--weights W.pt|W.safetensors]\n"
     "                     [--hyp H.yaml] [--epochs 100] [--batch-size 16] [--img-size 640] [--rect]\n"
     "                     [--resume [PATH]] [--nosave] [--noval] [--noautoanchor]\n"
     "                     [--noplots] [--cache ram] [--device cpu|0|0,1] [--multi-scale]\n"
@@ -135,6 +135,7 @@ const Command kTrainCommand = {
     "                     [--max-restarts 0] [--evolve [300]] [--no-tensorboard]\n"
     "                     [--cuda-graph auto|on|off]\n"
     "  --batch-size is the total over all ranks; --data defaults to the built-in synthetic set.\n"
+    "  --weights without --cfg trains the model the weights carry (a YOLOv5 .pt's or Kestrel's).\n"
     "  --device 0,1 (a list of GPUs) starts one process per GPU (DDP).\n"
     "  --max-restarts K: when a worker dies, restart all of them (resuming from this run's newest\n"
     "  last.safetensors) up to K times.\n"
@@ -167,8 +168,9 @@ int run_train(const std::vector<std::string>& raw) {
   Args args(argv, kFlags);
   yolo::TrainOptions o;
   o.data = args.get("data", "synthetic");
-  o.cfg = args.get("cfg", o.cfg);
   o.weights = args.get("weights", "");
+  // As the reference's Model(cfg or ckpt['model'].yaml): weights without --cfg bring their model.
+  o.cfg = args.get("cfg", o.weights.empty() ? o.cfg : "");
   o.hyp = args.get("hyp", "");
   o.epochs = args.get_int32("epochs", o.epochs);
   o.batch_size = args.get_int32("batch-size", o.batch_size);
@@ -216,7 +218,7 @@ int run_train(const std::vector<std::string>& raw) {
   // A resumed run takes its files from the checkpoint; --resume with --evolve is no such run but
   // continues the newest evolution's directory (yolo/evolve), and reads the files as given.
   if (!o.resume || args.has("evolve")) {
-    o.cfg = yolo::find_shipped_file(o.cfg, "--cfg");
+    if (!o.cfg.empty()) o.cfg = yolo::find_shipped_file(o.cfg, "--cfg");
     if (!o.hyp.empty()) o.hyp = yolo::find_shipped_file(o.hyp, "--hyp");
   }
   if (o.epochs < 1 || o.batch_size < 1 || o.img_size < 32 || o.workers < 0)

@@ -15,7 +15,7 @@ namespace kestrel::cli {
 
 const Command kValCommand = {
     "val", "validate weights on a dataset: P, R, mAP50, mAP50-95 (reference val.py)",
-    "usage: kestrel val --weights W.safetensors --data D.yaml|synthetic [--img-size 640]\n"
+    "usage: kestrel val --weights W.pt|W.safetensors --data D.yaml|synthetic [--img-size 640]\n"
     "                   [--batch-size 32] [--conf-thres 0.001] [--iou-thres 0.6]\n"
     "                   [--task val|test|train] [--device cpu|0] [--half] [--save-json]\n"
     "                   [--save-txt] [--save-conf] [--verbose] [--single-cls] [--max-det 300]\n"

@@ -64,3 +64,16 @@ TEST(ExportCommand, BadInputIsRefused) {
   EXPECT_TRUE(contains(opset.out, "opset 99 is not available")) << opset.out;
   EXPECT_FALSE(fs::exists(dir / "w.onnx"));
 }
+
+// A reference .pt exports with no --cfg: its model yaml and 4 class names come from the file.
+TEST(ExportCommand, ExportsAReferencePt) {
+  const fs::path dir = fs::temp_directory_path() / "kestrel_cli_test_export_pt";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  fs::copy_file("tests/data/yolov5n_synthetic.pt", dir / "best.pt");
+  Result r = run("export --weights " + (dir / "best.pt").string() + " --img-size 64");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_TRUE(contains(r.out, "output shape (1, 252, 9)")) << r.out;  // 3 x (8² + 4² + 2²), 4 classes + 5
+  EXPECT_TRUE(fs::exists(dir / "best.onnx"));
+  fs::remove_all(dir);
+}

@@ -291,3 +291,47 @@ TEST(TrainCommand, ImageSizesAboveTheLimitAreRefused) {
   EXPECT_FALSE(fs::exists(project));
   EXPECT_EQ(run("train --device cpu --img-size 8193 --project " + project.string()).code, 2);
 }
+
+// As the reference's Model(cfg or ckpt['model'].yaml): a YOLOv5 .pt without --cfg trains its own
+// model, every tensor transferred (the anchors too, as the reference keeps them then); with --cfg
+// the anchors stay the yaml's. Plain weights without --cfg are refused, naming the fix.
+TEST(TrainCommand, PtWeightsBringTheirModel) {
+  const fs::path project = scratch("pt_weights");
+  const std::string common = "train --weights tests/data/yolov5n_synthetic.pt --data synthetic --epochs 1 "
+                             "--img-size 64 --batch-size 4 --max-batches 1 --device cpu --workers 1 --noval "
+                             "--noplots --no-tensorboard --noautoanchor --project " + project.string();
+  auto r = run(common);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("Transferred 349/349 items from tests/data/yolov5n_synthetic.pt"), std::string::npos) << r.out;
+  r = run(common + " --cfg yolov5n.yaml");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("Transferred 348/349 items"), std::string::npos) << r.out;
+  const std::string plain = (project / "plain.safetensors").string();
+  ASSERT_EQ(run("model --cfg models/yolov5n.yaml --nc 4 --save " + plain).code, 0);
+  r = run("train --weights " + plain + " --data synthetic --device cpu --project " + project.string());
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("carries no model yaml (plain weights): give the model with --cfg"), std::string::npos) << r.out;
+  fs::remove_all(project);
+}
+
+// --resume continues a run the reference started (tests/data/tiny_train.pt: train.py's last.pt
+// after epoch 1 of 3, batch 32): from epoch 2, in the checkpoint's own run directory, with its
+// options; the finished run's results row is written and its last weights stripped.
+TEST(TrainCommand, ResumesARunTheReferenceStarted) {
+  const fs::path project = scratch("pt_resume");
+  fs::create_directories(project / "exp/weights");
+  const fs::path last = project / "exp/weights/last.pt";
+  fs::copy_file("tests/data/tiny_train.pt", last);
+  const auto r = run("train --resume " + last.string() + " --device cpu --workers 1 --no-tensorboard");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("Resuming training from " + last.string() + " from epoch 2 to 3 total epochs"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("tiny summary: 214 layers"), std::string::npos) << r.out;  // the checkpoint's model
+  std::ifstream csv(project / "exp/results.csv");
+  std::string header, row, extra;
+  ASSERT_TRUE(std::getline(csv, header) && std::getline(csv, row));
+  EXPECT_FALSE(std::getline(csv, extra)) << "one epoch resumed, one row";
+  EXPECT_EQ(row.substr(0, row.find(',')).find_first_not_of(' '), row.substr(0, row.find(',')).find('2'));
+  EXPECT_TRUE(fs::exists(project / "exp/weights/last.safetensors"));
+  fs::remove_all(project);
+}

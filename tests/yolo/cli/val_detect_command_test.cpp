@@ -5,12 +5,18 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <map>
 #include <sstream>
 #include <vector>
 
 #include "engine/json.h"
 #include "tests/support/cli.h"
 #include "tests/support/testing.h"
+#include "yolo/model.h"
+#include "yolo/model_config.h"
+#include "yolo/weights.h"
+#include "yolo/weights_file.h"
 
 namespace fs = std::filesystem;
 
@@ -152,4 +158,58 @@ TEST(ValDetectCommands, ImageSizesAboveTheLimitAreRefused) {
   r = run("detect --weights w.safetensors --source x.jpg --img-size 640 9000");
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_NE(r.out.find("--img-size 640 9000 is above the limit of 8192"), std::string::npos) << r.out;
+}
+
+namespace {
+
+// The printed table, less the timing in its progress bar and the Speed line.
+std::string table_of(const std::string& out) {
+  std::istringstream in(out);
+  std::string table;
+  for (std::string line; std::getline(in, line);)
+    if (line.find("Speed:") == std::string::npos && line.find("it/s") == std::string::npos &&
+        line.find("Results saved") == std::string::npos)
+      table += line.substr(0, line.find(": ")) + "\n";
+  return table;
+}
+
+std::string file_text(const fs::path& p) {
+  std::ifstream in(p);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+}  // namespace
+
+// A reference .pt (tests/data/yolov5n_synthetic.pt, made by YOLOv5 v7.0) serves val and detect
+// with no --cfg, and gives exactly what the same weights give as safetensors (what
+// scripts/convert_ultralytics.py --half writes: float16 weights, model yaml, nc and names).
+TEST(ValDetectCommands, APtGivesWhatItsSafetensorsGive) {
+  const fs::path dir = scratch("pt");
+  const std::string pt = "tests/data/yolov5n_synthetic.pt";
+  const kestrel::SafetensorsFile f = kestrel::yolo::read_weights_file(pt);
+  kestrel::yolo::DetectionModel model(kestrel::yolo::parse_model_config(f.metadata().at("model_yaml"), pt), 4, 0);
+  kestrel::yolo::load_inference_weights(model, pt);
+  const std::string st = (dir / "w.safetensors").string();
+  kestrel::yolo::save_weights(model, st, kestrel::DType::F16,
+                              {{"model_yaml", f.metadata().at("model_yaml")}, {"nc", "4"},
+                               {"names", f.metadata().at("names")}});
+  std::map<std::string, Result> val;
+  for (const std::string& w : {pt, st}) {
+    const std::string name = w == pt ? "pt" : "st";
+    val[name] = run("val --weights " + w + " --data synthetic --img-size 64 --batch-size 16 --device cpu --workers 1"
+                    " --conf-thres 0.0001 --save-json --project " + dir.string() + " --name val_" + name);
+    ASSERT_EQ(val[name].code, 0) << val[name].out;
+    Result det = run("detect --weights " + w + " --source " + (dir / ("val_" + name) / "val_batch0_labels.jpg").string() +
+                     " --img-size 64 --device cpu --conf-thres 0.0001 --save-txt --save-conf --project " + dir.string() +
+                     " --name det_" + name);
+    ASSERT_EQ(det.code, 0) << det.out;
+  }
+  EXPECT_NE(val["pt"].out.find("circle"), std::string::npos) << val["pt"].out;  // names from the .pt
+  EXPECT_EQ(table_of(val["pt"].out), table_of(val["st"].out));
+  const std::string json = file_text(dir / "val_pt" / "predictions.json");
+  EXPECT_GT(json.size(), 100u);
+  EXPECT_EQ(json, file_text(dir / "val_st" / "predictions.json"));
+  const std::string labels = file_text(dir / "det_pt" / "labels" / "val_batch0_labels.txt");
+  EXPECT_FALSE(labels.empty());
+  EXPECT_EQ(labels, file_text(dir / "det_st" / "labels" / "val_batch0_labels.txt"));
 }

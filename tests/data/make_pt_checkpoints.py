@@ -1,0 +1,207 @@
+#!/usr/bin/env python3
+"""Makes the .pt test data of yolo/pt_checkpoint with the reference itself (YOLOv5 v7.0 on
+PyTorch 1.13, its own classes and functions), and a manifest of every tensor in them:
+
+  yolov5n_synthetic.pt     a yolov5n for Kestrel's synthetic dataset (4 classes, their names), as
+                           the reference's strip_optimizer leaves a finished run's best.pt: 'model'
+                           is the EMA in float16, no optimizer. Seeded initialisation, BN
+                           statistics randomised so that BN folding and detection are not trivial.
+  tiny_train.pt            a training checkpoint as train.py saves last.pt mid-run, of a tiny model
+                           (tests/data/tiny.yaml: yolov5n's rows at depth 0.33, width 0.03125): 'model'
+                           and 'ema' in float16, the SGD optimizer's state_dict after two real
+                           steps (momentum buffers, three parameter groups), 'updates', 'epoch',
+                           'best_fitness' (a numpy array, as the reference's fitness), 'opt'
+                           (vars(opt), hyp dict inside) and 'git', 'date'.
+  fuzz seeds               fuzz/corpus/zip_archive and fuzz/corpus/pickle: a micro model's
+                           training checkpoint (tests/data/micro.yaml, a few KB) and its data.pkl,
+                           and hostile variants (a compressed copy, a truncated one, pickles
+                           naming os.system and builtins.eval).
+  pt_checkpoints.json      per file and tensor (under the names yolo/pt_checkpoint gives them:
+                           model.<state_dict name>, ema.<name>): dtype, shape and the CRC-32 of its
+                           bytes; the files' model yaml, nc and names; the training checkpoint's
+                           epoch, updates, best fitness and optimizer groups.
+
+    /usr/bin/python3 tests/data/make_pt_checkpoints.py --yolov5 /tmp/yolov5
+
+Deterministic for a given PyTorch build (CPU, fixed seeds), apart from 'date'.
+"""
+import argparse
+import json
+import os
+import sys
+import zlib
+from copy import deepcopy
+from datetime import datetime
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+NAMES = {0: 'circle', 1: 'rectangle', 2: 'triangle', 3: 'cross'}
+
+
+def randomise_bn(model, gen):
+    import torch
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, torch.nn.BatchNorm2d):
+                m.weight.copy_(torch.rand(m.weight.shape, generator=gen) + 0.5)
+                m.bias.copy_(torch.randn(m.bias.shape, generator=gen) * 0.1)
+                m.running_mean.copy_(torch.randn(m.running_mean.shape, generator=gen) * 0.2)
+                m.running_var.copy_(torch.rand(m.running_var.shape, generator=gen) + 0.5)
+                m.num_batches_tracked.fill_(321)
+
+
+def tensor_manifest(model, prefix):
+    out = {}
+    for name, t in model.state_dict().items():
+        data = t.detach().cpu().contiguous().numpy().tobytes()
+        out[prefix + name] = {'dtype': {'torch.float16': 'F16', 'torch.float32': 'F32', 'torch.int64': 'I64'}[str(t.dtype)],
+                              'shape': list(t.shape), 'crc32': zlib.crc32(data)}
+    return out
+
+
+def model_manifest(model):
+    return {'model_yaml': model.yaml, 'nc': int(model.nc), 'names': [model.names[i] for i in sorted(model.names)]}
+
+
+def make_stripped(out):
+    import torch
+    from models.yolo import DetectionModel
+    from utils.general import strip_optimizer
+    torch.manual_seed(0)
+    gen = torch.Generator().manual_seed(1)
+    model = DetectionModel(os.path.join(REFERENCE, 'models', 'yolov5n.yaml'), ch=3, nc=len(NAMES))
+    randomise_bn(model, gen)
+    model.nc, model.names = len(NAMES), NAMES
+    ema = deepcopy(model)
+    with torch.no_grad():
+        for p in ema.parameters():
+            p.add_(torch.randn(p.shape, generator=gen) * 0.01)
+    ckpt = {'epoch': 9, 'best_fitness': None, 'model': deepcopy(model).half(), 'ema': deepcopy(ema).half(),
+            'updates': 90, 'optimizer': None, 'opt': {'epochs': 10}, 'git': {}, 'date': datetime.now().isoformat()}
+    torch.save(ckpt, out)
+    strip_optimizer(out)  # the reference's own: model = ema, float16, no optimizer
+    m = torch.load(out, map_location='cpu')['model']
+    return {'tensors': tensor_manifest(m, 'model.'), **model_manifest(m)}
+
+
+def make_training(out):
+    import types
+
+    import numpy as np
+    import torch
+    # train.py imports TensorBoard's writer when it is imported; only its parse_opt is used here.
+    sys.modules.setdefault('torch.utils.tensorboard', types.SimpleNamespace(SummaryWriter=object))
+    import train
+    from models.yolo import Model
+    from utils.general import check_yaml
+    from utils.loss import ComputeLoss
+    from utils.torch_utils import ModelEMA, de_parallel, smart_optimizer
+    import yaml
+
+    torch.manual_seed(0)
+    gen = torch.Generator().manual_seed(2)
+    hyp = yaml.safe_load(open(check_yaml(os.path.join(REFERENCE, 'data', 'hyps', 'hyp.scratch-low.yaml'))))
+    model = Model(str(HERE / 'tiny.yaml'), ch=3, nc=len(NAMES))
+    randomise_bn(model, gen)
+    model.nc, model.hyp, model.names = len(NAMES), hyp, NAMES
+    optimizer = smart_optimizer(model, 'SGD', hyp['lr0'], hyp['momentum'], hyp['weight_decay'])
+    for g in optimizer.param_groups:
+        g['initial_lr'] = hyp['lr0']
+    ema = ModelEMA(model)
+    compute_loss = ComputeLoss(model)
+    model.train()
+    for step in range(2):
+        images = torch.rand((2, 3, 64, 64), generator=gen)
+        targets = torch.tensor([[0, 0, 0.5, 0.5, 0.3, 0.4], [1, 3, 0.3, 0.6, 0.2, 0.2]])
+        loss, _ = compute_loss(model(images), targets)
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        ema.update(model)
+
+    opt = train.parse_opt(True)
+    # data 'synthetic': Kestrel's built-in dataset, so that the resumed run finds its data anywhere
+    opt.cfg, opt.data, opt.weights, opt.project = str(HERE / 'tiny.yaml'), 'synthetic', '', 'runs/train'
+    # batch 32 (the steps above used 2 images): a resumed epoch of the synthetic set is 10 batches
+    opt.hyp, opt.epochs, opt.batch_size, opt.imgsz = hyp.copy(), 3, 32, 64
+    opt.save_dir = 'runs/train/exp'
+    best_fitness = np.array([0.125])
+    ckpt = {'epoch': 1, 'best_fitness': best_fitness, 'model': deepcopy(de_parallel(model)).half(),
+            'ema': deepcopy(ema.ema).half(), 'updates': ema.updates, 'optimizer': optimizer.state_dict(),
+            'opt': vars(opt), 'git': {'remote': '', 'branch': '', 'commit': ''}, 'date': datetime.now().isoformat()}
+    torch.save(ckpt, out)
+    ck = torch.load(out, map_location='cpu')
+    sd = ck['optimizer']
+    # the parameter each state index belongs to, from the live optimizer's groups
+    names = {id(p): n for n, p in model.named_parameters()}
+    index_names = [names[id(p)] for g in optimizer.param_groups for p in g['params']]
+    state = {}
+    for index, s in sd['state'].items():
+        data = s['momentum_buffer'].contiguous().numpy().tobytes()
+        state[index_names[index]] = {'index': index, 'shape': list(s['momentum_buffer'].shape),
+                                     'crc32': zlib.crc32(data)}
+    groups = [{k: v for k, v in g.items() if k != 'params'} | {'params': g['params']} for g in sd['param_groups']]
+    return {'tensors': tensor_manifest(ck['model'], 'model.') | tensor_manifest(ck['ema'], 'ema.'),
+            **model_manifest(ck['ema']), 'epoch': ck['epoch'], 'updates': ck['updates'],
+            'best_fitness': float(ck['best_fitness'][0]), 'momentum': state, 'param_groups': groups}
+
+
+def make_fuzz_seeds():
+    import pickle
+    import zipfile
+
+    import torch
+    from models.yolo import Model
+    torch.manual_seed(0)
+    model = Model(str(HERE / 'micro.yaml'), ch=3, nc=1)
+    model.nc, model.names = 1, {0: 'kestrel'}
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    ckpt = {'epoch': 0, 'best_fitness': None, 'model': deepcopy(model).half(), 'ema': deepcopy(model).half(),
+            'updates': 1, 'optimizer': optimizer.state_dict(), 'opt': {'epochs': 1}, 'git': {}, 'date': ''}
+    zips, pickles = HERE.parents[1] / 'fuzz' / 'corpus' / 'zip_archive', HERE.parents[1] / 'fuzz' / 'corpus' / 'pickle'
+    zips.mkdir(parents=True, exist_ok=True)
+    pickles.mkdir(parents=True, exist_ok=True)
+    seed = zips / 'micro.pt'
+    torch.save(ckpt, seed)
+    data = seed.read_bytes()
+    (zips / 'hostile_truncated.pt').write_bytes(data[:len(data) // 2])
+    with zipfile.ZipFile(seed) as src, zipfile.ZipFile(zips / 'hostile_deflated.pt', 'w', zipfile.ZIP_DEFLATED) as dst:
+        for item in src.infolist():
+            dst.writestr(item.filename, src.read(item.filename))
+        (pickles / 'micro.pkl').write_bytes(src.read('micro/data.pkl'))
+
+    for module, name in (('os', 'system'), ('builtins', 'eval'), ('posix', 'system')):
+        # {'model': module.name('id')} as protocol 2 writes it; written by hand, since pickling
+        # the real function would need it imported
+        text = (b'\x80\x02}X\x05\x00\x00\x00modelc' + f'{module}\n{name}\n'.encode() +
+                b'X\x02\x00\x00\x00id\x85Rs.')
+        (pickles / f'hostile_{module}_{name}.pkl').write_bytes(text)
+        with zipfile.ZipFile(zips / f'hostile_{module}_{name}.pt', 'w', zipfile.ZIP_STORED) as z:
+            z.writestr('evil/data.pkl', text)
+            z.writestr('evil/version', '3\n')
+    cyclic = []
+    cyclic.append(cyclic)
+    (pickles / 'cyclic_list.pkl').write_bytes(pickle.dumps(cyclic, protocol=2))
+
+
+def main():
+    global REFERENCE
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument('--yolov5', default=os.environ.get('KESTREL_REFERENCE_DIR', '/tmp/yolov5'))
+    args = ap.parse_args()
+    REFERENCE = os.path.abspath(args.yolov5)
+    sys.path.insert(0, REFERENCE)
+    os.chdir(REFERENCE)  # the reference resolves its data/ and models/ from here
+    sys.argv = sys.argv[:1]
+    manifest = {'yolov5n_synthetic.pt': make_stripped(str(HERE / 'yolov5n_synthetic.pt')),
+                'tiny_train.pt': make_training(str(HERE / 'tiny_train.pt'))}
+    make_fuzz_seeds()
+    with open(HERE / 'pt_checkpoints.json', 'w') as f:
+        json.dump(manifest, f, indent=1)
+        f.write('\n')
+    for name in manifest:
+        print(f'{name}: {(HERE / name).stat().st_size} bytes, {len(manifest[name]["tensors"])} tensors')
+
+
+if __name__ == '__main__':
+    main()

@@ -1,0 +1,224 @@
+#include "yolo/pt_resume.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstring>
+#include <map>
+
+#include "kernels/error.h"
+#include "yolo/checkpoint.h"
+
+namespace kestrel::yolo {
+namespace {
+
+using pickle::Value;
+
+// Kestrel's optimizer groups, in the reference's param_groups order (yolo/optimizer.h).
+constexpr const char* kGroupLabels[] = {"bias", "weight(decay)", "weight(no decay)"};
+
+const Value* entry(const Value& dict, std::string_view key) { return dict.is(Value::Kind::Dict) ? dict.find(key) : nullptr; }
+
+// smart_optimizer's group of a parameter: biases, normalisation layers' weights (classes with
+// "Norm" in their name), every other weight.
+int group_of(const PtParameter& p) {
+  if (p.leaf == "bias") return 0;
+  const std::string cls = p.module_class.substr(p.module_class.find_last_of('.') + 1);
+  return p.leaf == "weight" && cls.find("Norm") != std::string::npos ? 2 : 1;
+}
+
+// The text of _codecs.encode(text, 'latin1'): protocol 2's spelling of bytes.
+std::string latin1_bytes(const Value& v, const std::string& where) {
+  KESTREL_CHECK(v.is_call("_codecs.encode") && v.args->items.size() == 2 &&
+                    v.args->items[0]->is(Value::Kind::String),
+                where, ": its raw data is not _codecs.encode(text, 'latin1')");
+  std::string out;
+  const std::string& s = v.args->items[0]->text;  // valid UTF-8 (the unpickler checked)
+  for (size_t i = 0; i < s.size(); ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c < 0x80) {
+      out.push_back(static_cast<char>(c));
+    } else {
+      KESTREL_CHECK((c & 0xE0) == 0xC0 && i + 1 < s.size(), where, ": latin-1 data holds a code point above 255");
+      out.push_back(static_cast<char>(((c & 0x1F) << 6) | (static_cast<unsigned char>(s[++i]) & 0x3F)));
+    }
+  }
+  return out;
+}
+
+// train.py's best_fitness: a float, or the 1-element float64 numpy array fitness() returns.
+double best_fitness(const Value* v, const std::string& path) {
+  if (!v || v->is(Value::Kind::None)) return 0.0;
+  if (v->is(Value::Kind::Float)) return v->real;
+  if (v->is(Value::Kind::Int)) return static_cast<double>(v->integer);
+  const std::string where = path + ": best_fitness";
+  // numpy: _reconstruct(ndarray, (0,), b'b') then BUILD (version, shape, dtype, fortran, data)
+  KESTREL_CHECK(v->is_call("numpy.core.multiarray._reconstruct") && v->state && v->state->is(Value::Kind::Tuple) &&
+                    v->state->items.size() == 5,
+                where, " is neither a number nor a numpy array");
+  const Value& dtype = *v->state->items[2];
+  KESTREL_CHECK(dtype.is_call("numpy.dtype") && !dtype.args->items.empty() &&
+                    dtype.args->items[0]->is(Value::Kind::String) && dtype.args->items[0]->text == "f8" &&
+                    dtype.state && dtype.state->items.size() > 1 && dtype.state->items[1]->is(Value::Kind::String) &&
+                    dtype.state->items[1]->text != ">",
+                where, " is a numpy array, but not of little-endian float64");
+  const std::string data = latin1_bytes(*v->state->items[4], where);
+  KESTREL_CHECK(data.size() == sizeof(double), where, " holds ", data.size() / 8, " values, not one");
+  double out;
+  std::memcpy(&out, data.data(), sizeof out);
+  return out;
+}
+
+// vars(opt) under Kestrel's option names (TrainOptions::to_pairs), every value a string.
+json::Object options_of(const Value& opt, const std::string& path) {
+  const json::Value o = to_json(opt, path + ": opt");
+  KESTREL_CHECK(o.is_object(), path, ": its 'opt' is not a dict (vars(opt))");
+  auto text = [&](const char* key, std::string fallback = "") -> std::string {
+    const json::Value* v = o.find(key);
+    if (!v || v->is_null()) return fallback;
+    if (v->is_string()) return v->as_string();
+    if (v->is_bool()) return v->as_bool() ? "true" : "false";
+    if (v->is_integer()) return std::to_string(v->as_integer());
+    return json::dump(*v);  // reals and lists (freeze: [0])
+  };
+  const std::string cache = text("cache");
+  json::Object out;
+  for (const char* key : {"cfg", "data", "epochs", "batch_size", "imgsz", "rect", "nosave", "noval",
+                          "noautoanchor", "noplots", "device", "multi_scale", "single_cls", "optimizer",
+                          "sync_bn", "workers", "project", "name", "exist_ok", "cos_lr",
+                          "label_smoothing", "patience", "freeze", "save_period", "seed"})
+    out.emplace_back(key, text(key));
+  // --cache True means ram in the reference; disk caching has no Kestrel twin, so it reads from disk.
+  out.emplace_back("cache", cache == "true" || cache == "ram" ? "ram" : "");
+  out.emplace_back("weights", "");
+  out.emplace_back("hyp", "");  // the values travel in the checkpoint's hyp
+  out.emplace_back("evolve", "null");
+  return out;
+}
+
+std::string hyp_of(const Value& opt, const std::string& path) {
+  const Value* hyp = entry(opt, "hyp");
+  KESTREL_CHECK(hyp && hyp->is(Value::Kind::Dict), path, ": opt['hyp'] is not the hyperparameter dict ",
+                "train.py stores; not a v7.0 training checkpoint");
+  const json::Value values = to_json(*hyp, path + ": opt['hyp']");
+  json::Object out;
+  for (const auto& [k, v] : values.as_object())
+    if (v.is_integer() || v.is_real()) out.emplace_back(k, v.as_real());
+  return json::dump(json::Value(std::move(out)));
+}
+
+// Each parameter's momentum_buffer under "optimizer.<name>.momentum_buffer" (zeros where the
+// reference has no state yet, as SGD's first step starts from), and the groups' settings.
+std::string optimizer_of(const PtCheckpoint& ckpt, const Value& optimizer, const std::string& opt_name,
+                         std::vector<SafetensorsFile::Part>& parts) {
+  const std::string& path = ckpt.file.path();
+  KESTREL_CHECK(opt_name == "SGD", path, ": a run with --optimizer ", opt_name, "; Kestrel resumes the ",
+                "reference's SGD runs only (its Adam state is not mapped): start a new run with --weights ", path);
+  const Value* state = entry(optimizer, "state");
+  const Value* groups = entry(optimizer, "param_groups");
+  KESTREL_CHECK(state && groups && groups->is(Value::Kind::List) && groups->items.size() == 3, path,
+                ": the optimizer state_dict has no 'state' or not the reference's three param_groups");
+  std::vector<std::vector<const PtParameter*>> by_group(3);
+  const std::vector<PtParameter> params = pt_parameters(ckpt);
+  for (const PtParameter& p : params) by_group[group_of(p)].push_back(&p);
+  std::map<int64_t, const Value*> buffers;
+  for (const auto& [k, v] : state->entries) {
+    const Value* m = entry(*v, "momentum_buffer");
+    KESTREL_CHECK(k->is(Value::Kind::Int) && m, path, ": optimizer state entries must be {index: {momentum_buffer}}");
+    buffers[k->integer] = m;
+  }
+  json::Array group_json;
+  int64_t index = 0;
+  for (size_t g = 0; g < 3; ++g) {
+    const Value& group = *groups->items[g];
+    const Value* ids = entry(group, "params");
+    KESTREL_CHECK(ids && ids->items.size() == by_group[g].size(), path, ": optimizer group ", g, " (",
+                  kGroupLabels[g], ") has ", ids ? ids->items.size() : 0, " parameters, the model ",
+                  by_group[g].size(), "; the checkpoint's model and optimizer disagree");
+    json::Object settings = {{"label", kGroupLabels[g]}, {"params", static_cast<int64_t>(by_group[g].size())}};
+    for (const char* key : {"lr", "initial_lr", "momentum", "weight_decay"}) {
+      const Value* v = entry(group, key);
+      KESTREL_CHECK(v && (v->is(Value::Kind::Float) || v->is(Value::Kind::Int)), path, ": optimizer group ", g,
+                    " has no number '", key, "'");
+      settings.emplace_back(key, v->is(Value::Kind::Float) ? v->real : static_cast<double>(v->integer));
+    }
+    group_json.push_back(std::move(settings));
+    for (size_t k = 0; k < by_group[g].size(); ++k, ++index) {
+      const Value* id = ids->items[k];
+      KESTREL_CHECK(id->is(Value::Kind::Int) && id->integer == index, path, ": optimizer group ", g,
+                    " does not number its parameters in order");
+      const PtParameter& p = *by_group[g][k];
+      TorchTensor shape_of = ckpt.file.tensor(*p.tensor, "parameter '" + p.name + "'");
+      TorchTensor m;
+      if (auto it = buffers.find(index); it != buffers.end()) {
+        m = ckpt.file.tensor(*it->second, "the momentum of '" + p.name + "'");
+        KESTREL_CHECK(m.dtype == "F32" && m.shape == shape_of.shape, path, ": the momentum of '", p.name,
+                      "' is not a float32 tensor of its parameter's shape");
+      } else {
+        int64_t numel = 1;
+        for (int64_t d : shape_of.shape) numel *= d;
+        m = {"F32", shape_of.shape, std::string(static_cast<size_t>(numel) * sizeof(float), '\0')};
+      }
+      parts.push_back({"optimizer." + p.name + ".momentum_buffer", std::move(m.dtype), std::move(m.shape),
+                       std::move(m.bytes)});
+    }
+  }
+  return json::dump(json::Object{{"kind", "SGD"}, {"groups", std::move(group_json)}});
+}
+
+}  // namespace
+
+SafetensorsFile pt_training_checkpoint(const PtCheckpoint& ckpt) {
+  const std::string& path = ckpt.file.path();
+  const Value& root = *ckpt.root;
+  KESTREL_CHECK(root.is(Value::Kind::Dict), path, ": a bare model, not a training checkpoint; train from it with --weights");
+  const SafetensorsFile weights = pt_weights(ckpt);
+  std::vector<SafetensorsFile::Part> parts;
+  for (const std::string& name : weights.names()) {  // float16 -> float32, as train.py's .float()
+    Tensor t = weights.get(name);
+    if (t.dtype() == DType::F16) t = t.to(DType::F32);
+    const auto* bytes = static_cast<const char*>(t.data_ptr());
+    parts.push_back({name, weights.entry(name).dtype == "F16" ? "F32" : weights.entry(name).dtype, t.shape(),
+                     std::string(bytes, bytes + t.numel() * t.element_size())});
+  }
+  std::map<std::string, std::string> md = {{"format", kCheckpointFormat}, {"generators", "[]"}, {"progress", "{}"}};
+  const Value* epoch = root.find("epoch");
+  KESTREL_CHECK(epoch && epoch->is(Value::Kind::Int), path, ": no integer 'epoch'; not a YOLOv5 training checkpoint");
+  md["epoch"] = std::to_string(epoch->integer);
+  md["best_fitness"] = json::dump(json::Value(best_fitness(root.find("best_fitness"), path)));
+  const Value* opt = root.find("opt");
+  KESTREL_CHECK(opt && opt->is(Value::Kind::Dict), path, ": no 'opt' dict (vars(opt)); not a v7.0 training checkpoint");
+  const Value* optimizer = root.find("optimizer");
+  const bool stripped = !optimizer || optimizer->is(Value::Kind::None) || !ckpt.ema;
+  md["hyp"] = stripped && !entry(*opt, "hyp") ? "{}" : hyp_of(*opt, path);  // a release's opt may lack it
+  json::Object options = options_of(*opt, path);
+  options.emplace_back("cfg_yaml", weights.metadata().at("model_yaml"));
+  if (auto nc = weights.metadata().find("nc"); nc != weights.metadata().end())
+    options.emplace_back("nc", json::parse(nc->second));
+  if (auto names = weights.metadata().find("names"); names != weights.metadata().end())
+    options.emplace_back("names", json::parse(names->second));
+  const json::Value options_json(std::move(options));
+  md["options"] = json::dump(options_json);
+  auto option = [&](const char* key) { return options_json.find(key)->as_string(); };
+
+  if (stripped) {
+    md["stripped"] = "true";  // strip_optimizer's best.pt: weights only
+    return SafetensorsFile::assemble(path, std::move(parts), std::move(md));
+  }
+  const Value* updates = root.find("updates");
+  KESTREL_CHECK(updates && updates->is(Value::Kind::Int), path, ": an EMA without integer 'updates'");
+  md["ema_updates"] = std::to_string(updates->integer);
+  md["optimizer"] = optimizer_of(ckpt, *optimizer, option("optimizer"), parts);
+  int64_t batch_size = 0;
+  const std::string batch_text = option("batch_size");
+  const auto [end, ec] = std::from_chars(batch_text.data(), batch_text.data() + batch_text.size(), batch_size);
+  KESTREL_CHECK(ec == std::errc() && end == batch_text.data() + batch_text.size() && batch_size > 0, path,
+                ": opt['batch_size'] is not a positive integer");
+  const int64_t accumulate = std::max<int64_t>(std::llround(64.0 / static_cast<double>(batch_size)), 1);
+  md["schedule"] = json::dump(json::Object{{"last_epoch", epoch->integer}, {"accumulate", accumulate},
+                                           {"last_opt_step", int64_t{-1}}});
+  md["scaler"] = json::dump(json::Object{{"scale", 65536.0}, {"growth_tracker", int64_t{0}}, {"skipped_steps", int64_t{0}}});
+  return SafetensorsFile::assemble(path, std::move(parts), std::move(md));
+}
+
+}  // namespace kestrel::yolo
