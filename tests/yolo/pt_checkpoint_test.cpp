@@ -95,10 +95,12 @@ std::string hostile_pt(const std::string& module, const std::string& name) {
 }
 
 TEST(PtCheckpoint, RefusesCheckpointsNamingAnyOtherGlobal) {
-  for (const auto& [module, name] : std::vector<std::pair<std::string, std::string>>{
+  for (const auto& global : std::vector<std::pair<std::string, std::string>>{
            {"os", "system"}, {"posix", "system"}, {"builtins", "eval"}, {"__builtin__", "eval"},
            {"builtins", "exec"}, {"subprocess", "check_output"}, {"torch", "load"},
            {"models.yolo", "Unknown"}, {"numpy", "load"}}) {
+    const std::string& module = global.first;  // named, not bound: clang 14's lambdas cannot capture bindings
+    const std::string& name = global.second;
     const std::string e = error_of([&] { yolo::parse_weights_file(hostile_pt(module, name), "evil.pt"); });
     EXPECT_NE(e.find("evil.pt"), std::string::npos) << e;
     EXPECT_NE(e.find("names the global '" + module + "." + name + "'"), std::string::npos) << e;
