@@ -67,7 +67,8 @@ int effective_batch_size(const yolo::TrainOptions& o) {
         newest = written;
       }
   if (path.empty() || !std::filesystem::exists(path)) return o.batch_size;  // the trainer reports it
-  const json::Value* b = yolo::read_checkpoint_info(path).options.find("batch_size");
+  const yolo::CheckpointInfo info = yolo::read_checkpoint_info(path);  // alive while b points into it
+  const json::Value* b = info.options.find("batch_size");
   return b ? std::stoi(b->as_string()) : o.batch_size;
 }
 
