@@ -20,20 +20,20 @@ bool admitted(const std::string& name) { return is_torch_global(name) || yolo::i
 void check_reachable(const pickle::Value& root) {
   using pickle::Value;
   std::set<const Value*> seen;
-  std::vector<const Value*> todo = {&root};
-  while (!todo.empty()) {
-    const Value* v = todo.back();
-    todo.pop_back();
+  std::vector<const Value*> unvisited = {&root};
+  while (!unvisited.empty()) {
+    const Value* v = unvisited.back();
+    unvisited.pop_back();
     require(v != nullptr, "a null value is reachable");
     if (!seen.insert(v).second) continue;
     if (v->is(Value::Kind::Global) || v->is(Value::Kind::Object))
       require(admitted(v->text), "a record names a global the policy refused");
     if (v->is(Value::Kind::Object)) require(v->args && v->args->is(Value::Kind::Tuple), "a call without argument tuple");
     if (v->is(Value::Kind::PersistentId)) require(v->id != nullptr, "a persistent id without id");
-    for (const Value* x : v->items) todo.push_back(x);
-    for (const auto& [k, x] : v->entries) todo.push_back(k), todo.push_back(x);
+    for (const Value* x : v->items) unvisited.push_back(x);
+    for (const auto& [k, x] : v->entries) unvisited.push_back(k), unvisited.push_back(x);
     for (const Value* x : {v->args, v->state, v->id})
-      if (x) todo.push_back(x);
+      if (x) unvisited.push_back(x);
   }
 }
 
