@@ -4,10 +4,43 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 
 namespace kestrel::yolo {
+
+std::string colorstr(const std::string& text, bool colour) {
+  return colour ? "\x1b[34m\x1b[1m" + text + "\x1b[0m" : text;
+}
+
+std::string python_float(double v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  // The shortest digits that read back as v (Python's repr picks the same), then Python's layout:
+  // positional for decimal exponents -4 to 15, scientific (two-digit exponent at least) beyond.
+  char buf[64];
+  const auto sci = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::scientific);
+  const std::string s(buf, sci.ptr);
+  const size_t e = s.find('e');
+  const int exponent = std::atoi(s.c_str() + e + 1);
+  if (exponent < -4 || exponent >= 16) {
+    char out[64];
+    std::snprintf(out, sizeof out, "%se%c%02d", s.substr(0, e).c_str(), exponent < 0 ? '-' : '+', std::abs(exponent));
+    return out;
+  }
+  const auto fixed = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::fixed);
+  std::string out(buf, fixed.ptr);
+  if (out.find('.') == std::string::npos) out += ".0";
+  return out;
+}
+
+std::string args_text(const std::vector<std::pair<std::string, std::string>>& pairs) {
+  std::string out;
+  for (const auto& [key, value] : pairs) out += (out.empty() ? "" : ", ") + key + "=" + value;
+  return out;
+}
 
 std::string format_interval(double seconds) {
   const auto s = static_cast<int64_t>(std::max(0.0, seconds));

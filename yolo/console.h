@@ -5,10 +5,22 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "kernels/error.h"
 
 namespace kestrel::yolo {
+
+// The reference's colorstr: `text` in blue and bold (ANSI codes) when `colour`, as it is otherwise.
+// Kestrel colours only on a terminal, so that a piped log stays plain text.
+std::string colorstr(const std::string& text, bool colour);
+
+// Python's repr of a float, as the reference's echoes print it: 0.01, 3.0, 0.0005, 1e-05.
+std::string python_float(double v);
+
+// The reference's print_args body: "k=v, k=v, ..." in the given order.
+std::string args_text(const std::vector<std::pair<std::string, std::string>>& pairs);
 
 // tqdm's time format: "00:05", "12:34", "1:02:03" (an hour or more).
 std::string format_interval(double seconds);
@@ -53,6 +65,8 @@ class Console {
   // `last`), as a line of its own in a log.
   void progress(const std::string& line, bool last) const;
   ProgressCadence cadence() const { return ProgressCadence(tty_); }
+  // colorstr on this console: coloured on a terminal, plain in a log.
+  std::string colour(const std::string& text) const { return colorstr(text, tty_); }
   bool on() const { return on_; }
   bool tty() const { return tty_; }
 

@@ -11,7 +11,9 @@
 
 #include "engine/atomic_file.h"
 #include "kernels/error.h"
+#include "yolo/console.h"
 #include "yolo/run_dir.h"
+#include "yolo/train_echo.h"
 
 namespace kestrel::yolo {
 namespace fs = std::filesystem;
@@ -226,6 +228,9 @@ size_t write_hyp_evolve_yaml(const std::string& path, const EvolveTable& table) 
 int evolve(const TrainOptions& base, int generations) {
   KESTREL_CHECK(generations >= 1, "--evolve needs at least 1 generation, got ", generations);
   TrainOptions o = base;
+  o.evolve = generations;
+  const Console console(true);  // as train.py's print_args, once for the whole evolution (one process)
+  console.line(console.colour("train: "), args_text(train_args_echo(o)));
   if (o.project == "runs/train") o.project = "runs/evolve";
   // As the reference: --resume with --evolve continues the newest run directory (exist_ok).
   const bool continue_last = o.resume.has_value();
@@ -238,7 +243,6 @@ int evolve(const TrainOptions& base, int generations) {
   o.name = fs::path(save_dir).filename().string();
   o.exist_ok = true;
   o.noval = o.nosave = true;
-  o.evolve = generations;
   const Hyp start = o.hyp_values ? *o.hyp_values : (o.hyp.empty() ? Hyp{} : load_hyp(o.hyp));
   const std::string csv = save_dir + "/evolve.csv", yaml = save_dir + "/hyp_evolve.yaml";
 

@@ -67,6 +67,13 @@ std::map<std::string, double> Hyp::values() const {
   return out;
 }
 
+std::vector<std::pair<std::string, double>> Hyp::in_file_order() const {
+  std::vector<std::pair<std::string, double>> out;
+  for (const auto& [name, field] : fields())
+    if ((field != &Hyp::anchors || anchors > 0) && field != &Hyp::label_smoothing) out.emplace_back(name, this->*field);
+  return out;
+}
+
 std::string Hyp::to_yaml() const {
   std::ostringstream os;
   for (const auto& [name, field] : fields())

@@ -4,6 +4,8 @@
 #pragma once
 #include <map>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace kestrel::yolo {
 
@@ -24,8 +26,11 @@ struct Hyp {
   double degrees = 0.0, translate = 0.1, scale = 0.5, shear = 0.0, perspective = 0.0;
   double flipud = 0.0, fliplr = 0.5, mosaic = 1.0, mixup = 0.0, copy_paste = 0.0;
 
-  // name -> value of every key, in the reference's file order (for hyp.yaml and checkpoints).
+  // name -> value of every key (for checkpoints and checks).
   std::map<std::string, double> values() const;
+  // The keys the reference's hyp dict holds (label_smoothing is an option there, not a hyp key),
+  // in its file order, as its `hyperparameters:` line lists them.
+  std::vector<std::pair<std::string, double>> in_file_order() const;
   // One key's value by its name in the hyp file; an unknown name is an error naming it.
   double get(const std::string& key) const;
   void set(const std::string& key, double value);

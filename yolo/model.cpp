@@ -42,6 +42,8 @@ std::string arg_text(const ConfigArg& a) {
     return python_list(items);
   }
   if (a.text == "None" || a.text == "True" || a.text == "False") return a.text;
+  // A yaml written from JSON (a .pt's model yaml) spells the booleans in lower case.
+  if (a.text == "true" || a.text == "false") return a.text == "true" ? "True" : "False";
   char* end = nullptr;
   std::strtod(a.text.c_str(), &end);
   if (!a.text.empty() && *end == '\0') return a.text;
@@ -263,17 +265,49 @@ double DetectionModel::gflops(int64_t img_size) {
          (img_size / static_cast<double>(s));
 }
 
-std::string DetectionModel::summary(int64_t img_size) {
+double DetectionModel::summary_gflops(int64_t img_size, bool fused) {
+  const int64_t s = std::max<int64_t>(32, static_cast<int64_t>(*std::max_element(
+                                              detect_->strides.begin(), detect_->strides.end())));
+  const bool was_training = is_training();
+  train(false);
+  std::vector<Shape> shapes;
+  {
+    autograd::NoGradGuard no_grad;
+    const Device device = parameters().empty() ? Device::cpu() : parameters().front().device();
+    shapes = layer_output_shapes(Tensor::zeros({1, s, s, config_.input_channels}, DType::F32, device));
+  }
+  train(was_training);
+  double ops = 0;
+  visit([&](layers::Module& m) {
+    if (auto* c = dynamic_cast<layers::Conv2d*>(&m)) ops += static_cast<double>(c->last_macs());
+    if (auto* c = dynamic_cast<layers::Conv*>(&m); c && !fused)
+      ops += 4.0 * static_cast<double>(c->conv->last_macs() / (c->conv->in_channels * c->conv->kernel * c->conv->kernel));
+  });
+  for (size_t i = 0; i < layers_.size() && i < shapes.size(); ++i)
+    if (dynamic_cast<const layers::Upsample*>(layers_[i].module.get())) {
+      double n = 1;
+      for (int64_t d : shapes[i]) n *= static_cast<double>(d);
+      ops += n;
+    }
+  return 2.0 * ops / 1e9 * (img_size / static_cast<double>(s)) * (img_size / static_cast<double>(s));
+}
+
+std::string DetectionModel::summary(int64_t img_size, bool fused) {
   std::string name = config_.name;
   if (name.rfind("yolov5", 0) == 0) name = "YOLOv5" + name.substr(6);
   if (name.empty()) name = "Model";
-  int64_t grads = 0;
-  for (const Tensor& p : parameters())
-    if (p.requires_grad()) grads += p.numel();
+  int64_t layers = layer_count(), params = parameter_count(), grads = 0;
+  if (fused) {  // each folded BatchNorm leaves the model, with its weight and bias; its conv gains a bias
+    visit([&](layers::Module& m) {
+      if (auto* c = dynamic_cast<layers::Conv*>(&m)) layers -= 1, params -= c->conv->out_channels;
+    });
+  } else {
+    for (const Tensor& p : parameters())
+      if (p.requires_grad()) grads += p.numel();
+  }
   char flops[32];
-  std::snprintf(flops, sizeof flops, "%.1f", gflops(img_size));
-  return str(name, " summary: ", layer_count(), " layers, ", parameter_count(), " parameters, ",
-             grads, " gradients, ", flops, " GFLOPs");
+  std::snprintf(flops, sizeof flops, "%.1f", summary_gflops(img_size, fused));
+  return str(name, " summary: ", layers, " layers, ", params, " parameters, ", grads, " gradients, ", flops, " GFLOPs");
 }
 
 std::string DetectionModel::describe(int64_t img_size) {

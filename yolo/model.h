@@ -58,8 +58,17 @@ class DetectionModel : public layers::Module {
   // one image of img_size x img_size (2 x multiply-accumulates of the convolutions).
   int64_t layer_count() const;
   double gflops(int64_t img_size);
-  // "<name> summary: <L> layers, <P> parameters, <G> gradients, <F> GFLOPs"
-  std::string summary(int64_t img_size);
+  // "<name> summary: <L> layers, <P> parameters, <G> gradients, <F> GFLOPs", the reference's
+  // model_info line. Its GFLOPs are thop's count (summary_gflops), not gflops() above. `fused`:
+  // as the model reads after the reference's fuse() (each Conv block's BatchNorm folded into its
+  // convolution, which gains a bias; the fused copies carry no gradients), the line val, detect
+  // and export print after "Fusing layers... ".
+  std::string summary(int64_t img_size, bool fused = false);
+  // thop's count, as the reference profiles its model: the convolutions' multiply-accumulates, 4
+  // operations per BatchNorm output element (2, doubled for the affine pair), 1 per upsampled
+  // element; of one stride-sized image, doubled and scaled to img_size². Without the BatchNorms
+  // when `fused`.
+  double summary_gflops(int64_t img_size, bool fused);
   // The table and the summary line, as `kestrel model` prints them.
   std::string describe(int64_t img_size);
 

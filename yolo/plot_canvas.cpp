@@ -178,8 +178,8 @@ void draw_label(cv::Mat& image, const std::string& text, cv::Point origin, cv::S
   const cv::Size size = cv::getTextSize(text, kFont, scale, 1, &base);
   const cv::Rect box(origin.x, std::max(0, origin.y - size.height - 4), size.width + 4, size.height + 4);
   cv::rectangle(image, box, background, cv::FILLED);
-  cv::putText(image, text, {box.x + 2, box.y + size.height + 1}, kFont, scale, {255, 255, 255}, 1,
-              cv::LINE_AA);
+  cv::putText(image, text, {box.x + 2, box.y + size.height + 1}, kFont, scale, {255, 255, 255},
+              std::max(1, static_cast<int>(std::lround(scale))), cv::LINE_AA);
 }
 
 void save_plot(const std::string& path, const cv::Mat& image) {

@@ -15,10 +15,14 @@
 namespace kestrel::yolo {
 namespace {
 
+// 9 x 6 inches at 150 dpi; matplotlib's 10 pt text is about 21 px there, its 1 pt and 3 pt lines
+// 2 and 6 px.
 constexpr int kWidth = 1350, kHeight = 900;
-constexpr double kFont = 0.6;
+constexpr double kFont = 0.7;
+constexpr int kThin = 2, kThick = 6;
 constexpr int kMaxNamedClasses = 20;  // the reference names classes in the legend below 21
-const cv::Scalar kWhite(255, 255, 255), kBlue(180, 60, 0), kGrey(160, 160, 160);
+// matplotlib's 'blue' and 'grey' (BGR).
+const cv::Scalar kWhite(255, 255, 255), kBlue(255, 0, 0), kGrey(128, 128, 128);
 
 std::vector<double> mean_curve(size_t points, const std::vector<std::vector<double>>& py) {
   std::vector<double> mean(points, 0);
@@ -36,8 +40,8 @@ void draw_curves(const std::vector<double>& px, const std::vector<std::vector<do
   std::vector<LegendEntry> legend;
   if (named)
     for (size_t c = 0; c < py.size(); ++c)
-      legend.push_back({c < labels.size() ? labels[c] : std::to_string(c), class_colour(static_cast<int>(c)), 2});
-  legend.push_back({mean_label, kBlue, 5});
+      legend.push_back({c < labels.size() ? labels[c] : std::to_string(c), tab10(static_cast<int>(c)), kThin});
+  legend.push_back({mean_label, kBlue, kThick});
   int legend_width = 0;
   for (const auto& e : legend) legend_width = std::max(legend_width, text_size(e.text, kFont).width);
   legend_width += 100;
@@ -50,8 +54,8 @@ void draw_curves(const std::vector<double>& px, const std::vector<std::vector<do
   const int chart_width = std::max(kWidth / 2, kWidth - legend_width - 30);
   Chart chart(canvas, {0, 0, chart_width, kHeight}, title, 0, 1, 0, 1, style);
   for (size_t c = 0; c < py.size(); ++c)
-    chart.line(px, py[c], named ? class_colour(static_cast<int>(c)) : kGrey, 1);
-  chart.line(px, mean, kBlue, 4);
+    chart.line(px, py[c], named ? tab10(static_cast<int>(c)) : kGrey, kThin);
+  chart.line(px, mean, kBlue, kThick);
   chart.close();
   chart.x_label(xlabel);
   chart.y_label(ylabel);

@@ -75,6 +75,13 @@ cv::Rect draw_legend(cv::Mat& canvas, const std::vector<LegendEntry>& entries, c
   return box;
 }
 
+cv::Scalar tab10(int index) {
+  static const cv::Scalar cycle[10] = {{180, 119, 31}, {14, 127, 255}, {44, 160, 44},  {40, 39, 214},
+                                       {189, 103, 148}, {75, 86, 140},  {194, 119, 227}, {127, 127, 127},
+                                       {34, 189, 188},  {207, 190, 23}};
+  return cycle[((index % 10) + 10) % 10];
+}
+
 cv::Scalar blues(double t) {
   // The nine anchors of matplotlib's Blues (RGB), interpolated linearly.
   static const double anchors[9][3] = {{247, 251, 255}, {222, 235, 247}, {198, 219, 239},

@@ -34,6 +34,10 @@ struct LegendEntry {
 cv::Rect draw_legend(cv::Mat& canvas, const std::vector<LegendEntry>& entries, cv::Point origin,
                      double scale);
 
+// matplotlib's default colour cycle ("tab10", BGR), as the reference's per-class curves take it:
+// blue, orange, green, red, purple, brown, pink, grey, olive, cyan, then again.
+cv::Scalar tab10(int index);
+
 // matplotlib's "Blues" colour map (BGR) at t in [0, 1]: near-white to dark blue.
 cv::Scalar blues(double t);
 

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -17,6 +19,7 @@ namespace kestrel::yolo {
 namespace {
 
 const cv::Scalar kWhite(255, 255, 255), kBlue(180, 119, 31), kOrange(14, 127, 255);
+const cv::Scalar kCaption(220, 220, 220);  // the reference's file-name colour
 
 std::string trim(const std::string& s) {
   const size_t a = s.find_first_not_of(' '), b = s.find_last_not_of(' ');
@@ -118,33 +121,62 @@ std::vector<PlotBox> target_boxes(const Tensor& targets, int64_t height, int64_t
   return out;
 }
 
-void plot_batch(const Tensor& images_in, const std::vector<PlotBox>& boxes,
+BatchMosaicLayout batch_mosaic_layout(int64_t images, int64_t height, int64_t width) {
+  BatchMosaicLayout l;
+  l.count = static_cast<int>(std::min<int64_t>(images, 16));
+  l.grid = static_cast<int>(std::ceil(std::sqrt(static_cast<double>(l.count))));
+  // Mosaics larger than 1920 px are scaled down, each tile's sides rounded up, as the reference.
+  l.scale = std::min(1.0, 1920.0 / l.grid / static_cast<double>(std::max(height, width)));
+  l.tile_h = l.scale < 1 ? static_cast<int>(std::ceil(l.scale * height)) : static_cast<int>(height);
+  l.tile_w = l.scale < 1 ? static_cast<int>(std::ceil(l.scale * width)) : static_cast<int>(width);
+  l.font_px = static_cast<int>((l.tile_h + l.tile_w) * l.grid * 0.01);
+  l.line = std::max(1, static_cast<int>(std::lround(l.font_px / 10.0)));
+  return l;
+}
+
+cv::Rect BatchMosaicLayout::tile(int i) const {
+  return {(i / grid) * tile_w, (i % grid) * tile_h, tile_w, tile_h};  // down each column first
+}
+
+void plot_batch(const Tensor& images_in, const std::vector<std::string>& files, const std::vector<PlotBox>& boxes,
                 const std::vector<std::string>& names, const std::string& path, float conf_min) {
   KESTREL_CHECK(images_in.dim() == 4 && images_in.size(3) == 3 && images_in.dtype() == DType::U8,
                 "plot_batch needs u8 NHWC RGB images, got ", images_in.describe());
   Tensor images = images_in.to(Device::cpu()).contiguous();
-  const int64_t n = std::min<int64_t>(images.size(0), 16), h = images.size(1), w = images.size(2);
-  const int grid = static_cast<int>(std::ceil(std::sqrt(static_cast<double>(n))));
-  // Mosaics larger than 1920 px are scaled down, as the reference does.
-  const double scale = std::min(1.0, 1920.0 / (grid * std::max(h, w)));
-  const int th = static_cast<int>(h * scale), tw = static_cast<int>(w * scale);
-  cv::Mat mosaic(grid * th, grid * tw, CV_8UC3, kWhite);
-  for (int64_t i = 0; i < n; ++i) {
+  const int64_t h = images.size(1), w = images.size(2);
+  const BatchMosaicLayout l = batch_mosaic_layout(images.size(0), h, w);
+  // Hershey's cap height is about 22 px at scale 1; PIL's font of font_px pixels has capitals
+  // about 0.7 x font_px high.
+  const double font = std::max(0.3, 0.7 * l.font_px / 22.0);
+  cv::Mat mosaic(l.grid * l.tile_h, l.grid * l.tile_w, CV_8UC3, kWhite);
+  for (int i = 0; i < l.count; ++i) {
     cv::Mat rgb(static_cast<int>(h), static_cast<int>(w), CV_8UC3, images.data<uint8_t>() + i * h * w * 3);
     cv::Mat bgr, tile;
     cv::cvtColor(rgb, bgr, cv::COLOR_RGB2BGR);
-    cv::resize(bgr, tile, {tw, th}, 0, 0, cv::INTER_AREA);
-    const cv::Rect cell(static_cast<int>(i % grid) * tw, static_cast<int>(i / grid) * th, tw, th);
+    cv::resize(bgr, tile, {l.tile_w, l.tile_h}, 0, 0, cv::INTER_AREA);
+    const cv::Rect cell = l.tile(i);
     tile.copyTo(mosaic(cell));
+  }
+  for (int i = 0; i < l.count; ++i) {
+    const cv::Rect cell = l.tile(i);
     cv::rectangle(mosaic, cell, kWhite, 2);
+    // The file's name (its first 40 characters) in the tile's top-left corner, light grey.
+    if (i < static_cast<int>(files.size())) {
+      const std::string name = std::filesystem::path(files[i]).filename().string().substr(0, 40);
+      put_text(mosaic, name, {cell.x + 5, cell.y + 5}, font, Align::kStart, Align::kStart, kCaption);
+    }
     for (const PlotBox& b : boxes) {
-      if (b.image != i || (b.conf >= 0 && b.conf < conf_min)) continue;
-      const cv::Point p1(cell.x + static_cast<int>(b.x1 * scale), cell.y + static_cast<int>(b.y1 * scale));
-      const cv::Point p2(cell.x + static_cast<int>(b.x2 * scale), cell.y + static_cast<int>(b.y2 * scale));
-      cv::rectangle(mosaic, p1, p2, class_colour(b.cls), 2);
+      if (b.image != i || (b.conf >= 0 && b.conf <= conf_min)) continue;
+      const cv::Point p1(cell.x + static_cast<int>(b.x1 * l.scale), cell.y + static_cast<int>(b.y1 * l.scale));
+      const cv::Point p2(cell.x + static_cast<int>(b.x2 * l.scale), cell.y + static_cast<int>(b.y2 * l.scale));
+      cv::rectangle(mosaic, p1, p2, class_colour(b.cls), l.line);
       std::string text = b.cls >= 0 && b.cls < static_cast<int>(names.size()) ? names[b.cls] : std::to_string(b.cls);
-      if (b.conf >= 0) text.append(1, ' ').append(short_number(b.conf));
-      draw_label(mosaic, text, p1, class_colour(b.cls));
+      if (b.conf >= 0) {
+        char conf[16];
+        std::snprintf(conf, sizeof conf, " %.1f", b.conf);
+        text += conf;
+      }
+      draw_label(mosaic, text, p1, class_colour(b.cls), font);
     }
   }
   save_plot(path, mosaic);

@@ -4,6 +4,8 @@
 // Defined in plots.cpp (results, batches), plot_labels.cpp, plot_confusion.cpp and
 // plot_curves.cpp.
 #pragma once
+#include <opencv2/core.hpp>
+
 #include <string>
 #include <vector>
 
@@ -32,12 +34,23 @@ struct PlotBox {
   float conf = -1;
 };
 
-// A mosaic of up to 16 images of a u8 NHWC RGB batch (CPU tensor) with boxes and class names
-// (train_batch0.jpg, val_batch0_labels.jpg, val_batch0_pred.jpg). Predictions below conf_min are
-// not drawn (0.25 as the reference).
-void plot_batch(const Tensor& images, const std::vector<PlotBox>& boxes,
-                const std::vector<std::string>& names, const std::string& path,
-                float conf_min = 0.25f);
+// The geometry of a batch mosaic, as the reference's plot_images lays it out: up to 16 images in
+// a square grid filled down each column first, tiles scaled so the mosaic is at most 1920 px
+// (sides rounded up), text of font_px = (tile_h + tile_w) x grid / 100 pixels and boxes
+// font_px / 10 wide.
+struct BatchMosaicLayout {
+  int count = 0, grid = 0, tile_h = 0, tile_w = 0, font_px = 0, line = 1;
+  double scale = 1;
+  cv::Rect tile(int i) const;  // image i's tile in the mosaic
+};
+BatchMosaicLayout batch_mosaic_layout(int64_t images, int64_t height, int64_t width);
+
+// A mosaic of up to 16 images of a u8 NHWC RGB batch (CPU tensor) with each image's file name at
+// the top left of its tile, boxes and class names (train_batch0.jpg, val_batch0_labels.jpg,
+// val_batch0_pred.jpg). Predictions at or below conf_min are not drawn (0.25 as the reference),
+// the others with their confidence to one decimal.
+void plot_batch(const Tensor& images, const std::vector<std::string>& files, const std::vector<PlotBox>& boxes,
+                const std::vector<std::string>& names, const std::string& path, float conf_min = 0.25f);
 
 // Ground-truth boxes of a batch from its targets tensor [M, 6] (image, class, x, y, w, h
 // normalised) for plot_batch.

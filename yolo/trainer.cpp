@@ -40,6 +40,7 @@
 #include "yolo/run_dir_lock.h"
 #include "yolo/schedule.h"
 #include "yolo/stop_signal.h"
+#include "yolo/train_echo.h"
 #include "yolo/train_progress.h"
 #include "yolo/train_resume.h"
 #include "yolo/train_step.h"
@@ -197,6 +198,8 @@ void Trainer::resolve_options() {
   KESTREL_CHECK(o_.dist_phase_timeout > 0, "--dist-phase-timeout must be positive, got ", o_.dist_phase_timeout);
   rank_.phase_limit = std::chrono::milliseconds(static_cast<int64_t>(o_.dist_phase_timeout * 1000));
   out_.emplace(rank_.main());
+  // As train.py's print_args (an evolution prints its options once, not per generation).
+  if (requested_.evolve == 0) out_->line(out_->colour("train: "), args_text(train_args_echo(requested_)));
   // Checked before any process group or worker exists, so a wrong batch fails at once everywhere.
   KESTREL_CHECK(o_.batch_size % rank_.world == 0, "--batch-size ", o_.batch_size,
                 " must be a multiple of the world size ", rank_.world);
@@ -238,18 +241,16 @@ void Trainer::prepare_run_directory() {
          : o_.hyp.empty()    ? Hyp{}
                              : load_hyp(o_.hyp);
   hyp_.label_smoothing = o_.label_smoothing;
+  out_->line(out_->colour("hyperparameters: "), hyp_echo(hyp_));
   if (rank_.main()) {
     write_file_atomic(save_dir_ + "/hyp.yaml", hyp_.to_yaml());
     write_yaml_pairs(save_dir_ + "/opt.yaml", o_.to_pairs());
   }
   if (rank_.main() && !o_.no_tensorboard) {
     board_.emplace(save_dir_, resume_ ? std::optional<int64_t>(resume_->info.epoch + 1) : std::nullopt);
-    out_->line("TensorBoard: Start with 'tensorboard --logdir ", fs::path(save_dir_).parent_path().string(),
+    out_->line(out_->colour("TensorBoard: "), "Start with 'tensorboard --logdir ", fs::path(save_dir_).parent_path().string(),
                "', view at http://localhost:6006/");
   }
-  std::string hyp_line = "hyperparameters: ";
-  for (const auto& [k, v] : hyp_.values()) hyp_line += k + "=" + short_number(v) + ", ";
-  out_->line(hyp_line.substr(0, hyp_line.size() - 2));
 }
 
 void Trainer::discard_new_run_directory() {
@@ -292,6 +293,8 @@ void Trainer::build_model() {
     mcfg.anchors_per_level = static_cast<int>(std::lround(hyp_.anchors));
   }
   model_ = std::make_shared<DetectionModel>(mcfg, nc_, o_.seed);
+  // The reference's parse_model table and summary as its Model() logs them (GFLOPs at 640).
+  if (out_->on()) out_->raw(model_->describe(640));
   if (resume_) {
     // The model as the checkpoint left it (the reference builds it from ckpt['model']) before
     // anything copies from it: AutoAnchor does not run again on --resume, and ComputeLoss copies
@@ -383,7 +386,7 @@ void Trainer::build_optimization() {
   const double wd = scaled_weight_decay(hyp_.weight_decay, o_.batch_size);
   optimizer_ = std::make_unique<Optimizer>(
       smart_optimizer(*model_, parse_optimizer_kind(o_.optimizer), hyp_.lr0, hyp_.momentum, wd));
-  out_->line("optimizer: ", optimizer_->describe());
+  out_->line(out_->colour("optimizer: "), optimizer_->describe());
 
   const int batch = o_.batch_size / rank_.world;
   data::PipelineOptions popt;
@@ -495,7 +498,6 @@ void Trainer::restore() {
 }
 
 void Trainer::announce() {
-  out_->line(model_->summary(o_.img_size));
   out_->line("Image sizes ", o_.img_size, " train, ", o_.img_size, " val");
   out_->line("Using ", o_.workers, " dataloader workers per rank, ", rank_.world, " rank", rank_.world > 1 ? "s" : "",
              ", ", dtype_name(compute_), " compute on ", device_.str());
@@ -584,7 +586,7 @@ void Trainer::train_batch(const data::Batch& batch, int epoch, int64_t i) {
   }
   if (rank_.main() && ni < 3 && plots()) {
     const std::string mosaic = save_dir_ + "/train_batch" + std::to_string(ni) + ".jpg";
-    plot_batch(batch.images, target_boxes(batch.targets, batch.images.size(1), batch.images.size(2)), names_, mosaic);
+    plot_batch(batch.images, batch.paths, target_boxes(batch.targets, batch.images.size(1), batch.images.size(2)), names_, mosaic);
     if (board_) board_->log_image(mosaic, epoch);
   }
 }

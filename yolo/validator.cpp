@@ -290,8 +290,8 @@ ValResult Validator::run(DetectionModel& model, ComputeLoss* loss) {
     }
     if (plot_batch_now && to_files) {
       const std::string prefix = o.save_dir + "/val_batch" + std::to_string(batch->index);
-      plot_batch(batch->images, target_boxes(batch->targets, p.height, p.width), names_, prefix + "_labels.jpg");
-      plot_batch(batch->images, plot_predictions, names_, prefix + "_pred.jpg");
+      plot_batch(batch->images, batch->paths, target_boxes(batch->targets, p.height, p.width), names_, prefix + "_labels.jpg");
+      plot_batch(batch->images, batch->paths, plot_predictions, names_, prefix + "_pred.jpg");
     }
     ++acc.batches;
     const double seconds = ms_since(t_start) / 1000;

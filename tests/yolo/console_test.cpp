@@ -82,3 +82,31 @@ TEST(Console, ProgressLinesFitTheTerminal) {
   EXPECT_EQ(characters, 29u);
   EXPECT_EQ(bar.rfind(narrow, 0), 0u);  // a prefix of the line
 }
+
+TEST(Colorstr, BlueBoldOnATerminalPlainInALog) {
+  EXPECT_EQ(colorstr("train: ", true), "\x1b[34m\x1b[1mtrain: \x1b[0m");
+  EXPECT_EQ(colorstr("train: ", false), "train: ");
+  EXPECT_EQ(Console(true, true).colour("val: "), "\x1b[34m\x1b[1mval: \x1b[0m");
+  EXPECT_EQ(Console(true, false).colour("val: "), "val: ");
+}
+
+TEST(PythonFloat, SpellsFloatsAsPythonsRepr) {
+  EXPECT_EQ(python_float(0.01), "0.01");
+  EXPECT_EQ(python_float(3.0), "3.0");
+  EXPECT_EQ(python_float(0.0), "0.0");
+  EXPECT_EQ(python_float(0.0005), "0.0005");
+  EXPECT_EQ(python_float(0.2), "0.2");
+  EXPECT_EQ(python_float(0.937), "0.937");
+  EXPECT_EQ(python_float(1e-05), "1e-05");
+  EXPECT_EQ(python_float(1.5e-07), "1.5e-07");
+  EXPECT_EQ(python_float(1e16), "1e+16");
+  EXPECT_EQ(python_float(123456.0), "123456.0");
+  EXPECT_EQ(python_float(-2.5), "-2.5");
+  EXPECT_EQ(python_float(0.1 + 0.2), "0.30000000000000004");
+}
+
+TEST(ArgsText, KeyValuePairsJoinedByCommas) {
+  EXPECT_EQ(args_text({{"weights", "yolov5s.pt"}, {"epochs", "3"}, {"rect", "False"}}),
+            "weights=yolov5s.pt, epochs=3, rect=False");
+  EXPECT_EQ(args_text({}), "");
+}

@@ -57,6 +57,20 @@ TEST(Model, Yolov5nMatchesTheReference) {
   EXPECT_NEAR(m.gflops(640), 4.5, 0.1);
 }
 
+// The summary lines as the reference prints them, GFLOPs included (thop's count: the Conv blocks'
+// BatchNorms add 4 operations per element, so the trained model reads 4.6 where the fused one,
+// which val, detect and export print after "Fusing layers... ", reads 4.5).
+TEST(Model, SummaryLinesAsTheReferencePrintsThem) {
+  DetectionModel n = build("yolov5n");
+  EXPECT_EQ(n.summary(640), "YOLOv5n summary: 214 layers, 1872157 parameters, 1872157 gradients, 4.6 GFLOPs");
+  EXPECT_EQ(n.summary(640, true), "YOLOv5n summary: 157 layers, 1867405 parameters, 0 gradients, 4.5 GFLOPs");
+  DetectionModel s = build("yolov5s");
+  EXPECT_EQ(s.summary(640), "YOLOv5s summary: 214 layers, 7235389 parameters, 7235389 gradients, 16.6 GFLOPs");
+  EXPECT_EQ(s.summary(640, true), "YOLOv5s summary: 157 layers, 7225885 parameters, 0 gradients, 16.4 GFLOPs");
+  // The figure itself: the convolutions' 2 x multiply-accumulates plus the BatchNorms' 8 x elements.
+  EXPECT_NEAR(n.summary_gflops(640, false) - n.summary_gflops(640, true), 4 * 0.0236544, 1e-6);
+}
+
 TEST(Model, StridesAnchorsAndBiasPriors) {
   DetectionModel m = build("yolov5n");
   EXPECT_EQ(m.strides(), (std::vector<double>{8, 16, 32}));

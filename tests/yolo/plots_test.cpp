@@ -4,6 +4,7 @@
 
 #include <opencv2/imgproc.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -157,7 +158,7 @@ TEST(Plots, LabelsBatchConfusionAndPr) {
   EXPECT_FLOAT_EQ(boxes[1].y2, 0.4f * 64);
   boxes.push_back({1, 0, 10, 10, 40, 40, 0.9f});
   boxes.push_back({1, 0, 10, 10, 40, 40, 0.1f});  // below conf_min: not drawn
-  plot_batch(images, boxes, names, (out_dir() / "train_batch0.jpg").string());
+  plot_batch(images, {"a.jpg", "b.jpg", "c.jpg", "d.jpg"}, boxes, names, (out_dir() / "train_batch0.jpg").string());
   cv::Mat mosaic = data::read_image((out_dir() / "train_batch0.jpg").string());
   EXPECT_EQ(mosaic.cols, 2 * 96);
   EXPECT_EQ(mosaic.rows, 2 * 64);
@@ -247,4 +248,91 @@ TEST(Plots, ConfusionMatrixAtTheReferenceSizeAt4And80Classes) {
     EXPECT_GT(inked(img, {0, 2150, 3000, 100}), 200) << "'True' under the names";
     EXPECT_GT(inked(img, {0, 1000, 450, 250}), 200) << "'Predicted' left of the names";
   }
+}
+
+// Pixels of `image` within `tolerance` of `colour` in each channel (JPEG and anti-aliasing blur).
+int near_colour(const cv::Mat& image, cv::Scalar colour, int tolerance = 40, cv::Rect region = {}) {
+  if (region.empty()) region = {0, 0, image.cols, image.rows};
+  cv::Mat mask;
+  cv::inRange(image(region),
+              cv::Scalar(colour[0] - tolerance, colour[1] - tolerance, colour[2] - tolerance),
+              cv::Scalar(colour[0] + tolerance, colour[1] + tolerance, colour[2] + tolerance), mask);
+  return cv::countNonZero(mask);
+}
+
+// As the reference: below 21 classes each class's curve has its own colour from matplotlib's
+// cycle and the legend names it; the mean is a thick pure-blue line. Above 20, the classes are grey.
+TEST(Plots, PrCurvesInTheReferencesColours) {
+  const std::vector<double> px = grid(200);
+  const cv::Rect area(90, 50, 700, 770);  // inside the chart, left of the legend
+  for (int nc : {3, 25}) {
+    std::vector<std::vector<double>> py(nc, std::vector<double>(px.size()));
+    std::vector<double> ap(nc);
+    for (int c = 0; c < nc; ++c) {
+      for (size_t i = 0; i < px.size(); ++i) py[c][i] = std::clamp(1.0 - std::pow(px[i], 1.0 + 2.0 * c), 0.0, 1.0);
+      ap[c] = 0.5 + 0.01 * c;
+    }
+    const auto path = out_dir() / ("PR_curve_" + std::to_string(nc) + ".png");
+    plot_pr_curve(px, py, ap, class_names(nc), path.string());
+    const cv::Mat img = data::read_image(path.string());
+    EXPECT_GT(near_colour(img, {255, 0, 0}, 10, area), 1500) << "the thick blue mean";
+    if (nc == 3) {
+      for (int c = 0; c < 3; ++c) {
+        EXPECT_GT(near_colour(img, tab10(c), 10, area), 300) << "class " << c << " in its own colour";
+        EXPECT_GT(near_colour(img, tab10(c), 10, {880, 40, 470, 260}), 10) << "class " << c << " in the legend";
+      }
+      EXPECT_NE(tab10(0), tab10(1));
+      EXPECT_NE(tab10(1), tab10(2));
+      EXPECT_EQ(near_colour(img, {128, 128, 128}, 3, area), 0) << "no grey class lines";
+    } else {
+      EXPECT_EQ(near_colour(img, tab10(1), 10, area), 0) << "no per-class colours above 20 classes";
+      EXPECT_GT(near_colour(img, {128, 128, 128}, 10, area), 1000) << "grey class lines";
+    }
+  }
+  EXPECT_EQ(tab10(10), tab10(0)) << "the cycle repeats";
+}
+
+// The reference's plot_images geometry: tiles down each column first, at most 1920 px, text and
+// lines that grow with the mosaic.
+TEST(Plots, BatchMosaicLayoutAsTheReference) {
+  const BatchMosaicLayout full = batch_mosaic_layout(16, 640, 640);
+  EXPECT_EQ(full.grid, 4);
+  EXPECT_EQ(full.tile_w, 480);
+  EXPECT_EQ(full.font_px, 38);  // int((480 + 480) * 4 * 0.01)
+  EXPECT_EQ(full.line, 4);
+  EXPECT_EQ(full.tile(1), cv::Rect(0, 480, 480, 480));  // the second image is below the first
+  EXPECT_EQ(full.tile(4), cv::Rect(480, 0, 480, 480));
+  const BatchMosaicLayout small = batch_mosaic_layout(5, 64, 96);
+  EXPECT_EQ(small.grid, 3);
+  EXPECT_EQ(small.tile_w, 96);
+  EXPECT_EQ(small.font_px, 4);  // int((64 + 96) * 3 * 0.01)
+  EXPECT_EQ(batch_mosaic_layout(32, 100, 100).count, 16);
+  EXPECT_EQ(batch_mosaic_layout(4, 1000, 1001).tile_h, 960);  // ceil(959.04): 1920 / 2 / 1001 * 1000
+}
+
+// Each image lands in its tile (column by column) with its file name in the tile's top-left corner.
+TEST(Plots, BatchMosaicTileOrderAndCaptions) {
+  const int n = 5, h = 320, w = 320;
+  Tensor images = Tensor::empty({n, h, w, 3}, DType::U8);
+  for (int i = 0; i < n; ++i)
+    std::fill_n(images.data<uint8_t>() + static_cast<size_t>(i) * h * w * 3, h * w * 3, static_cast<uint8_t>(20 + 15 * i));
+  std::vector<std::string> files;
+  for (int i = 0; i < n; ++i) files.push_back("/data/images/image_" + std::to_string(i) + ".jpg");
+  const auto path = out_dir() / "order_batch.jpg";
+  plot_batch(images, files, {}, {"a"}, path.string());
+  const cv::Mat mosaic = data::read_image(path.string());
+  const BatchMosaicLayout l = batch_mosaic_layout(n, h, w);
+  ASSERT_EQ(mosaic.cols, l.grid * l.tile_w);
+  for (int i = 0; i < n; ++i) {
+    const cv::Rect t = l.tile(i);
+    const cv::Vec3b centre = mosaic.at<cv::Vec3b>(t.y + t.height / 2, t.x + t.width / 2);
+    EXPECT_NEAR(centre[0], 20 + 15 * i, 3) << "image " << i << " in tile " << t;
+    // The caption: light-grey text in the top-left corner, nowhere else in the tile.
+    const cv::Rect corner(t.x + 5, t.y + 5, t.width / 2, l.font_px + 4);
+    const cv::Rect rest(t.x + 10, t.y + l.font_px + 12, t.width - 20, t.height - l.font_px - 22);
+    EXPECT_GT(near_colour(mosaic, {220, 220, 220}, 25, corner), 30) << "caption of image " << i;
+    EXPECT_EQ(near_colour(mosaic, {220, 220, 220}, 25, rest), 0) << "image " << i;
+  }
+  EXPECT_EQ(l.tile(1).x, 0);
+  EXPECT_GT(l.tile(1).y, 0);
 }

@@ -25,7 +25,45 @@ std::string resolve_alias(const std::string& name, const std::map<std::string, b
   return a != aliases().end() && spec.count(a->second) ? a->second : name;
 }
 
+// "a,b,c" as Python's list ['a', 'b', 'c'] of integers: [a, b, c].
+std::string python_list(const std::string& text, bool square) {
+  std::vector<std::string> items;
+  for (size_t start = 0;;) {
+    const size_t comma = text.find(',', start);
+    items.push_back(text.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  if (square && items.size() == 1) items.push_back(items[0]);
+  std::string out = "[";
+  for (size_t i = 0; i < items.size(); ++i) out += (i ? ", " : "") + items[i];
+  return out + "]";
+}
+
 }  // namespace
+
+std::map<std::string, bool> flag_spec(const FlagTable& flags) {
+  std::map<std::string, bool> spec;
+  for (const Flag& f : flags) spec[f.name] = f.value != nullptr;
+  return spec;
+}
+
+std::string flags_help(const FlagTable& flags) {
+  std::vector<std::string> heads;
+  size_t width = 0;
+  for (const Flag& f : flags) {
+    heads.push_back(std::string("--") + f.name + (f.value ? std::string(" ") + f.value : std::string()));
+    width = std::max(width, heads.back().size());
+  }
+  std::string out;
+  for (size_t i = 0; i < flags.size(); ++i) {
+    const Flag& f = flags[i];
+    out += "  " + heads[i] + std::string(width - heads[i].size() + 2, ' ') + f.help;
+    if (f.value && f.fallback && *f.fallback) out += std::string(" (default ") + f.fallback + ")";
+    out += "\n";
+  }
+  return out;
+}
 
 Args::Args(const std::vector<std::string>& argv, const std::map<std::string, bool>& spec,
            const std::set<std::string>& lists) {
@@ -143,6 +181,23 @@ double Args::get_double(const std::string& name, double fallback) const {
   } catch (const std::exception&) {
   }
   throw UsageError("--" + name + " expects a number, got '" + it->second + "'");
+}
+
+std::string Args::echo(const FlagTable& flags, const std::set<std::string>& lists) const {
+  std::string out;
+  for (const Flag& f : flags) {
+    std::string key = f.name;
+    std::replace(key.begin(), key.end(), '-', '_');
+    if (key == "img_size") key = "imgsz";
+    std::string value;
+    if (!f.value) value = has(f.name) ? "True" : "False";
+    else if (has(f.name)) value = get(f.name, "");
+    else if (f.fallback) value = f.fallback;
+    else value = "None";
+    if (lists.count(f.name) && value != "None") value = python_list(value, key == "imgsz");
+    out += (out.empty() ? "" : ", ") + key + "=" + value;
+  }
+  return out;
 }
 
 }  // namespace kestrel::cli

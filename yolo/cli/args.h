@@ -22,6 +22,23 @@ class UsageError : public std::runtime_error {
 // is a typing error that would otherwise fail deep inside an allocation.
 constexpr int kMaxImageSize = 8192;
 
+// One flag of a command: its name (no dashes), the placeholder of its value (nullptr: a switch,
+// which takes none), the value the command uses when the flag is absent (nullptr: none, Python's
+// None in the start-up echo), and its one-line description for --help. A command's table is the
+// one list of its flags: the parser's spec, its --help and its echo all come from it.
+struct Flag {
+  const char* name;
+  const char* value;
+  const char* fallback;
+  const char* help;
+};
+using FlagTable = std::vector<Flag>;
+
+// The parser's spec of a table: name -> takes a value.
+std::map<std::string, bool> flag_spec(const FlagTable& flags);
+// "  --name VALUE  description (default X)", one line per flag, the descriptions in one column.
+std::string flags_help(const FlagTable& flags);
+
 class Args {
  public:
   // spec: flag name (without dashes) -> true if it takes a value. Dashes and underscores in
@@ -43,6 +60,11 @@ class Args {
   std::optional<int> get_optional_int32(const std::string& name) const;
   // A list flag's integers (empty when the flag is absent); anything else is a usage error.
   std::vector<int> get_int_list(const std::string& name) const;
+  // The reference's print_args body for these flags: "key=value, ..." with each flag under its
+  // Python name (--img-size as imgsz, dashes as underscores), as given or its fallback; switches as
+  // True/False, absent flags without a fallback as None, `lists` as Python lists (a single --img-size
+  // of a list flag as [s, s], as the reference's detect expands it).
+  std::string echo(const FlagTable& flags, const std::set<std::string>& lists = {}) const;
 
  private:
   std::map<std::string, std::string> values_;

@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "yolo/cli/args.h"
+
 namespace kestrel::cli {
 
 struct Command {
@@ -11,7 +13,14 @@ struct Command {
   const char* summary;
   const char* usage;
   int (*run)(const std::vector<std::string>& args);
+  const FlagTable* flags;  // every flag it takes, as --help lists them
 };
+
+// Every command, in the order the overview lists them.
+const std::vector<const Command*>& all_commands();
+
+// A command's --help: its usage, then one line per flag.
+std::string command_help(const Command& command);
 
 int run_model(const std::vector<std::string>& args);
 int run_demo(const std::vector<std::string>& args);

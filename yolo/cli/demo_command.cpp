@@ -90,23 +90,24 @@ double mask_iou(const Tensor& prob, const Tensor& target) {
   return uni > 0 ? inter / uni : 1.0;
 }
 
+const FlagTable kFlags = {
+    {"device", "cpu|0", nullptr, "cpu, or a CUDA device index (default: 0 when a GPU is present)"},
+    {"steps", "N", "150", "SGD steps"},
+    {"batch-size", "N", "16", "images per step"},
+    {"img-size", "PIXELS", "64", "image side, a multiple of 8"},
+    {"lr", "LR", "0.1", "learning rate, momentum 0.9"},
+    {"seed", "N", "0", "seed of the weights and the synthetic data"}};
+
 }  // namespace
 
 const Command kDemoCommand = {
     "demo", "train a small YOLOv5-block network on synthetic images (engine demo)",
     "usage: kestrel demo [--device cpu|0] [--steps 150] [--batch-size 16] [--img-size 64]\n"
-    "                    [--lr 0.1] [--seed 0]\n"
-    "  --device      cpu, or a CUDA device index (default: 0 when a GPU is present)\n"
-    "  --steps       SGD steps (default 150)\n"
-    "  --batch-size  images per step (default 16)\n"
-    "  --img-size    image side, a multiple of 8 (default 64)\n"
-    "  --lr          learning rate, momentum 0.9 (default 0.1)\n"
-    "  --seed        seed of the weights and the synthetic data (default 0)\n",
-    run_demo};
+    "                    [--lr 0.1] [--seed 0]\n",
+    run_demo, &kFlags};
 
 int run_demo(const std::vector<std::string>& argv) {
-  Args args(argv, {{"device", true}, {"steps", true}, {"batch-size", true}, {"img-size", true},
-                   {"lr", true}, {"seed", true}});
+  Args args(argv, flag_spec(kFlags));
   const Device device = Device::parse(args.get("device", cuda_available() ? "0" : "cpu"));
   const int64_t steps = args.get_int("steps", 150);
   const int64_t batch = args.get_int("batch-size", 16);

@@ -13,6 +13,7 @@
 #include "yolo/cli/args.h"
 #include "yolo/cli/commands.h"
 #include "yolo/cli/detector.h"
+#include "yolo/console.h"
 #include "yolo/data/detect_sources.h"
 #include "yolo/data/image_codec.h"
 #include "yolo/data/image_window.h"
@@ -27,13 +28,31 @@ namespace {
 using yolo::data::SourceItem;
 using yolo::data::SourceKind;
 
-const std::map<std::string, bool> kFlags = {
-    {"weights", true},      {"source", true},       {"img-size", true},     {"conf-thres", true},
-    {"iou-thres", true},    {"max-det", true},      {"device", true},       {"view-img", false},
-    {"save-txt", false},    {"save-conf", false},   {"save-crop", false},   {"nosave", false},
-    {"classes", true},      {"agnostic-nms", false}, {"project", true},     {"name", true},
-    {"exist-ok", false},    {"line-thickness", true}, {"hide-labels", false}, {"hide-conf", false},
-    {"vid-stride", true},   {"cfg", true},          {"nc", true}};
+// The reference's flags in its order, then Kestrel's own.
+const FlagTable kFlags = {
+    {"weights", "W.pt", nullptr, "model weights: a YOLOv5 .pt or a Kestrel .safetensors (required)"},
+    {"source", "SRC", nullptr, "image, video, folder, glob, .txt list, stream URL or webcam index (required)"},
+    {"img-size", "H [W]", "640", "inference size, one side or height and width (also --img, --imgsz)"},
+    {"conf-thres", "C", "0.25", "confidence threshold"},
+    {"iou-thres", "IOU", "0.45", "NMS IoU threshold"},
+    {"max-det", "N", "1000", "most detections per image"},
+    {"device", "cpu|0", "", "cpu or a GPU index; empty: GPU 0 if any"},
+    {"view-img", nullptr, nullptr, "show the results in a window"},
+    {"save-txt", nullptr, nullptr, "save the detections to labels/*.txt"},
+    {"save-conf", nullptr, nullptr, "with --save-txt: add each detection's confidence"},
+    {"save-crop", nullptr, nullptr, "save each detected box as an image under crops/<class>/"},
+    {"nosave", nullptr, nullptr, "do not save the annotated images and videos"},
+    {"classes", "C [C ...]", nullptr, "keep only these classes: --classes 0, or --classes 0 2 3"},
+    {"agnostic-nms", nullptr, nullptr, "class-agnostic NMS"},
+    {"project", "DIR", "runs/detect", "results go to project/name"},
+    {"name", "NAME", "exp", "results go to project/name (numbered when it exists)"},
+    {"exist-ok", nullptr, nullptr, "reuse an existing project/name instead of numbering a new one"},
+    {"line-thickness", "PIXELS", "3", "box line thickness"},
+    {"hide-labels", nullptr, nullptr, "draw boxes without labels"},
+    {"hide-conf", nullptr, nullptr, "draw labels without confidences"},
+    {"vid-stride", "N", "1", "read every N-th video frame"},
+    {"cfg", "M.yaml", nullptr, "model yaml, only for plain weights files (checkpoints carry their model)"},
+    {"nc", "N", nullptr, "class count, only for plain weights files"}};
 
 // --img-size H [W] (one size is square).
 std::vector<int> requested_size(const Args& args) {
@@ -121,10 +140,12 @@ const Command kDetectCommand = {
     "  SRC: an image, a video, a folder, a glob ('imgs/**/*.jpg'), a .txt list of those, a stream\n"
     "  URL (rtsp://, rtmp://, http(s)://) or a webcam index (0). Videos and streams need a build\n"
     "  with OpenCV videoio; --view-img needs a display and a build with highgui.\n",
-    run_detect};
+    run_detect, &kFlags};
 
 int run_detect(const std::vector<std::string>& argv) {
-  Args args(argv, kFlags, {"classes", "img-size"});
+  Args args(argv, flag_spec(kFlags), {"classes", "img-size"});
+  const yolo::Console console(true);
+  console.line(console.colour("detect: "), args.echo(kFlags, {"classes", "img-size"}));
   if (!args.has("weights") || !args.has("source")) throw UsageError("--weights and --source are required");
   const std::string source = args.get("source", "");
   const bool view_img = args.has("view-img");

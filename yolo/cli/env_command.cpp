@@ -14,11 +14,15 @@
 
 namespace kestrel::cli {
 
+namespace {
+const FlagTable kFlags = {};  // env takes no flags
+}  // namespace
+
 const Command kEnvCommand = {
     "env", "print the CUDA runtime, driver, cuBLAS, cuDNN and NCCL found, and the GPUs",
     "usage: kestrel env\n"
     "  prints one line per library (found at run time, and the version built against) and one per GPU\n",
-    run_env};
+    run_env, &kFlags};
 
 namespace {
 
@@ -32,7 +36,7 @@ void print_nccl(const char* what, int v) { std::printf("%-13s %d.%d.%d\n", what,
 }  // namespace
 
 int run_env(const std::vector<std::string>& argv) {
-  Args args(argv, {});
+  Args args(argv, flag_spec(kFlags));
   int runtime = 0, driver = 0;
   cudaRuntimeGetVersion(&runtime);
   cudaDriverGetVersion(&driver);

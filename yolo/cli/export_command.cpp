@@ -10,6 +10,7 @@
 #include "yolo/cli/args.h"
 #include "yolo/cli/commands.h"
 #include "yolo/cli/inference_model.h"
+#include "yolo/console.h"
 #include "yolo/export/onnx_export.h"
 
 namespace kestrel::cli {
@@ -24,6 +25,19 @@ std::string shape_text(const std::vector<int64_t>& s) {
   return out + ")";
 }
 
+// The reference's flags that Kestrel has, in its order, then Kestrel's own.
+const FlagTable kFlags = {
+    {"weights", "W.pt", nullptr, "weights to export: a YOLOv5 .pt or a Kestrel .safetensors (required)"},
+    {"img-size", "PIXELS", "640", "input size, rounded up to a multiple of the largest stride (also --img, --imgsz)"},
+    {"batch-size", "N", "1", "batch size of the graph's input"},
+    {"device", "cpu|0", "cpu", "cpu or a GPU index (the dry run's device)"},
+    {"half", nullptr, nullptr, "float16 graph; as in the reference it needs a GPU (--device 0) and no --dynamic"},
+    {"dynamic", nullptr, nullptr, "'batch', 'height' and 'width' axes instead of fixed sizes"},
+    {"opset", "N", "12", "ONNX opset, 12 (the reference's default) to the ONNX library's newest"},
+    {"include", "onnx", "onnx", "the format; onnx is the one Kestrel writes"},
+    {"cfg", "M.yaml", nullptr, "model yaml, only for plain weights files (checkpoints carry their model)"},
+    {"nc", "N", nullptr, "class count, only for plain weights files"}};
+
 }  // namespace
 
 const Command kExportCommand = {
@@ -32,18 +46,13 @@ const Command kExportCommand = {
     "                      [--dynamic] [--half] [--device cpu|0] [--opset 12] [--cfg M.yaml] [--nc N]\n"
     "  writes W.onnx next to the weights: input 'images' (batch, 3, height, width) RGB in [0, 1],\n"
     "  output 'output0' (batch, anchors, 5 + nc): xywh in pixels, objectness and class scores\n"
-    "  --include   the format; onnx is the one Kestrel writes\n"
-    "  --img-size  the input size, rounded up to a multiple of the largest stride\n"
-    "  --dynamic   'batch', 'height' and 'width' axes instead of fixed sizes\n"
-    "  --half      float16 graph; as in the reference it needs a GPU (--device 0) and no --dynamic\n"
-    "  --opset     ONNX opset, 12 (the reference's default) to the ONNX library's newest\n"
     "  --cfg/--nc are only needed for plain weights files (checkpoints carry their model).\n",
-    run_export};
+    run_export, &kFlags};
 
 int run_export(const std::vector<std::string>& argv) {
-  Args args(argv, {{"weights", true}, {"include", true}, {"img-size", true},
-                   {"batch-size", true}, {"dynamic", false}, {"half", false}, {"device", true},
-                   {"opset", true}, {"cfg", true}, {"nc", true}});
+  Args args(argv, flag_spec(kFlags));
+  const yolo::Console console(true);
+  console.line(console.colour("export: "), args.echo(kFlags));
   if (!args.has("weights")) throw UsageError("--weights is required");
   const std::string include = args.get("include", "onnx");
   if (include != "onnx") throw UsageError("--include " + include + ": Kestrel exports onnx only");

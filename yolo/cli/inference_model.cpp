@@ -1,5 +1,7 @@
 #include "yolo/cli/inference_model.h"
 
+#include <cstdio>
+
 #include "engine/json.h"
 #include "engine/safetensors.h"
 #include "yolo/weights_file.h"
@@ -66,6 +68,9 @@ InferenceModel load_inference_model(const std::string& weights, const std::strin
   yolo::load_weights(*out.model, file, yolo::inference_prefix(file));
   out.model->to(device);
   out.model->train(false);
+  // As the reference's attempt_load(fuse=True): inference runs with each BatchNorm folded into its
+  // convolution (layers/conv.cpp), and says so.
+  std::printf("Fusing layers... \n%s\n", out.model->summary(640, /*fused=*/true).c_str());
   return out;
 }
 

@@ -9,14 +9,9 @@
 
 namespace {
 
-const kestrel::cli::Command* const kCommands[] = {
-    &kestrel::cli::kTrainCommand, &kestrel::cli::kValCommand,  &kestrel::cli::kDetectCommand,
-    &kestrel::cli::kExportCommand, &kestrel::cli::kModelCommand, &kestrel::cli::kStepCommand,
-    &kestrel::cli::kDemoCommand,   &kestrel::cli::kEnvCommand};
-
 void print_overview(FILE* out) {
   std::fprintf(out, "usage: kestrel <command> [flags]\n\ncommands:\n");
-  for (const auto* c : kCommands) std::fprintf(out, "  %-8s %s\n", c->name, c->summary);
+  for (const auto* c : kestrel::cli::all_commands()) std::fprintf(out, "  %-8s %s\n", c->name, c->summary);
   std::fprintf(out, "\n`kestrel <command> --help` shows a command's flags.\n");
 }
 
@@ -29,7 +24,7 @@ int main(int argc, char** argv) {
   }
   const std::string name = argv[1];
   const kestrel::cli::Command* command = nullptr;
-  for (const auto* c : kCommands)
+  for (const auto* c : kestrel::cli::all_commands())
     if (name == c->name) command = c;
   if (!command) {
     std::fprintf(stderr, "kestrel: unknown command '%s'\n\n", name.c_str());
@@ -39,7 +34,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 2, argv + argc);
   for (const auto& a : args) {
     if (a == "--help" || a == "-h") {
-      std::printf("%s", command->usage);
+      std::printf("%s", kestrel::cli::command_help(*command).c_str());
       return 0;
     }
   }

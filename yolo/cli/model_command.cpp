@@ -9,23 +9,28 @@
 #include "yolo/weights.h"
 
 namespace kestrel::cli {
+namespace {
+
+const FlagTable kFlags = {
+    {"cfg", "M.yaml", nullptr, "model yaml in the YOLOv5 format (yolov5s.yaml, ... by name; required)"},
+    {"nc", "N", nullptr, "override the yaml's number of classes"},
+    {"img-size", "PIXELS", "640", "image size for the GFLOPs figure"},
+    {"weights", "W.safetensors", nullptr, "load and check these weights (strict: names, shapes, dtypes)"},
+    {"save", "W.safetensors", nullptr, "write the model's weights (reference names, OIHW) to this file"},
+    {"half", nullptr, nullptr, "with --save: store floating-point tensors as float16"},
+    {"seed", "N", "0", "seed of the weight initialisation"}};
+
+}  // namespace
 
 const Command kModelCommand = {
     "model", "print a model's layer table, parameters and GFLOPs",
     "usage: kestrel model --cfg MODEL.yaml [--nc N] [--img-size 640] [--weights W.safetensors]\n"
     "                     [--save W.safetensors] [--half] [--seed 0]\n"
-    "  --cfg       model yaml in the YOLOv5 format (models/yolov5s.yaml, ...)\n"
-    "  --nc        override the yaml's number of classes\n"
-    "  --img-size  image size for the GFLOPs figure (default 640)\n"
-    "  --weights   load and check these weights (strict: names, shapes, dtypes)\n"
-    "  --save      write the model's weights (reference names, OIHW) to this file\n"
-    "  --half      with --save: store floating-point tensors as float16\n"
-    "  --seed      seed of the weight initialisation (default 0)\n",
-    run_model};
+    "  prints the reference's parse_model table and summary line.\n",
+    run_model, &kFlags};
 
 int run_model(const std::vector<std::string>& argv) {
-  Args args(argv, {{"cfg", true}, {"nc", true}, {"img-size", true}, {"weights", true},
-                   {"save", true}, {"half", false}, {"seed", true}});
+  Args args(argv, flag_spec(kFlags));
   if (!args.has("cfg")) throw UsageError("--cfg is required");
   const int64_t img_size = args.get_int("img-size", 640);
   if (img_size <= 0) throw UsageError("--img-size must be positive");

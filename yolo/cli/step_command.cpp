@@ -54,27 +54,29 @@ bool is_bn_statistic(const std::string& name) {
   return false;
 }
 
+const FlagTable kFlags = {
+    {"cfg", "M.yaml", nullptr, "model yaml in the reference's format (required)"},
+    {"weights", "W.safetensors", nullptr, "the model's weights, reference names, OIHW (required)"},
+    {"batch", "B.safetensors", nullptr, "the batch: 'images' and 'targets' (required)"},
+    {"out", "O.safetensors", nullptr, "where the outputs, losses, gradients and updates go (required)"},
+    {"hyp", "H.yaml", "hyp.scratch-low", "hyperparameters"},
+    {"device", "cpu|0", "cpu", "cpu, or a CUDA device index"},
+    {"img-size", "PIXELS", nullptr, "image size the loss gains assume (default: the images' larger side)"}};
+
 }  // namespace
 
 const Command kStepCommand = {
     "step", "one training step on a batch, dumping outputs, loss, gradients and updates",
     "usage: kestrel step --cfg M.yaml --weights W.safetensors --batch B.safetensors\n"
     "                    --out O.safetensors [--hyp H.yaml] [--device cpu|0] [--img-size S]\n"
-    "  --cfg       model yaml (the reference's format)\n"
-    "  --weights   the model's weights (reference names, OIHW)\n"
-    "  --batch     'images' N x 3 x H x W float32 in 0..1 and 'targets' M x 6 float32\n"
-    "              (image, class, x, y, w, h normalised)\n"
-    "  --out       receives pred.<level> (bs, na, ny, nx, no); loss.box, loss.obj, loss.cls,\n"
-    "              loss; grad.<param>; param_after.<param> after clipping to norm 10 and one\n"
-    "              SGD Nesterov step at lr0; bn_after.<buffer> (running statistics)\n"
-    "  --hyp       hyperparameters (default: hyp.scratch-low)\n"
-    "  --device    cpu, or a CUDA device index (default cpu)\n"
-    "  --img-size  image size the loss gains assume (default: the images' larger side)\n",
-    run_step};
+    "  --batch holds 'images' N x 3 x H x W float32 in 0..1 and 'targets' M x 6 float32 (image, class,\n"
+    "  x, y, w, h normalised). --out receives pred.<level> (bs, na, ny, nx, no); loss.box, loss.obj,\n"
+    "  loss.cls, loss; grad.<param>; param_after.<param> after clipping to norm 10 and one SGD Nesterov\n"
+    "  step at lr0; bn_after.<buffer> (running statistics).\n",
+    run_step, &kFlags};
 
 int run_step(const std::vector<std::string>& argv) {
-  Args args(argv, {{"cfg", true}, {"weights", true}, {"batch", true}, {"out", true},
-                   {"hyp", true}, {"device", true}, {"img-size", true}});
+  Args args(argv, flag_spec(kFlags));
   for (const char* required : {"cfg", "weights", "batch", "out"})
     if (!args.has(required)) throw UsageError(str("--", required, " is required"));
   const Device device = Device::parse(args.get("device", "cpu"));

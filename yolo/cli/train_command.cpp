@@ -23,20 +23,56 @@
 namespace kestrel::cli {
 namespace {
 
-const std::map<std::string, bool> kFlags = {
-    {"data", true},        {"cfg", true},          {"weights", true},       {"hyp", true},
-    {"epochs", true},      {"batch-size", true},   {"img-size", true},      {"rect", false},        {"resume", false},       {"resume-from", true},
-    {"nosave", false},     {"noval", false},       {"noautoanchor", false}, {"noplots", false},
-    {"cache", true},       {"device", true},       {"multi-scale", false},  {"single-cls", false},
-    {"optimizer", true},   {"sync-bn", false},     {"workers", true},       {"project", true},
-    {"name", true},        {"exist-ok", false},    {"cos-lr", false},       {"label-smoothing", true},
-    {"patience", true},    {"freeze", true},       {"save-period", true},   {"seed", true},
-    {"deterministic", false}, {"amp", true},       {"nproc-per-node", true}, {"nnodes", true},
-    {"node-rank", true},   {"master-addr", true},  {"master-port", true},   {"bucket-cap-mb", true},
-    {"no-overlap", false}, {"trace", true},        {"dist-timeout", true},  {"max-batches", true},
-    {"dist-phase-timeout", true},
-    {"check-sync", false}, {"max-restarts", true},  {"evolve", true},
-    {"no-tensorboard", false}, {"cuda-graph", true}};
+// The reference's flags in its order, then Kestrel's own.
+const FlagTable kFlags = {
+    {"weights", "W.pt", "", "initial weights: a YOLOv5 .pt or a Kestrel .safetensors; empty: from scratch"},
+    {"cfg", "M.yaml", "models/yolov5s.yaml", "model yaml; without it, --weights brings its own model"},
+    {"data", "D.yaml", "synthetic", "dataset yaml (coco128.yaml, ... by name), or the built-in synthetic set"},
+    {"hyp", "H.yaml", "hyp.scratch-low.yaml", "hyperparameters yaml (hyp.scratch-low.yaml, ... by name)"},
+    {"epochs", "N", "100", "total training epochs"},
+    {"batch-size", "N", "16", "total batch size over all ranks (each rank gets batch/world)"},
+    {"img-size", "PIXELS", "640", "train and val image size (also --img, --imgsz)"},
+    {"rect", nullptr, nullptr, "rectangular training batches"},
+    {"resume", nullptr, nullptr, "resume the most recent run (or the checkpoint given as --resume PATH)"},
+    {"resume-from", "PATH", nullptr, "resume this checkpoint (last.pt or last.safetensors); --resume PATH says the same"},
+    {"nosave", nullptr, nullptr, "save only the final checkpoint"},
+    {"noval", nullptr, nullptr, "validate only the final epoch"},
+    {"noautoanchor", nullptr, nullptr, "keep the model's anchors (no AutoAnchor check)"},
+    {"noplots", nullptr, nullptr, "write no plot files"},
+    {"evolve", "[N]", nullptr, "evolve the hyperparameters over N generations (bare: 300)"},
+    {"cache", "[ram]", nullptr, "cache decoded images in RAM (bare --cache: ram)"},
+    {"device", "cpu|0|0,1", "", "cpu, a GPU index, or a GPU list (one DDP process per GPU); empty: GPU 0 if any"},
+    {"multi-scale", nullptr, nullptr, "vary the image size by +/- 50 % per batch"},
+    {"single-cls", nullptr, nullptr, "train multi-class data as one class"},
+    {"optimizer", "SGD|Adam|AdamW", "SGD", "optimizer"},
+    {"sync-bn", nullptr, nullptr, "SyncBatchNorm across DDP ranks"},
+    {"workers", "N", "8", "most data-loader workers per rank"},
+    {"project", "DIR", "runs/train", "runs go to project/name"},
+    {"name", "NAME", "exp", "runs go to project/name (numbered when it exists)"},
+    {"exist-ok", nullptr, nullptr, "reuse an existing project/name instead of numbering a new one"},
+    {"cos-lr", nullptr, nullptr, "cosine learning-rate schedule (linear otherwise)"},
+    {"label-smoothing", "EPS", "0.0", "label smoothing epsilon"},
+    {"patience", "EPOCHS", "100", "stop after this many epochs without improvement"},
+    {"freeze", "N|i,j,..", "0", "freeze the first N layers, or the layers listed"},
+    {"save-period", "EPOCHS", "-1", "also save a checkpoint every this many epochs (< 1: never)"},
+    {"seed", "N", "0", "global training seed"},
+    {"deterministic", nullptr, nullptr, "deterministic algorithms only (reproducible, slower)"},
+    {"amp", "bf16|fp16|off", nullptr, "mixed precision; default bf16 on sm_80+ GPUs, off on the CPU"},
+    {"nproc-per-node", "N", "1", "start N local DDP worker processes"},
+    {"nnodes", "N", "1", "number of machines in a multi-node run"},
+    {"node-rank", "R", "0", "this machine's rank in a multi-node run"},
+    {"master-addr", "HOST", "127.0.0.1", "address of node 0's rendezvous"},
+    {"master-port", "PORT", "29500", "port of node 0's rendezvous"},
+    {"bucket-cap-mb", "MB", "4", "DDP gradient bucket size"},
+    {"no-overlap", nullptr, nullptr, "all-reduce gradients after backward instead of during it"},
+    {"trace", "FILE", nullptr, "write a Chrome trace of each step's compute and communication"},
+    {"dist-timeout", "SECONDS", "10800", "how long a collective may take before the run fails"},
+    {"dist-phase-timeout", "SECONDS", "10800", "how long ranks wait for rank 0's work alone (caches, validation)"},
+    {"max-batches", "N", "0", "stop each epoch after N batches (0: all), for tests and timing"},
+    {"check-sync", nullptr, nullptr, "compare parameters across ranks every step (debugging)"},
+    {"max-restarts", "K", "0", "restart all workers when one dies, up to K times, resuming the newest checkpoint"},
+    {"no-tensorboard", nullptr, nullptr, "write no TensorBoard event file"},
+    {"cuda-graph", "auto|on|off", "auto", "replay each step shape from a CUDA graph (auto: fixed-shape CUDA runs)"}};
 
 std::vector<int> parse_int_list(const std::string& text, const char* flag) {
   std::vector<int> out;
@@ -146,7 +182,7 @@ const Command kTrainCommand = {
     "  --no-tensorboard; --noplots leaves them on.\n"
     "  --cuda-graph: capture each training step shape once into a CUDA graph and replay it\n"
     "  (auto: on for CUDA runs without --multi-scale, --rect or --trace; off: eager).\n",
-    run_train};
+    run_train, &kFlags};
 
 int run_train(const std::vector<std::string>& raw) {
   // The reference's `--resume [PATH]`: an optional value, taken when the next word is no flag.
@@ -166,7 +202,7 @@ int run_train(const std::vector<std::string>& raw) {
       argv.push_back(raw[i]);
     }
   }
-  Args args(argv, kFlags);
+  Args args(argv, flag_spec(kFlags));
   yolo::TrainOptions o;
   o.data = args.get("data", "synthetic");
   o.weights = args.get("weights", "");

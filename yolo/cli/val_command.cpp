@@ -5,6 +5,7 @@
 #include "yolo/cli/args.h"
 #include "yolo/cli/commands.h"
 #include "yolo/cli/inference_model.h"
+#include "yolo/console.h"
 #include "yolo/data/dataset_config.h"
 #include "yolo/data/synthetic.h"
 #include "yolo/shipped_files.h"
@@ -12,6 +13,34 @@
 #include "yolo/validator.h"
 
 namespace kestrel::cli {
+
+namespace {
+
+// The reference's flags in its order, then Kestrel's own.
+const FlagTable kFlags = {
+    {"data", "D.yaml", "synthetic", "dataset yaml (coco128.yaml, ... by name), or the built-in synthetic set"},
+    {"weights", "W.pt", nullptr, "weights to validate: a YOLOv5 .pt or a Kestrel .safetensors (required)"},
+    {"batch-size", "N", "32", "batch size"},
+    {"img-size", "PIXELS", "640", "inference size (also --img, --imgsz)"},
+    {"conf-thres", "C", "0.001", "confidence threshold"},
+    {"iou-thres", "IOU", "0.6", "NMS IoU threshold"},
+    {"max-det", "N", "300", "most detections per image"},
+    {"task", "val|test|train", "val", "the dataset split to validate"},
+    {"device", "cpu|0", "", "cpu or a GPU index; empty: GPU 0 if any"},
+    {"workers", "N", "8", "most data-loader workers"},
+    {"single-cls", nullptr, nullptr, "treat the dataset as one class"},
+    {"verbose", nullptr, nullptr, "report mAP per class"},
+    {"save-txt", nullptr, nullptr, "save the detections to labels/*.txt"},
+    {"save-conf", nullptr, nullptr, "with --save-txt: add each detection's confidence"},
+    {"save-json", nullptr, nullptr, "save the detections as COCO JSON"},
+    {"project", "DIR", "runs/val", "results go to project/name"},
+    {"name", "NAME", "exp", "results go to project/name (numbered when it exists)"},
+    {"exist-ok", nullptr, nullptr, "reuse an existing project/name instead of numbering a new one"},
+    {"half", nullptr, nullptr, "float16 inference (GPU only)"},
+    {"cfg", "M.yaml", nullptr, "model yaml, only for plain weights files (checkpoints carry their model)"},
+    {"nc", "N", nullptr, "class count, only for plain weights files"}};
+
+}  // namespace
 
 const Command kValCommand = {
     "val", "validate weights on a dataset: P, R, mAP50, mAP50-95 (reference val.py)",
@@ -22,15 +51,12 @@ const Command kValCommand = {
     "                   [--workers 8] [--cfg M.yaml] [--nc N] [--project runs/val] [--name exp]\n"
     "                   [--exist-ok]\n"
     "  --cfg/--nc are only needed for plain weights files (checkpoints carry their model).\n",
-    run_val};
+    run_val, &kFlags};
 
 int run_val(const std::vector<std::string>& argv) {
-  Args args(argv, {{"weights", true}, {"data", true}, {"img-size", true},
-                   {"batch-size", true}, {"conf-thres", true}, {"iou-thres", true}, {"task", true},
-                   {"device", true}, {"half", false}, {"save-json", false}, {"save-txt", false},
-                   {"save-conf", false}, {"verbose", false}, {"single-cls", false}, {"max-det", true},
-                   {"workers", true}, {"cfg", true}, {"nc", true}, {"project", true}, {"name", true},
-                   {"exist-ok", false}});
+  Args args(argv, flag_spec(kFlags));
+  const yolo::Console console(true);
+  console.line(console.colour("val: "), args.echo(kFlags));
   if (!args.has("weights")) throw UsageError("--weights is required");
   const std::string task = args.get("task", "val");
   if (task != "val" && task != "test" && task != "train") throw UsageError("--task must be val, test or train");
@@ -80,7 +106,6 @@ int run_val(const std::vector<std::string>& argv) {
   std::filesystem::create_directories(vo.save_dir);
   const int stride = static_cast<int>(std::max(32.0, im.model->strides().back()));
   yolo::Validator validator(split.records, names, model_nc, vo, device, stride);
-  const yolo::Console console(true);
   validator.set_console(&console);
   std::printf("%s", validator.run(*im.model).table.c_str());
   std::printf("Results saved to %s\n", vo.save_dir.c_str());

@@ -111,3 +111,32 @@ TEST(Args, ListFlagsTakeSeveralWords) {
               std::string::npos) << e.what();
   }
 }
+
+// A flag table is the parser's spec, the --help lines and the start-up echo.
+TEST(FlagTable, SpecHelpAndEcho) {
+  const kestrel::cli::FlagTable table = {
+      {"weights", "W.pt", nullptr, "model weights"},
+      {"img-size", "PIXELS", "640", "inference size"},
+      {"conf-thres", "C", "0.25", "confidence threshold"},
+      {"device", "cpu|0", "", "device"},
+      {"classes", "C [C ...]", nullptr, "classes to keep"},
+      {"save-txt", nullptr, nullptr, "save labels"}};
+  const std::map<std::string, bool> spec = kestrel::cli::flag_spec(table);
+  EXPECT_EQ(spec.size(), 6u);
+  EXPECT_TRUE(spec.at("weights"));
+  EXPECT_FALSE(spec.at("save-txt"));
+  EXPECT_EQ(kestrel::cli::flags_help(table),
+            "  --weights W.pt       model weights\n"
+            "  --img-size PIXELS    inference size (default 640)\n"
+            "  --conf-thres C       confidence threshold (default 0.25)\n"
+            "  --device cpu|0       device\n"
+            "  --classes C [C ...]  classes to keep\n"
+            "  --save-txt           save labels\n");
+  const Args given({"--weights", "a.pt", "--img", "320", "--save-txt"}, spec, {"classes", "img-size"});
+  EXPECT_EQ(given.echo(table, {"classes", "img-size"}),
+            "weights=a.pt, imgsz=[320, 320], conf_thres=0.25, device=, classes=None, save_txt=True");
+  const Args lists({"--classes", "0", "2", "--img-size", "480", "640"}, spec, {"classes", "img-size"});
+  EXPECT_EQ(lists.echo(table, {"classes", "img-size"}),
+            "weights=None, imgsz=[480, 640], conf_thres=0.25, device=, classes=[0, 2], save_txt=False");
+  EXPECT_EQ(lists.echo(table), "weights=None, imgsz=480,640, conf_thres=0.25, device=, classes=0,2, save_txt=False");
+}

@@ -1,0 +1,107 @@
+// The reference's start-up lines, in its order: train's options echo ("train: weights=..."), its
+// hyperparameters, the model table and summary before the weights are transferred; val's, detect's
+// and export's echo, then "Fusing layers... " and the fused model's summary. Piped output is plain
+// text; on a terminal the prefixes are blue and bold, as the reference's colorstr.
+#include <filesystem>
+#include <string>
+
+#include "tests/support/cli.h"
+#include "tests/support/testing.h"
+#include "yolo/data/image_codec.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+using kestrel::testing::run_kestrel;
+
+fs::path scratch(const std::string& name) {
+  fs::path p = fs::temp_directory_path() / ("kestrel_startup_lines_test_" + name);
+  fs::remove_all(p);
+  fs::create_directories(p);
+  return p;
+}
+
+// Where `text` starts in `out`, npos when absent.
+size_t at(const std::string& out, const std::string& text) { return out.find(text); }
+
+}  // namespace
+
+TEST(StartupLines, TrainEchoesOptionsHyperparametersAndTheModelTable) {
+  const fs::path project = scratch("train");
+  const auto r = run_kestrel(
+      "train --weights tests/data/yolov5n_synthetic.pt --data synthetic --epochs 1 --img 64 --batch-size 4 "
+      "--max-batches 1 --device cpu --workers 1 --noval --noplots --no-tensorboard --noautoanchor --project " +
+      project.string());
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(r.out.rfind("train: weights=tests/data/yolov5n_synthetic.pt, cfg=, data=synthetic, hyp=, epochs=1, "
+                        "batch_size=4, imgsz=64, rect=False, resume=False, ",
+                        0),
+            0u)
+      << r.out;
+  const size_t hyp = at(r.out, "\nhyperparameters: lr0=0.01, lrf=0.01, momentum=0.937, weight_decay=0.0005, "
+                               "warmup_epochs=3.0, ");
+  const size_t table = at(r.out, "\n                 from  n    params  module                                  arguments");
+  const size_t first_row = at(r.out, "\n  0                -1  1      1760  models.common.Conv                      [3, 16, 6, 2, 2]");
+  const size_t summary = at(r.out, " summary: 214 layers, ");
+  const size_t transferred = at(r.out, "Transferred 349/349 items");
+  ASSERT_NE(hyp, std::string::npos) << r.out;
+  ASSERT_NE(table, std::string::npos) << r.out;
+  ASSERT_NE(summary, std::string::npos) << r.out;
+  EXPECT_LT(hyp, table);
+  EXPECT_LT(table, first_row);
+  EXPECT_LT(first_row, summary);
+  EXPECT_LT(summary, transferred);
+  EXPECT_EQ(r.out.find(" summary: ", summary + 1), std::string::npos) << "one summary: " << r.out;
+  EXPECT_NE(r.out.find("[128, 128, 1, False]"), std::string::npos) << "Python's spelling: " << r.out;
+  EXPECT_EQ(r.out.find("\x1b["), std::string::npos) << "piped output is plain text";
+  fs::remove_all(project);
+}
+
+TEST(StartupLines, ValDetectAndExportEchoTheirFlagsThenTheFusedModel) {
+  const fs::path dir = scratch("inference");
+  const std::string weights = (dir / "w.safetensors").string();
+  ASSERT_EQ(run_kestrel("model --cfg models/yolov5n.yaml --nc 4 --save " + weights).code, 0);
+  const std::string fused = "Fusing layers... \nYOLOv5n summary: 157 layers, ";
+
+  auto r = run_kestrel("val --weights " + weights + " --cfg yolov5n.yaml --nc 4 --data synthetic --img 64 --conf 0.9 "
+                       "--device cpu --workers 1 --project " + (dir / "val").string());
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(r.out.rfind("val: data=synthetic, weights=" + weights + ", batch_size=32, imgsz=64, conf_thres=0.9, "
+                        "iou_thres=0.6, max_det=300, task=val, device=cpu, workers=1, single_cls=False, ",
+                        0),
+            0u)
+      << r.out;
+  ASSERT_NE(at(r.out, fused), std::string::npos) << r.out;
+  EXPECT_NE(at(r.out, " parameters, 0 gradients, "), std::string::npos) << r.out;
+  EXPECT_LT(at(r.out, fused), at(r.out, "val: Scanning")) << r.out;
+
+  fs::create_directories(dir / "images");
+  kestrel::yolo::data::write_png((dir / "images" / "grey.png").string(), cv::Mat(64, 64, CV_8UC3, cv::Scalar(114, 114, 114)));
+  r = run_kestrel("detect --weights " + weights + " --cfg yolov5n.yaml --nc 4 --source " + (dir / "images").string() +
+                  " --device cpu --classes 0 2 --project " + (dir / "detect").string());
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(r.out.rfind("detect: weights=" + weights + ", source=" + (dir / "images").string() +
+                        ", imgsz=[640, 640], conf_thres=0.25, iou_thres=0.45, max_det=1000, device=cpu, ",
+                        0),
+            0u)
+      << r.out;
+  EXPECT_NE(at(r.out, "classes=[0, 2], agnostic_nms=False"), std::string::npos) << r.out;
+
+  r = run_kestrel("export --weights " + weights + " --cfg yolov5n.yaml --nc 4 --img 64");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(r.out.rfind("export: weights=" + weights + ", imgsz=64, batch_size=1, device=cpu, ", 0), 0u) << r.out;
+  EXPECT_NE(at(r.out, fused), std::string::npos) << r.out;
+  fs::remove_all(dir);
+}
+
+// On a terminal (a pseudo-terminal from script(1)) the prefixes are coloured as colorstr colours them.
+TEST(StartupLines, PrefixesAreColouredOnATerminalOnly) {
+  if (kestrel::testing::run_command("command -v script").code != 0) GTEST_SKIP() << "no script(1) for a pseudo-terminal";
+  const std::string cmd = kestrel::testing::kestrel_binary().string() + " export --weights /no/such.safetensors";
+  const auto r = kestrel::testing::run_command("script -qec '" + cmd + "' /dev/null");
+  EXPECT_NE(r.out.find("\x1b[34m\x1b[1mexport: \x1b[0mweights=/no/such.safetensors"), std::string::npos) << r.out;
+  const auto piped = kestrel::testing::run_command(cmd);
+  EXPECT_NE(piped.out.find("export: weights=/no/such.safetensors"), std::string::npos) << piped.out;
+  EXPECT_EQ(piped.out.find("\x1b["), std::string::npos) << piped.out;
+}
