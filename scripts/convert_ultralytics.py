@@ -5,7 +5,8 @@ The names stay those of the reference's state_dict (model.0.conv.weight, ...), c
 stay OIHW, the anchors stay in stride units: exactly what `kestrel model --weights` and
 `kestrel train --weights` read. The checkpoint's EMA is taken where it has one (as the reference's
 val.py does), else its model. The file's metadata carries the model yaml ("model_yaml"), the class
-count ("nc") and the class names ("names", a JSON list), so `kestrel val` and `kestrel detect` need
+count ("nc"), the class names ("names", a JSON list) and the yaml file the model was built from,
+where it was ("model_yaml_file"), so `kestrel val` and `kestrel detect` need
 no --cfg and print names. The way back is scripts/convert_to_ultralytics.py.
 
 Optional tool: it needs PyTorch and the reference's source tree (a checkpoint pickles the
@@ -65,6 +66,8 @@ def main():
         metadata['nc'] = str(int(nc))
     if isinstance(cfg, dict):
         metadata['model_yaml'] = yaml.safe_dump(cfg, sort_keys=False, default_flow_style=None)
+    if isinstance(getattr(model, 'yaml_file', None), str):  # names the model's summary line
+        metadata['model_yaml_file'] = model.yaml_file
     names = class_names(model, nc)
     if names is not None:
         metadata['names'] = json.dumps(names)

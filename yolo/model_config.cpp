@@ -163,7 +163,10 @@ ModelConfig parse_model_config(const std::string& yaml_text, const std::string& 
                 "width_multiple, anchors, backbone and head");
   ModelConfig cfg;
   cfg.path = source;
-  cfg.name = std::filesystem::path(source).stem().string();
+  // A yaml file's stem; "" for a yaml that came from elsewhere (a weights file's own), which the
+  // reference's summary calls "Model".
+  const std::string extension = std::filesystem::path(source).extension().string();
+  cfg.name = extension == ".yaml" || extension == ".yml" ? std::filesystem::path(source).stem().string() : "";
   cfg.nc = required<int>(root, "nc", source);
   KESTREL_CHECK(cfg.nc >= 1 && cfg.nc <= kMaxClasses, source, ": nc must be in [1, ", kMaxClasses,
                 "], got ", cfg.nc);

@@ -30,7 +30,7 @@ struct LayerRow {
 
 struct ModelConfig {
   std::string path;  // source file ("" when parsed from text)
-  std::string name;  // file stem: "yolov5s"
+  std::string name;  // file stem: "yolov5s"; "" when not parsed from a yaml file
   int nc = 80;
   int input_channels = 3;  // the optional `ch` key
   double depth_multiple = 1.0;

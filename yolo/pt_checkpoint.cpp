@@ -217,6 +217,10 @@ SafetensorsFile pt_weights(const PtCheckpoint& ckpt) {
                 "is this a YOLOv5 v7.0 detection checkpoint?");
   const json::Value yaml_json = to_json(*yaml, path + ": the model's yaml");
   metadata["model_yaml"] = json::dump(yaml_json);
+  // The yaml file the model was built from (absent when it was built from a yaml dict): the
+  // reference's model summary is named after it.
+  if (const Value* file = model_attribute(source, "yaml_file"); file && file->is(Value::Kind::String))
+    metadata["model_yaml_file"] = file->text;
   std::optional<int64_t> nc;
   if (const Value* n = model_attribute(source, "nc"); n && n->is(Value::Kind::Int)) nc = n->integer;
   else if (const json::Value* n = yaml_json.find("nc"); n && n->is_integer()) nc = n->as_integer();

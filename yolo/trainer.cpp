@@ -710,6 +710,7 @@ int Trainer::finish(bool interrupted) {
   if (rank_.main() && fs::exists(best_path_)) {
     out_->line("\nValidating ", best_path_, "...");
     load_inference_weights(*ema_model_, best_path_);
+    out_->line("Fusing layers... \n", ema_model_->summary(640, /*fused=*/true));  // as attempt_load there
     validator_->set_plots(plots());
     validator_->set_verbose(true);
     out_->raw(validator_->run(*ema_model_, compute_loss_.get()).table);

@@ -61,6 +61,9 @@ TEST_P(ReferenceCheckpoint, CarriesItsModelYamlClassesAndNames) {
   EXPECT_EQ(f.metadata().at("nc"), std::to_string(m.find("nc")->as_integer()));
   EXPECT_EQ(f.metadata().at("names"), json::dump(*m.find("names")));
   EXPECT_EQ(f.metadata().at("source"), GetParam());
+  // The yaml file each was built from (make_pt_checkpoints.py), which names the model's summary.
+  const std::string yaml_file = f.metadata().at("model_yaml_file");
+  EXPECT_EQ(yaml_file, GetParam() == "tiny_train.pt" ? "tiny.yaml" : "yolov5n.yaml");
 }
 
 TEST_P(ReferenceCheckpoint, AModelBuiltFromItsYamlTakesItsWeights) {

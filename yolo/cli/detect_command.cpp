@@ -45,7 +45,7 @@ const FlagTable kFlags = {
     {"classes", "C [C ...]", nullptr, "keep only these classes: --classes 0, or --classes 0 2 3"},
     {"agnostic-nms", nullptr, nullptr, "class-agnostic NMS"},
     {"project", "DIR", "runs/detect", "results go to project/name"},
-    {"name", "NAME", "exp", "results go to project/name (numbered when it exists)"},
+    {"name", "NAME", "exp", "results go to project/name, numbered (exp2, ...) when it exists"},
     {"exist-ok", nullptr, nullptr, "reuse an existing project/name instead of numbering a new one"},
     {"line-thickness", "PIXELS", "3", "box line thickness"},
     {"hide-labels", nullptr, nullptr, "draw boxes without labels"},

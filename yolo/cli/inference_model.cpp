@@ -1,6 +1,7 @@
 #include "yolo/cli/inference_model.h"
 
 #include <cstdio>
+#include <filesystem>
 
 #include "engine/json.h"
 #include "engine/safetensors.h"
@@ -57,6 +58,8 @@ InferenceModel load_inference_model(const std::string& weights, const std::strin
     if (const json::Value* names = opts.find("names")) out.names = names_of(*names, weights);
   } else if (const std::string* yaml = metadata_entry(file, "model_yaml")) {  // converted weights
     config = yolo::parse_model_config(*yaml, weights + " (its model_yaml)");
+    if (const std::string* yaml_file = metadata_entry(file, "model_yaml_file"))
+      config.name = std::filesystem::path(*yaml_file).stem().string();
     if (const std::string* n = metadata_entry(file, "nc")) nc = static_cast<int>(parse_metadata(*n, "nc", weights).as_integer());
     if (const std::string* names = metadata_entry(file, "names")) out.names = names_of(parse_metadata(*names, "names", weights), weights);
   } else {

@@ -48,7 +48,7 @@ const FlagTable kFlags = {
     {"sync-bn", nullptr, nullptr, "SyncBatchNorm across DDP ranks"},
     {"workers", "N", "8", "most data-loader workers per rank"},
     {"project", "DIR", "runs/train", "runs go to project/name"},
-    {"name", "NAME", "exp", "runs go to project/name (numbered when it exists)"},
+    {"name", "NAME", "exp", "runs go to project/name, numbered (exp2, ...) when it exists"},
     {"exist-ok", nullptr, nullptr, "reuse an existing project/name instead of numbering a new one"},
     {"cos-lr", nullptr, nullptr, "cosine learning-rate schedule (linear otherwise)"},
     {"label-smoothing", "EPS", "0.0", "label smoothing epsilon"},

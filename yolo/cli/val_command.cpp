@@ -34,7 +34,7 @@ const FlagTable kFlags = {
     {"save-conf", nullptr, nullptr, "with --save-txt: add each detection's confidence"},
     {"save-json", nullptr, nullptr, "save the detections as COCO JSON"},
     {"project", "DIR", "runs/val", "results go to project/name"},
-    {"name", "NAME", "exp", "results go to project/name (numbered when it exists)"},
+    {"name", "NAME", "exp", "results go to project/name, numbered (exp2, ...) when it exists"},
     {"exist-ok", nullptr, nullptr, "reuse an existing project/name instead of numbering a new one"},
     {"half", nullptr, nullptr, "float16 inference (GPU only)"},
     {"cfg", "M.yaml", nullptr, "model yaml, only for plain weights files (checkpoints carry their model)"},

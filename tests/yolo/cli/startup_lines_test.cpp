@@ -27,15 +27,19 @@ size_t at(const std::string& out, const std::string& text) { return out.find(tex
 
 }  // namespace
 
+// The run is stopped at the end of its start-up (--freeze 25 freezes every layer, which is refused
+// once the weights are in): everything up to there is printed, and no epoch is spent.
 TEST(StartupLines, TrainEchoesOptionsHyperparametersAndTheModelTable) {
   const fs::path project = scratch("train");
   const auto r = run_kestrel(
       "train --weights tests/data/yolov5n_synthetic.pt --data synthetic --epochs 1 --img 64 --batch-size 4 "
-      "--max-batches 1 --device cpu --workers 1 --noval --noplots --no-tensorboard --noautoanchor --project " +
+      "--device cpu --workers 1 --noplots --no-tensorboard --noautoanchor --freeze 25 --project " +
       project.string());
-  ASSERT_EQ(r.code, 0) << r.out;
+  ASSERT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("--freeze 25 freezes every layer"), std::string::npos) << r.out;
+  EXPECT_FALSE(fs::exists(project / "exp")) << "a start-up failure leaves no run directory";
   EXPECT_EQ(r.out.rfind("train: weights=tests/data/yolov5n_synthetic.pt, cfg=, data=synthetic, hyp=, epochs=1, "
-                        "batch_size=4, imgsz=64, rect=False, resume=False, ",
+                        "batch_size=4, imgsz=64, rect=False, resume=False, nosave=False, noval=False, ",
                         0),
             0u)
       << r.out;
@@ -52,7 +56,9 @@ TEST(StartupLines, TrainEchoesOptionsHyperparametersAndTheModelTable) {
   EXPECT_LT(table, first_row);
   EXPECT_LT(first_row, summary);
   EXPECT_LT(summary, transferred);
-  EXPECT_EQ(r.out.find(" summary: ", summary + 1), std::string::npos) << "one summary: " << r.out;
+  EXPECT_EQ(r.out.find(" summary: 214 layers", summary + 1), std::string::npos) << "one summary: " << r.out;
+  // As the reference's Model(ckpt['model'].yaml): a model built from the weights' yaml dict is "Model".
+  EXPECT_NE(r.out.find("\nModel summary: 214 layers, "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("[128, 128, 1, False]"), std::string::npos) << "Python's spelling: " << r.out;
   EXPECT_EQ(r.out.find("\x1b["), std::string::npos) << "piped output is plain text";
   fs::remove_all(project);

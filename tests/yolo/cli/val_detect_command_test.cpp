@@ -192,7 +192,8 @@ TEST(ValDetectCommands, APtGivesWhatItsSafetensorsGive) {
   const std::string st = (dir / "w.safetensors").string();
   kestrel::yolo::save_weights(model, st, kestrel::DType::F16,
                               {{"model_yaml", f.metadata().at("model_yaml")}, {"nc", "4"},
-                               {"names", f.metadata().at("names")}});
+                               {"names", f.metadata().at("names")},
+                               {"model_yaml_file", f.metadata().at("model_yaml_file")}});
   std::map<std::string, Result> val;
   for (const std::string& w : {pt, st}) {
     const std::string name = w == pt ? "pt" : "st";
@@ -212,4 +213,29 @@ TEST(ValDetectCommands, APtGivesWhatItsSafetensorsGive) {
   const std::string labels = file_text(dir / "det_pt" / "labels" / "val_batch0_labels.txt");
   EXPECT_FALSE(labels.empty());
   EXPECT_EQ(labels, file_text(dir / "det_st" / "labels" / "val_batch0_labels.txt"));
+}
+
+// A val or detect run that fails at start-up (weights, data, source, a model that does not fit)
+// leaves no empty project/name directory behind: the directory is made once everything it
+// needs has been found.
+TEST(ValDetectCommands, StartUpFailuresLeaveNoRunDirectory) {
+  const fs::path dir = scratch("startup_failures");
+  const std::string weights = (dir / "w.safetensors").string();
+  ASSERT_EQ(run("model --cfg models/yolov5n.yaml --save " + weights).code, 0);
+  const std::string project = " --device cpu --project " + (dir / "runs").string();
+  const std::vector<std::string> failing = {
+      "val --weights /no/such.safetensors --cfg yolov5n.yaml --data synthetic",
+      "val --weights " + weights + " --cfg yolov5n.yaml --data no_such_dataset.yaml",
+      "val --weights " + weights + " --cfg yolov5n.yaml --data synthetic",  // 80 classes, 4 in the data
+      "val --weights " + weights + " --cfg yolov5n.yaml --nc 4 --data synthetic --task test",  // no test split
+      "detect --weights /no/such.safetensors --cfg yolov5n.yaml --source " + dir.string(),
+      "detect --weights " + weights + " --cfg yolov5n.yaml --source /no/such/dir",
+      "detect --weights " + weights + " --source " + dir.string(),  // plain weights without --cfg
+  };
+  for (const std::string& command : failing) {
+    const Result r = run(command + project);
+    EXPECT_EQ(r.code, 1) << command << "\n" << r.out;
+    EXPECT_FALSE(fs::exists(dir / "runs" / "exp")) << command << "\n" << r.out;
+  }
+  fs::remove_all(dir);
 }
