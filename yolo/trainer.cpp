@@ -359,8 +359,10 @@ void Trainer::build_model() {
     model_->visit([&](layers::Module& m) {
       if (auto* bn = dynamic_cast<layers::BatchNorm2d*>(&m))
         bn->norm = [group](const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& rm,
-                           const Tensor& rv, bool training, double momentum, double eps) {
-          return dist::sync_batch_norm(x, w, b, rm, rv, training, momentum, eps, group);
+                           const Tensor& rv, bool training, double momentum, double eps,
+                           const Tensor& batches_tracked) {
+          return dist::sync_batch_norm(x, w, b, rm, rv, training, momentum, eps, group,
+                                       batches_tracked);
         };
     });
     out_->line("Using SyncBatchNorm()");
