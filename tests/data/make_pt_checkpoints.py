@@ -6,6 +6,10 @@ PyTorch 1.13, its own classes and functions), and a manifest of every tensor in 
                            the reference's strip_optimizer leaves a finished run's best.pt: 'model'
                            is the EMA in float16, no optimizer. Seeded initialisation, BN
                            statistics randomised so that BN folding and detection are not trivial.
+  yolov5n_coco80.pt        the same for the 80 COCO classes (names from the reference's
+                           data/coco128.yaml): what the released yolov5n.pt holds, in its layout
+                           and with seeded values, which a loopback server serves in place of the
+                           real download (tests/yolo/cli/download_command_test.cpp).
   tiny_train.pt            a training checkpoint as train.py saves last.pt mid-run, of a tiny model
                            (tests/data/tiny.yaml: yolov5n's rows at depth 0.33, width 0.03125): 'model'
                            and 'ema' in float16, the SGD optimizer's state_dict after two real
@@ -63,15 +67,15 @@ def model_manifest(model):
     return {'model_yaml': model.yaml, 'nc': int(model.nc), 'names': [model.names[i] for i in sorted(model.names)]}
 
 
-def make_stripped(out):
+def make_stripped(out, names=NAMES, seed=0):
     import torch
     from models.yolo import DetectionModel
     from utils.general import strip_optimizer
-    torch.manual_seed(0)
-    gen = torch.Generator().manual_seed(1)
-    model = DetectionModel(os.path.join(REFERENCE, 'models', 'yolov5n.yaml'), ch=3, nc=len(NAMES))
+    torch.manual_seed(seed)
+    gen = torch.Generator().manual_seed(seed + 1)
+    model = DetectionModel(os.path.join(REFERENCE, 'models', 'yolov5n.yaml'), ch=3, nc=len(names))
     randomise_bn(model, gen)
-    model.nc, model.names = len(NAMES), NAMES
+    model.nc, model.names = len(names), names
     ema = deepcopy(model)
     with torch.no_grad():
         for p in ema.parameters():
@@ -82,6 +86,12 @@ def make_stripped(out):
     strip_optimizer(out)  # the reference's own: model = ema, float16, no optimizer
     m = torch.load(out, map_location='cpu')['model']
     return {'tensors': tensor_manifest(m, 'model.'), **model_manifest(m)}
+
+
+def coco_names():
+    import yaml
+    with open(os.path.join(REFERENCE, 'data', 'coco128.yaml')) as f:
+        return dict(yaml.safe_load(f)['names'])
 
 
 def make_training(out):
@@ -194,6 +204,7 @@ def main():
     os.chdir(REFERENCE)  # the reference resolves its data/ and models/ from here
     sys.argv = sys.argv[:1]
     manifest = {'yolov5n_synthetic.pt': make_stripped(str(HERE / 'yolov5n_synthetic.pt')),
+                'yolov5n_coco80.pt': make_stripped(str(HERE / 'yolov5n_coco80.pt'), coco_names(), seed=80),
                 'tiny_train.pt': make_training(str(HERE / 'tiny_train.pt'))}
     make_fuzz_seeds()
     with open(HERE / 'pt_checkpoints.json', 'w') as f:
