@@ -31,16 +31,22 @@ void fetch_missing_dataset(const std::string& yaml_path, const DownloadSettings&
                                  fs::path(d->root).filename().string(), "/), or set KESTREL_DOWNLOAD_MIRROR to a ",
                                  "server that holds ", name);
   std::error_code ec;
+  const bool new_folder = !fs::exists(d->unpack_dir, ec);
   fs::create_directories(d->unpack_dir, ec);
   KESTREL_CHECK(!ec, "cannot create ", d->unpack_dir, " for the dataset of ", yaml_path, ": ", ec.message());
   const std::string archive = (fs::path(d->unpack_dir) / name).string();
-  download_with_progress(mirrored_url(d->url, settings), archive, manual, settings, out);
   std::vector<std::string> made;
   try {
-    made = unzip_file(archive, d->unpack_dir);
-  } catch (const Error& e) {
+    download_with_progress(mirrored_url(d->url, settings), archive, manual, settings, out);
+    try {
+      made = unzip_file(archive, d->unpack_dir);
+    } catch (const Error& e) {
+      KESTREL_FAIL(e.what(), "; ", manual);
+    }
+  } catch (...) {
     fs::remove(archive, ec);
-    KESTREL_FAIL(e.what(), "; ", manual);
+    if (new_folder) fs::remove(d->unpack_dir, ec);  // only if empty: a failure leaves nothing behind
+    throw;
   }
   fs::remove(archive, ec);  // as the reference, which keeps only the unpacked dataset
   try {

@@ -82,7 +82,9 @@ uint64_t download_with_progress(const std::string& url, const std::string& path,
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     // An unknown size counts as not yet done, so the cadence draws by time alone until the end.
     const int64_t of = total > 0 ? static_cast<int64_t>(total) : static_cast<int64_t>(done) + 1;
-    if (last || cadence.due(static_cast<int64_t>(done), of, seconds))
+    // curl reports the full count again until the transfer closes: the end is drawn once, at `last`.
+    const bool whole = total > 0 && done >= total;
+    if (last || (!whole && cadence.due(static_cast<int64_t>(done), of, seconds)))
       out.progress(format_download_bar(done, total, seconds), last);
   };
   return download_file(url, path, options);

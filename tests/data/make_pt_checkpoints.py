@@ -19,7 +19,8 @@ PyTorch 1.13, its own classes and functions), and a manifest of every tensor in 
   fuzz seeds               fuzz/corpus/zip_archive and fuzz/corpus/pickle: a micro model's
                            training checkpoint (tests/data/micro.yaml, a few KB) and its data.pkl,
                            and hostile variants (a compressed copy, a truncated one, pickles
-                           naming os.system and builtins.eval).
+                           naming os.system and builtins.eval); a small deflated dataset archive
+                           in coco128.zip's layout and one whose entry climbs out with "..".
   pt_checkpoints.json      per file and tensor (under the names yolo/pt_checkpoint gives them:
                            model.<state_dict name>, ema.<name>): dtype, shape and the CRC-32 of its
                            bytes; the files' model yaml, nc and names; the training checkpoint's
@@ -194,6 +195,24 @@ def make_fuzz_seeds():
     (pickles / 'cyclic_list.pkl').write_bytes(pickle.dumps(cyclic, protocol=2))
 
 
+def make_dataset_zip_seeds():
+    import zipfile
+    zips = HERE.parents[1] / 'fuzz' / 'corpus' / 'zip_archive'
+    zips.mkdir(parents=True, exist_ok=True)
+
+    def entry(z, name, data):
+        z.writestr(zipfile.ZipInfo(name, date_time=(2020, 1, 1, 0, 0, 0)), data, zipfile.ZIP_DEFLATED)
+
+    with zipfile.ZipFile(zips / 'dataset_deflated.zip', 'w') as z:
+        entry(z, 'coco128/', b'')
+        entry(z, 'coco128/labels/train2017/000000000009.txt', b'45 0.479492 0.688771 0.955609 0.5955\n' * 4)
+        entry(z, 'coco128/images/train2017/000000000009.jpg', b'\xff\xd8\xff\xe0' + bytes(range(256)) * 2)
+        entry(z, 'coco128/README.txt', b'a seed for the dataset archive reader\n')
+    with zipfile.ZipFile(zips / 'hostile_zip_slip.zip', 'w') as z:
+        entry(z, 'coco128/labels/a.txt', b'0 0.5 0.5 0.1 0.1\n')
+        entry(z, '../../evil.txt', b'written outside the folder\n')
+
+
 def main():
     global REFERENCE
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -207,6 +226,7 @@ def main():
                 'yolov5n_coco80.pt': make_stripped(str(HERE / 'yolov5n_coco80.pt'), coco_names(), seed=80),
                 'tiny_train.pt': make_training(str(HERE / 'tiny_train.pt'))}
     make_fuzz_seeds()
+    make_dataset_zip_seeds()
     with open(HERE / 'pt_checkpoints.json', 'w') as f:
         json.dump(manifest, f, indent=1)
         f.write('\n')
