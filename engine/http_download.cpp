@@ -79,13 +79,13 @@ uint64_t download_file(const std::string& url, const std::string& path, const Do
   static std::once_flag global_init;
   std::call_once(global_init, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
   const std::string manual = options.manual.empty() ? "" : "; " + options.manual;
-  const auto refuse = [&](const std::string& reason) -> std::string {
+  const auto message = [&](const std::string& reason) -> std::string {
     return str("cannot download ", url, " to ", path, ": ", reason, manual);
   };
   KESTREL_CHECK(options.stall_seconds > 0, "download_file: stall_seconds must be positive, got ", options.stall_seconds);
 
   std::unique_ptr<CURL, CurlDeleter> curl(curl_easy_init());
-  KESTREL_CHECK(curl, refuse("libcurl could not start a transfer (out of memory?)"));
+  KESTREL_CHECK(curl, message("libcurl could not start a transfer (out of memory?)"));
   AtomicFile file(path);
   Transfer t;
   t.file = &file;
@@ -119,20 +119,22 @@ uint64_t download_file(const std::string& url, const std::string& path, const Do
   curl_off_t expected = -1;
   curl_easy_getinfo(c, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &expected);
   if (rc != CURLE_OK) {
-    if (!t.failure.empty()) KESTREL_FAIL(refuse(t.failure));
+    if (!t.failure.empty()) KESTREL_FAIL(message(t.failure));
     if (t.stalled)
-      KESTREL_FAIL(refuse(str("no data for ", seconds_text(options.stall_seconds), " after ", t.written,
-                              " bytes (the server stalled)")));
-    if (rc == CURLE_HTTP_RETURNED_ERROR) KESTREL_FAIL(refuse(str("the server answered HTTP ", status)));
+      KESTREL_FAIL(message(str("no data for ", seconds_text(options.stall_seconds), " after ", t.written,
+                              " bytes (the connection stalled", options.stall_advice.empty() ? "" : "; " + options.stall_advice, ")")));
+    if (rc == CURLE_HTTP_RETURNED_ERROR) KESTREL_FAIL(message(str("the server answered HTTP ", status)));
     if (rc == CURLE_PARTIAL_FILE && expected >= 0)
-      KESTREL_FAIL(refuse(str("the transfer broke off after ", t.written, " of ", expected,
+      KESTREL_FAIL(message(str("the transfer broke off after ", t.written, " of ", expected,
                               " bytes (truncated)")));
-    KESTREL_FAIL(refuse(curl_message[0] ? std::string(curl_message) : std::string(curl_easy_strerror(rc))));
+    KESTREL_FAIL(message(curl_message[0] ? std::string(curl_message) : std::string(curl_easy_strerror(rc))));
   }
+  // A redirect without a Location ends here with its own (empty) body: not the file.
+  if (status >= 300) KESTREL_FAIL(message(str("the server answered HTTP ", status, " and sent no file")));
   // curl refuses a body shorter than its Content-Length itself; this holds it to the same rule
   // whatever the build does with a connection closed early.
   if (expected >= 0 && static_cast<uint64_t>(expected) != t.written)
-    KESTREL_FAIL(refuse(str("received ", t.written, " bytes, but the server announced ", expected, " (truncated)")));
+    KESTREL_FAIL(message(str("received ", t.written, " bytes, but the server announced ", expected, " (truncated)")));
   file.commit();
   if (options.progress) options.progress(t.written, expected >= 0 ? static_cast<uint64_t>(expected) : t.written, true);
   return t.written;

@@ -13,8 +13,10 @@
 namespace kestrel {
 
 struct DownloadOptions {
-  // A transfer that receives no byte for this long fails (also the limit for connecting).
+  // A transfer that receives no byte for this long fails (also the limit for connecting), and
+  // the refusal adds `stall_advice` (how to wait longer).
   double stall_seconds = 30;
+  std::string stall_advice;
   // Called as bytes arrive (total 0 while the size is unknown), and once more with last = true
   // when the file is complete. It decides itself how often to draw.
   std::function<void(uint64_t done, uint64_t total, bool last)> progress;

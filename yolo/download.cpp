@@ -77,6 +77,7 @@ uint64_t download_with_progress(const std::string& url, const std::string& path,
   ProgressCadence cadence = out.cadence();
   DownloadOptions options;
   options.stall_seconds = settings.stall_seconds;
+  options.stall_advice = "set KESTREL_DOWNLOAD_TIMEOUT to more seconds to wait longer";
   options.manual = manual;
   options.progress = [&](uint64_t done, uint64_t total, bool last) {
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -91,16 +91,20 @@ TEST_F(HttpDownload, AnHttpErrorNamesItsStatus) {
   EXPECT_NE(failure(server_.url("/gone.pt")).find("HTTP 404"), std::string::npos);
   server_.fail("/broken.pt", 500);
   EXPECT_NE(failure(server_.url("/broken.pt")).find("HTTP 500"), std::string::npos);
+  server_.fail("/moved.pt", 302);  // a redirect that says nowhere: its own body is not the file
+  EXPECT_NE(failure(server_.url("/moved.pt")).find("HTTP 302"), std::string::npos);
 }
 
 TEST_F(HttpDownload, AStalledTransferFailsAfterTheStallTimeout) {
   server_.stall("/slow.pt", random_bytes(100000), 1000);
   DownloadOptions options;
   options.stall_seconds = 0.5;
+  options.stall_advice = "wait longer";
   const auto start = std::chrono::steady_clock::now();
   const std::string e = failure(server_.url("/slow.pt"), options);
   const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_NE(e.find("no data for 0.5 s after 1000 bytes"), std::string::npos) << e;
+  EXPECT_NE(e.find("wait longer"), std::string::npos) << e;
   EXPECT_LT(took, 10.0) << "the stall timeout did not stop the transfer";
 }
 

@@ -128,10 +128,9 @@ bool is_zip_url(const std::string& text) {
 // What to do when a yaml's dataset is missing, from its `download` entry: a zip URL to fetch and
 // unpack, or the addresses a download script names (Kestrel runs no scripts; the reference's
 // coco.yaml and VOC.yaml carry Python).
-std::string download_advice(const YAML::Node& download, const fs::path& root) {
+std::string download_advice(const YAML::Node& download, const std::string& parent) {
   if (!download || !download.IsScalar() || download.Scalar().empty()) return "";
   const std::string text = download.Scalar();
-  const std::string parent = normal(root.parent_path());
   const bool one_url = text.find_first_of(" \t\n") == std::string::npos && text.rfind("http", 0) == 0;
   if (one_url)
     return str("; the yaml's `download` is ", text, ": fetch it and unpack it into ", parent);
@@ -215,6 +214,14 @@ std::vector<std::pair<fs::path, const char*>> path_readings(const std::string& p
           {fs::absolute(yaml_path).parent_path() / path_value, "from the yaml's folder"}};
 }
 
+// Where a dataset archive goes: the folder above `path` read from the current directory, as the
+// reference's datasets/ lies above `path: ../datasets/coco128`; a yaml without `path` has its
+// dataset in the current directory itself.
+std::string unpack_folder(const std::string& path_value, const std::string& yaml_path) {
+  const fs::path dataset = path_readings(path_value, yaml_path).front().first;
+  return normal(path_value.empty() || path_value == "." ? dataset : dataset.parent_path());
+}
+
 // Everything but the dataset's place: the checked keys, and `path` as written ("" when absent).
 DatasetConfig read_fields(const YAML::Node& root, const std::string& yaml_path, std::string& path_value) {
   KESTREL_CHECK(root.IsMap(), yaml_path, ": a dataset yaml is a map with path, train, val, nc, names");
@@ -290,7 +297,7 @@ DatasetConfig parse_dataset_config(const std::string& yaml_text, const std::stri
   if (place_dataset(cfg, root, path_value, tried, first_missing)) return cfg;
   KESTREL_FAIL(yaml_path, ": dataset not found under `path: ", path_value.empty() ? "." : path_value,
                "`", tried, "; fix `path` in the yaml, or run from the folder it is relative to",
-               download_advice(root["download"], path_readings(path_value, yaml_path).front().first));
+               download_advice(root["download"], unpack_folder(path_value, yaml_path)));
 }
 
 std::optional<DatasetDownload> pending_dataset_download(const std::string& yaml_path) {
@@ -304,8 +311,8 @@ std::optional<DatasetDownload> pending_dataset_download(const std::string& yaml_
   if (place_dataset(cfg, root, path_value, tried, first_missing)) return std::nullopt;
   const YAML::Node download = root["download"];
   if (!download || !download.IsScalar() || !is_zip_url(download.Scalar())) return std::nullopt;
-  const fs::path dataset = path_readings(path_value, yaml_path).front().first;
-  return DatasetDownload{download.Scalar(), normal(dataset.parent_path()), normal(dataset), first_missing};
+  return DatasetDownload{download.Scalar(), unpack_folder(path_value, yaml_path),
+                         normal(path_readings(path_value, yaml_path).front().first), first_missing};
 }
 
 bool is_image_path(const std::string& path) {

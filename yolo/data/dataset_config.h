@@ -40,7 +40,8 @@ DatasetConfig parse_dataset_config(const std::string& yaml_text, const std::stri
 struct DatasetDownload {
   std::string url;         // the yaml's `download`
   std::string unpack_dir;  // where to unpack it: the folder above `path` read from the current
-                           // directory (../datasets for the reference's `path: ../datasets/coco128`)
+                           // directory (../datasets for the reference's `path: ../datasets/coco128`;
+                           // the current directory itself for a yaml without `path`)
   std::string root;        // `path` read so, where the archive must leave the dataset
   std::string missing;     // the `val` entries not found there
 };
