@@ -7,6 +7,7 @@
 #include "engine/zip_archive.h"
 #include "kernels/error.h"
 #include "yolo/pt_checkpoint.h"
+#include "yolo/release_weights.h"
 
 namespace kestrel::yolo {
 namespace {
@@ -67,7 +68,8 @@ std::string read_file_bytes(const std::string& path) {
 }
 
 SafetensorsFile read_weights_file(const std::string& path) {
-  return parse_weights_file(read_file_bytes(path), path);
+  const std::string local = fetch_missing_weights(path);
+  return parse_weights_file(read_file_bytes(local), local);
 }
 
 bool is_pt_weights(const SafetensorsFile& file) {

@@ -3,7 +3,8 @@
 // apart by their first bytes, not their names. Both come back as a SafetensorsFile with the same
 // tensor names and metadata, so the loaders in yolo/weights.h need not know which it was. Any
 // other file (a legacy-format or TorchScript .pt, ONNX, an image, a yaml) is refused with a
-// message saying what it is and what to give instead.
+// message saying what it is and what to give instead. A release name that is no file yet
+// (yolov5s.pt) or a URL is downloaded first, as the reference does (yolo/release_weights.h).
 #pragma once
 #include <string>
 

@@ -6,9 +6,8 @@
 #include "yolo/cli/commands.h"
 #include "yolo/cli/inference_model.h"
 #include "yolo/data/dataset_config.h"
-#include "yolo/data/synthetic.h"
-#include "yolo/shipped_files.h"
 #include "yolo/run_dir.h"
+#include "yolo/train_support.h"
 #include "yolo/validator.h"
 
 namespace kestrel::cli {
@@ -57,9 +56,7 @@ int run_val(const std::vector<std::string>& argv) {
   else if (args.has("half"))
     vo.compute_dtype = DType::F16;
 
-  std::string data = args.get("data", "synthetic");
-  data = data == "synthetic" ? yolo::data::ensure_synthetic_dataset(yolo::data::default_synthetic_dir())
-                             : yolo::find_shipped_file(data, "--data");
+  const std::string data = yolo::resolve_data(args.get("data", "synthetic"));
   const yolo::data::DatasetConfig dcfg = yolo::data::load_dataset_config(data);
   std::optional<int> nc = args.get_optional_int32("nc");
   if (!nc) nc = vo.single_cls ? 1 : dcfg.nc;  // a checkpoint's own class count wins
