@@ -151,7 +151,7 @@ const Command kDetectCommand = {
     run_detect};
 
 int run_detect(const std::vector<std::string>& argv) {
-  Args args(argv, kFlags, {"classes", "img-size"});
+  Args args(argv, kFlags, {"classes", "img-size"}, /*own=*/{"cfg", "nc"});
   if (!args.has("weights") || !args.has("source")) throw UsageError("--weights and --source are required");
   const std::string source = args.get("source", "");
   const bool view_img = args.has("view-img");

@@ -57,7 +57,8 @@ int run_val(const std::vector<std::string>& argv) {
                    {"device", true}, {"half", false}, {"save-json", false}, {"save-txt", false},
                    {"save-conf", false}, {"verbose", false}, {"single-cls", false}, {"max-det", true},
                    {"workers", true}, {"cfg", true}, {"nc", true}, {"project", true}, {"name", true},
-                   {"exist-ok", false}, {"augment", false}, {"dnn", false}});
+                   {"exist-ok", false}, {"augment", false}, {"dnn", false}},
+            /*lists=*/{}, /*own=*/{"cfg", "nc"});
   if (!args.has("weights")) throw UsageError("--weights is required");
   const std::string task = args.get("task", "val");
   if (task != "val" && task != "test" && task != "train") throw UsageError("--task must be val, test or train");
