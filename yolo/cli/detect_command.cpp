@@ -15,9 +15,11 @@
 #include "yolo/cli/detector.h"
 #include "yolo/data/detect_sources.h"
 #include "yolo/data/image_codec.h"
+#include "yolo/data/dataset_config.h"
 #include "yolo/data/image_window.h"
 #include "yolo/data/video_io.h"
 #include "yolo/run_dir.h"
+#include "yolo/shipped_files.h"
 #include "yolo/stop_signal.h"
 
 namespace kestrel::cli {
@@ -33,7 +35,8 @@ const std::map<std::string, bool> kFlags = {
     {"save-txt", false},    {"save-conf", false},   {"save-crop", false},   {"nosave", false},
     {"classes", true},      {"agnostic-nms", false}, {"project", true},     {"name", true},
     {"exist-ok", false},    {"line-thickness", true}, {"hide-labels", false}, {"hide-conf", false},
-    {"vid-stride", true},   {"cfg", true},          {"nc", true}};
+    {"vid-stride", true},   {"cfg", true},          {"nc", true},           {"augment", false},
+    {"half", false},        {"dnn", false},         {"data", true},         {"visualize", false}};
 
 // --img-size H [W] (one size is square).
 std::vector<int> requested_size(const Args& args) {
@@ -56,6 +59,22 @@ std::pair<int, int> image_size(const std::vector<int>& size, int stride) {
     std::printf("WARNING: --img-size %d %d must be a multiple of the max stride %d, updating to %d %d\n",
                 size[0], size[1], stride, fixed[0], fixed[1]);
   return {fixed[0], fixed[1]};
+}
+
+// An ONNX graph's settings, as the reference runs weights other than PyTorch's: on the CPU here
+// (OpenCV DNN), each frame padded to the full size (no minimal padding), a fixed-size export at
+// its own size. Returns the device the frames go to.
+Device onnx_settings(const yolo::OnnxModel& onnx, Device device, std::vector<int>& size, DetectSettings& s) {
+  if (device.is_cuda()) std::printf("WARNING: ONNX weights run in OpenCV DNN on the CPU, not on %s\n", device.str().c_str());
+  s.letterbox_auto = false;
+  if (onnx.height() && onnx.width()) {
+    const std::vector<int> fixed = {static_cast<int>(*onnx.height()), static_cast<int>(*onnx.width())};
+    if (fixed != size)
+      std::printf("WARNING: '%s' is a fixed-size export for %dx%d images: detecting at that size, not --img-size %d %d\n",
+                  onnx.path().c_str(), fixed[0], fixed[1], size[0], size[1]);
+    size = fixed;
+  }
+  return Device::cpu();
 }
 
 // The annotated image under its own name (other formats than JPEG and PNG are saved as JPEG).
@@ -112,19 +131,27 @@ void run_video(Detector& detector, const SourceItem& item, const std::string& pr
 
 const Command kDetectCommand = {
     "detect", "detect objects in images, videos and streams (reference detect.py)",
-    "usage: kestrel detect --weights W.pt|W.safetensors --source SRC [--img-size 640 [W]]\n"
+    "usage: kestrel detect --weights W.pt|W.safetensors|W.onnx --source SRC [--img-size 640 [W]]\n"
     "                      [--conf-thres 0.25] [--iou-thres 0.45] [--max-det 1000] [--device cpu|0]\n"
     "                      [--classes 0 [2 ...]] [--agnostic-nms] [--save-txt] [--save-conf]\n"
     "                      [--save-crop] [--nosave] [--view-img] [--line-thickness 3]\n"
     "                      [--hide-labels] [--hide-conf] [--vid-stride 1] [--project runs/detect]\n"
-    "                      [--name exp] [--exist-ok] [--cfg M.yaml] [--nc N]\n"
+    "                      [--name exp] [--exist-ok] [--half] [--augment] [--visualize] [--dnn]\n"
+    "                      [--data D.yaml] [--cfg M.yaml] [--nc N]\n"
+    "  --half      float16 inference on a GPU (ignored on the CPU, as in the reference)\n"
+    "  --augment   test-time augmentation: scales 1, 0.83 (mirrored), 0.67, as the reference's\n"
+    "  --visualize every stage's first 32 feature maps and its output (.npy), per image, in\n"
+    "              <run>/<image name>/stage{i}_{Type}_features.png\n"
+    "  --data      class names for weights without their own (an .onnx without metadata, plain\n"
+    "              weights); also the class count of plain weights without --nc\n"
+    "  --dnn       accepted: .onnx weights always run in OpenCV DNN (on the CPU)\n"
     "  SRC: an image, a video, a folder, a glob ('imgs/**/*.jpg'), a .txt list of those, a stream\n"
     "  URL (rtsp://, rtmp://, http(s)://) or a webcam index (0). Videos and streams need a build\n"
     "  with OpenCV videoio; --view-img needs a display and a build with highgui.\n",
     run_detect};
 
 int run_detect(const std::vector<std::string>& argv) {
-  Args args(argv, kFlags, {"classes", "img-size"});
+  Args args(argv, kFlags, {"classes", "img-size"}, /*own=*/{"cfg", "nc"});
   if (!args.has("weights") || !args.has("source")) throw UsageError("--weights and --source are required");
   const std::string source = args.get("source", "");
   const bool view_img = args.has("view-img");
@@ -148,12 +175,27 @@ int run_detect(const std::vector<std::string>& argv) {
   s.line_thickness = args.get_int32("line-thickness", 3);
   const bool save_img = !args.has("nosave");
   s.draw = save_img || view_img;
-  const std::vector<int> size = requested_size(args);
+  std::vector<int> size = requested_size(args);
 
   // As the reference: the model first, then the sources.
-  const Device device = inference_device(args.get("device", ""));
-  InferenceModel im = load_inference_model(args.get("weights", ""), args.get("cfg", ""),
-                                           args.get_optional_int32("nc"), device);
+  Device device = inference_device(args.get("device", ""));
+  const std::vector<std::string> data_names =
+      args.has("data") ? yolo::data::load_dataset_names(yolo::find_shipped_file(args.get("data", ""), "--data"))
+                       : std::vector<std::string>{};
+  std::optional<int> nc = args.get_optional_int32("nc");
+  if (!nc && !data_names.empty()) nc = static_cast<int>(data_names.size());
+  InferenceModel im = load_inference_model(args.get("weights", ""), args.get("cfg", ""), nc, device, /*allow_onnx=*/true);
+  if (im.names.empty() && !data_names.empty()) {
+    KESTREL_CHECK(im.nc() == 0 || im.nc() == static_cast<int64_t>(data_names.size()), "--data ", args.get("data", ""),
+                  " names ", data_names.size(), " classes, but the weights predict ", im.nc());
+    im.names = data_names;
+  }
+  s.dtype = inference_dtype(args.has("half"), im, device);
+  set_augment(args.has("augment"), im);
+  s.visualize = args.has("visualize");
+  if (s.visualize && im.onnx) std::printf("WARNING: --visualize is ignored for ONNX weights (no stages to look into)\n");
+  if (s.visualize && im.augment) std::printf("WARNING: --visualize is ignored with --augment, as in the reference\n");
+  if (im.onnx) device = onnx_settings(*im.onnx, device, size, s);
   const std::vector<SourceItem> items = yolo::data::expand_sources(source);
   for (const SourceItem& item : items)
     KESTREL_CHECK(item.kind == SourceKind::kImage || yolo::data::video_io_available(), "--source: '",
@@ -161,7 +203,7 @@ int run_detect(const std::vector<std::string>& argv) {
                   ", and this kestrel was built without OpenCV videoio, which reads them; install "
                   "libopencv-videoio-dev and rebuild (CMake finds it), or extract the frames first "
                   "(ffmpeg -i VIDEO frames/%06d.jpg) and pass the folder");
-  s.stride = static_cast<int>(std::max(32.0, im.model->strides().back()));
+  s.stride = im.stride();
   std::tie(s.img_h, s.img_w) = image_size(size, s.stride);
   const std::string save_dir = yolo::increment_path(args.get("project", "runs/detect") + "/" + args.get("name", "exp"),
                                                     args.has("exist-ok"));

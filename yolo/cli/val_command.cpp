@@ -11,15 +11,42 @@
 #include "yolo/validator.h"
 
 namespace kestrel::cli {
+namespace {
+
+// As the reference's val for weights other than PyTorch's: square letterboxed images one at a
+// time (a fixed-size export at its own size), on the CPU where OpenCV DNN runs them. Returns the
+// device the batches go to.
+Device onnx_settings(const yolo::OnnxModel& onnx, Device device, yolo::ValOptions& vo) {
+  if (device.is_cuda()) std::printf("WARNING: ONNX weights run in OpenCV DNN on the CPU, not on %s\n", device.str().c_str());
+  if (onnx.height() || onnx.width()) {
+    KESTREL_CHECK(onnx.height() && onnx.width() && *onnx.height() == *onnx.width(), "'", onnx.path(),
+                  "' takes ", onnx.height().value_or(0), "x", onnx.width().value_or(0), " images, but val runs square ones: "
+                  "export it square (--img-size N) or with --dynamic");
+    if (*onnx.height() != vo.img_size)
+      std::printf("WARNING: '%s' is a fixed-size export for %lldx%lld images: validating at %lld, not --img-size %d\n",
+                  onnx.path().c_str(), static_cast<long long>(*onnx.height()), static_cast<long long>(*onnx.width()),
+                  static_cast<long long>(*onnx.height()), vo.img_size);
+    vo.img_size = static_cast<int>(*onnx.height());
+  }
+  vo.batch_size = 1;
+  vo.rect = false;
+  std::printf("Forcing --batch-size 1 square inference (1,3,%d,%d) for non-PyTorch models\n", vo.img_size, vo.img_size);
+  return Device::cpu();
+}
+
+}  // namespace
 
 const Command kValCommand = {
     "val", "validate weights on a dataset: P, R, mAP50, mAP50-95 (reference val.py)",
-    "usage: kestrel val --weights W.pt|W.safetensors --data D.yaml|synthetic [--img-size 640]\n"
+    "usage: kestrel val --weights W.pt|W.safetensors|W.onnx --data D.yaml|synthetic [--img-size 640]\n"
     "                   [--batch-size 32] [--conf-thres 0.001] [--iou-thres 0.6]\n"
-    "                   [--task val|test|train] [--device cpu|0] [--half] [--save-json]\n"
-    "                   [--save-txt] [--save-conf] [--verbose] [--single-cls] [--max-det 300]\n"
-    "                   [--workers 8] [--cfg M.yaml] [--nc N] [--project runs/val] [--name exp]\n"
-    "                   [--exist-ok]\n"
+    "                   [--task val|test|train] [--device cpu|0] [--half] [--augment] [--dnn]\n"
+    "                   [--save-json] [--save-txt] [--save-conf] [--verbose] [--single-cls]\n"
+    "                   [--max-det 300] [--workers 8] [--cfg M.yaml] [--nc N] [--project runs/val]\n"
+    "                   [--name exp] [--exist-ok]\n"
+    "  --half      float16 inference on a GPU (ignored on the CPU, as in the reference)\n"
+    "  --augment   test-time augmentation: scales 1, 0.83 (mirrored), 0.67, as the reference's\n"
+    "  --dnn       accepted: .onnx weights always run in OpenCV DNN (on the CPU), square, batch 1\n"
     "  --cfg/--nc are only needed for plain weights files (checkpoints carry their model).\n",
     run_val};
 
@@ -29,7 +56,8 @@ int run_val(const std::vector<std::string>& argv) {
                    {"device", true}, {"half", false}, {"save-json", false}, {"save-txt", false},
                    {"save-conf", false}, {"verbose", false}, {"single-cls", false}, {"max-det", true},
                    {"workers", true}, {"cfg", true}, {"nc", true}, {"project", true}, {"name", true},
-                   {"exist-ok", false}});
+                   {"exist-ok", false}, {"augment", false}, {"dnn", false}},
+            /*lists=*/{}, /*own=*/{"cfg", "nc"});
   if (!args.has("weights")) throw UsageError("--weights is required");
   const std::string task = args.get("task", "val");
   if (task != "val" && task != "test" && task != "train") throw UsageError("--task must be val, test or train");
@@ -50,18 +78,18 @@ int run_val(const std::vector<std::string>& argv) {
   if (vo.img_size > kMaxImageSize)
     throw UsageError("--img-size " + std::to_string(vo.img_size) + " is above the limit of " +
                      std::to_string(kMaxImageSize) + " pixels a side");
-  const Device device = inference_device(args.get("device", ""));
-  if (args.has("half") && !device.is_cuda())  // as the reference: half precision is a GPU matter
-    std::printf("WARNING: --half is ignored on the CPU (float32 inference)\n");
-  else if (args.has("half"))
-    vo.compute_dtype = DType::F16;
+  Device device = inference_device(args.get("device", ""));
 
   const std::string data = yolo::resolve_data(args.get("data", "synthetic"));
   const yolo::data::DatasetConfig dcfg = yolo::data::load_dataset_config(data);
   std::optional<int> nc = args.get_optional_int32("nc");
   if (!nc) nc = vo.single_cls ? 1 : dcfg.nc;  // a checkpoint's own class count wins
-  InferenceModel im = load_inference_model(args.get("weights", ""), args.get("cfg", ""), nc, device);
-  const int model_nc = static_cast<int>(im.model->detect().nc);
+  InferenceModel im = load_inference_model(args.get("weights", ""), args.get("cfg", ""), nc, device, /*allow_onnx=*/true);
+  vo.compute_dtype = inference_dtype(args.has("half"), im, device);
+  set_augment(args.has("augment"), im);
+  vo.augment = im.augment;
+  if (im.onnx) device = onnx_settings(*im.onnx, device, vo);
+  const int model_nc = static_cast<int>(im.onnx && !im.onnx->nc() ? dcfg.nc : im.nc());
   KESTREL_CHECK(vo.single_cls || model_nc == dcfg.nc, "the weights predict ", model_nc, " classes but ",
                 dcfg.yaml_path, " has ", dcfg.nc, "; use the dataset they were trained on");
   const std::vector<std::string> names = im.names.empty() ? dcfg.names : im.names;
@@ -75,11 +103,12 @@ int run_val(const std::vector<std::string>& argv) {
   const std::string project = args.get("project", "runs/val");
   vo.save_dir = yolo::increment_path(project + "/" + args.get("name", "exp"), args.has("exist-ok"));
   std::filesystem::create_directories(vo.save_dir);
-  const int stride = static_cast<int>(std::max(32.0, im.model->strides().back()));
-  yolo::Validator validator(split.records, names, model_nc, vo, device, stride);
+  yolo::Validator validator(split.records, names, model_nc, vo, device, im.stride());
   const yolo::Console console(true);
   validator.set_console(&console);
-  std::printf("%s", validator.run(*im.model).table.c_str());
+  const yolo::ValResult result =
+      im.model ? validator.run(*im.model) : validator.run([&](const Tensor& x) { return im.predict(x); });
+  std::printf("%s", result.table.c_str());
   std::printf("Results saved to %s\n", vo.save_dir.c_str());
   return 0;
 }

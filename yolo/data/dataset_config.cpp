@@ -187,6 +187,41 @@ std::string refusal_digest(const std::vector<std::string>& images, const std::ve
 
 }  // namespace
 
+// `names`, checked against `nc` where both are given; class0, class1, ... from `nc` alone.
+static std::vector<std::string> class_names(const YAML::Node& root, const std::string& yaml_path) {
+  int nc = -1;
+  if (root["nc"] && !root["nc"].IsNull()) {
+    try {
+      nc = root["nc"].as<int>();
+    } catch (const YAML::Exception&) {
+      KESTREL_FAIL(yaml_path, ": `nc` must be an integer, got '", root["nc"].Scalar(), "'");
+    }
+    KESTREL_CHECK(nc >= 1 && nc <= kMaxClasses, yaml_path, ": `nc` must be in [1, ", kMaxClasses,
+                  "], got ", nc);
+  }
+  std::vector<std::string> names;
+  if (root["names"] && !root["names"].IsNull()) {
+    names = read_names(root["names"], str(yaml_path, ": `names`"));
+    KESTREL_CHECK(!names.empty(), yaml_path, ": `names` is empty");
+    KESTREL_CHECK(nc < 0 || nc == static_cast<int>(names.size()), yaml_path, ": `nc` is ", nc,
+                  " but `names` has ", names.size(), " entries; make them agree");
+  } else {
+    KESTREL_CHECK(nc > 0, yaml_path, ": missing `names` (and `nc`); list the class names");
+    for (int i = 0; i < nc; ++i) names.push_back(str("class", i));
+  }
+  return names;
+}
+
+std::vector<std::string> load_dataset_names(const std::string& yaml_path) {
+  std::ifstream in(yaml_path);
+  KESTREL_CHECK(in, "cannot read dataset yaml ", yaml_path, "; give an existing file");
+  std::stringstream text;
+  text << in.rdbuf();
+  const YAML::Node root = load_yaml(text.str(), yaml_path);
+  KESTREL_CHECK(root.IsMap(), yaml_path, ": a dataset yaml is a map with path, train, val, nc, names");
+  return class_names(root, yaml_path);
+}
+
 const std::vector<std::string>& DatasetConfig::split(const std::string& name) const {
   if (name == "train") return train;
   if (name == "val") return val;
@@ -237,27 +272,8 @@ DatasetConfig read_fields(const YAML::Node& root, const std::string& yaml_path, 
   for (const char* key : {"train", "val"})
     KESTREL_CHECK(root[key] && !root[key].IsNull(), yaml_path, ": missing `", key,
                   "` (an image folder, a .txt list of images, or a list of those)");
-  int nc = -1;
-  if (root["nc"] && !root["nc"].IsNull()) {
-    try {
-      nc = root["nc"].as<int>();
-    } catch (const YAML::Exception&) {
-      KESTREL_FAIL(yaml_path, ": `nc` must be an integer, got '", root["nc"].Scalar(), "'");
-    }
-    KESTREL_CHECK(nc >= 1 && nc <= kMaxClasses, yaml_path, ": `nc` must be in [1, ", kMaxClasses,
-                  "], got ", nc);
-  }
-  if (root["names"] && !root["names"].IsNull()) {
-    cfg.names = read_names(root["names"], str(yaml_path, ": `names`"));
-    KESTREL_CHECK(!cfg.names.empty(), yaml_path, ": `names` is empty");
-    KESTREL_CHECK(nc < 0 || nc == static_cast<int>(cfg.names.size()), yaml_path, ": `nc` is ", nc,
-                  " but `names` has ", cfg.names.size(), " entries; make them agree");
-    cfg.nc = static_cast<int>(cfg.names.size());
-  } else {
-    KESTREL_CHECK(nc > 0, yaml_path, ": missing `names` (and `nc`); list the class names");
-    cfg.nc = nc;
-    for (int i = 0; i < nc; ++i) cfg.names.push_back(str("class", i));
-  }
+  cfg.names = class_names(root, yaml_path);
+  cfg.nc = static_cast<int>(cfg.names.size());
   return cfg;
 }
 

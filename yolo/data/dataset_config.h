@@ -50,6 +50,10 @@ struct DatasetDownload {
 // anything else (none, a script, several addresses): load_dataset_config then says what to do.
 std::optional<DatasetDownload> pending_dataset_download(const std::string& yaml_path);
 
+// Only the class names (from `names`, or class0.. from `nc`), the images not looked for: detect's
+// --data, as the reference's detect reads a yaml for its names alone.
+std::vector<std::string> load_dataset_names(const std::string& yaml_path);
+
 // True for the reference's image suffixes (bmp dng jpeg jpg mpo png tif tiff webp pfm), any case.
 bool is_image_path(const std::string& path);
 
