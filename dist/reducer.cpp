@@ -214,9 +214,24 @@ void Reducer::zero_grad() {
       state_->params[p].set_grad(state_->views[p]);
 }
 
-void Reducer::abandon_backward() {
-  state_->armed = false;
-  state_->works.assign(state_->works.size(), nullptr);
+Reducer::Snapshot Reducer::snapshot() const {
+  const State& s = *state_;
+  return {s.sync,  s.armed,    s.rebuilt, s.step, std::make_shared<ReadyTracker>(*s.tracker),
+          s.works, s.timeline, s.unused};
+}
+
+void Reducer::restore(const Snapshot& snap) {
+  State& s = *state_;
+  KESTREL_CHECK(snap.rebuilt == s.rebuilt && snap.tracker,
+                "reducer: the gradient buckets were laid out anew since the snapshot; a step "
+                "that re-lays them out cannot be undone");
+  s.sync = snap.sync;
+  s.armed = snap.armed;
+  s.step = snap.step;
+  *s.tracker = *snap.tracker;
+  s.works = snap.works;
+  s.timeline = snap.timeline;
+  s.unused = snap.unused;
 }
 
 void Reducer::set_sync(bool sync) {

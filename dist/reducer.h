@@ -44,6 +44,8 @@
 
 namespace kestrel::dist {
 
+class ReadyTracker;  // reducer_state.h
+
 using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 
 // Chosen by a sweep of the cap on 2-process CPU Gloo with YOLOv5s's 177 gradient tensors (29 MB
@@ -80,10 +82,21 @@ class Reducer {
   void finalize();
   // Zeroes every gradient in place (the views stay; never set .grad to an undefined tensor).
   void zero_grad();
-  // Forgets a synchronised backward that was begun but never ran on the device (a CUDA graph
-  // capture that failed part-way): disarms the hooks and drops the step's unissued works, so the
-  // next prepare_for_backward() starts afresh. The gradients are left as they are.
-  void abandon_backward();
+  // The host state a step changes (sync, the armed hooks, readiness, the step's works, timeline
+  // and count), taken before a step that may never run on the device (a CUDA graph capture) and
+  // put back if it does not: the next prepare_for_backward() then starts as if the step had not
+  // begun. Gradients and device memory are not part of it, nor the bucket layout, which a
+  // snapshot taken before the first step's re-layout cannot restore (restore() refuses).
+  struct Snapshot {
+    bool sync = true, armed = false, rebuilt = false;
+    int64_t step = 0;
+    std::shared_ptr<const ReadyTracker> tracker;
+    std::vector<std::shared_ptr<Work>> works;
+    StepTimeline timeline;
+    std::vector<std::string> unused;
+  };
+  Snapshot snapshot() const;
+  void restore(const Snapshot& s);
 
   // Gradient accumulation: while sync is off, backward only accumulates locally and
   // prepare_for_backward()/finalize() do nothing; the step with sync on communicates the sum.

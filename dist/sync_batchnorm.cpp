@@ -67,10 +67,12 @@ struct SyncBatchNormBackward : autograd::Node {
 
 Tensor sync_batch_norm(const Tensor& x_, const Tensor& weight_, const Tensor& bias_,
                        const Tensor& running_mean, const Tensor& running_var, bool training,
-                       double momentum, double eps, const std::shared_ptr<ProcessGroup>& group) {
+                       double momentum, double eps, const std::shared_ptr<ProcessGroup>& group,
+                       const Tensor& batches_tracked) {
   KESTREL_CHECK(group, "sync_batch_norm: no process group");
   if (!training || group->size() == 1)
-    return ops::batch_norm(x_, weight_, bias_, running_mean, running_var, training, momentum, eps);
+    return ops::batch_norm(x_, weight_, bias_, running_mean, running_var, training, momentum, eps,
+                           batches_tracked);
   KESTREL_CHECK(x_.defined() && x_.dim() == 4,
                 "sync_batch_norm: expected an NHWC input "
                 "[N, H, W, C], got ",
@@ -106,7 +108,7 @@ Tensor sync_batch_norm(const Tensor& x_, const Tensor& weight_, const Tensor& bi
                   "ranks, got ",
                   x.describe(), " on rank ", group->rank(), "; use a larger batch or eval mode");
   const Tensor mean = moments.slice(0, 1, 1 + c), var = moments.slice(0, 1 + c, 1 + 2 * c);
-  update_running(moments, momentum, running_mean, running_var);
+  update_running(moments, momentum, running_mean, running_var, batches_tracked);
   Tensor y = normalize(x, mean, var, weight, bias, eps);
   if (auto node = autograd::make_node<SyncBatchNormBackward>({&x_, &weight_, &bias_})) {
     node->x = autograd::SavedTensor(x);

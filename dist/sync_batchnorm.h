@@ -21,6 +21,7 @@ namespace kestrel::dist {
 
 Tensor sync_batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias,
                        const Tensor& running_mean, const Tensor& running_var, bool training,
-                       double momentum, double eps, const std::shared_ptr<ProcessGroup>& group);
+                       double momentum, double eps, const std::shared_ptr<ProcessGroup>& group,
+                       const Tensor& batches_tracked = Tensor());
 
 }  // namespace kestrel::dist

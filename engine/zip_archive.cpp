@@ -117,7 +117,7 @@ bool looks_like_zip(std::string_view bytes) {
          ((bytes[2] == 3 && bytes[3] == 4) || (bytes[2] == 5 && bytes[3] == 6));
 }
 
-ZipArchive ZipArchive::parse(std::string_view bytes, const std::string& path) {
+ZipArchive ZipArchive::parse(std::string_view bytes, const std::string& path, ZipMethods methods) {
   const Bytes b(bytes, path);
   const Directory dir = find_directory(b, path);
   b.need(dir.offset, dir.size, "the central directory");
@@ -135,8 +135,8 @@ ZipArchive ZipArchive::parse(std::string_view bytes, const std::string& path) {
   for (uint64_t i = 0; i < dir.count; ++i) {
     if (at + kCentralSize > end || b.le(at, 4) != kCentralHeader)
       bad_zip(path, str("central directory entry ", i, " of ", dir.count, " is missing or damaged"));
-    const uint64_t flags = b.le(at + 8, 2), method = b.le(at + 10, 2);
-    const uint64_t crc = b.le(at + 16, 4);
+    const uint64_t made_by = b.le(at + 4, 2), flags = b.le(at + 8, 2), method = b.le(at + 10, 2);
+    const uint64_t crc = b.le(at + 16, 4), external = b.le(at + 38, 4);
     uint64_t compressed = b.le(at + 20, 4), size = b.le(at + 24, 4), local = b.le(at + 42, 4);
     const uint64_t name_len = b.le(at + 28, 2), extra_len = b.le(at + 30, 2), comment_len = b.le(at + 32, 2);
     if (at + kCentralSize + name_len + extra_len + comment_len > end)
@@ -147,17 +147,29 @@ ZipArchive ZipArchive::parse(std::string_view bytes, const std::string& path) {
     if (flags & 1)
       bad_zip(path, str("entry '", e.name, "' is encrypted; Kestrel reads only plain archives as ",
                         "torch.save writes them: decrypt it first"));
-    if (method != 0 || compressed != size)
+    const bool deflated = method == 8 && methods == ZipMethods::StoredOrDeflated;
+    if (methods == ZipMethods::Stored && (method != 0 || compressed != size))
       bad_zip(path, str("entry '", e.name, "' is compressed (method ", method, "); torch.save ",
                         "stores entries uncompressed: the file was re-zipped by another tool, so ",
                         "re-save it with torch.save or unzip and re-zip it with `zip -0`"));
+    if (!deflated && method != 0)
+      bad_zip(path, str("entry '", e.name, "' uses compression method ", method, ", which Kestrel ",
+                        "does not unpack (it reads stored and deflated entries); unpack it with ",
+                        "another tool, or re-zip it with plain `zip`"));
+    if (method == 0 && compressed != size)
+      bad_zip(path, str("entry '", e.name, "' is stored uncompressed, yet its sizes differ (", compressed,
+                        " and ", size, " bytes): the archive is damaged"));
     b.need(local, kLocalSize, str("entry '", e.name, "': its local header").c_str());
     if (b.le(local, 4) != kLocalHeader)
       bad_zip(path, str("entry '", e.name, "': no local header where the directory says (byte ", local, ")"));
     e.data_offset = local + kLocalSize + b.le(local + 26, 2) + b.le(local + 28, 2);
-    e.size = size;
+    e.size = compressed;
+    e.unpacked_size = size;
+    e.method = static_cast<uint16_t>(method);
+    e.crc = static_cast<uint32_t>(crc);
+    e.unix_mode = (made_by >> 8) == 3 ? static_cast<uint32_t>(external >> 16) : 0;
     b.need(e.data_offset, e.size, str("entry '", e.name, "': its data").c_str());
-    if (crc32(b.view(e.data_offset, e.size)) != crc)
+    if (method == 0 && crc32(b.view(e.data_offset, e.size)) != crc)
       bad_zip(path, str("entry '", e.name, "' fails its CRC-32 check: the file is damaged; ",
                         "download or copy it again"));
     out.entries_.push_back(std::move(e));
@@ -166,6 +178,12 @@ ZipArchive ZipArchive::parse(std::string_view bytes, const std::string& path) {
     at += kCentralSize + name_len + extra_len + comment_len;
   }
   return out;
+}
+
+std::string_view ZipArchive::data(const ZipEntry& entry) const {
+  if (entry.method != 0)
+    bad_zip(path_, str("entry '", entry.name, "' is deflated: inflate it (engine/zip_extract) to read it"));
+  return raw(entry);
 }
 
 const ZipEntry* ZipArchive::find(std::string_view name) const {

@@ -13,6 +13,7 @@ std::span<const Target> all_targets() {
       {"label_cache", label_cache},   {"json", json},
       {"image_header", image_header}, {"cli_args", cli_args},
       {"zip_archive", zip_archive},   {"pickle", pickle},
+      {"weights_file", weights_file},
   };
   return kTargets;
 }

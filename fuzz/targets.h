@@ -30,6 +30,7 @@ void image_header(std::string_view input);   // yolo/data/image_codec: probe, th
 void cli_args(std::string_view input);       // yolo/cli/args: NUL-separated arguments
 void zip_archive(std::string_view input);    // engine/zip_archive, then the whole .pt path
 void pickle(std::string_view input);         // engine/pickle under a YOLOv5 checkpoint's globals
+void weights_file(std::string_view input);   // yolo/weights_file: any file given to --weights
 
 struct Target {
   const char* name;  // also its folder under fuzz/corpus/ and fuzz/dict/<name>.dict

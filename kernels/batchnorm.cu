@@ -303,9 +303,11 @@ void batch_norm_forward_cuda(DType t, const void* x_, BatchNormShape s, const fl
 }
 
 void batch_norm_update_running_cuda(int64_t channels, const float* moments, double momentum,
-                                    float* running_mean, float* running_var, cudaStream_t stream) {
+                                    float* running_mean, float* running_var,
+                                    int64_t* batches_tracked, cudaStream_t stream) {
   const float m = float(momentum);
   cuda::launch_map(channels, stream, [=] __device__(int64_t c) {
+    if (c == 0 && batches_tracked) ++*batches_tracked;
     batch_norm_running_fn(moments[0], moments[1 + c], moments[1 + channels + c], m,
                           running_mean[c], running_var[c]);
   });

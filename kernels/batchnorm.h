@@ -101,6 +101,8 @@ void batch_norm_merge_moments_cuda(int64_t ranks, int64_t channels, const float*
                                    float* merged, cudaStream_t stream);
 
 // --- (3) apply, and the running update from a packed moments buffer ------------------------------
+// The running update also advances BatchNorm's num_batches_tracked by one when batches_tracked is
+// given (an int64 on the update's device, as PyTorch counts in training mode); nullptr: no counter.
 void batch_norm_forward_cpu(DType t, const void* x, BatchNormShape s, const void* mean,
                             const void* var, const void* weight, const void* bias, double eps,
                             void* y);
@@ -108,9 +110,11 @@ void batch_norm_forward_cuda(DType t, const void* x, BatchNormShape s, const flo
                              const float* var, const float* weight, const float* bias, double eps,
                              void* y, cudaStream_t stream);
 void batch_norm_update_running_cpu(DType p, int64_t channels, const void* moments,
-                                   double momentum, void* running_mean, void* running_var);
+                                   double momentum, void* running_mean, void* running_var,
+                                   int64_t* batches_tracked);
 void batch_norm_update_running_cuda(int64_t channels, const float* moments, double momentum,
-                                    float* running_mean, float* running_var, cudaStream_t stream);
+                                    float* running_mean, float* running_var,
+                                    int64_t* batches_tracked, cudaStream_t stream);
 
 // --- (4) backward reduce: sums = [sum(dy)[C], sum(dy * xhat)[C]] ---------------------------------
 void batch_norm_backward_reduce_cpu(DType t, const void* dy, const void* x, BatchNormShape s,

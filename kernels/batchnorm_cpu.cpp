@@ -225,7 +225,9 @@ void batch_norm_forward_cpu(DType t, const void* x, BatchNormShape s, const void
 }
 
 void batch_norm_update_running_cpu(DType p, int64_t channels, const void* moments_,
-                                   double momentum, void* running_mean_, void* running_var_) {
+                                   double momentum, void* running_mean_, void* running_var_,
+                                   int64_t* batches_tracked) {
+  if (batches_tracked) ++*batches_tracked;
   KESTREL_DISPATCH_CPU_FLOAT(p, P, "batch_norm running statistics", {
     const P* moments = static_cast<const P*>(moments_);
     P* running_mean = static_cast<P*>(running_mean_);

@@ -52,20 +52,21 @@ BatchNorm2d::BatchNorm2d(int64_t channels, double eps, double momentum)
   register_parameter("bias", &bias);
   register_buffer("running_mean", &running_mean);
   register_buffer("running_var", &running_var);
-  register_buffer("num_batches_tracked", &num_batches_tracked, /*host_resident=*/true);
+  register_buffer("num_batches_tracked", &num_batches_tracked);
 }
 
 Tensor BatchNorm2d::forward(const Tensor& x) {
-  if (is_training()) num_batches_tracked.data<int64_t>()[0] += 1;
-  if (norm) return norm(x, weight, bias, running_mean, running_var, is_training(), momentum, eps);
-  return ops::batch_norm(x, weight, bias, running_mean, running_var, is_training(), momentum, eps);
+  if (norm)
+    return norm(x, weight, bias, running_mean, running_var, is_training(), momentum, eps,
+                num_batches_tracked);
+  return ops::batch_norm(x, weight, bias, running_mean, running_var, is_training(), momentum, eps,
+                         num_batches_tracked);
 }
 
 Tensor BatchNorm2d::forward_silu(const Tensor& x) {
   if (norm) return ops::silu(forward(x));
-  if (is_training()) num_batches_tracked.data<int64_t>()[0] += 1;
   return ops::batch_norm_silu(x, weight, bias, running_mean, running_var, is_training(), momentum,
-                              eps);
+                              eps, num_batches_tracked);
 }
 
 Conv::Conv(int64_t c1, int64_t c2, int64_t k, int64_t s, std::optional<int64_t> p, Generator& gen) {

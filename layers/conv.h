@@ -36,7 +36,8 @@ class BatchNorm2d : public UnaryModule {
   // (dist/sync_batchnorm.h) without layers/ knowing about process groups.
   using NormFn = std::function<Tensor(const Tensor& x, const Tensor& weight, const Tensor& bias,
                                       const Tensor& running_mean, const Tensor& running_var,
-                                      bool training, double momentum, double eps)>;
+                                      bool training, double momentum, double eps,
+                                      const Tensor& batches_tracked)>;
 
   BatchNorm2d(int64_t channels, double eps, double momentum);
   Tensor forward(const Tensor& x) override;
@@ -46,7 +47,9 @@ class BatchNorm2d : public UnaryModule {
 
   Tensor weight, bias;                   // parameters, fp32
   Tensor running_mean, running_var;      // buffers, fp32
-  Tensor num_batches_tracked;            // buffer, int64 scalar, kept on the CPU
+  // buffer, int64 scalar on the module's device: the training forward's running-statistics update
+  // advances it on the device (as PyTorch's add_(1)), so CUDA graph replays count too
+  Tensor num_batches_tracked;
   double eps, momentum;
   NormFn norm;  // empty: ops::batch_norm
 };

@@ -6,8 +6,8 @@ void Module::register_parameter(const std::string& name, Tensor* slot, bool ohwi
   parameters_.push_back({name, slot, ohwi_conv_weight});
 }
 
-void Module::register_buffer(const std::string& name, Tensor* slot, bool host_resident) {
-  buffers_.push_back({name, slot, false, host_resident});
+void Module::register_buffer(const std::string& name, Tensor* slot) {
+  buffers_.push_back({name, slot, false});
 }
 
 void Module::collect(const std::string& prefix, bool parameters, NamedTensors& out) const {
@@ -75,7 +75,7 @@ void Module::to(Device device) {
   for (auto* list : {&parameters_, &buffers_}) {
     for (Slot& s : *list) {
       Tensor& t = *s.tensor;
-      if (!t.defined() || t.device() == device || s.host_resident) continue;
+      if (!t.defined() || t.device() == device) continue;
       const bool grad = t.requires_grad();
       t = t.detach().to(device);
       if (grad) t.set_requires_grad(true);

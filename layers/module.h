@@ -54,8 +54,7 @@ class Module {
 
  protected:
   void register_parameter(const std::string& name, Tensor* slot, bool ohwi_conv_weight = false);
-  // host_resident buffers stay on the CPU whatever the module's device (counters).
-  void register_buffer(const std::string& name, Tensor* slot, bool host_resident = false);
+  void register_buffer(const std::string& name, Tensor* slot);
   template <class M>
   std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> child) {
     children_.emplace_back(name, child);
@@ -69,7 +68,6 @@ class Module {
     std::string name;
     Tensor* tensor;
     bool ohwi_conv_weight = false;
-    bool host_resident = false;
   };
   std::vector<Slot> parameters_;
   std::vector<Slot> buffers_;

@@ -6,7 +6,8 @@
 # neither part of the base system (glibc, libstdc++, libgcc) nor of the CUDA install (CUDA
 # runtime, cuBLAS, cuDNN, NCCL, the driver): ldd lists them transitively, so oneDNN (libdnnl.so.2)
 # comes with what it links, GNU OpenMP (libgomp.so.1) and the OpenCL ICD loader (libOpenCL.so.1,
-# loaded, never used: Kestrel runs oneDNN on the CPU engine only). Binaries get RPATH
+# loaded, never used: Kestrel runs oneDNN on the CPU engine only), and libcurl (downloads) with
+# its TLS and protocol libraries. Binaries get RPATH
 # $ORIGIN/../lib.
 #
 #   scripts/bundle.sh OUTDIR [--gpu-tests-only]   # build directory from $BUILD_DIR (default: build)

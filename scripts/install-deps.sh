@@ -15,6 +15,7 @@ packages=(
   libopencv-core-dev libopencv-imgproc-dev libopencv-dnn-dev
   libonnx-dev libprotobuf-dev python3-onnx
   libturbojpeg0-dev libpng-dev
+  libcurl4-openssl-dev zlib1g-dev
   libprotobuf-dev protobuf-compiler
   patchelf xz-utils
 )

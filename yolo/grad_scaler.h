@@ -57,9 +57,17 @@ class GradScaler {
   // growth_interval good ones, and clears the found-inf flag for the next step.
   void update();
 
-  // Forgets an unscale/step begun since the last update() that never ran on the device (a CUDA
-  // graph capture that failed part-way); the device state is as the last update() left it.
-  void abandon_step() { unscaled_ = stepped_ = false; }
+  // The host's record of an unscale/step begun since the last update(), taken before a step that
+  // may never run on the device (a CUDA graph capture) and put back if it does not; the device
+  // state is then as the last update() left it.
+  struct Snapshot {
+    bool unscaled = false, stepped = false;
+  };
+  Snapshot snapshot() const { return {unscaled_, stepped_}; }
+  void restore(const Snapshot& s) {
+    unscaled_ = s.unscaled;
+    stepped_ = s.stepped;
+  }
 
   // Host view of the state: reads the device once placed (a host synchronisation on CUDA:
   // checkpoints and logs only, never inside the step). Disabled, the values last loaded.

@@ -195,7 +195,7 @@ void DetectionModel::build(Generator& gen) {
       if (f != static_cast<int>(i) - 1) saved_[f] = true;
 }
 
-std::vector<Tensor> DetectionModel::run(const Tensor& x, std::vector<Shape>* shapes) {
+std::vector<Tensor> DetectionModel::run(const Tensor& x, std::vector<Shape>* shapes, const LayerObserver* observe) {
   KESTREL_CHECK(x.dim() == 4 && x.size(3) == config_.input_channels, "model input must be NHWC ",
                 "(batch, height, width, ", config_.input_channels, "), got ", x.describe());
   std::vector<Tensor> outputs(layers_.size());
@@ -217,6 +217,7 @@ std::vector<Tensor> DetectionModel::run(const Tensor& x, std::vector<Shape>* sha
       }
     }
     if (shapes) shapes->push_back(previous.shape());
+    if (observe) (*observe)(static_cast<int>(i), *layer.module, previous);
     if (saved_[i]) outputs[i] = previous;
   }
   KESTREL_FAIL("model has no Detect layer");
@@ -233,6 +234,13 @@ std::vector<Shape> DetectionModel::layer_output_shapes(const Tensor& x) {
 DetectionModel::Prediction DetectionModel::predict(const Tensor& x) {
   Prediction p;
   p.raw = run(x);
+  p.boxes = detect_->decode(p.raw);
+  return p;
+}
+
+DetectionModel::Prediction DetectionModel::predict(const Tensor& x, const LayerObserver& observe) {
+  Prediction p;
+  p.raw = run(x, nullptr, &observe);
   p.boxes = detect_->decode(p.raw);
   return p;
 }

@@ -2,6 +2,7 @@
 // DetectionModel): layers wired by their `from` indices, Detect last, strides found by a forward
 // pass, anchors in stride units, the reference's initialisation.
 #pragma once
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -37,6 +38,10 @@ class DetectionModel : public layers::Module {
     std::vector<Tensor> raw;
   };
   Prediction predict(const Tensor& x);
+  // The same, handing every layer's output but Detect's to `observe` as it is made (index, the
+  // layer's module, NHWC output): detect --visualize.
+  using LayerObserver = std::function<void(int index, const layers::Module& module, const Tensor& output)>;
+  Prediction predict(const Tensor& x, const LayerObserver& observe);
   // The output shape of every layer for input x (Detect: its first level's), NHWC.
   std::vector<Shape> layer_output_shapes(const Tensor& x);
 
@@ -74,7 +79,8 @@ class DetectionModel : public layers::Module {
 
  private:
   void build(Generator& gen);
-  std::vector<Tensor> run(const Tensor& x, std::vector<Shape>* shapes = nullptr);
+  std::vector<Tensor> run(const Tensor& x, std::vector<Shape>* shapes = nullptr,
+                          const LayerObserver* observe = nullptr);
 
   ModelConfig config_;
   std::shared_ptr<layers::Module> container_;  // "model": holds the layers, for state-dict names

@@ -116,8 +116,10 @@ StepStatusQueue::Captured StepStatusQueue::take_captured() {
   return out;
 }
 
-void StepStatusQueue::discard_captured() {
-  if (!entries_.empty() && !entries_.back().to_host) entries_.pop_back();
+void StepStatusQueue::restore(const Snapshot& s) {
+  KESTREL_CHECK(s.entries <= entries_.size(), "StepStatusQueue::restore: ", entries_.size(),
+                " entries, fewer than the snapshot's ", s.entries, " (popped since)");
+  while (entries_.size() > s.entries) entries_.pop_back();
 }
 
 void StepStatusQueue::push_replayed(int64_t batch, const Captured& outputs) {

@@ -63,8 +63,14 @@ class StepStatusQueue {
   };
   Captured take_captured();
   void push_replayed(int64_t batch, const Captured& outputs);
-  // A capture that failed: drops its entry, if it got as far as pushing one.
-  void discard_captured();
+  // The queue's length, taken before a step that may never run on the device (a CUDA graph
+  // capture), and its restore: drops the entries pushed since (a failed capture's, if it got as
+  // far as pushing one).
+  struct Snapshot {
+    size_t entries = 0;
+  };
+  Snapshot snapshot() const { return {entries_.size()}; }
+  void restore(const Snapshot& s);
 
  private:
   struct Entry {

@@ -61,7 +61,7 @@ struct TrainStepOptions {
   // A failed capture stops the run (true: --cuda-graph on), or turns graphs off for the rest of
   // it, the batch then running eagerly (false: --cuda-graph auto; graphs_disabled_reason() says
   // why). Nothing of a failed capture ran on the device, and its host-side traces (the status
-  // entry, DDP's armed backward, the loss scaler's unscale/step, BN counters) are undone. With
+  // entry, DDP's armed backward, the loss scaler's unscale/step) are undone (StepSnapshot). With
   // several processes a failed capture is always fatal: every rank's decisions (eager, capture,
   // replay) must agree batch by batch, as NCCL's captured collectives require, and they do only
   // when nothing happens on one rank alone. The step's key is the same on every rank when the
@@ -114,7 +114,7 @@ class TrainStep {
   struct Pending {
     bool ends_window = false;  // an optimizer step follows the batch
   };
-  struct Graph;  // one captured step (step_graph.h)
+  struct Graph;  // one captured step (train_step.cpp)
 
   // The step's device work on the current stream, shared by eager runs and captures.
   void enqueue_forward_backward(const Tensor& x, const Tensor& targets, int64_t batch,
@@ -122,7 +122,7 @@ class TrainStep {
   void enqueue_optimizer_step();
   BatchStatus settle(BatchStatus s);
   void set_requests(bool stop_requested, bool replayed);
-  // Graph mode (step_graph.cpp).
+  // Graph mode.
   void run_graphed(const Tensor& x, const Tensor& targets, int64_t batch, bool step_now,
                    bool stop_requested);
   uint64_t fingerprint() const;

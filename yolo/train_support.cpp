@@ -11,6 +11,7 @@
 #include "dist/device_plan.h"
 #include "engine/random.h"
 #include "yolo/data/synthetic.h"
+#include "yolo/dataset_download.h"
 #include "yolo/shipped_files.h"
 #include "yolo/loss.h"
 
@@ -72,7 +73,9 @@ Tensor pad_batch_targets(const Tensor& targets, int64_t run_rows, int64_t ni) {
 std::string resolve_data(const std::string& data) {
   if (data.empty() || data == "synthetic")
     return data::ensure_synthetic_dataset(data::default_synthetic_dir());
-  return find_shipped_file(data, "--data");
+  const std::string yaml = find_shipped_file(data, "--data");
+  fetch_missing_dataset(yaml);
+  return yaml;
 }
 
 // The same string on every rank (rank 0's).

@@ -44,7 +44,8 @@ int64_t run_target_rows(const std::vector<data::ImageRecord>& records, int64_t b
 // padded_target_rows' few fixed counts, so the loss's buffers and the uploader's ring keep their
 // sizes from batch to batch. Throws, naming batch `ni`, if the targets exceed run_rows.
 Tensor pad_batch_targets(const Tensor& targets, int64_t run_rows, int64_t ni);
-// --data: a dataset yaml, or synthetic (generated once).
+// --data: a dataset yaml (its dataset downloaded first when missing and the yaml gives a .zip
+// address, yolo/dataset_download.h), or synthetic (generated once).
 std::string resolve_data(const std::string& data);
 // Rank 0's value on every rank.
 std::string broadcast_string(const RankInfo& r, Device device, const std::string& s);

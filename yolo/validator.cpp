@@ -10,6 +10,7 @@
 #include "engine/autograd.h"
 #include "engine/json.h"
 #include "engine/ops/layout.h"
+#include "yolo/augmented_inference.h"
 #include "yolo/box_ops.h"
 #include "yolo/data/batch_uploader.h"
 #include "yolo/nms.h"
@@ -57,7 +58,10 @@ struct Prediction {
   std::vector<Tensor> detections;  // per image (n, 6): x1, y1, x2, y2, conf, class
 };
 
-Prediction predict(DetectionModel& model, ComputeLoss* loss, data::BatchUploader& uploader,
+// The model's outputs for a batch: decoded boxes, and the raw ones where a loss needs them.
+using BatchPredictor = std::function<DetectionModel::Prediction(const Tensor& x)>;
+
+Prediction predict(const BatchPredictor& model, ComputeLoss* loss, data::BatchUploader& uploader,
                    const data::Batch& batch, const ValOptions& o, Device device, Accumulated& acc) {
   auto t0 = Clock::now();
   data::DeviceBatch db = uploader.to_device(batch);
@@ -66,7 +70,7 @@ Prediction predict(DetectionModel& model, ComputeLoss* loss, data::BatchUploader
   acc.t_pre += ms_since(t0);
 
   t0 = Clock::now();
-  DetectionModel::Prediction pred = model.predict(x);
+  DetectionModel::Prediction pred = model(x);
   if (device.is_cuda()) sync(device);
   acc.t_inf += ms_since(t0);
   if (loss) {
@@ -243,7 +247,7 @@ Validator::Validator(std::vector<data::ImageRecord> records, std::vector<std::st
   data::PipelineOptions p;
   p.img_size = options.img_size;
   p.augment = false;
-  p.rect = true;
+  p.rect = options.rect;
   p.batch_size = options.batch_size;
   p.stride = stride;
   p.pad = 0.5;
@@ -255,12 +259,28 @@ Validator::Validator(std::vector<data::ImageRecord> records, std::vector<std::st
 }
 
 ValResult Validator::run(DetectionModel& model, ComputeLoss* loss) {
+  KESTREL_CHECK(!(loss && options_.augment), "validation losses come from the plain forward, not --augment's");
+  const bool was_training = model.is_training();
+  model.train(false);
+  ValResult result = run_batches(
+      [&](const Tensor& x) {
+        return options_.augment ? DetectionModel::Prediction{predict_augmented(model, x), {}} : model.predict(x);
+      },
+      loss);
+  model.train(was_training);
+  return result;
+}
+
+ValResult Validator::run(const BoxPredictor& predict) {
+  return run_batches([&](const Tensor& x) { return DetectionModel::Prediction{predict(x), {}}; }, nullptr);
+}
+
+ValResult Validator::run_batches(const std::function<DetectionModel::Prediction(const Tensor&)>& model,
+                                 ComputeLoss* loss) {
   const ValOptions& o = options_;
   const bool to_files = !o.save_dir.empty();
   if (to_files) std::filesystem::create_directories(o.save_dir);
   if (o.save_txt) std::filesystem::create_directories(o.save_dir + "/labels");
-  const bool was_training = model.is_training();
-  model.train(false);
   autograd::NoGradGuard no_grad;
   data::BatchUploader uploader(device_);
   Accumulated acc(nc_);
@@ -299,8 +319,6 @@ ValResult Validator::run(DetectionModel& model, ComputeLoss* loss) {
       console_->progress(metrics_header() + ": " + format_bar(acc.batches, total_batches, seconds),
                          acc.batches == total_batches);
   }
-  model.train(was_training);
-
   ValResult result;
   result.metrics = acc.stats.compute(nc_);
   result.images = acc.images;

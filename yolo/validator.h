@@ -6,6 +6,7 @@
 // labels in original pixels, into the statistics; txt and json rows), report (metrics, table,
 // plots, predictions.json).
 #pragma once
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -26,6 +27,8 @@ struct ValOptions {
   int64_t max_det = 300;
   bool single_cls = false;
   DType compute_dtype = DType::F32;  // bf16 / fp16 for --half on CUDA
+  bool augment = false;       // --augment: test-time augmentation (yolo/augmented_inference.h)
+  bool rect = true;           // rectangular batches (the reference: for PyTorch weights only)
   int workers = 8;
   bool verbose = false;       // per-class rows
   // Called by the trainer (the reference's `training`): no per-class rows unless verbose, no
@@ -56,6 +59,10 @@ class Validator {
   // Runs the model (switched to eval for the duration, gradients off) over the split. `loss`
   // (optional) adds the validation losses, as during training.
   ValResult run(DetectionModel& model, ComputeLoss* loss = nullptr);
+  // The same over any predictor: NHWC input in the compute dtype -> decoded boxes (batch, N, no)
+  // (ONNX weights in OpenCV DNN). No losses.
+  using BoxPredictor = std::function<Tensor(const Tensor& images)>;
+  ValResult run(const BoxPredictor& predict);
   int64_t size() const { return pipeline_->size(); }
   void set_plots(bool on) { options_.plots = on; }
   void set_verbose(bool on) { options_.verbose = on; }
@@ -63,6 +70,8 @@ class Validator {
   void set_console(const Console* console) { console_ = console; }
 
  private:
+  ValResult run_batches(const std::function<DetectionModel::Prediction(const Tensor&)>& model, ComputeLoss* loss);
+
   std::vector<std::string> names_;
   int nc_;
   ValOptions options_;

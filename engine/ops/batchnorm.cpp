@@ -55,16 +55,24 @@ Tensor normalize(const Tensor& x, const Tensor& mean, const Tensor& var, const T
 }
 
 void update_running(const Tensor& moments, double momentum, const Tensor& running_mean,
-                    const Tensor& running_var) {
+                    const Tensor& running_var, const Tensor& batches_tracked) {
   const int64_t channels = running_mean.numel();
+  if (batches_tracked.defined())
+    KESTREL_CHECK(batches_tracked.dtype() == DType::I64 && batches_tracked.numel() == 1 &&
+                      batches_tracked.device() == moments.device(),
+                  "batch_norm: num_batches_tracked must be one int64 on ", moments.device().str(),
+                  " (the statistics' device), got ", batches_tracked.describe());
+  int64_t* counter = batches_tracked.defined() ? batches_tracked.data<int64_t>() : nullptr;
   if (moments.device().is_cpu()) {
     kernels::batch_norm_update_running_cpu(moments.dtype(), channels, moments.data_ptr(), momentum,
-                                           running_mean.data_ptr(), running_var.data_ptr());
+                                           running_mean.data_ptr(), running_var.data_ptr(),
+                                           counter);
   } else {
     DeviceGuard guard(moments.device());
     kernels::batch_norm_update_running_cuda(channels, f32(moments), momentum,
                                             running_mean.data<float>(),
-                                            running_var.data<float>(), stream_of(moments));
+                                            running_var.data<float>(), counter,
+                                            stream_of(moments));
   }
 }
 
@@ -203,11 +211,11 @@ ParamGrads param_grads(const Tensor& sums, int64_t channels, bool want_weight, b
 }
 
 Statistics statistics(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
-                      bool training, double momentum) {
+                      bool training, double momentum, const Tensor& batches_tracked) {
   if (!training) return {running_mean.clone(), running_var.clone(), Tensor()};
   const Tensor moments = local_moments(x);
   const int64_t c = x.size(3);
-  update_running(moments, momentum, running_mean, running_var);
+  update_running(moments, momentum, running_mean, running_var, batches_tracked);
   return {moments.slice(0, 1, 1 + c), moments.slice(0, 1 + c, 1 + 2 * c), moments.slice(0, 0, 1)};
 }
 
@@ -215,11 +223,12 @@ Statistics statistics(const Tensor& x, const Tensor& running_mean, const Tensor&
 
 Tensor batch_norm(const Tensor& x_, const Tensor& weight_, const Tensor& bias_,
                   const Tensor& running_mean, const Tensor& running_var, bool training,
-                  double momentum, double eps) {
+                  double momentum, double eps, const Tensor& batches_tracked) {
   const profiler::Scope timed("BatchNorm", profiler::Phase::Forward);
   bn_steps::check_args(x_, weight_, bias_, running_mean, running_var, training, momentum, eps);
   const Tensor x = x_.contiguous(), weight = weight_.contiguous(), bias = bias_.contiguous();
-  const Statistics st = statistics(x, running_mean, running_var, training, momentum);
+  const Statistics st = statistics(x, running_mean, running_var, training, momentum,
+                                   batches_tracked);
   Tensor y = x.numel() > 0 ? normalize(x, st.mean, st.var, weight, bias, eps)
                            : Tensor::empty_like(x);
   if (auto node = autograd::make_node<BatchNormBackward>({&x_, &weight_, &bias_})) {

@@ -12,10 +12,13 @@ namespace kestrel::ops {
 //   in place, not recorded by autograd: running = (1 - momentum) * running + momentum * batch,
 //   with the unbiased variance for running_var. Needs more than one value per channel.
 // eval: normalises with the running statistics.
+// batches_tracked (optional): BatchNorm's num_batches_tracked, an int64 scalar on x's device that
+//   training advances by one on the device, in the running statistics' update (no host access, so
+//   a CUDA graph replay counts its batches as an eager step does).
 // Differentiable in x, weight and bias.
 Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias,
                   const Tensor& running_mean, const Tensor& running_var, bool training,
-                  double momentum, double eps);
+                  double momentum, double eps, const Tensor& batches_tracked = Tensor());
 
 // The steps of batch norm on packed per-channel buffers, for SyncBN (dist/sync_batchnorm.cpp),
 // which inserts collectives between them. Not recorded by autograd. x is NHWC; statistics are
@@ -38,11 +41,12 @@ struct Statistics {
   Tensor mean, var, count;
 };
 Statistics statistics(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
-                      bool training, double momentum);
+                      bool training, double momentum, const Tensor& batches_tracked = Tensor());
 Tensor normalize(const Tensor& x, const Tensor& mean, const Tensor& var, const Tensor& weight,
                  const Tensor& bias, double eps);
+// Also advances batches_tracked (see batch_norm) when it is defined.
 void update_running(const Tensor& moments, double momentum, const Tensor& running_mean,
-                    const Tensor& running_var);
+                    const Tensor& running_var, const Tensor& batches_tracked = Tensor());
 // [sum(dy)[C], sum(dy * xhat)[C]]
 Tensor backward_reduce(const Tensor& dy, const Tensor& x, const Tensor& mean, const Tensor& var,
                        double eps);

@@ -60,14 +60,15 @@ struct BatchNormSiluBackward : autograd::Node {
 
 Tensor batch_norm_silu(const Tensor& x_, const Tensor& weight_, const Tensor& bias_,
                        const Tensor& running_mean, const Tensor& running_var, bool training,
-                       double momentum, double eps) {
+                       double momentum, double eps, const Tensor& batches_tracked) {
   if (!x_.device().is_cpu())
-    return silu(batch_norm(x_, weight_, bias_, running_mean, running_var, training, momentum, eps));
+    return silu(batch_norm(x_, weight_, bias_, running_mean, running_var, training, momentum, eps,
+                           batches_tracked));
   const profiler::Scope timed("BatchNormSilu", profiler::Phase::Forward);
   bn_steps::check_args(x_, weight_, bias_, running_mean, running_var, training, momentum, eps);
   const Tensor x = x_.contiguous(), weight = weight_.contiguous(), bias = bias_.contiguous();
   const bn_steps::Statistics st =
-      bn_steps::statistics(x, running_mean, running_var, training, momentum);
+      bn_steps::statistics(x, running_mean, running_var, training, momentum, batches_tracked);
   Tensor y = Tensor::empty_like(x);
   if (x.numel() > 0)
     kernels::batch_norm_silu_forward_cpu(x.dtype(), x.data_ptr(), shape_of(x), st.mean.data_ptr(),

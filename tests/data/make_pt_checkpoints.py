@@ -6,6 +6,10 @@ PyTorch 1.13, its own classes and functions), and a manifest of every tensor in 
                            the reference's strip_optimizer leaves a finished run's best.pt: 'model'
                            is the EMA in float16, no optimizer. Seeded initialisation, BN
                            statistics randomised so that BN folding and detection are not trivial.
+  yolov5n_coco80.pt        the same for the 80 COCO classes (names from the reference's
+                           data/coco128.yaml): what the released yolov5n.pt holds, in its layout
+                           and with seeded values, which a loopback server serves in place of the
+                           real download (tests/yolo/cli/download_command_test.cpp).
   tiny_train.pt            a training checkpoint as train.py saves last.pt mid-run, of a tiny model
                            (tests/data/tiny.yaml: yolov5n's rows at depth 0.33, width 0.03125): 'model'
                            and 'ema' in float16, the SGD optimizer's state_dict after two real
@@ -15,7 +19,8 @@ PyTorch 1.13, its own classes and functions), and a manifest of every tensor in 
   fuzz seeds               fuzz/corpus/zip_archive and fuzz/corpus/pickle: a micro model's
                            training checkpoint (tests/data/micro.yaml, a few KB) and its data.pkl,
                            and hostile variants (a compressed copy, a truncated one, pickles
-                           naming os.system and builtins.eval).
+                           naming os.system and builtins.eval); a small deflated dataset archive
+                           in coco128.zip's layout and one whose entry climbs out with "..".
   pt_checkpoints.json      per file and tensor (under the names yolo/pt_checkpoint gives them:
                            model.<state_dict name>, ema.<name>): dtype, shape and the CRC-32 of its
                            bytes; the files' model yaml, nc and names; the training checkpoint's
@@ -63,15 +68,15 @@ def model_manifest(model):
     return {'model_yaml': model.yaml, 'nc': int(model.nc), 'names': [model.names[i] for i in sorted(model.names)]}
 
 
-def make_stripped(out):
+def make_stripped(out, names=NAMES, seed=0):
     import torch
     from models.yolo import DetectionModel
     from utils.general import strip_optimizer
-    torch.manual_seed(0)
-    gen = torch.Generator().manual_seed(1)
-    model = DetectionModel(os.path.join(REFERENCE, 'models', 'yolov5n.yaml'), ch=3, nc=len(NAMES))
+    torch.manual_seed(seed)
+    gen = torch.Generator().manual_seed(seed + 1)
+    model = DetectionModel(os.path.join(REFERENCE, 'models', 'yolov5n.yaml'), ch=3, nc=len(names))
     randomise_bn(model, gen)
-    model.nc, model.names = len(NAMES), NAMES
+    model.nc, model.names = len(names), names
     ema = deepcopy(model)
     with torch.no_grad():
         for p in ema.parameters():
@@ -82,6 +87,12 @@ def make_stripped(out):
     strip_optimizer(out)  # the reference's own: model = ema, float16, no optimizer
     m = torch.load(out, map_location='cpu')['model']
     return {'tensors': tensor_manifest(m, 'model.'), **model_manifest(m)}
+
+
+def coco_names():
+    import yaml
+    with open(os.path.join(REFERENCE, 'data', 'coco128.yaml')) as f:
+        return dict(yaml.safe_load(f)['names'])
 
 
 def make_training(out):
@@ -184,6 +195,24 @@ def make_fuzz_seeds():
     (pickles / 'cyclic_list.pkl').write_bytes(pickle.dumps(cyclic, protocol=2))
 
 
+def make_dataset_zip_seeds():
+    import zipfile
+    zips = HERE.parents[1] / 'fuzz' / 'corpus' / 'zip_archive'
+    zips.mkdir(parents=True, exist_ok=True)
+
+    def entry(z, name, data):
+        z.writestr(zipfile.ZipInfo(name, date_time=(2020, 1, 1, 0, 0, 0)), data, zipfile.ZIP_DEFLATED)
+
+    with zipfile.ZipFile(zips / 'dataset_deflated.zip', 'w') as z:
+        entry(z, 'coco128/', b'')
+        entry(z, 'coco128/labels/train2017/000000000009.txt', b'45 0.479492 0.688771 0.955609 0.5955\n' * 4)
+        entry(z, 'coco128/images/train2017/000000000009.jpg', b'\xff\xd8\xff\xe0' + bytes(range(256)) * 2)
+        entry(z, 'coco128/README.txt', b'a seed for the dataset archive reader\n')
+    with zipfile.ZipFile(zips / 'hostile_zip_slip.zip', 'w') as z:
+        entry(z, 'coco128/labels/a.txt', b'0 0.5 0.5 0.1 0.1\n')
+        entry(z, '../../evil.txt', b'written outside the folder\n')
+
+
 def main():
     global REFERENCE
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -194,8 +223,10 @@ def main():
     os.chdir(REFERENCE)  # the reference resolves its data/ and models/ from here
     sys.argv = sys.argv[:1]
     manifest = {'yolov5n_synthetic.pt': make_stripped(str(HERE / 'yolov5n_synthetic.pt')),
+                'yolov5n_coco80.pt': make_stripped(str(HERE / 'yolov5n_coco80.pt'), coco_names(), seed=80),
                 'tiny_train.pt': make_training(str(HERE / 'tiny_train.pt'))}
     make_fuzz_seeds()
+    make_dataset_zip_seeds()
     with open(HERE / 'pt_checkpoints.json', 'w') as f:
         json.dump(manifest, f, indent=1)
         f.write('\n')

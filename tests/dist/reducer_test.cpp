@@ -354,19 +354,42 @@ TEST(ReducerTest, RefusesMisuseWithClearErrors) {
   });
 }
 
-// A backward abandoned half-way (a CUDA graph capture that failed) is forgotten: the next
-// synchronised step arms and reduces as usual.
-TEST(ReducerTest, AnAbandonedBackwardIsForgotten) {
+// A backward begun on the host that never ran (a CUDA graph capture that failed) is undone by
+// restoring the snapshot taken before it: the next synchronised step arms and reduces as usual.
+TEST(ReducerTest, ARestoredSnapshotForgetsABegunBackward) {
   run_ranks(2, [&](std::shared_ptr<FakeGroup> group) {
     Chain c = make_chain(2);
     Reducer reducer(c.named, group);
+    // A first step lays the buckets out anew from its arrival order; snapshots come after it.
     reducer.prepare_for_backward();
-    reducer.abandon_backward();
+    chain_loss(c, rank_input(group->rank()), forward_order(2)).backward();
+    reducer.finalize();
+    reducer.zero_grad();
+    const Reducer::Snapshot before = reducer.snapshot();
+    reducer.set_sync(false);
+    reducer.set_sync(true);
+    reducer.prepare_for_backward();
+    EXPECT_THROW(reducer.zero_grad(), Error);  // inside a synchronised step
+    reducer.restore(before);
     EXPECT_NO_THROW(reducer.zero_grad());  // no longer inside a synchronised step
     reducer.prepare_for_backward();
     chain_loss(c, rank_input(group->rank()), forward_order(2)).backward();
     reducer.finalize();
     expect_near(c.w[0].grad().to_double_vector(), averaged_grad(c, 2, 0));
+  });
+}
+
+// A snapshot from before the first step's re-layout cannot be put back: the buckets it knew of
+// are gone.
+TEST(ReducerTest, ASnapshotFromBeforeTheRelayoutIsRefused) {
+  run_ranks(2, [&](std::shared_ptr<FakeGroup> group) {
+    Chain c = make_chain(2);
+    Reducer reducer(c.named, group);
+    const Reducer::Snapshot before = reducer.snapshot();
+    reducer.prepare_for_backward();
+    chain_loss(c, rank_input(group->rank()), forward_order(2)).backward();
+    reducer.finalize();
+    EXPECT_THROW(reducer.restore(before), Error);
   });
 }
 

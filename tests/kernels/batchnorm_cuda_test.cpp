@@ -180,6 +180,22 @@ TEST(BatchNormCudaStats, MergeMatchesWholeAndCpu) {
   EXPECT_TRUE(all_close(merged, merged_cpu, 1e-7, 1e-6));
 }
 
+// The batch counter lives on the GPU and the running-statistics kernel advances it.
+TEST(BatchNormCudaStats, TrainingCountsBatchesOnTheDevice) {
+  KESTREL_SKIP_WITHOUT_CUDA();
+  const Device gpu = Device::cuda(0);
+  const Tensor x = random_tensor({2, 3, 3, 8}, 51, DType::F32).to(DType::BF16).to(gpu);
+  Tensor w = Tensor::ones({8}, DType::F32, gpu), b = Tensor::zeros({8}, DType::F32, gpu);
+  Tensor rm = Tensor::zeros({8}, DType::F32, gpu), rv = Tensor::ones({8}, DType::F32, gpu);
+  Tensor counter = Tensor::zeros({}, DType::I64, gpu);
+  for (int i = 0; i < 3; ++i) ops::batch_norm(x, w, b, rm, rv, true, kMomentum, kEps, counter);
+  ops::batch_norm(x, w, b, rm, rv, false, kMomentum, kEps, counter);
+  EXPECT_EQ(counter.to_vector<int64_t>(), std::vector<int64_t>{3});
+  EXPECT_THROW(ops::batch_norm(x, w, b, rm, rv, true, kMomentum, kEps,
+                               Tensor::zeros({}, DType::I64)),  // on the CPU
+               Error);
+}
+
 TEST(BatchNormCudaStats, EmptyBatchInEvalMode) {
   KESTREL_SKIP_WITHOUT_CUDA();
   const Device gpu = Device::cuda(0);

@@ -141,6 +141,34 @@ TEST(BatchNorm, RunningStatisticsUseUnbiasedVarianceOverTwoSteps) {
   }
 }
 
+// num_batches_tracked: the running-statistics update advances it by one per training forward,
+// in the kernel (no host access), and eval leaves it alone; a counter of another type or device is
+// refused before anything is updated.
+TEST(BatchNorm, TrainingForwardCountsBatchesInTheRunningUpdate) {
+  const int64_t C = 3;
+  Params p = make_params(C, DType::F32, 41);
+  const Tensor x = random_tensor({2, 2, 2, C}, 42, DType::F32);
+  Tensor counter = Tensor::zeros({}, DType::I64);
+  ops::batch_norm(x, p.weight, p.bias, p.running_mean, p.running_var, true, kMomentum, kEps,
+                  counter);
+  ops::batch_norm(x, p.weight, p.bias, p.running_mean, p.running_var, true, kMomentum, kEps,
+                  counter);
+  EXPECT_EQ(counter.to_vector<int64_t>(), std::vector<int64_t>{2});
+  ops::batch_norm(x, p.weight, p.bias, p.running_mean, p.running_var, false, kMomentum, kEps,
+                  counter);
+  EXPECT_EQ(counter.to_vector<int64_t>(), std::vector<int64_t>{2});
+  const Tensor mean_before = p.running_mean.clone();
+  EXPECT_THROW(ops::batch_norm(x, p.weight, p.bias, p.running_mean, p.running_var, true,
+                               kMomentum, kEps, Tensor::zeros({}, DType::F32)),
+               Error);
+  EXPECT_TRUE(all_close(p.running_mean, mean_before, 0, 0));
+  int64_t raw = 5;
+  kernels::batch_norm_update_running_cpu(DType::F32, 0, p.running_mean.data_ptr(), kMomentum,
+                                         p.running_mean.data_ptr(), p.running_var.data_ptr(),
+                                         &raw);
+  EXPECT_EQ(raw, 6);
+}
+
 TEST(BatchNorm, TrainingUpdatesRunningStatisticsWithoutGrad) {
   autograd::NoGradGuard no_grad;
   Params p = make_params(3, DType::F32, 41);

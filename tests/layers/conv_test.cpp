@@ -61,9 +61,10 @@ TEST(ConvBlock, TrainingRunsTheFusedBatchNormSiluOrTheInstalledNormalisation) {
 
   int calls = 0;
   block.bn->norm = [&](const Tensor& in, const Tensor& w, const Tensor& b, const Tensor& rm,
-                       const Tensor& rv, bool training, double momentum, double eps) {
+                       const Tensor& rv, bool training, double momentum, double eps,
+                       const Tensor& batches_tracked) {
     ++calls;
-    return ops::batch_norm(in, w, b, rm, rv, training, momentum, eps);
+    return ops::batch_norm(in, w, b, rm, rv, training, momentum, eps, batches_tracked);
   };
   const Tensor separate = block.forward(x);
   EXPECT_EQ(calls, 1) << "the installed normalisation was bypassed";

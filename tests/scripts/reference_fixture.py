@@ -9,8 +9,8 @@
                            with the class count and names; exit 1 naming every difference
   weights A.pt B.st PREFIX A's weights against the tensors under PREFIX of safetensors B,
                            bit for bit after A's float16 is widened to B's dtype
-  val W.pt DATA IMG BATCH CONF DIR
-                           the reference's val.py run() on the CPU, with its NMS wall-clock cut-off
+  val W.pt DATA IMG BATCH CONF DIR [augment]
+                           the reference's val.py run() on the CPU (with --augment when asked), with its NMS wall-clock cut-off
                            (0.5 s + 0.05 s per image of a batch, after which it drops the rest of
                            the batch) switched off, so that its numbers do not depend on the
                            machine's speed; it prints the "all" row as val.py does
@@ -107,7 +107,7 @@ def against_safetensors(a_path, st_path, prefix):
     sys.exit(1 if problems else 0)
 
 
-def val(weights, data, imgsz, batch, conf, save_dir):
+def val(weights, data, imgsz, batch, conf, save_dir, augment=False):
     import types
     import time
     import utils.general
@@ -117,7 +117,7 @@ def val(weights, data, imgsz, batch, conf, save_dir):
     import val as reference_val
     (mp, mr, map50, map5095, *_), _, _ = reference_val.run(
         data=data, weights=weights, imgsz=imgsz, batch_size=batch, conf_thres=conf, iou_thres=0.6, device='cpu',
-        workers=2, project=save_dir, name='reference', exist_ok=True, half=False)
+        workers=2, project=save_dir, name='reference', exist_ok=True, half=False, augment=augment)
     print(f'full precision: P {mp!r} R {mr!r} mAP50 {map50!r} mAP50-95 {map5095!r}')
 
 
@@ -130,6 +130,7 @@ if __name__ == '__main__':
     elif command == 'weights':
         against_safetensors(sys.argv[2], sys.argv[3], sys.argv[4])
     elif command == 'val':
-        val(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), float(sys.argv[6]), sys.argv[7])
+        val(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), float(sys.argv[6]), sys.argv[7],
+            augment=sys.argv[8:] == ['augment'])
     else:
         sys.exit(f'unknown command {command}')

@@ -10,6 +10,8 @@
 //   (scripts/convert_to_ultralytics.py), where PyTorch and the reference's source are present, as
 //   tests/scripts/converters_test.cpp needs them; the reference's NMS wall-clock cut-off is
 //   switched off there (reference_fixture.py val), so that its numbers do not depend on speed.
+// - The same two with --augment (test-time augmentation: scales 1, 0.83 mirrored, 0.67), recorded
+//   in tests/scripts/val_parity_augment_reference.txt.
 // Each is skipped, saying what is missing, without what it needs.
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -81,31 +83,30 @@ fs::path scratch(const std::string& name) {
   return p;
 }
 
-AllRow kestrel_val(const std::string& data, const fs::path& dir) {
+AllRow kestrel_val(const std::string& data, const fs::path& dir, bool augment = false) {
   const CliResult r = run_kestrel("val --data " + data + " --weights " + kWeights +
                                   " --img-size 320 --batch-size 32 --conf-thres 0.001 --iou-thres 0.6 --device cpu "
-                                  "--workers 2 --exist-ok --project " + dir.string() + " --name kestrel");
+                                  "--workers 2 --exist-ok --project " + dir.string() + " --name kestrel" +
+                                  (augment ? " --augment" : ""));
   EXPECT_EQ(r.code, 0) << r.out;
   AllRow row;
   EXPECT_TRUE(parse_all_row(r.out, row)) << "no 'all' row in kestrel's output:\n" << r.out;
   return row;
 }
 
-}  // namespace
-
-TEST(ValParity, RecordedReferenceNumbers) {
+void expect_recorded(const std::string& file, bool augment) {
   if (!fs::exists(kCoco128 / "coco128.yaml")) GTEST_SKIP() << "coco128 not found at " << kCoco128;
-  std::ifstream recorded("tests/scripts/val_parity_reference.txt");
+  std::ifstream recorded(file);
   const std::string text((std::istreambuf_iterator<char>(recorded)), std::istreambuf_iterator<char>());
   AllRow reference;
-  ASSERT_TRUE(parse_all_row(text, reference)) << "no 'all' row in tests/scripts/val_parity_reference.txt";
-  const fs::path dir = scratch("recorded");
-  const AllRow kestrel = kestrel_val(scratch_coco128(dir / "coco128"), dir);
+  ASSERT_TRUE(parse_all_row(text, reference)) << "no 'all' row in " << file;
+  const fs::path dir = scratch(augment ? "recorded_augment" : "recorded");
+  const AllRow kestrel = kestrel_val(scratch_coco128(dir / "coco128"), dir, augment);
   expect_same_row(kestrel, reference);
   fs::remove_all(dir);
 }
 
-TEST(ValParity, LiveReference) {
+void expect_live(bool augment) {
   const std::string python = kestrel::testing::find_python({"torch", "yaml", "pandas", "tqdm", "cv2"});
   if (python.empty())
     GTEST_SKIP() << "no Python with PyTorch, PyYAML, pandas, tqdm and OpenCV (tried $KESTREL_PYTHON, python3, "
@@ -116,16 +117,29 @@ TEST(ValParity, LiveReference) {
     GTEST_SKIP() << "no YOLOv5 v7.0 source tree at " << ref << " (set KESTREL_REFERENCE_DIR)";
   if (!fs::exists(kCoco128 / "coco128.yaml")) GTEST_SKIP() << "coco128 not found at " << kCoco128;
 
-  const fs::path dir = scratch("live");
+  const fs::path dir = scratch(augment ? "live_augment" : "live");
   const std::string data = scratch_coco128(dir / "coco128");
   const std::string pt = (dir / "weights.pt").string();
   CliResult r = run_command(python + " scripts/convert_to_ultralytics.py " + kWeights + " " + pt + " --yolov5 " + ref);
   ASSERT_EQ(r.code, 0) << r.out;
   r = run_command("KESTREL_REFERENCE_DIR=" + ref + " " + python + " tests/scripts/reference_fixture.py val " + pt +
-                  " " + data + " 320 32 0.001 " + dir.string());
+                  " " + data + " 320 32 0.001 " + dir.string() + (augment ? " augment" : ""));
   ASSERT_EQ(r.code, 0) << r.out;
   AllRow reference;
   ASSERT_TRUE(parse_all_row(r.out, reference)) << "no 'all' row in the reference's output:\n" << r.out;
-  expect_same_row(kestrel_val(data, dir), reference);
+  expect_same_row(kestrel_val(data, dir, augment), reference);
   fs::remove_all(dir);
 }
+
+}  // namespace
+
+TEST(ValParity, RecordedReferenceNumbers) { expect_recorded("tests/scripts/val_parity_reference.txt", false); }
+
+TEST(ValParity, LiveReference) { expect_live(false); }
+
+// --augment: the reference's _forward_augment, its scale_img and NMS over the joined passes.
+TEST(ValParity, RecordedReferenceNumbersAugmented) {
+  expect_recorded("tests/scripts/val_parity_augment_reference.txt", true);
+}
+
+TEST(ValParity, LiveReferenceAugmented) { expect_live(true); }

@@ -1,5 +1,9 @@
 #include "tests/support/zip_writer.h"
 
+#include <zlib.h>
+
+#include <stdexcept>
+
 #include "engine/zip_archive.h"
 
 namespace kestrel::testing {
@@ -7,6 +11,22 @@ namespace {
 
 void put(std::string& out, uint64_t v, int width) {
   for (int i = 0; i < width; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xFF));
+}
+
+std::string raw_deflate(const std::string& data) {
+  z_stream z{};
+  if (deflateInit2(&z, 9, Z_DEFLATED, -MAX_WBITS, 8, Z_DEFAULT_STRATEGY) != Z_OK)
+    throw std::runtime_error("zip_writer: deflateInit2 failed");
+  std::string out(deflateBound(&z, data.size()), '\0');
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data.data()));
+  z.avail_in = static_cast<uInt>(data.size());
+  z.next_out = reinterpret_cast<Bytef*>(out.data());
+  z.avail_out = static_cast<uInt>(out.size());
+  const int rc = deflate(&z, Z_FINISH);
+  out.resize(z.total_out);
+  deflateEnd(&z);
+  if (rc != Z_STREAM_END) throw std::runtime_error("zip_writer: deflate did not finish");
+  return out;
 }
 
 }  // namespace
@@ -17,41 +37,47 @@ std::string make_zip(const std::vector<ZipInput>& entries, bool zip64) {
   for (const ZipInput& e : entries) {
     const uint64_t local = out.size();
     const uint32_t crc = crc32(e.data) ^ (e.wrong_crc ? 1u : 0u);
+    const std::string stored = e.deflate ? raw_deflate(e.data) : e.data;
+    const uint16_t method = e.deflate ? 8 : e.method;
+    const uint64_t size = e.declared_size >= 0 ? static_cast<uint64_t>(e.declared_size) : e.data.size();
+    // A stored entry's two sizes are one: a declared size applies to both.
+    const uint64_t compressed = e.deflate ? stored.size() : size;
     put(out, 0x04034b50, 4);
     put(out, 20, 2);
     put(out, e.flags, 2);
-    put(out, e.method, 2);
+    put(out, method, 2);
     put(out, 0, 4);  // time, date
     put(out, crc, 4);
-    put(out, e.data.size(), 4);
-    put(out, e.data.size(), 4);
+    put(out, compressed, 4);
+    put(out, size, 4);
     put(out, e.name.size(), 2);
     put(out, 0, 2);
-    out += e.name + e.data;
+    out += e.name + stored;
 
     std::string extra;
     if (zip64) {
       put(extra, 0x0001, 2);
       put(extra, 24, 2);
-      put(extra, e.data.size(), 8);
-      put(extra, e.data.size(), 8);
+      put(extra, size, 8);
+      put(extra, compressed, 8);
       put(extra, local, 8);
     }
+    const uint16_t made_by = e.unix_mode ? (3 << 8) | 45 : 45;
     put(directory, 0x02014b50, 4);
-    put(directory, 45, 2);
+    put(directory, made_by, 2);
     put(directory, zip64 ? 45 : 20, 2);
     put(directory, e.flags, 2);
-    put(directory, e.method, 2);
+    put(directory, method, 2);
     put(directory, 0, 4);
     put(directory, crc, 4);
-    put(directory, zip64 ? saturated32 : e.data.size(), 4);
-    put(directory, zip64 ? saturated32 : e.data.size(), 4);
+    put(directory, zip64 ? saturated32 : compressed, 4);
+    put(directory, zip64 ? saturated32 : size, 4);
     put(directory, e.name.size(), 2);
     put(directory, extra.size(), 2);
     put(directory, 0, 2);  // comment
     put(directory, 0, 2);  // disk
     put(directory, 0, 2);
-    put(directory, 0, 4);
+    put(directory, static_cast<uint64_t>(e.unix_mode) << 16, 4);
     put(directory, zip64 ? saturated32 : local, 4);
     directory += e.name + extra;
   }

@@ -243,15 +243,16 @@ TEST(GradScaler, Float64LossAndNonScalarLoss) {
 
 namespace {
 
-// An unscale and step begun in a CUDA graph capture that failed never ran: abandon_step() lets
-// the next step unscale and step again, with the scale as it was.
-TEST(GradScaler, AnAbandonedStepIsForgotten) {
+// An unscale and step begun in a CUDA graph capture that failed never ran: restoring the
+// snapshot taken before lets the next step unscale and step again, with the scale as it was.
+TEST(GradScaler, ARestoredSnapshotForgetsABegunStep) {
   GradScaler scaler(true, 4.0);
   OneParam s;
+  const GradScaler::Snapshot before = scaler.snapshot();
   scaler.scale(s.loss()).backward();
   scaler.unscale(s.opt);
   EXPECT_THROW(scaler.unscale(s.opt), Error);
-  scaler.abandon_step();
+  scaler.restore(before);
   s.opt.zero_grad();
   scaler.scale(s.loss()).backward();
   EXPECT_NO_THROW(scaler.unscale(s.opt));

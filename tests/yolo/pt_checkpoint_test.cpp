@@ -79,8 +79,13 @@ TEST_P(ReferenceCheckpoint, AModelBuiltFromItsYamlTakesItsWeights) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Files, ReferenceCheckpoint, ::testing::Values("yolov5n_synthetic.pt", "tiny_train.pt"),
-                         [](const auto& info) { return info.param == "tiny_train.pt" ? "Training" : "Stripped"; });
+INSTANTIATE_TEST_SUITE_P(Files, ReferenceCheckpoint,
+                         ::testing::Values("yolov5n_synthetic.pt", "yolov5n_coco80.pt", "tiny_train.pt"),
+                         [](const auto& info) {
+                           return std::string(info.param == std::string("tiny_train.pt")      ? "Training"
+                                              : info.param == std::string("yolov5n_coco80.pt") ? "Coco80"
+                                                                                               : "Stripped");
+                         });
 
 TEST(PtCheckpoint, ATrainingCheckpointHasModelAndEma) {
   const yolo::PtCheckpoint c = yolo::parse_pt_checkpoint(read_all("tests/data/tiny_train.pt"), "tiny_train.pt");

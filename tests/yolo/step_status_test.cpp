@@ -68,12 +68,14 @@ TEST(StepStatusQueue, RefusesBadInput) {
   EXPECT_THROW(q.take_captured(), Error);
   q.push(0, summary(1, 1, 1), request(false));
   EXPECT_THROW(q.take_captured(), Error);  // pushed for the host, not for a capture
-  q.discard_captured();                     // leaves an entry for the host alone
+  const StepStatusQueue::Snapshot before = q.snapshot();
+  q.restore(before);  // leaves the entries it knew of alone
   EXPECT_EQ(q.pending(), 1u);
   q.push(1, summary(1, 1, 1), request(false), /*to_host=*/false);
-  q.discard_captured();                     // a failed capture's entry goes
+  q.restore(before);  // a failed capture's entry goes
   EXPECT_EQ(q.pending(), 1u);
   EXPECT_EQ(q.pop().batch, 0);
+  EXPECT_THROW(q.restore(before), Error);  // popped since: nothing to put back
 }
 
 // The bookkeeping of a CUDA graph's step, run on the CPU: the captured entry leaves the queue,

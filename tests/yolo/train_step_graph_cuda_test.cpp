@@ -24,6 +24,7 @@ namespace kestrel::yolo {
 namespace {
 
 using testing::input;
+using testing::expect_same_batch_counts;
 using testing::expect_same_state;
 using testing::Rig;
 using testing::targets;
@@ -87,6 +88,7 @@ void expect_replay_equals_eager(OptimizerKind kind, DType compute, const Plan& p
     EXPECT_EQ(g.statuses[i].cls, e.statuses[i].cls);
   }
   expect_same_state(graph, eager);
+  expect_same_batch_counts(graph, eager);  // replays count their batches on the device
   EXPECT_EQ(replayed, g.graphs.replays) << "each replayed batch's flags say so";
   EXPECT_GE(g.graphs.replays, 5) << "the graphs must carry most batches";
   EXPECT_EQ(g.graphs.invalidations, 0);
@@ -206,6 +208,7 @@ TEST(TrainStepGraphCuda, AFailedCaptureStopsOrFallsBackToEagerSteps) {
     ASSERT_EQ(f.statuses.size(), e.statuses.size());
     for (size_t i = 0; i < e.statuses.size(); ++i) EXPECT_EQ(f.statuses[i].box, e.statuses[i].box) << i;
     expect_same_state(fallback, eager);
+    expect_same_batch_counts(fallback, eager);  // the failed capture counted nothing
     EXPECT_EQ(f.graphs.captures, 0);
     EXPECT_EQ(f.graphs.replays, 0);
     EXPECT_NE(fallback.step->graphs_disabled_reason().find("into a CUDA graph failed"), std::string::npos);

@@ -74,6 +74,17 @@ inline Tensor targets() {
                                     {2, 6});
 }
 
+// BatchNorm's batch counters (num_batches_tracked), which count every training forward, a
+// skipped non-finite batch's too, as PyTorch's do.
+inline void expect_same_batch_counts(Rig& got, Rig& want) {
+  const auto gb = got.model->named_buffers(), wb = want.model->named_buffers();
+  ASSERT_EQ(gb.size(), wb.size());
+  for (size_t i = 0; i < wb.size(); ++i)
+    if (wb[i].second.dtype() == DType::I64)
+      EXPECT_EQ(gb[i].second.to_vector<int64_t>(), wb[i].second.to_vector<int64_t>())
+          << wb[i].first;
+}
+
 // Parameters, optimizer state (with Adam's counts), the EMA's weights and count, and the loss
 // scale, bitwise (not buffers: a NaN batch's forward leaves NaN in the BN running statistics,
 // which a training-mode forward never reads).

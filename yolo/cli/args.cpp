@@ -66,7 +66,7 @@ std::string flags_help(const FlagTable& flags) {
 }
 
 Args::Args(const std::vector<std::string>& argv, const std::map<std::string, bool>& spec,
-           const std::set<std::string>& lists) {
+           const std::set<std::string>& lists, const std::set<std::string>& own) {
   for (size_t i = 0; i < argv.size(); ++i) {
     const std::string& a = argv[i];
     if (a.rfind("--", 0) != 0 || a.size() == 2)
@@ -86,6 +86,12 @@ Args::Args(const std::vector<std::string>& argv, const std::map<std::string, boo
       for (const auto& [alias, target] : aliases())
         if (alias.rfind(name, 0) == 0 && spec.count(target)) matches.insert(target);
       if (matches.empty()) throw UsageError("unknown flag --" + name);
+      if (matches.size() > 1) {
+        std::set<std::string> reference;
+        for (const std::string& m : matches)
+          if (!own.count(m)) reference.insert(m);
+        if (reference.size() == 1) matches = reference;
+      }
       if (matches.size() > 1) {
         std::string list;
         for (const std::string& m : matches) list += (list.empty() ? "--" : ", --") + m;

@@ -46,8 +46,11 @@ class Args {
   // (--batch for --batch-size), as argparse allows in the reference.
   // Flags named in `lists` take one or more values, as argparse's nargs='+' (--classes 0 2 3):
   // the words up to the next flag, kept joined by commas (so --classes 0,2,3 reads the same).
+  // Flags named in `own` are Kestrel's, not the reference's: a prefix that names one of them and
+  // exactly one of the reference's flags names the reference's, as the reference's argparse, which
+  // knows only its own, reads it (val --n is --name, though val also takes --nc).
   Args(const std::vector<std::string>& argv, const std::map<std::string, bool>& spec,
-       const std::set<std::string>& lists = {});
+       const std::set<std::string>& lists = {}, const std::set<std::string>& own = {});
 
   bool has(const std::string& name) const { return values_.count(name) != 0; }
   std::string get(const std::string& name, const std::string& fallback) const;

@@ -16,9 +16,11 @@
 #include "yolo/console.h"
 #include "yolo/data/detect_sources.h"
 #include "yolo/data/image_codec.h"
+#include "yolo/data/dataset_config.h"
 #include "yolo/data/image_window.h"
 #include "yolo/data/video_io.h"
 #include "yolo/run_dir.h"
+#include "yolo/shipped_files.h"
 #include "yolo/stop_signal.h"
 
 namespace kestrel::cli {
@@ -30,8 +32,9 @@ using yolo::data::SourceKind;
 
 // The reference's flags in its order, then Kestrel's own.
 const FlagTable kFlags = {
-    {"weights", "W.pt", nullptr, "model weights: a YOLOv5 .pt or a Kestrel .safetensors (required)"},
+    {"weights", "W.pt", nullptr, "model weights: a YOLOv5 .pt, a Kestrel .safetensors or an .onnx (required)"},
     {"source", "SRC", nullptr, "image, video, folder, glob, .txt list, stream URL or webcam index (required)"},
+    {"data", "D.yaml", nullptr, "class names for weights without their own (an .onnx without metadata, plain weights)"},
     {"img-size", "H [W]", "640", "inference size, one side or height and width (also --img, --imgsz)"},
     {"conf-thres", "C", "0.25", "confidence threshold"},
     {"iou-thres", "IOU", "0.45", "NMS IoU threshold"},
@@ -44,12 +47,16 @@ const FlagTable kFlags = {
     {"nosave", nullptr, nullptr, "do not save the annotated images and videos"},
     {"classes", "C [C ...]", nullptr, "keep only these classes: --classes 0, or --classes 0 2 3"},
     {"agnostic-nms", nullptr, nullptr, "class-agnostic NMS"},
+    {"augment", nullptr, nullptr, "test-time augmentation: scales 1, 0.83 (mirrored), 0.67, as the reference's"},
+    {"visualize", nullptr, nullptr, "each stage's first 32 feature maps per image, in <run>/<image>/stage*_features.png"},
     {"project", "DIR", "runs/detect", "results go to project/name"},
     {"name", "NAME", "exp", "results go to project/name, numbered (exp2, ...) when it exists"},
     {"exist-ok", nullptr, nullptr, "reuse an existing project/name instead of numbering a new one"},
     {"line-thickness", "PIXELS", "3", "box line thickness"},
     {"hide-labels", nullptr, nullptr, "draw boxes without labels"},
     {"hide-conf", nullptr, nullptr, "draw labels without confidences"},
+    {"half", nullptr, nullptr, "float16 inference on a GPU (ignored on the CPU, as in the reference)"},
+    {"dnn", nullptr, nullptr, "accepted: .onnx weights always run in OpenCV DNN (on the CPU)"},
     {"vid-stride", "N", "1", "read every N-th video frame"},
     {"cfg", "M.yaml", nullptr, "model yaml, only for plain weights files (checkpoints carry their model)"},
     {"nc", "N", nullptr, "class count, only for plain weights files"}};
@@ -75,6 +82,22 @@ std::pair<int, int> image_size(const std::vector<int>& size, int stride) {
     std::printf("WARNING: --img-size %d %d must be a multiple of the max stride %d, updating to %d %d\n",
                 size[0], size[1], stride, fixed[0], fixed[1]);
   return {fixed[0], fixed[1]};
+}
+
+// An ONNX graph's settings, as the reference runs weights other than PyTorch's: on the CPU here
+// (OpenCV DNN), each frame padded to the full size (no minimal padding), a fixed-size export at
+// its own size. Returns the device the frames go to.
+Device onnx_settings(const yolo::OnnxModel& onnx, Device device, std::vector<int>& size, DetectSettings& s) {
+  if (device.is_cuda()) std::printf("WARNING: ONNX weights run in OpenCV DNN on the CPU, not on %s\n", device.str().c_str());
+  s.letterbox_auto = false;
+  if (onnx.height() && onnx.width()) {
+    const std::vector<int> fixed = {static_cast<int>(*onnx.height()), static_cast<int>(*onnx.width())};
+    if (fixed != size)
+      std::printf("WARNING: '%s' is a fixed-size export for %dx%d images: detecting at that size, not --img-size %d %d\n",
+                  onnx.path().c_str(), fixed[0], fixed[1], size[0], size[1]);
+    size = fixed;
+  }
+  return Device::cpu();
 }
 
 // The annotated image under its own name (other formats than JPEG and PNG are saved as JPEG).
@@ -131,19 +154,22 @@ void run_video(Detector& detector, const SourceItem& item, const std::string& pr
 
 const Command kDetectCommand = {
     "detect", "detect objects in images, videos and streams (reference detect.py)",
-    "usage: kestrel detect --weights W.pt|W.safetensors --source SRC [--img-size 640 [W]]\n"
+    "usage: kestrel detect --weights W.pt|W.safetensors|W.onnx --source SRC [--img-size 640 [W]]\n"
     "                      [--conf-thres 0.25] [--iou-thres 0.45] [--max-det 1000] [--device cpu|0]\n"
     "                      [--classes 0 [2 ...]] [--agnostic-nms] [--save-txt] [--save-conf]\n"
     "                      [--save-crop] [--nosave] [--view-img] [--line-thickness 3]\n"
     "                      [--hide-labels] [--hide-conf] [--vid-stride 1] [--project runs/detect]\n"
-    "                      [--name exp] [--exist-ok] [--cfg M.yaml] [--nc N]\n"
+    "                      [--name exp] [--exist-ok] [--half] [--augment] [--visualize] [--dnn]\n"
+    "                      [--data D.yaml] [--cfg M.yaml] [--nc N]\n"
+    "  --visualize also writes each stage's output (.npy); --data also gives plain weights without --nc\n"
+    "  their class count.\n"
     "  SRC: an image, a video, a folder, a glob ('imgs/**/*.jpg'), a .txt list of those, a stream\n"
     "  URL (rtsp://, rtmp://, http(s)://) or a webcam index (0). Videos and streams need a build\n"
     "  with OpenCV videoio; --view-img needs a display and a build with highgui.\n",
     run_detect, &kFlags};
 
 int run_detect(const std::vector<std::string>& argv) {
-  Args args(argv, flag_spec(kFlags), {"classes", "img-size"});
+  Args args(argv, flag_spec(kFlags), {"classes", "img-size"}, /*own=*/{"cfg", "nc"});
   const yolo::Console console(true);
   console.line(console.colour("detect: "), args.echo(kFlags, {"classes", "img-size"}));
   if (!args.has("weights") || !args.has("source")) throw UsageError("--weights and --source are required");
@@ -169,12 +195,27 @@ int run_detect(const std::vector<std::string>& argv) {
   s.line_thickness = args.get_int32("line-thickness", 3);
   const bool save_img = !args.has("nosave");
   s.draw = save_img || view_img;
-  const std::vector<int> size = requested_size(args);
+  std::vector<int> size = requested_size(args);
 
   // As the reference: the model first, then the sources.
-  const Device device = inference_device(args.get("device", ""));
-  InferenceModel im = load_inference_model(args.get("weights", ""), args.get("cfg", ""),
-                                           args.get_optional_int32("nc"), device);
+  Device device = inference_device(args.get("device", ""));
+  const std::vector<std::string> data_names =
+      args.has("data") ? yolo::data::load_dataset_names(yolo::find_shipped_file(args.get("data", ""), "--data"))
+                       : std::vector<std::string>{};
+  std::optional<int> nc = args.get_optional_int32("nc");
+  if (!nc && !data_names.empty()) nc = static_cast<int>(data_names.size());
+  InferenceModel im = load_inference_model(args.get("weights", ""), args.get("cfg", ""), nc, device, /*allow_onnx=*/true);
+  if (im.names.empty() && !data_names.empty()) {
+    KESTREL_CHECK(im.nc() == 0 || im.nc() == static_cast<int64_t>(data_names.size()), "--data ", args.get("data", ""),
+                  " names ", data_names.size(), " classes, but the weights predict ", im.nc());
+    im.names = data_names;
+  }
+  s.dtype = inference_dtype(args.has("half"), im, device);
+  set_augment(args.has("augment"), im);
+  s.visualize = args.has("visualize");
+  if (s.visualize && im.onnx) std::printf("WARNING: --visualize is ignored for ONNX weights (no stages to look into)\n");
+  if (s.visualize && im.augment) std::printf("WARNING: --visualize is ignored with --augment, as in the reference\n");
+  if (im.onnx) device = onnx_settings(*im.onnx, device, size, s);
   const std::vector<SourceItem> items = yolo::data::expand_sources(source);
   for (const SourceItem& item : items)
     KESTREL_CHECK(item.kind == SourceKind::kImage || yolo::data::video_io_available(), "--source: '",
@@ -182,7 +223,7 @@ int run_detect(const std::vector<std::string>& argv) {
                   ", and this kestrel was built without OpenCV videoio, which reads them; install "
                   "libopencv-videoio-dev and rebuild (CMake finds it), or extract the frames first "
                   "(ffmpeg -i VIDEO frames/%06d.jpg) and pass the folder");
-  s.stride = static_cast<int>(std::max(32.0, im.model->strides().back()));
+  s.stride = im.stride();
   std::tie(s.img_h, s.img_w) = image_size(size, s.stride);
   const std::string save_dir = yolo::increment_path(args.get("project", "runs/detect") + "/" + args.get("name", "exp"),
                                                     args.has("exist-ok"));

@@ -14,6 +14,8 @@
 #include "yolo/data/augment.h"
 #include "yolo/data/image_codec.h"
 #include "yolo/plot_canvas.h"
+#include "yolo/plot_features.h"
+#include "yolo/run_dir.h"
 
 namespace kestrel::cli {
 namespace fs = std::filesystem;
@@ -49,11 +51,22 @@ void Detector::save_crop(const cv::Mat& image, const float box[4], int cls, cons
   yolo::data::write_jpeg(free_jpg(dir, stem).string(), image(r).clone(), 95, /*full_chroma=*/true);
 }
 
+Tensor Detector::predict(const Tensor& x, const std::string& stem) {
+  if (!s_.visualize || !model_.model || model_.augment) return model_.predict(x);
+  const std::string dir = yolo::increment_path((fs::path(save_dir_) / stem).string());
+  fs::create_directories(dir);
+  return model_.model
+      ->predict(x, [&](int stage, const layers::Module& module, const Tensor& out) {
+        yolo::save_feature_maps(out, module.type_name(), stage, dir);
+      })
+      .boxes;
+}
+
 std::string Detector::process(cv::Mat& frame, const std::string& txt_stem, const std::string& crop_stem) {
   autograd::NoGradGuard no_grad;
   auto t0 = Clock::now();
   const yolo::data::Letterboxed lb =
-      yolo::data::letterbox(frame, s_.img_h, s_.img_w, /*auto_pad=*/true, /*scaleup=*/true, s_.stride);
+      yolo::data::letterbox(frame, s_.img_h, s_.img_w, s_.letterbox_auto, /*scaleup=*/true, s_.stride);
   cv::Mat rgb;
   cv::cvtColor(lb.image, rgb, cv::COLOR_BGR2RGB);
   Tensor x = Tensor::empty({1, rgb.rows, rgb.cols, 3});
@@ -61,16 +74,17 @@ std::string Detector::process(cv::Mat& frame, const std::string& txt_stem, const
   for (int y = 0; y < rgb.rows; ++y)
     for (int i = 0; i < rgb.cols * 3; ++i) px[y * rgb.cols * 3 + i] = rgb.ptr<uint8_t>(y)[i] / 255.0f;
   x = x.to(device_);
+  if (s_.dtype != DType::F32) x = x.to(s_.dtype);
   times_.pre += ms_since(t0);
 
   t0 = Clock::now();
-  const yolo::DetectionModel::Prediction pred = model_.model->predict(x);
+  const Tensor boxes = predict(x, crop_stem);
   current_stream(device_).synchronize();
   const double inference_ms = ms_since(t0);
   times_.inference += inference_ms;
 
   t0 = Clock::now();
-  Tensor det = yolo::non_max_suppression(pred.boxes, s_.nms)[0];
+  Tensor det = yolo::non_max_suppression(boxes, s_.nms)[0];
   times_.nms += ms_since(t0);
   ++times_.frames;
   // As detect.py: scale_boxes from the shapes alone, then round.

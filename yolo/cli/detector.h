@@ -22,6 +22,9 @@ struct DetectSettings {
   bool save_txt = false, save_conf = false, save_crop = false;
   bool hide_labels = false, hide_conf = false;
   int line_thickness = 3;  // <= 0: from the frame size, as the reference's Annotator
+  DType dtype = DType::F32;      // the model's input: float16 for --half on CUDA
+  bool letterbox_auto = true;    // the smallest stride-multiple padding (false: the full size, ONNX)
+  bool visualize = false;        // --visualize: each stage's feature maps, per frame
 };
 
 // Milliseconds spent per stage over all frames, for the Speed line.
@@ -37,7 +40,8 @@ class Detector {
   // Detects on `frame` and annotates it in place (with settings.draw). `txt_stem` names the
   // labels file (labels/<txt_stem>.txt, appended to), `crop_stem` the crops
   // (crops/<class>/<crop_stem>.jpg, then <crop_stem>2.jpg, ...). Returns the console line's
-  // "HxW 2 persons, 1 bus, 12.3ms" part.
+  // "HxW 2 persons, 1 bus, 12.3ms" part. With settings.visualize the feature maps go to
+  // <save_dir>/<crop_stem> (then <crop_stem>2, ... for later frames), as the reference's.
   std::string process(cv::Mat& frame, const std::string& txt_stem, const std::string& crop_stem);
 
   const DetectTimes& times() const { return times_; }
@@ -45,6 +49,7 @@ class Detector {
 
  private:
   std::string class_name(int c) const;
+  Tensor predict(const Tensor& x, const std::string& stem);
   void save_crop(const cv::Mat& image, const float box[4], int cls, const std::string& stem) const;
 
   InferenceModel model_;

@@ -28,7 +28,7 @@ std::string shape_text(const std::vector<int64_t>& s) {
 // The reference's flags that Kestrel has, in its order, then Kestrel's own.
 const FlagTable kFlags = {
     {"weights", "W.pt", nullptr, "weights to export: a YOLOv5 .pt or a Kestrel .safetensors (required)"},
-    {"img-size", "PIXELS", "640", "input size, rounded up to a multiple of the largest stride (also --img, --imgsz)"},
+    {"img-size", "H [W]", "640", "input size (height [width]), rounded up to multiples of the largest stride (also --img, --imgsz)"},
     {"batch-size", "N", "1", "batch size of the graph's input"},
     {"device", "cpu|0", "cpu", "cpu or a GPU index (the dry run's device)"},
     {"half", nullptr, nullptr, "float16 graph; as in the reference it needs a GPU (--device 0) and no --dynamic"},
@@ -42,7 +42,7 @@ const FlagTable kFlags = {
 
 const Command kExportCommand = {
     "export", "export weights for deployment: ONNX (reference export.py)",
-    "usage: kestrel export --weights W.pt|W.safetensors [--include onnx] [--img-size 640] [--batch-size 1]\n"
+    "usage: kestrel export --weights W.pt|W.safetensors [--include onnx] [--img-size 640 [W]] [--batch-size 1]\n"
     "                      [--dynamic] [--half] [--device cpu|0] [--opset 12] [--cfg M.yaml] [--nc N]\n"
     "  writes W.onnx next to the weights: input 'images' (batch, 3, height, width) RGB in [0, 1],\n"
     "  output 'output0' (batch, anchors, 5 + nc): xywh in pixels, objectness and class scores\n"
@@ -50,9 +50,9 @@ const Command kExportCommand = {
     run_export, &kFlags};
 
 int run_export(const std::vector<std::string>& argv) {
-  Args args(argv, flag_spec(kFlags));
+  Args args(argv, flag_spec(kFlags), /*lists=*/{"img-size"}, /*own=*/{"cfg", "nc"});
   const yolo::Console console(true);
-  console.line(console.colour("export: "), args.echo(kFlags));
+  console.line(console.colour("export: "), args.echo(kFlags, {"img-size"}));
   if (!args.has("weights")) throw UsageError("--weights is required");
   const std::string include = args.get("include", "onnx");
   if (include != "onnx") throw UsageError("--include " + include + ": Kestrel exports onnx only");
@@ -61,8 +61,13 @@ int run_export(const std::vector<std::string>& argv) {
   o.dynamic = args.has("dynamic");
   o.half = args.has("half");
   o.opset = args.get_int32("opset", 12);
-  const int64_t img_size = args.get_int32("img-size", 640);
-  if (o.batch < 1 || img_size < 1) throw UsageError("--batch-size and --img-size must be positive");
+  // --img-size H [W], as the reference's export (one size is square).
+  std::vector<int> img_size = args.has("img-size") ? args.get_int_list("img-size") : std::vector<int>{640};
+  if (img_size.size() == 1) img_size.push_back(img_size[0]);
+  if (img_size.size() != 2) throw UsageError("--img-size takes one or two sizes (height width), e.g. 640 or 480 640");
+  if (o.batch < 1 || img_size[0] < 1 || img_size[1] < 1) throw UsageError("--batch-size and --img-size must be positive");
+  if (img_size[0] > kMaxImageSize || img_size[1] > kMaxImageSize)
+    throw UsageError("--img-size is above the limit of " + std::to_string(kMaxImageSize) + " pixels a side");
   const Device device = inference_device(args.get("device", "cpu"));
   // As the reference: float16 export is for GPUs (where half inference runs), and a float16 graph
   // has fixed shapes.
@@ -76,10 +81,16 @@ int run_export(const std::vector<std::string>& argv) {
   InferenceModel im = load_inference_model(weights, args.get("cfg", ""), args.get_optional_int32("nc"), device);
   const auto& strides = im.model->strides();
   const int64_t gs = static_cast<int64_t>(*std::max_element(strides.begin(), strides.end()));
-  o.height = o.width = static_cast<int64_t>(std::ceil(static_cast<double>(img_size) / gs)) * gs;
-  if (o.height != img_size)
-    std::printf("WARNING: --img-size %lld is not a multiple of the largest stride %lld, using %lld\n",
-                static_cast<long long>(img_size), static_cast<long long>(gs), static_cast<long long>(o.height));
+  const auto round_up = [gs](int size) { return static_cast<int64_t>(std::ceil(static_cast<double>(size) / gs)) * gs; };
+  o.height = round_up(img_size[0]);
+  o.width = round_up(img_size[1]);
+  for (int k = 0; k < 2; ++k) {
+    const int64_t used = k == 0 ? o.height : o.width;
+    if (used != img_size[k])
+      std::printf("WARNING: --img-size %d is not a multiple of the largest stride %lld, using %lld\n", img_size[k],
+                  static_cast<long long>(gs), static_cast<long long>(used));
+    if (img_size[0] == img_size[1]) break;  // one line for a square size, as before
+  }
   o.names = im.names;
 
   // A dry run at the export's size on the device, as the reference's: the model runs and its

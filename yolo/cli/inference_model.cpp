@@ -1,10 +1,12 @@
 #include "yolo/cli/inference_model.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 
 #include "engine/json.h"
 #include "engine/safetensors.h"
+#include "yolo/augmented_inference.h"
 #include "yolo/weights_file.h"
 #include "yolo/shipped_files.h"
 #include "yolo/weights.h"
@@ -44,9 +46,14 @@ std::vector<std::string> names_of(const json::Value& names, const std::string& w
 }  // namespace
 
 InferenceModel load_inference_model(const std::string& weights, const std::string& cfg,
-                                    std::optional<int> nc, Device device) {
-  const SafetensorsFile file = yolo::read_weights_file(weights);
+                                    std::optional<int> nc, Device device, bool allow_onnx) {
   InferenceModel out;
+  if (allow_onnx && yolo::weights_format(weights) == yolo::WeightsFormat::kOnnx) {
+    out.onnx = std::make_shared<yolo::OnnxModel>(weights);
+    out.names = out.onnx->names();
+    return out;
+  }
+  const SafetensorsFile file = yolo::read_weights_file(weights);
   yolo::ModelConfig config;
   if (const std::string* options = metadata_entry(file, "options")) {  // a training checkpoint
     json::Value opts = parse_metadata(*options, "options", weights);
@@ -75,6 +82,45 @@ InferenceModel load_inference_model(const std::string& weights, const std::strin
   // convolution (layers/conv.cpp), and says so.
   std::printf("Fusing layers... \n%s\n", out.model->summary(640, /*fused=*/true).c_str());
   return out;
+}
+
+}  // namespace kestrel::cli
+
+namespace kestrel::cli {
+
+int64_t InferenceModel::nc() const {
+  if (model) return model->detect().nc;
+  if (onnx->nc()) return *onnx->nc();
+  return static_cast<int64_t>(names.size());
+}
+
+int InferenceModel::stride() const {
+  if (onnx) return std::max(32, onnx->stride().value_or(32));
+  return static_cast<int>(std::max(32.0, *std::max_element(model->strides().begin(), model->strides().end())));
+}
+
+Tensor InferenceModel::predict(const Tensor& images) {
+  if (onnx) return onnx->predict(images);
+  return augment ? yolo::predict_augmented(*model, images) : model->predict(images).boxes;
+}
+
+DType inference_dtype(bool half, const InferenceModel& im, Device device) {
+  if (!half) return DType::F32;
+  if (im.onnx) {
+    std::printf("WARNING: --half is ignored for ONNX weights: OpenCV DNN runs them on the CPU in float32\n");
+    return DType::F32;
+  }
+  if (!device.is_cuda()) {  // as the reference: half precision is a GPU matter
+    std::printf("WARNING: --half is ignored on the CPU (float32 inference)\n");
+    return DType::F32;
+  }
+  return DType::F16;
+}
+
+void set_augment(bool augment, InferenceModel& im) {
+  if (augment && im.onnx)
+    std::printf("WARNING: --augment is ignored for ONNX weights (the graph runs as exported, at one scale)\n");
+  im.augment = augment && im.model;
 }
 
 }  // namespace kestrel::cli

@@ -2,27 +2,44 @@
 // carries its model yaml, class count and names in its "options" metadata; weights converted by
 // scripts/convert_ultralytics.py carry them as the metadata entries "model_yaml" (the yaml text),
 // "nc" and "names" (a JSON list); other plain weights files need --cfg (and the class count from
-// --nc or the dataset).
+// --nc or the dataset). An .onnx (val and detect only) runs in OpenCV DNN on the CPU, with its
+// stride and names from its metadata (yolo/export/onnx_model.h).
 #pragma once
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "yolo/export/onnx_model.h"
 #include "yolo/model.h"
 
 namespace kestrel::cli {
 
 struct InferenceModel {
-  std::shared_ptr<yolo::DetectionModel> model;
-  std::vector<std::string> names;  // empty when the file has none
+  std::shared_ptr<yolo::DetectionModel> model;  // .safetensors and .pt weights
+  std::shared_ptr<yolo::OnnxModel> onnx;        // .onnx weights
+  std::vector<std::string> names;               // empty when the file has none
+  bool augment = false;                         // --augment (test-time augmentation; not for ONNX)
+
+  int64_t nc() const;  // the classes predicted (0: unknown, an ONNX graph of dynamic output)
+  int stride() const;  // the largest stride, at least 32
+  // NHWC images on the model's device -> decoded boxes (batch, N, 5 + nc).
+  Tensor predict(const Tensor& images);
 };
 
-// nc applies to plain weights files; a checkpoint's own class count always wins.
+// nc applies to plain weights files; a checkpoint's own class count always wins. allow_onnx:
+// val and detect run .onnx files; elsewhere they are refused, saying why.
 InferenceModel load_inference_model(const std::string& weights, const std::string& cfg,
-                                    std::optional<int> nc, Device device);
+                                    std::optional<int> nc, Device device, bool allow_onnx = false);
 
 // cpu, a GPU index, or the first GPU when `spec` is empty and one is present.
 Device inference_device(const std::string& spec);
+
+// val's and detect's shared precision and augmentation flags. --half: float16 inference on CUDA;
+// ignored with a note on the CPU and for ONNX weights (run by OpenCV DNN on the CPU), as the
+// reference ignores it there. --augment: ignored with a note for ONNX weights, as the reference's
+// non-PyTorch backends ignore it. Returns the input dtype.
+DType inference_dtype(bool half, const InferenceModel& im, Device device);
+void set_augment(bool augment, InferenceModel& im);
 
 }  // namespace kestrel::cli

@@ -7,19 +7,38 @@
 #include "yolo/cli/inference_model.h"
 #include "yolo/console.h"
 #include "yolo/data/dataset_config.h"
-#include "yolo/data/synthetic.h"
-#include "yolo/shipped_files.h"
 #include "yolo/run_dir.h"
+#include "yolo/train_support.h"
 #include "yolo/validator.h"
 
 namespace kestrel::cli {
-
 namespace {
+
+// As the reference's val for weights other than PyTorch's: square letterboxed images one at a
+// time (a fixed-size export at its own size), on the CPU where OpenCV DNN runs them. Returns the
+// device the batches go to.
+Device onnx_settings(const yolo::OnnxModel& onnx, Device device, yolo::ValOptions& vo) {
+  if (device.is_cuda()) std::printf("WARNING: ONNX weights run in OpenCV DNN on the CPU, not on %s\n", device.str().c_str());
+  if (onnx.height() || onnx.width()) {
+    KESTREL_CHECK(onnx.height() && onnx.width() && *onnx.height() == *onnx.width(), "'", onnx.path(),
+                  "' takes ", onnx.height().value_or(0), "x", onnx.width().value_or(0), " images, but val runs square ones: "
+                  "export it square (--img-size N) or with --dynamic");
+    if (*onnx.height() != vo.img_size)
+      std::printf("WARNING: '%s' is a fixed-size export for %lldx%lld images: validating at %lld, not --img-size %d\n",
+                  onnx.path().c_str(), static_cast<long long>(*onnx.height()), static_cast<long long>(*onnx.width()),
+                  static_cast<long long>(*onnx.height()), vo.img_size);
+    vo.img_size = static_cast<int>(*onnx.height());
+  }
+  vo.batch_size = 1;
+  vo.rect = false;
+  std::printf("Forcing --batch-size 1 square inference (1,3,%d,%d) for non-PyTorch models\n", vo.img_size, vo.img_size);
+  return Device::cpu();
+}
 
 // The reference's flags in its order, then Kestrel's own.
 const FlagTable kFlags = {
     {"data", "D.yaml", "synthetic", "dataset yaml (coco128.yaml, ... by name), or the built-in synthetic set"},
-    {"weights", "W.pt", nullptr, "weights to validate: a YOLOv5 .pt or a Kestrel .safetensors (required)"},
+    {"weights", "W.pt", nullptr, "weights to validate: a YOLOv5 .pt, a Kestrel .safetensors or an .onnx (required)"},
     {"batch-size", "N", "32", "batch size"},
     {"img-size", "PIXELS", "640", "inference size (also --img, --imgsz)"},
     {"conf-thres", "C", "0.001", "confidence threshold"},
@@ -29,6 +48,7 @@ const FlagTable kFlags = {
     {"device", "cpu|0", "", "cpu or a GPU index; empty: GPU 0 if any"},
     {"workers", "N", "8", "most data-loader workers"},
     {"single-cls", nullptr, nullptr, "treat the dataset as one class"},
+    {"augment", nullptr, nullptr, "test-time augmentation: scales 1, 0.83 (mirrored), 0.67, as the reference's"},
     {"verbose", nullptr, nullptr, "report mAP per class"},
     {"save-txt", nullptr, nullptr, "save the detections to labels/*.txt"},
     {"save-conf", nullptr, nullptr, "with --save-txt: add each detection's confidence"},
@@ -36,7 +56,8 @@ const FlagTable kFlags = {
     {"project", "DIR", "runs/val", "results go to project/name"},
     {"name", "NAME", "exp", "results go to project/name, numbered (exp2, ...) when it exists"},
     {"exist-ok", nullptr, nullptr, "reuse an existing project/name instead of numbering a new one"},
-    {"half", nullptr, nullptr, "float16 inference (GPU only)"},
+    {"half", nullptr, nullptr, "float16 inference on a GPU (ignored on the CPU, as in the reference)"},
+    {"dnn", nullptr, nullptr, "accepted: .onnx weights always run in OpenCV DNN (on the CPU), square, batch 1"},
     {"cfg", "M.yaml", nullptr, "model yaml, only for plain weights files (checkpoints carry their model)"},
     {"nc", "N", nullptr, "class count, only for plain weights files"}};
 
@@ -44,17 +65,17 @@ const FlagTable kFlags = {
 
 const Command kValCommand = {
     "val", "validate weights on a dataset: P, R, mAP50, mAP50-95 (reference val.py)",
-    "usage: kestrel val --weights W.pt|W.safetensors --data D.yaml|synthetic [--img-size 640]\n"
+    "usage: kestrel val --weights W.pt|W.safetensors|W.onnx --data D.yaml|synthetic [--img-size 640]\n"
     "                   [--batch-size 32] [--conf-thres 0.001] [--iou-thres 0.6]\n"
-    "                   [--task val|test|train] [--device cpu|0] [--half] [--save-json]\n"
-    "                   [--save-txt] [--save-conf] [--verbose] [--single-cls] [--max-det 300]\n"
-    "                   [--workers 8] [--cfg M.yaml] [--nc N] [--project runs/val] [--name exp]\n"
-    "                   [--exist-ok]\n"
+    "                   [--task val|test|train] [--device cpu|0] [--half] [--augment] [--dnn]\n"
+    "                   [--save-json] [--save-txt] [--save-conf] [--verbose] [--single-cls]\n"
+    "                   [--max-det 300] [--workers 8] [--cfg M.yaml] [--nc N] [--project runs/val]\n"
+    "                   [--name exp] [--exist-ok]\n"
     "  --cfg/--nc are only needed for plain weights files (checkpoints carry their model).\n",
     run_val, &kFlags};
 
 int run_val(const std::vector<std::string>& argv) {
-  Args args(argv, flag_spec(kFlags));
+  Args args(argv, flag_spec(kFlags), /*lists=*/{}, /*own=*/{"cfg", "nc"});
   const yolo::Console console(true);
   console.line(console.colour("val: "), args.echo(kFlags));
   if (!args.has("weights")) throw UsageError("--weights is required");
@@ -77,20 +98,18 @@ int run_val(const std::vector<std::string>& argv) {
   if (vo.img_size > kMaxImageSize)
     throw UsageError("--img-size " + std::to_string(vo.img_size) + " is above the limit of " +
                      std::to_string(kMaxImageSize) + " pixels a side");
-  const Device device = inference_device(args.get("device", ""));
-  if (args.has("half") && !device.is_cuda())  // as the reference: half precision is a GPU matter
-    std::printf("WARNING: --half is ignored on the CPU (float32 inference)\n");
-  else if (args.has("half"))
-    vo.compute_dtype = DType::F16;
+  Device device = inference_device(args.get("device", ""));
 
-  std::string data = args.get("data", "synthetic");
-  data = data == "synthetic" ? yolo::data::ensure_synthetic_dataset(yolo::data::default_synthetic_dir())
-                             : yolo::find_shipped_file(data, "--data");
+  const std::string data = yolo::resolve_data(args.get("data", "synthetic"));
   const yolo::data::DatasetConfig dcfg = yolo::data::load_dataset_config(data);
   std::optional<int> nc = args.get_optional_int32("nc");
   if (!nc) nc = vo.single_cls ? 1 : dcfg.nc;  // a checkpoint's own class count wins
-  InferenceModel im = load_inference_model(args.get("weights", ""), args.get("cfg", ""), nc, device);
-  const int model_nc = static_cast<int>(im.model->detect().nc);
+  InferenceModel im = load_inference_model(args.get("weights", ""), args.get("cfg", ""), nc, device, /*allow_onnx=*/true);
+  vo.compute_dtype = inference_dtype(args.has("half"), im, device);
+  set_augment(args.has("augment"), im);
+  vo.augment = im.augment;
+  if (im.onnx) device = onnx_settings(*im.onnx, device, vo);
+  const int model_nc = static_cast<int>(im.onnx && !im.onnx->nc() ? dcfg.nc : im.nc());
   KESTREL_CHECK(vo.single_cls || model_nc == dcfg.nc, "the weights predict ", model_nc, " classes but ",
                 dcfg.yaml_path, " has ", dcfg.nc, "; use the dataset they were trained on");
   const std::vector<std::string> names = im.names.empty() ? dcfg.names : im.names;
@@ -104,10 +123,11 @@ int run_val(const std::vector<std::string>& argv) {
   const std::string project = args.get("project", "runs/val");
   vo.save_dir = yolo::increment_path(project + "/" + args.get("name", "exp"), args.has("exist-ok"));
   std::filesystem::create_directories(vo.save_dir);
-  const int stride = static_cast<int>(std::max(32.0, im.model->strides().back()));
-  yolo::Validator validator(split.records, names, model_nc, vo, device, stride);
+  yolo::Validator validator(split.records, names, model_nc, vo, device, im.stride());
   validator.set_console(&console);
-  std::printf("%s", validator.run(*im.model).table.c_str());
+  const yolo::ValResult result =
+      im.model ? validator.run(*im.model) : validator.run([&](const Tensor& x) { return im.predict(x); });
+  std::printf("%s", result.table.c_str());
   std::printf("Results saved to %s\n", vo.save_dir.c_str());
   return 0;
 }

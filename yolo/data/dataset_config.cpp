@@ -118,13 +118,19 @@ void list_file(const fs::path& list, std::vector<std::string>& images) {
   }
 }
 
+// One http(s) address of a .zip: what the reference's check_dataset downloads and unpacks itself.
+bool is_zip_url(const std::string& text) {
+  const std::string path = text.substr(0, text.find_first_of("?#"));
+  return text.find_first_of(" \t\n") == std::string::npos &&
+         (text.rfind("http://", 0) == 0 || text.rfind("https://", 0) == 0) && path.ends_with(".zip");
+}
+
 // What to do when a yaml's dataset is missing, from its `download` entry: a zip URL to fetch and
 // unpack, or the addresses a download script names (Kestrel runs no scripts; the reference's
 // coco.yaml and VOC.yaml carry Python).
-std::string download_advice(const YAML::Node& download, const fs::path& root) {
+std::string download_advice(const YAML::Node& download, const std::string& parent) {
   if (!download || !download.IsScalar() || download.Scalar().empty()) return "";
   const std::string text = download.Scalar();
-  const std::string parent = normal(root.parent_path());
   const bool one_url = text.find_first_of(" \t\n") == std::string::npos && text.rfind("http", 0) == 0;
   if (one_url)
     return str("; the yaml's `download` is ", text, ": fetch it and unpack it into ", parent);
@@ -181,6 +187,41 @@ std::string refusal_digest(const std::vector<std::string>& images, const std::ve
 
 }  // namespace
 
+// `names`, checked against `nc` where both are given; class0, class1, ... from `nc` alone.
+static std::vector<std::string> class_names(const YAML::Node& root, const std::string& yaml_path) {
+  int nc = -1;
+  if (root["nc"] && !root["nc"].IsNull()) {
+    try {
+      nc = root["nc"].as<int>();
+    } catch (const YAML::Exception&) {
+      KESTREL_FAIL(yaml_path, ": `nc` must be an integer, got '", root["nc"].Scalar(), "'");
+    }
+    KESTREL_CHECK(nc >= 1 && nc <= kMaxClasses, yaml_path, ": `nc` must be in [1, ", kMaxClasses,
+                  "], got ", nc);
+  }
+  std::vector<std::string> names;
+  if (root["names"] && !root["names"].IsNull()) {
+    names = read_names(root["names"], str(yaml_path, ": `names`"));
+    KESTREL_CHECK(!names.empty(), yaml_path, ": `names` is empty");
+    KESTREL_CHECK(nc < 0 || nc == static_cast<int>(names.size()), yaml_path, ": `nc` is ", nc,
+                  " but `names` has ", names.size(), " entries; make them agree");
+  } else {
+    KESTREL_CHECK(nc > 0, yaml_path, ": missing `names` (and `nc`); list the class names");
+    for (int i = 0; i < nc; ++i) names.push_back(str("class", i));
+  }
+  return names;
+}
+
+std::vector<std::string> load_dataset_names(const std::string& yaml_path) {
+  std::ifstream in(yaml_path);
+  KESTREL_CHECK(in, "cannot read dataset yaml ", yaml_path, "; give an existing file");
+  std::stringstream text;
+  text << in.rdbuf();
+  const YAML::Node root = load_yaml(text.str(), yaml_path);
+  KESTREL_CHECK(root.IsMap(), yaml_path, ": a dataset yaml is a map with path, train, val, nc, names");
+  return class_names(root, yaml_path);
+}
+
 const std::vector<std::string>& DatasetConfig::split(const std::string& name) const {
   if (name == "train") return train;
   if (name == "val") return val;
@@ -197,14 +238,30 @@ DatasetConfig load_dataset_config(const std::string& yaml_path) {
   return parse_dataset_config(text.str(), yaml_path);
 }
 
-DatasetConfig parse_dataset_config(const std::string& yaml_text, const std::string& yaml_path) {
-  const YAML::Node root = load_yaml(yaml_text, yaml_path);
-  KESTREL_CHECK(root.IsMap(), yaml_path, ": a dataset yaml is a map with path, train, val, nc, names");
+namespace {
 
+// The readings of `path`: the reference joins a relative one (a missing one reads as ".") to the
+// folder it runs from, its checkout's root; Kestrel reads it from the current directory the same
+// way, then from the yaml's own folder.
+std::vector<std::pair<fs::path, const char*>> path_readings(const std::string& path_value, const std::string& yaml_path) {
+  if (fs::path(path_value).is_absolute()) return {{fs::path(path_value), "as given"}};
+  return {{fs::current_path() / path_value, "from the current directory, as the reference"},
+          {fs::absolute(yaml_path).parent_path() / path_value, "from the yaml's folder"}};
+}
+
+// Where a dataset archive goes: the folder above `path` read from the current directory, as the
+// reference's datasets/ lies above `path: ../datasets/coco128`; a yaml without `path` has its
+// dataset in the current directory itself.
+std::string unpack_folder(const std::string& path_value, const std::string& yaml_path) {
+  const fs::path dataset = path_readings(path_value, yaml_path).front().first;
+  return normal(path_value.empty() || path_value == "." ? dataset : dataset.parent_path());
+}
+
+// Everything but the dataset's place: the checked keys, and `path` as written ("" when absent).
+DatasetConfig read_fields(const YAML::Node& root, const std::string& yaml_path, std::string& path_value) {
+  KESTREL_CHECK(root.IsMap(), yaml_path, ": a dataset yaml is a map with path, train, val, nc, names");
   DatasetConfig cfg;
   cfg.yaml_path = yaml_path;
-  const fs::path yaml_dir = fs::absolute(yaml_path).parent_path();
-  std::string path_value;
   if (root["path"] && !root["path"].IsNull()) {
     try {
       path_value = root["path"].as<std::string>();
@@ -215,57 +272,63 @@ DatasetConfig parse_dataset_config(const std::string& yaml_text, const std::stri
   for (const char* key : {"train", "val"})
     KESTREL_CHECK(root[key] && !root[key].IsNull(), yaml_path, ": missing `", key,
                   "` (an image folder, a .txt list of images, or a list of those)");
-  const auto where = [&](const char* key) { return str(yaml_path, ": `", key, "`"); };
+  cfg.names = class_names(root, yaml_path);
+  cfg.nc = static_cast<int>(cfg.names.size());
+  return cfg;
+}
 
-  int nc = -1;
-  if (root["nc"] && !root["nc"].IsNull()) {
-    try {
-      nc = root["nc"].as<int>();
-    } catch (const YAML::Exception&) {
-      KESTREL_FAIL(yaml_path, ": `nc` must be an integer, got '", root["nc"].Scalar(), "'");
-    }
-    KESTREL_CHECK(nc >= 1 && nc <= kMaxClasses, yaml_path, ": `nc` must be in [1, ", kMaxClasses,
-                  "], got ", nc);
-  }
-  if (root["names"] && !root["names"].IsNull()) {
-    cfg.names = read_names(root["names"], where("names"));
-    KESTREL_CHECK(!cfg.names.empty(), yaml_path, ": `names` is empty");
-    KESTREL_CHECK(nc < 0 || nc == static_cast<int>(cfg.names.size()), yaml_path, ": `nc` is ", nc,
-                  " but `names` has ", cfg.names.size(), " entries; make them agree");
-    cfg.nc = static_cast<int>(cfg.names.size());
-  } else {
-    KESTREL_CHECK(nc > 0, yaml_path, ": missing `names` (and `nc`); list the class names");
-    cfg.nc = nc;
-    for (int i = 0; i < nc; ++i) cfg.names.push_back(str("class", i));
-  }
-  // The reference joins a relative `path` (a missing one reads as ".") to the folder it runs
-  // from, its checkout's root; Kestrel reads it from the current directory the same way, then
-  // from the yaml's own folder. The first reading under which every `val` entry exists is used.
-  std::vector<std::pair<fs::path, const char*>> readings = {{fs::path(path_value), "as given"}};
-  if (!fs::path(path_value).is_absolute())
-    readings = {{fs::current_path() / path_value, "from the current directory, as the reference"},
-                {yaml_dir / path_value, "from the yaml's folder"}};
+// Sets the root and the splits from the first reading of `path` under which every `val` entry
+// exists and returns true; false when none has them, with `tried` saying what each reading
+// lacked and `first_missing` the entries missing under the first.
+bool place_dataset(DatasetConfig& cfg, const YAML::Node& root, const std::string& path_value, std::string& tried,
+                   std::string& first_missing) {
+  const auto where = [&](const char* key) { return str(cfg.yaml_path, ": `", key, "`"); };
   std::vector<std::string> seen;
-  std::string tried;
-  for (const auto& [dir, how] : readings) {
+  for (const auto& [dir, how] : path_readings(path_value, cfg.yaml_path)) {
     cfg.root = normal(dir);
     if (std::find(seen.begin(), seen.end(), cfg.root) != seen.end()) continue;  // cwd is the yaml's
     seen.push_back(cfg.root);
     cfg.train = read_sources(root["train"], cfg.root, where("train"));
     cfg.val = read_sources(root["val"], cfg.root, where("val"));
     cfg.test = read_sources(root["test"], cfg.root, where("test"));
-    KESTREL_CHECK(!cfg.train.empty() && !cfg.val.empty(), yaml_path,
+    KESTREL_CHECK(!cfg.train.empty() && !cfg.val.empty(), cfg.yaml_path,
                   ": `train` and `val` must each name at least one image folder or list");
     std::string missing;
     std::error_code ec;
     for (const std::string& v : cfg.val)
       if (!fs::exists(v, ec)) missing += (missing.empty() ? "" : ", ") + v;
-    if (missing.empty()) return cfg;
+    if (missing.empty()) return true;
+    if (seen.size() == 1) first_missing = missing;
     tried += str("; ", cfg.root, " (", how, ") has no ", missing);
   }
+  return false;
+}
+
+}  // namespace
+
+DatasetConfig parse_dataset_config(const std::string& yaml_text, const std::string& yaml_path) {
+  const YAML::Node root = load_yaml(yaml_text, yaml_path);
+  std::string path_value, tried, first_missing;
+  DatasetConfig cfg = read_fields(root, yaml_path, path_value);
+  if (place_dataset(cfg, root, path_value, tried, first_missing)) return cfg;
   KESTREL_FAIL(yaml_path, ": dataset not found under `path: ", path_value.empty() ? "." : path_value,
                "`", tried, "; fix `path` in the yaml, or run from the folder it is relative to",
-               download_advice(root["download"], readings.front().first));
+               download_advice(root["download"], unpack_folder(path_value, yaml_path)));
+}
+
+std::optional<DatasetDownload> pending_dataset_download(const std::string& yaml_path) {
+  std::ifstream in(yaml_path);
+  KESTREL_CHECK(in, "cannot read dataset yaml ", yaml_path, "; give an existing file");
+  std::stringstream text;
+  text << in.rdbuf();
+  const YAML::Node root = load_yaml(text.str(), yaml_path);
+  std::string path_value, tried, first_missing;
+  DatasetConfig cfg = read_fields(root, yaml_path, path_value);
+  if (place_dataset(cfg, root, path_value, tried, first_missing)) return std::nullopt;
+  const YAML::Node download = root["download"];
+  if (!download || !download.IsScalar() || !is_zip_url(download.Scalar())) return std::nullopt;
+  return DatasetDownload{download.Scalar(), unpack_folder(path_value, yaml_path),
+                         normal(path_readings(path_value, yaml_path).front().first), first_missing};
 }
 
 bool is_image_path(const std::string& path) {

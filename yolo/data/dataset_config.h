@@ -1,6 +1,7 @@
 // Dataset yaml files in the reference's format (data/coco128.yaml and friends), the image lists
 // they name, and load_split, the one call the trainer makes to get a split's checked records.
 #pragma once
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,25 @@ DatasetConfig load_dataset_config(const std::string& yaml_path);
 
 // The same from the yaml's text; relative entries are resolved against yaml_path's folder.
 DatasetConfig parse_dataset_config(const std::string& yaml_text, const std::string& yaml_path);
+
+// A missing dataset that the reference's check_dataset downloads itself: no reading of `path` has
+// every `val` entry, and the yaml's `download` is one http(s) address of a .zip.
+struct DatasetDownload {
+  std::string url;         // the yaml's `download`
+  std::string unpack_dir;  // where to unpack it: the folder above `path` read from the current
+                           // directory (../datasets for the reference's `path: ../datasets/coco128`;
+                           // the current directory itself for a yaml without `path`)
+  std::string root;        // `path` read so, where the archive must leave the dataset
+  std::string missing;     // the `val` entries not found there
+};
+
+// The download a yaml asks for, or nullopt when its dataset is present or its `download` is
+// anything else (none, a script, several addresses): load_dataset_config then says what to do.
+std::optional<DatasetDownload> pending_dataset_download(const std::string& yaml_path);
+
+// Only the class names (from `names`, or class0.. from `nc`), the images not looked for: detect's
+// --data, as the reference's detect reads a yaml for its names alone.
+std::vector<std::string> load_dataset_names(const std::string& yaml_path);
 
 // True for the reference's image suffixes (bmp dng jpeg jpg mpo png tif tiff webp pfm), any case.
 bool is_image_path(const std::string& path);

@@ -93,6 +93,40 @@ TEST(Args, ImageSizeSpellingsAreOneFlag) {
   }
 }
 
+// A prefix that names one of the reference's flags and one of Kestrel's own names the reference's,
+// as the reference's argparse (which has only its own) reads it.
+TEST(Args, PrefixesPreferTheReferencesFlags) {
+  const std::map<std::string, bool> spec = {{"name", true}, {"nc", true}, {"nosave", false}, {"cfg", true}};
+  EXPECT_EQ(Args({"--n", "exp"}, {{"name", true}, {"nc", true}}, {}, {"nc"}).get("name", ""), "exp");
+  EXPECT_THROW(Args({"--n", "exp"}, {{"name", true}, {"nc", true}}), UsageError);  // no own flags: ambiguous
+  EXPECT_THROW(Args({"--n", "exp"}, spec, {}, {"nc", "cfg"}), UsageError);          // name and nosave: ambiguous
+  EXPECT_EQ(Args({"--nc", "3"}, spec, {}, {"nc", "cfg"}).get_int32("nc", 0), 3);     // own flags still work
+}
+
+// Every unique prefix of the reference's flags, and --img, on val, detect and export: each command
+// gets past its flags (and fails only for the missing weights, exit 1, never a usage error).
+TEST(Args, ReferencePrefixesWorkOnEveryInferenceCommand) {
+  const std::string w = " --weig /nonexistent.pt";
+  for (const std::string& command : {
+           "val" + w + " --dat synthetic --img 320 --batch 4 --conf 0.1 --iou 0.5 --max 10 --ta val --dev cpu"
+               " --work 1 --sing --aug --verb --save-t --save-con --save-j --proj /tmp/p --n exp --exist --hal --dn",
+           "val" + w + " --imgsz 320 --batch-size 4",
+           "detect" + w + " --sou x.jpg --img 480 640 --conf 0.1 --iou 0.5 --max 10 --dev cpu --save-t --save-co"
+               " --save-cr --nos --cla 0 2 --agn --aug --vis --proj /tmp/p --na exp --ex --line 2 --hide-l --hide-c"
+               " --hal --dn --vid 1 --dat coco128.yaml",
+           "detect" + w + " --source x.jpg --imgsz 320",
+           "export" + w + " --inc onnx --img 480 640 --batch 1 --dev cpu --op 12 --dyn",
+           "export" + w + " --imgsz 320 --half --device cpu"}) {
+    const auto r = run_kestrel(command);
+    EXPECT_EQ(r.out.find("ambiguous"), std::string::npos) << command << ": " << r.out;
+    EXPECT_EQ(r.out.find("unknown flag"), std::string::npos) << command << ": " << r.out;
+    if (command.find("--half --device cpu") != std::string::npos)
+      EXPECT_EQ(r.code, 2) << r.out;  // export refuses --half without a GPU before opening anything
+    else
+      EXPECT_EQ(r.code, 1) << command << ": " << r.out;
+  }
+}
+
 // argparse's nargs='+': `--classes 0 2 3` takes the words up to the next flag; commas read the same.
 TEST(Args, ListFlagsTakeSeveralWords) {
   const std::map<std::string, bool> spec = {{"classes", true}, {"img-size", true}, {"nosave", false}};

@@ -88,7 +88,7 @@ TEST(StartupLines, ValDetectAndExportEchoTheirFlagsThenTheFusedModel) {
                   " --device cpu --classes 0 2 --project " + (dir / "detect").string());
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_EQ(r.out.rfind("detect: weights=" + weights + ", source=" + (dir / "images").string() +
-                        ", imgsz=[640, 640], conf_thres=0.25, iou_thres=0.45, max_det=1000, device=cpu, ",
+                        ", data=None, imgsz=[640, 640], conf_thres=0.25, iou_thres=0.45, max_det=1000, device=cpu, ",
                         0),
             0u)
       << r.out;
@@ -96,7 +96,7 @@ TEST(StartupLines, ValDetectAndExportEchoTheirFlagsThenTheFusedModel) {
 
   r = run_kestrel("export --weights " + weights + " --cfg yolov5n.yaml --nc 4 --img 64");
   ASSERT_EQ(r.code, 0) << r.out;
-  EXPECT_EQ(r.out.rfind("export: weights=" + weights + ", imgsz=64, batch_size=1, device=cpu, ", 0), 0u) << r.out;
+  EXPECT_EQ(r.out.rfind("export: weights=" + weights + ", imgsz=[64, 64], batch_size=1, device=cpu, ", 0), 0u) << r.out;
   EXPECT_NE(at(r.out, fused), std::string::npos) << r.out;
   fs::remove_all(dir);
 }

@@ -133,7 +133,8 @@ TEST(ValDetectCommands, BadInputIsRefused) {
 }
 
 // `--data coco128.yaml` by bare name finds the shipped yaml from any directory, as `--cfg` finds the
-// models; without the images, the error says where the dataset comes from and where it goes.
+// models; without the images, the dataset is fetched (here from the tests' dead loopback mirror,
+// tests/support/test_main.cpp), and the error says where it comes from and where it goes.
 TEST(ValDetectCommands, ShippedDatasetYamlByName) {
   const fs::path dir = scratch("shipped_data");
   const std::string weights = (dir / "w.safetensors").string();
@@ -141,8 +142,11 @@ TEST(ValDetectCommands, ShippedDatasetYamlByName) {
   const Result r = kestrel::testing::run_kestrel_in(dir, "val --weights w.safetensors --data coco128.yaml "
                                                          "--cfg yolov5n.yaml --device cpu");
   EXPECT_EQ(r.code, 1) << r.out;
-  EXPECT_NE(r.out.find("data/coco128.yaml: dataset not found"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("https://ultralytics.com/assets/coco128.zip"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("Dataset not found, missing paths"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("fetch https://ultralytics.com/assets/coco128.zip by hand and unpack it into " +
+                       (dir.parent_path() / "datasets").string()),
+            std::string::npos)
+      << r.out;
   const Result missing = kestrel::testing::run_kestrel_in(dir, "val --weights w.safetensors --data nosuch.yaml "
                                                                "--cfg yolov5n.yaml --device cpu");
   EXPECT_EQ(missing.code, 1) << missing.out;

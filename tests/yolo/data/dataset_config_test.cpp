@@ -186,6 +186,36 @@ TEST(DatasetConfig, MissingDatasetNamesItsDownload) {
   }
 }
 
+// The download the reference's check_dataset would make itself: a missing dataset whose `download`
+// is one .zip address, to be unpacked above `path` as read from the current directory (into the
+// current directory for a yaml without `path`); none for a present dataset or a script.
+TEST(DatasetConfig, PendingDownloadIsAZipAddressForAMissingDataset) {
+  TempDir t("pending");
+  const fs::path here = t.path / "run";
+  fs::create_directories(here);
+  const WorkingDirectory cwd(here);
+  write(t / "zip.yaml", "path: ../datasets/tiny\ntrain: images\nval: images/val\nnames: [a]\n"
+                        "download: https://example.invalid/tiny.zip\n");
+  auto d = kestrel::yolo::data::pending_dataset_download(t / "zip.yaml");
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ(d->url, "https://example.invalid/tiny.zip");
+  EXPECT_EQ(d->unpack_dir, (t.path / "datasets").string());
+  EXPECT_EQ(d->root, (t.path / "datasets/tiny").string());
+  EXPECT_EQ(d->missing, (t.path / "datasets/tiny/images/val").string());
+  write(t / "bare.yaml", "train: images\nval: images\nnames: [a]\ndownload: https://example.invalid/b.zip\n");
+  d = kestrel::yolo::data::pending_dataset_download(t / "bare.yaml");
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ(d->unpack_dir, here.string());
+  write(t / "tar.yaml", "path: ../datasets/tiny\ntrain: images\nval: images\nnames: [a]\n"
+                        "download: https://example.invalid/tiny.tar.gz\n");
+  EXPECT_FALSE(kestrel::yolo::data::pending_dataset_download(t / "tar.yaml"));
+  write(t / "script.yaml", "path: ../datasets/tiny\ntrain: images\nval: images\nnames: [a]\n"
+                           "download: |\n  import os\n  os.system('curl https://example.invalid/tiny.zip')\n");
+  EXPECT_FALSE(kestrel::yolo::data::pending_dataset_download(t / "script.yaml"));
+  fs::create_directories(t.path / "datasets/tiny/images/val");
+  EXPECT_FALSE(kestrel::yolo::data::pending_dataset_download(t / "zip.yaml"));
+}
+
 TEST(ListImages, FoldersAreSearchedRecursivelyListsResolvedAgainstTheirFolder) {
   TempDir t("list");
   image(t / "ds/images/train/b.jpg");

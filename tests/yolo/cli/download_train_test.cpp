@@ -1,0 +1,93 @@
+// The first command of every YOLOv5 user, from an empty folder with nothing cached (HOME inside
+// the scratch folder): `kestrel train --data coco128.yaml --weights yolov5n.pt --img 320
+// --epochs 1` downloads both, from a loopback mirror standing in for GitHub and ultralytics.com
+// (tests/support/http_server), unpacks the dataset where the reference does (../datasets/coco128
+// from the folder it runs in) and transfers all 349 tensors. The mirror serves
+// tests/data/yolov5n_coco80.pt (a yolov5n for COCO's 80 classes, made by the reference) and a
+// small coco128.zip built here in coco128's layout (real JPEGs with labels, deflated). Two images
+// in one batch keep the training short; the rest is the command as issue 24 gives it.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <opencv2/imgproc.hpp>
+
+#include <filesystem>
+
+#include "tests/support/cli.h"
+#include "tests/support/http_server.h"
+#include "tests/support/zip_writer.h"
+#include "yolo/data/image_codec.h"
+#include "yolo/weights_file.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using kestrel::testing::LoopbackHttpServer;
+using kestrel::testing::ZipInput;
+
+// coco128.zip's layout: coco128/{images,labels}/train2017, with a LICENSE beside them.
+std::string small_coco128_zip(const fs::path& scratch) {
+  std::vector<ZipInput> entries = {{"coco128/", ""}, {"coco128/LICENSE", "test data, no licence needed\n"}};
+  for (int i = 0; i < 2; ++i) {
+    cv::Mat image(240 + 16 * i, 320, CV_8UC3, cv::Scalar(30 * i, 90, 160));
+    cv::rectangle(image, cv::Rect(40 + 10 * i, 60, 120, 90), cv::Scalar(20, 200, 40), cv::FILLED);
+    cv::circle(image, cv::Point(240, 150), 40, cv::Scalar(220, 30, 30), cv::FILLED);
+    const fs::path jpeg = scratch / "image.jpg";
+    kestrel::yolo::data::write_jpeg(jpeg.string(), image);
+    const std::string name = "00000000000" + std::to_string(i);
+    entries.push_back({"coco128/images/train2017/" + name + ".jpg", kestrel::yolo::read_file_bytes(jpeg.string()),
+                       0, 0, false, true});
+    entries.push_back({"coco128/labels/train2017/" + name + ".txt",
+                       std::to_string(i * 19) + " 0.34 0.44 0.375 0.36\n" + std::to_string(79 - i) + " 0.75 0.6 0.25 0.33\n",
+                       0, 0, false, true});
+    fs::remove(jpeg);
+  }
+  return kestrel::testing::make_zip(entries);
+}
+
+class DownloadTrain : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = fs::temp_directory_path() / ("kestrel_download_train_" + std::to_string(::getpid()));
+    fs::remove_all(root_);
+    fs::create_directories(root_ / "work");
+    fs::create_directories(root_ / "home");
+  }
+  void TearDown() override { fs::remove_all(root_); }
+
+  // `kestrel <args>` from the empty work folder, HOME inside the scratch folder, the mirror set.
+  kestrel::testing::CliResult run(const std::string& mirror, const std::string& args) {
+    return kestrel::testing::run_command("cd '" + (root_ / "work").string() + "' && HOME='" +
+                                         (root_ / "home").string() + "' KESTREL_DOWNLOAD_MIRROR=" + mirror +
+                                         " KESTREL_DOWNLOAD_TIMEOUT=10 " + kestrel::testing::kestrel_binary().string() +
+                                         " " + args);
+  }
+
+  fs::path root_;
+  LoopbackHttpServer server_;
+};
+
+TEST_F(DownloadTrain, TrainFromAnEmptyFolderDownloadsTheWeightsAndTheDataset) {
+  server_.serve("/mirror/yolov5n.pt", kestrel::yolo::read_file_bytes("tests/data/yolov5n_coco80.pt"));
+  server_.serve("/mirror/coco128.zip", small_coco128_zip(root_));
+  const auto r = run(server_.url("/mirror"),
+                     "train --data coco128.yaml --weights yolov5n.pt --img 320 --epochs 1 --batch-size 2 "
+                     "--workers 1 --device cpu --noplots --no-tensorboard");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(server_.requests("/mirror/yolov5n.pt"), 1);
+  EXPECT_EQ(server_.requests("/mirror/coco128.zip"), 1);
+  EXPECT_NE(r.out.find("Downloading " + server_.url("/mirror/yolov5n.pt") + " to yolov5n.pt..."), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("Dataset download success"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("Transferred 349/349 items from yolov5n.pt"), std::string::npos) << r.out;
+  // The bar's end, drawn once (piped, the bar prints a line per tenth, not per update).
+  const std::string end = "100%|██████████| 3.73M/3.73M";
+  ASSERT_NE(r.out.find(end), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find(end, r.out.find(end) + 1), std::string::npos) << r.out;
+  EXPECT_TRUE(fs::is_regular_file(root_ / "work/yolov5n.pt"));
+  EXPECT_EQ(std::distance(fs::directory_iterator(root_ / "datasets/coco128/images/train2017"), fs::directory_iterator()), 2);
+  EXPECT_FALSE(fs::exists(root_ / "datasets/coco128.zip"));
+  EXPECT_TRUE(fs::is_regular_file(root_ / "work/runs/train/exp/weights/last.safetensors"));
+}
+
+}  // namespace
