@@ -36,7 +36,13 @@ const std::map<std::string, bool> kFlags = {
     {"no-overlap", false}, {"trace", true},        {"dist-timeout", true},  {"max-batches", true},
     {"dist-phase-timeout", true},
     {"check-sync", false}, {"max-restarts", true},  {"evolve", true},
-    {"no-tensorboard", false}, {"cuda-graph", true}};
+    {"no-tensorboard", false}, {"cuda-graph", true},
+    {"image-weights", false}, {"quad", false},
+    // The reference's Google Cloud and Weights & Biases options: accepted with a note.
+    {"bucket", true}, {"entity", true}, {"upload-dataset", true}, {"bbox-interval", true},
+    {"artifact-alias", true}};
+// --upload_dataset alone is the reference's const=True.
+const std::map<std::string, std::string> kBareValues = {{"upload-dataset", "true"}};
 
 std::vector<int> parse_int_list(const std::string& text, const char* flag) {
   std::vector<int> out;
@@ -49,6 +55,36 @@ std::vector<int> parse_int_list(const std::string& text, const char* flag) {
     }
   }
   return out;
+}
+
+// The reference's Google Cloud and Weights & Biases options: Kestrel has neither, so each given
+// one gets a line saying what Kestrel does instead, and training goes on.
+std::vector<std::string> cloud_option_notes(const Args& args) {
+  std::vector<std::string> notes;
+  if (args.has("bucket"))
+    notes.push_back("--bucket " + args.get("bucket", "") + ": Kestrel copies nothing to or from gs://" +
+                    args.get("bucket", "") + " (no gsutil); evolve.csv and every result stay in the run "
+                    "directory, copy them with gsutil yourself");
+  if (args.has("entity"))
+    notes.push_back("--entity " + args.get("entity", "") + ": Kestrel has no Weights & Biases logging; "
+                    "metrics go to results.csv and TensorBoard event files in the run directory");
+  if (args.has("upload-dataset"))
+    notes.push_back("--upload_dataset: Kestrel uploads no dataset (no W&B artifacts); it reads the data "
+                    "where --data points");
+  if (args.has("bbox-interval"))
+    notes.push_back("--bbox_interval " + args.get("bbox-interval", "") + ": Kestrel logs no box images to "
+                    "W&B; the run directory has the train_batch*.jpg and val_batch*_pred.jpg plots");
+  if (args.has("artifact-alias"))
+    notes.push_back("--artifact_alias " + args.get("artifact-alias", "") + ": Kestrel reads no W&B "
+                    "dataset artifacts; --data names the dataset");
+  return notes;
+}
+
+// By the process that trains as rank 0 only (a launcher leaves them to its rank 0 worker).
+void print_notes(const std::vector<std::string>& notes) {
+  if (notes.empty() || dist::resolve_dist_options({}, dist::process_environment()).rank != 0) return;
+  for (const std::string& note : notes) std::printf("%s\n", note.c_str());
+  std::fflush(stdout);
 }
 
 bool is_count(const std::string& word) {
@@ -134,7 +170,9 @@ const Command kTrainCommand = {
     "                     --master-port P] [--bucket-cap-mb 4] [--no-overlap] [--trace FILE]\n"
     "                     [--dist-timeout 10800] [--dist-phase-timeout 10800] [--check-sync]\n"
     "                     [--max-restarts 0] [--evolve [300]] [--no-tensorboard]\n"
-    "                     [--cuda-graph auto|on|off]\n"
+    "                     [--cuda-graph auto|on|off] [--image-weights] [--quad]\n"
+    "                     [--bucket B] [--entity E] [--upload_dataset [val]] [--bbox_interval N]\n"
+    "                     [--artifact_alias A]\n"
     "  --batch-size is the total over all ranks; --data defaults to the built-in synthetic set.\n"
     "  --weights without --cfg trains the model the weights carry (a YOLOv5 .pt's or Kestrel's).\n"
     "  --device 0,1 (a list of GPUs) starts one process per GPU (DDP).\n"
@@ -145,7 +183,11 @@ const Command kTrainCommand = {
     "  TensorBoard event files go to the run directory (tensorboard --logdir runs/train) unless\n"
     "  --no-tensorboard; --noplots leaves them on.\n"
     "  --cuda-graph: capture each training step shape once into a CUDA graph and replay it\n"
-    "  (auto: on for CUDA runs without --multi-scale, --rect or --trace; off: eager).\n",
+    "  (auto: on for CUDA runs without --multi-scale, --rect or --trace; off: eager).\n"
+    "  --image-weights: each epoch draws its images weighted by their classes' (1 - mAP)^2 (one\n"
+    "  process only). --quad: batches of 4x fewer images at 2x size (loss x4), as the reference.\n"
+    "  --bucket, --entity, --upload_dataset, --bbox_interval, --artifact_alias (Google Cloud and\n"
+    "  W&B) are accepted with a note: Kestrel uploads nothing and logs to TensorBoard files.\n",
     run_train};
 
 int run_train(const std::vector<std::string>& raw) {
@@ -166,7 +208,7 @@ int run_train(const std::vector<std::string>& raw) {
       argv.push_back(raw[i]);
     }
   }
-  Args args(argv, kFlags);
+  Args args(argv, kFlags, {}, kBareValues);
   yolo::TrainOptions o;
   o.data = args.get("data", "synthetic");
   o.weights = args.get("weights", "");
@@ -189,6 +231,8 @@ int run_train(const std::vector<std::string>& raw) {
   if (!o.cache.empty() && o.cache != "ram") throw UsageError("--cache supports ram");
   o.device = args.get("device", "");
   o.multi_scale = args.has("multi-scale");
+  o.image_weights = args.has("image-weights");
+  o.quad = args.has("quad");
   o.single_cls = args.has("single-cls");
   o.optimizer = args.get("optimizer", o.optimizer);
   if (o.optimizer != "SGD" && o.optimizer != "Adam" && o.optimizer != "AdamW")
@@ -241,8 +285,12 @@ int run_train(const std::vector<std::string>& raw) {
     if (nproc > 1 || args.has("nnodes"))
       throw UsageError("--evolve is not compatible with multi-process (DDP) training, as in the "
                        "reference; evolve in one process");
+    print_notes(cloud_option_notes(args));
     return yolo::evolve(o, generations);
   }
+  if (o.image_weights && (nproc > 1 || args.has("nnodes")))
+    throw UsageError("--image-weights is not compatible with multi-process (DDP) training, as in the "
+                     "reference (its weighted draw is one process's); train in one process or drop it");
   if (nproc > 1 || args.has("nnodes") || max_restarts > 0) {
     dist::LaunchOptions l;
     l.nproc_per_node = nproc;
@@ -258,6 +306,7 @@ int run_train(const std::vector<std::string>& raw) {
     dist::RestartPolicy policy = restart_policy(o, l.command, max_restarts);
     return dist::launch_workers(l, &policy).exit_code;
   }
+  print_notes(cloud_option_notes(args));
   return yolo::train(o);
 }
 

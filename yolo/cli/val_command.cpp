@@ -1,11 +1,13 @@
 // `kestrel val`: the reference's val.py on a dataset split.
 #include <cstdio>
 #include <filesystem>
+#include <thread>
 
 #include "yolo/cli/args.h"
 #include "yolo/cli/commands.h"
 #include "yolo/cli/inference_model.h"
 #include "yolo/data/dataset_config.h"
+#include "yolo/data/loader.h"
 #include "yolo/data/synthetic.h"
 #include "yolo/shipped_files.h"
 #include "yolo/run_dir.h"
@@ -79,6 +81,9 @@ int run_val(const std::vector<std::string>& argv) {
   vo.save_dir = yolo::increment_path(project + "/" + args.get("name", "exp"), args.has("exist-ok"));
   std::filesystem::create_directories(vo.save_dir);
   const int stride = static_cast<int>(std::max(32.0, im.model->strides().back()));
+  // val.py's loader: min(cores, batch (none for 1), --workers) threads.
+  vo.workers = yolo::data::dataloader_workers(static_cast<int>(std::thread::hardware_concurrency()), 1, vo.batch_size,
+                                              static_cast<int64_t>(split.records.size()), vo.workers);
   yolo::Validator validator(split.records, names, model_nc, vo, device, stride);
   const yolo::Console console(true);
   validator.set_console(&console);
