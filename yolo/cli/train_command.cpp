@@ -61,7 +61,7 @@ std::vector<int> parse_int_list(const std::string& text, const char* flag) {
 // one gets a line saying what Kestrel does instead, and training goes on.
 std::vector<std::string> cloud_option_notes(const Args& args) {
   std::vector<std::string> notes;
-  if (args.has("bucket"))
+  if (!args.get("bucket", "").empty())  // --bucket '' is the reference's default: none
     notes.push_back("--bucket " + args.get("bucket", "") + ": Kestrel copies nothing to or from gs://" +
                     args.get("bucket", "") + " (no gsutil); evolve.csv and every result stay in the run "
                     "directory, copy them with gsutil yourself");
@@ -71,8 +71,8 @@ std::vector<std::string> cloud_option_notes(const Args& args) {
   if (args.has("upload-dataset"))
     notes.push_back("--upload_dataset: Kestrel uploads no dataset (no W&B artifacts); it reads the data "
                     "where --data points");
-  if (args.has("bbox-interval"))
-    notes.push_back("--bbox_interval " + args.get("bbox-interval", "") + ": Kestrel logs no box images to "
+  if (args.has("bbox-interval"))  // an int in the reference: anything else is a usage error there too
+    notes.push_back("--bbox_interval " + std::to_string(args.get_int32("bbox-interval", -1)) + ": Kestrel logs no box images to "
                     "W&B; the run directory has the train_batch*.jpg and val_batch*_pred.jpg plots");
   if (args.has("artifact-alias"))
     notes.push_back("--artifact_alias " + args.get("artifact-alias", "") + ": Kestrel reads no W&B "
