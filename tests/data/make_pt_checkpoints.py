@@ -275,11 +275,13 @@ def main():
     os.chdir(REFERENCE)  # the reference resolves its data/ and models/ from here
     sys.argv = sys.argv[:1]
     manifest = {'yolov5n_synthetic.pt': make_stripped(str(HERE / 'yolov5n_synthetic.pt')),
-                'tiny_train.pt': make_training(str(HERE / 'tiny_train.pt')),
-                'tiny_adam.pt': make_adam_training(str(HERE / 'tiny_adam.pt'), 'tiny.yaml', 'Adam',
-                                                   {'model.0.conv.weight', 'model.24.m.0.bias', 'model.0.bn.weight',
-                                                    'model.24.m.2.weight'}),
-                'micro_adamw.pt': make_adam_training(str(HERE / 'micro_adamw.pt'), 'micro.yaml', 'AdamW', None)}
+                'tiny_train.pt': make_training(str(HERE / 'tiny_train.pt'))}
+
+    manifest['tiny_adam.pt'] = make_adam_training(str(HERE / 'tiny_adam.pt'), 'tiny.yaml', 'Adam',
+                                                  {'model.0.conv.weight', 'model.24.m.0.bias', 'model.0.bn.weight',
+                                                   'model.24.m.2.weight'})
+    manifest['micro_adamw.pt'] = make_adam_training(str(HERE / 'micro_adamw.pt'), 'micro.yaml', 'AdamW', None)
+
     make_fuzz_seeds()
     with open(HERE / 'pt_checkpoints.json', 'w') as f:
         json.dump(manifest, f, indent=1)

@@ -28,7 +28,7 @@ std::string resolve_alias(const std::string& name, const std::map<std::string, b
 }  // namespace
 
 Args::Args(const std::vector<std::string>& argv, const std::map<std::string, bool>& spec,
-           const std::set<std::string>& lists, const std::map<std::string, std::string>& bare) {
+           const std::set<std::string>& lists) {
   for (size_t i = 0; i < argv.size(); ++i) {
     const std::string& a = argv[i];
     if (a.rfind("--", 0) != 0 || a.size() == 2)
@@ -59,10 +59,7 @@ Args::Args(const std::vector<std::string>& argv, const std::map<std::string, boo
     const auto it = spec.find(name);
     if (it == spec.end()) throw UsageError("unknown flag --" + name);
     if (values_.count(name)) throw UsageError("--" + name + " given twice");
-    if (it->second && !inline_value && bare.count(name) &&
-        (i + 1 >= argv.size() || argv[i + 1].rfind("--", 0) == 0)) {
-      value = bare.at(name);
-    } else if (it->second && !inline_value) {
+    if (it->second && !inline_value) {
       if (i + 1 >= argv.size()) throw UsageError("--" + name + " needs a value");
       value = argv[++i];
       while (lists.count(name) && i + 1 < argv.size() && argv[i + 1].rfind("--", 0) != 0)

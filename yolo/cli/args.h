@@ -29,10 +29,8 @@ class Args {
   // (--batch for --batch-size), as argparse allows in the reference.
   // Flags named in `lists` take one or more values, as argparse's nargs='+' (--classes 0 2 3):
   // the words up to the next flag, kept joined by commas (so --classes 0,2,3 reads the same).
-  // Flags in `bare` take an optional value, as argparse's nargs='?' with const: given without
-  // one (last word, or a flag follows), they read as the value mapped here.
   Args(const std::vector<std::string>& argv, const std::map<std::string, bool>& spec,
-       const std::set<std::string>& lists = {}, const std::map<std::string, std::string>& bare = {});
+       const std::set<std::string>& lists = {});
 
   bool has(const std::string& name) const { return values_.count(name) != 0; }
   std::string get(const std::string& name, const std::string& fallback) const;

@@ -3,6 +3,7 @@
 // --bucket-cap-mb, --no-overlap and --trace. With --nproc-per-node N > 1, a --device list of N > 1
 // GPUs, or --max-restarts K > 0, this process becomes the launcher and starts N workers running
 // the same command.
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <sstream>
@@ -41,8 +42,6 @@ const std::map<std::string, bool> kFlags = {
     // The reference's Google Cloud and Weights & Biases options: accepted with a note.
     {"bucket", true}, {"entity", true}, {"upload-dataset", true}, {"bbox-interval", true},
     {"artifact-alias", true}};
-// --upload_dataset alone is the reference's const=True.
-const std::map<std::string, std::string> kBareValues = {{"upload-dataset", "true"}};
 
 std::vector<int> parse_int_list(const std::string& text, const char* flag) {
   std::vector<int> out;
@@ -85,6 +84,19 @@ void print_notes(const std::vector<std::string>& notes) {
   if (notes.empty() || dist::resolve_dist_options({}, dist::process_environment()).rank != 0) return;
   for (const std::string& note : notes) std::printf("%s\n", note.c_str());
   std::fflush(stdout);
+}
+
+// Whether `word` spells `flag` of `spec` bare, as argparse reads it: --name or
+// --name_with_underscores, or a prefix of it that names no other flag; no "=value".
+bool spells_bare(const std::string& word, const std::string& flag, const std::map<std::string, bool>& spec) {
+  if (word.rfind("--", 0) != 0 || word.find('=') != std::string::npos || word.size() == 2) return false;
+  std::string name = word.substr(2);
+  std::replace(name.begin(), name.end(), '_', '-');
+  if (flag.rfind(name, 0) != 0) return false;
+  if (name == flag) return true;
+  for (const auto& entry : spec)
+    if (entry.first != flag && entry.first.rfind(name, 0) == 0) return false;  // ambiguous: Args says so
+  return true;
 }
 
 bool is_count(const std::string& word) {
@@ -178,16 +190,17 @@ const Command kTrainCommand = {
     "  --device 0,1 (a list of GPUs) starts one process per GPU (DDP).\n"
     "  --max-restarts K: when a worker dies, restart all of them (resuming from this run's newest\n"
     "  last.safetensors) up to K times.\n"
+    "  --image-weights: each epoch draws its images weighted by their classes' (1 - mAP)^2 (one\n"
+    "  process only). --quad: batches of 4x fewer images at 2x size (loss x4), as the reference.\n"
+    "  --bucket, --entity, --upload_dataset, --bbox_interval, --artifact_alias (Google Cloud and\n"
+    "  W&B) are accepted with a note: Kestrel uploads nothing and logs to TensorBoard files.\n"
     "  --evolve N: N generations of hyperparameter evolution (default project runs/evolve):\n"
     "  evolve.csv, hyp_evolve.yaml and evolve.png in the run directory.\n"
     "  TensorBoard event files go to the run directory (tensorboard --logdir runs/train) unless\n"
     "  --no-tensorboard; --noplots leaves them on.\n"
     "  --cuda-graph: capture each training step shape once into a CUDA graph and replay it\n"
     "  (auto: on for CUDA runs without --multi-scale, --rect or --trace; off: eager).\n"
-    "  --image-weights: each epoch draws its images weighted by their classes' (1 - mAP)^2 (one\n"
-    "  process only). --quad: batches of 4x fewer images at 2x size (loss x4), as the reference.\n"
-    "  --bucket, --entity, --upload_dataset, --bbox_interval, --artifact_alias (Google Cloud and\n"
-    "  W&B) are accepted with a note: Kestrel uploads nothing and logs to TensorBoard files.\n",
+",
     run_train};
 
 int run_train(const std::vector<std::string>& raw) {
@@ -201,6 +214,9 @@ int run_train(const std::vector<std::string>& raw) {
     } else if (raw[i] == "--evolve" && !(next_is_value && is_count(raw[i + 1]))) {
       argv.push_back("--evolve");  // a bare --evolve: the reference's 300 generations
       argv.push_back("300");
+    } else if (spells_bare(raw[i], "upload-dataset", kFlags) && !next_is_value) {
+      argv.push_back(raw[i]);  // the reference's nargs='?', const=True
+      argv.push_back("true");
     } else if (raw[i] == "--resume" && next_is_value) {
       argv.push_back("--resume-from");
       argv.push_back(raw[++i]);
@@ -208,7 +224,7 @@ int run_train(const std::vector<std::string>& raw) {
       argv.push_back(raw[i]);
     }
   }
-  Args args(argv, kFlags, {}, kBareValues);
+  Args args(argv, kFlags);
   yolo::TrainOptions o;
   o.data = args.get("data", "synthetic");
   o.weights = args.get("weights", "");

@@ -7,7 +7,6 @@
 #include "yolo/cli/commands.h"
 #include "yolo/cli/inference_model.h"
 #include "yolo/data/dataset_config.h"
-#include "yolo/data/loader.h"
 #include "yolo/data/synthetic.h"
 #include "yolo/shipped_files.h"
 #include "yolo/run_dir.h"
@@ -77,13 +76,13 @@ int run_val(const std::vector<std::string>& argv) {
                                                                      /*evaluation=*/true);
   std::printf("%s: %s\n", task.c_str(), split.summary.c_str());
   for (const auto& w : split.warnings) std::printf("%s: %s\n", task.c_str(), w.c_str());
+  // val.py's loader: min(cores, batch (none for 1), --workers) threads (data/loader.h).
+  vo.workers = yolo::data::dataloader_workers(static_cast<int>(std::thread::hardware_concurrency()), 1, vo.batch_size,
+                                              static_cast<int64_t>(split.records.size()), vo.workers);
   const std::string project = args.get("project", "runs/val");
   vo.save_dir = yolo::increment_path(project + "/" + args.get("name", "exp"), args.has("exist-ok"));
   std::filesystem::create_directories(vo.save_dir);
   const int stride = static_cast<int>(std::max(32.0, im.model->strides().back()));
-  // val.py's loader: min(cores, batch (none for 1), --workers) threads.
-  vo.workers = yolo::data::dataloader_workers(static_cast<int>(std::thread::hardware_concurrency()), 1, vo.batch_size,
-                                              static_cast<int64_t>(split.records.size()), vo.workers);
   yolo::Validator validator(split.records, names, model_nc, vo, device, stride);
   const yolo::Console console(true);
   validator.set_console(&console);

@@ -76,6 +76,17 @@ TEST(Args, UniquePrefixesNameTheirFlag) {
   EXPECT_THROW(Args({"--size", "8"}, spec), UsageError);                       // not a prefix
 }
 
+// An exact flag name wins over a longer flag it is a prefix of (--bucket is not --bucket-cap-mb),
+// as in argparse; a shorter prefix of both is ambiguous.
+TEST(Args, AnExactNameWinsOverLongerFlags) {
+  const std::map<std::string, bool> spec = {{"bucket", true}, {"bucket-cap-mb", true}};
+  const Args args({"--bucket", "my-bucket", "--bucket-cap-mb", "8"}, spec);
+  EXPECT_EQ(args.get("bucket", ""), "my-bucket");
+  EXPECT_EQ(args.get_double("bucket-cap-mb", 0), 8.0);
+  EXPECT_EQ(Args({"--bucket", "b"}, spec).has("bucket-cap-mb"), false);
+  EXPECT_THROW(Args({"--buck", "b"}, spec), UsageError);
+}
+
 // --img, --imgsz and --img-size are one flag, as in the reference's argparse: each spelling and
 // its prefixes (--im, --imgs) name it, on every command that takes an image size, and `kestrel val
 // --img 320` / `kestrel export --img 320` are no longer ambiguous.
@@ -110,27 +121,4 @@ TEST(Args, ListFlagsTakeSeveralWords) {
     EXPECT_NE(std::string(e.what()).find("--classes expects integers like 0 or 0 2 3, got '0,x'"),
               std::string::npos) << e.what();
   }
-}
-
-// argparse's nargs='?' with const (train.py's --upload_dataset): bare, the flag reads as its
-// const; with a word after it, that word; a flag after it is no value.
-TEST(Args, BareFlagsTakeAnOptionalValue) {
-  const std::map<std::string, bool> spec = {{"upload-dataset", true}, {"nosave", false}};
-  const std::map<std::string, std::string> bare = {{"upload-dataset", "true"}};
-  EXPECT_EQ(Args({"--upload_dataset"}, spec, {}, bare).get("upload-dataset", ""), "true");
-  EXPECT_EQ(Args({"--upload_dataset", "val"}, spec, {}, bare).get("upload-dataset", ""), "val");
-  EXPECT_EQ(Args({"--upload", "--nosave"}, spec, {}, bare).get("upload-dataset", ""), "true");
-  EXPECT_EQ(Args({"--upload-dataset=val"}, spec, {}, bare).get("upload-dataset", ""), "val");
-  EXPECT_THROW(Args({"--upload_dataset"}, spec), UsageError);  // not declared bare: needs a value
-}
-
-// An exact flag name wins over a longer flag it is a prefix of (--bucket is not --bucket-cap-mb),
-// as in argparse; a shorter prefix of both is ambiguous.
-TEST(Args, AnExactNameWinsOverLongerFlags) {
-  const std::map<std::string, bool> spec = {{"bucket", true}, {"bucket-cap-mb", true}};
-  const Args args({"--bucket", "my-bucket", "--bucket-cap-mb", "8"}, spec);
-  EXPECT_EQ(args.get("bucket", ""), "my-bucket");
-  EXPECT_EQ(args.get_double("bucket-cap-mb", 0), 8.0);
-  EXPECT_EQ(Args({"--bucket", "b"}, spec).has("bucket-cap-mb"), false);
-  EXPECT_THROW(Args({"--buck", "b"}, spec), UsageError);
 }
