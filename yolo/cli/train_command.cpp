@@ -199,8 +199,7 @@ const Command kTrainCommand = {
     "  TensorBoard event files go to the run directory (tensorboard --logdir runs/train) unless\n"
     "  --no-tensorboard; --noplots leaves them on.\n"
     "  --cuda-graph: capture each training step shape once into a CUDA graph and replay it\n"
-    "  (auto: on for CUDA runs without --multi-scale, --rect or --trace; off: eager).\n"
-",
+    "  (auto: on for CUDA runs without --multi-scale, --rect or --trace; off: eager).\n",
     run_train};
 
 int run_train(const std::vector<std::string>& raw) {

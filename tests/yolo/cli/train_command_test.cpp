@@ -362,6 +362,9 @@ TEST(TrainCommand, CloudAndWandbOptionsGetANoteAndTrainingGoesOn) {
   EXPECT_NE(r.out.find("--upload_dataset: Kestrel uploads no dataset"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("missing.yaml"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("--bucket "), std::string::npos) << r.out;
+  r = run(kTiny + " --data " + (project / "missing.yaml").string() + " --project " + project.string() + " --upload");
+  EXPECT_EQ(r.code, 1) << r.out;  // a bare prefix, last on the line
+  EXPECT_NE(r.out.find("--upload_dataset: Kestrel uploads no dataset"), std::string::npos) << r.out;
   r = run(kTiny + " --bbox_interval often --project " + project.string());  // an int, as in the reference
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_NE(r.out.find("--bbox-interval expects an integer, got 'often'"), std::string::npos) << r.out;
