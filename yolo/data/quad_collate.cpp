@@ -56,7 +56,11 @@ Batch quad_collate(const Batch& batch, Generator& gen, bool pinned) {
   const auto* t = batch.targets.data<float>();
   // Each label row [image, class, x, y, w, h] by the image it belongs to.
   std::vector<std::vector<const float*>> labels(static_cast<size_t>(n));
-  for (int64_t r = 0; r < rows; ++r) labels[static_cast<size_t>(t[r * 6])].push_back(t + r * 6);
+  for (int64_t r = 0; r < rows; ++r) {
+    KESTREL_CHECK(t[r * 6] >= 0 && t[r * 6] < static_cast<float>(n), "--quad: batch ", batch.index, " has a label of ",
+                  "image ", t[r * 6], " in a batch of ", n);
+    labels[static_cast<size_t>(t[r * 6])].push_back(t + r * 6);
+  }
 
   Batch out;
   out.index = batch.index;
