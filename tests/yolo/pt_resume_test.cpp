@@ -3,8 +3,13 @@
 // and options as the reference saved them, every momentum buffer under the name of the parameter
 // the reference's optimizer index belongs to (tests/data/pt_checkpoints.json records both), the
 // groups' settings, and float32 weights; a stripped .pt reads as stripped, which resume refuses.
+// Runs with Adam and AdamW (tiny_adam.pt, micro_adamw.pt): every exp_avg, exp_avg_sq and step under
+// its parameter's name, beta1 per group, and the next step as the reference's resume takes it.
 #include "yolo/pt_resume.h"
 
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <iterator>
 
