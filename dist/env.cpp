@@ -96,6 +96,14 @@ std::string detect_launcher(const EnvLookup& env) {
   return "";
 }
 
+int local_world_size(const EnvLookup& env) {
+  const std::optional<Sourced> n =
+      pick(std::nullopt, "", {"LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE", "SLURM_NTASKS_PER_NODE"}, env);
+  if (!n) return 1;
+  KESTREL_CHECK(n->value >= 1, n->source, ": the local world size must be at least 1");
+  return n->value;
+}
+
 std::vector<std::string> expand_host_list(const std::string& list) {
   std::vector<std::string> hosts;
   for (const std::string& item : split_top_level(list))

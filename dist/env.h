@@ -39,6 +39,11 @@ std::string detect_launcher(const EnvLookup& env);
 // variable or flag they came from.
 DistOptions resolve_dist_options(const DistFlags& flags, const EnvLookup& env);
 
+// How many ranks of the job run on this machine: LOCAL_WORLD_SIZE (torchrun, kestrel's launcher),
+// else OMPI_COMM_WORLD_LOCAL_SIZE (Open MPI), else SLURM_NTASKS_PER_NODE (SLURM); 1 when none is
+// set. A value that is no positive integer is refused, naming the variable.
+int local_world_size(const EnvLookup& env);
+
 // Expands a SLURM host list: "node[01-03,07],gpu-a" -> node01 node02 node03 node07 gpu-a. Ranges
 // keep the zero padding of their first bound; several bracket groups in one name multiply out.
 std::vector<std::string> expand_host_list(const std::string& list);

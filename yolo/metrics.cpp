@@ -6,37 +6,15 @@
 #include <map>
 
 #include "yolo/box_ops.h"
+#include "yolo/data/numpy_sum.h"
 
 namespace kestrel::yolo {
 namespace {
 
 // --- numpy's arithmetic, operation for operation ------------------------------------------------
+// (np.add.reduce: yolo/data/numpy_sum.h)
 
-// np.add.reduce of float64: the identity plus numpy's pairwise summation (8 accumulators up to
-// 128 elements, halves above).
-double pairwise_sum(const double* a, int64_t n, int64_t stride) {
-  if (n < 8) {
-    double res = -0.0;
-    for (int64_t i = 0; i < n; ++i) res += a[i * stride];
-    return res;
-  }
-  if (n <= 128) {
-    double r[8];
-    for (int k = 0; k < 8; ++k) r[k] = a[k * stride];
-    int64_t i = 8;
-    for (; i < n - (n % 8); i += 8)
-      for (int k = 0; k < 8; ++k) r[k] += a[(i + k) * stride];
-    double res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
-    for (; i < n; ++i) res += a[i * stride];
-    return res;
-  }
-  int64_t n2 = n / 2;
-  n2 -= n2 % 8;
-  return pairwise_sum(a, n2, stride) + pairwise_sum(a + n2 * stride, n - n2, stride);
-}
-double np_sum(const double* a, int64_t n, int64_t stride = 1) {
-  return 0.0 + pairwise_sum(a, n, stride);
-}
+double np_sum(const double* a, int64_t n, int64_t stride = 1) { return data::numpy_sum(a, n, stride); }
 double np_mean(const std::vector<double>& v) {
   return np_sum(v.data(), static_cast<int64_t>(v.size())) / static_cast<double>(v.size());
 }

@@ -85,7 +85,7 @@ json::Object options_of(const Value& opt, const std::string& path) {
   json::Object out;
   for (const char* key : {"cfg", "data", "epochs", "batch_size", "imgsz", "rect", "nosave", "noval",
                           "noautoanchor", "noplots", "device", "multi_scale", "single_cls", "optimizer",
-                          "sync_bn", "workers", "project", "name", "exist_ok", "cos_lr",
+                          "sync_bn", "workers", "project", "name", "exist_ok", "cos_lr", "image_weights", "quad",
                           "label_smoothing", "patience", "freeze", "save_period", "seed"})
     out.emplace_back(key, text(key));
   // --cache True means ram in the reference; disk caching has no Kestrel twin, so it reads from disk.
@@ -107,13 +107,91 @@ std::string hyp_of(const Value& opt, const std::string& path) {
   return json::dump(json::Value(std::move(out)));
 }
 
-// Each parameter's momentum_buffer under "optimizer.<name>.momentum_buffer" (zeros where the
-// reference has no state yet, as SGD's first step starts from), and the groups' settings.
+// A number in a param group (float or int), or a refusal naming the group and key.
+double group_number(const Value& group, const char* key, size_t g, const std::string& path) {
+  const Value* v = entry(group, key);
+  KESTREL_CHECK(v && (v->is(Value::Kind::Float) || v->is(Value::Kind::Int)), path, ": optimizer group ", g,
+                " has no number '", key, "'");
+  return v->is(Value::Kind::Float) ? v->real : static_cast<double>(v->integer);
+}
+
+// Adam's and AdamW's group settings beyond lr and weight decay: betas[0] is Kestrel's per-group
+// beta1 (the `momentum` slot, as the reference passes momentum as beta1); beta2, eps, amsgrad and
+// maximize are fixed in Kestrel at smart_optimizer's values, so others are refused.
+double adam_beta1(const Value& group, size_t g, const std::string& path) {
+  const Value* betas = entry(group, "betas");
+  KESTREL_CHECK(betas && (betas->is(Value::Kind::Tuple) || betas->is(Value::Kind::List)) && betas->items.size() == 2 &&
+                    betas->items[0]->is(Value::Kind::Float) && betas->items[1]->is(Value::Kind::Float),
+                path, ": Adam group ", g, " has no 'betas' pair");
+  const double beta2 = betas->items[1]->real, eps = group_number(group, "eps", g, path);
+  KESTREL_CHECK(beta2 == 0.999 && eps == 1e-8, path, ": Adam group ", g, " has betas[1] ", beta2, " and eps ", eps,
+                "; Kestrel's Adam runs with the reference's 0.999 and 1e-8 only: start a new run with --weights ", path);
+  for (const char* flag : {"amsgrad", "maximize"}) {
+    const Value* v = entry(group, flag);
+    KESTREL_CHECK(!v || (v->is(Value::Kind::Bool) && !v->boolean), path, ": Adam group ", g, " sets ", flag,
+                  ", which Kestrel's Adam does not do: start a new run with --weights ", path);
+  }
+  return betas->items[0]->real;
+}
+
+// Adam's step count: an int (older torch) or a one-element tensor (torch >= 1.12: float32).
+std::string adam_step(const PtCheckpoint& ckpt, const Value& v, const std::string& name) {
+  const std::string& path = ckpt.file.path();
+  double step = 0;
+  if (v.is(Value::Kind::Int)) {
+    step = static_cast<double>(v.integer);
+  } else {
+    const TorchTensor t = ckpt.file.tensor(v, "the Adam step of '" + name + "'");
+    KESTREL_CHECK((t.dtype == "F32" && t.bytes.size() == 4) || (t.dtype == "F64" && t.bytes.size() == 8) ||
+                      (t.dtype == "I64" && t.bytes.size() == 8),
+                  path, ": the Adam step of '", name, "' is not one number");
+    if (t.dtype == "F32") {
+      float f;
+      std::memcpy(&f, t.bytes.data(), 4);
+      step = f;
+    } else if (t.dtype == "F64") {
+      std::memcpy(&step, t.bytes.data(), 8);
+    } else {
+      int64_t i;
+      std::memcpy(&i, t.bytes.data(), 8);
+      step = static_cast<double>(i);
+    }
+  }
+  KESTREL_CHECK(step >= 0 && step == std::floor(step) && step < 9.0e15, path, ": the Adam step of '", name,
+                "' is ", step, ", not a count");
+  const auto count = static_cast<int64_t>(step);
+  std::string bytes(sizeof count, '\0');
+  std::memcpy(bytes.data(), &count, sizeof count);
+  return bytes;
+}
+
+// One state slot of a parameter as a float32 tensor of its shape (zeros where the reference has no
+// state yet, as the optimizers' first step starts from).
+TorchTensor state_slot(const PtCheckpoint& ckpt, const Value* state, const char* slot, const PtParameter& p,
+                       const Shape& shape) {
+  const std::string what = std::string("the ") + slot + " of '" + p.name + "'";
+  if (!state) {
+    int64_t numel = 1;
+    for (int64_t d : shape) numel *= d;
+    return {"F32", shape, std::string(static_cast<size_t>(numel) * sizeof(float), '\0')};
+  }
+  const Value* v = entry(*state, slot);
+  KESTREL_CHECK(v, ckpt.file.path(), ": optimizer state of '", p.name, "' has no ", slot);
+  TorchTensor t = ckpt.file.tensor(*v, what);
+  KESTREL_CHECK(t.dtype == "F32" && t.shape == shape, ckpt.file.path(), ": ", what,
+                " is not a float32 tensor of its parameter's shape");
+  return t;
+}
+
+// The optimizer's state_dict as Kestrel's optimizer state: SGD's momentum_buffer, or Adam's and
+// AdamW's exp_avg, exp_avg_sq and step, per parameter under "optimizer.<name>.<slot>" (the
+// reference's index mapped to the parameter's name), and the groups' settings.
 std::string optimizer_of(const PtCheckpoint& ckpt, const Value& optimizer, const std::string& opt_name,
                          std::vector<SafetensorsFile::Part>& parts) {
   const std::string& path = ckpt.file.path();
-  KESTREL_CHECK(opt_name == "SGD", path, ": a run with --optimizer ", opt_name, "; Kestrel resumes the ",
-                "reference's SGD runs only (its Adam state is not mapped): start a new run with --weights ", path);
+  const bool adam = opt_name == "Adam" || opt_name == "AdamW";
+  KESTREL_CHECK(opt_name == "SGD" || adam, path, ": a run with --optimizer ", opt_name, "; Kestrel resumes the ",
+                "reference's SGD, Adam and AdamW runs: start a new run with --weights ", path);
   const Value* state = entry(optimizer, "state");
   const Value* groups = entry(optimizer, "param_groups");
   KESTREL_CHECK(state && groups && groups->is(Value::Kind::List) && groups->items.size() == 3, path,
@@ -121,11 +199,12 @@ std::string optimizer_of(const PtCheckpoint& ckpt, const Value& optimizer, const
   std::vector<std::vector<const PtParameter*>> by_group(3);
   const std::vector<PtParameter> params = pt_parameters(ckpt);
   for (const PtParameter& p : params) by_group[group_of(p)].push_back(&p);
-  std::map<int64_t, const Value*> buffers;
+  std::map<int64_t, const Value*> states;
   for (const auto& [k, v] : state->entries) {
-    const Value* m = entry(*v, "momentum_buffer");
-    KESTREL_CHECK(k->is(Value::Kind::Int) && m, path, ": optimizer state entries must be {index: {momentum_buffer}}");
-    buffers[k->integer] = m;
+    KESTREL_CHECK(k->is(Value::Kind::Int) && v->is(Value::Kind::Dict) && entry(*v, adam ? "exp_avg" : "momentum_buffer"),
+                  path, ": optimizer state entries must be {index: {", adam ? "step, exp_avg, exp_avg_sq" : "momentum_buffer",
+                  "}} for ", opt_name);
+    states[k->integer] = v;
   }
   json::Array group_json;
   int64_t index = 0;
@@ -136,34 +215,32 @@ std::string optimizer_of(const PtCheckpoint& ckpt, const Value& optimizer, const
                   kGroupLabels[g], ") has ", ids ? ids->items.size() : 0, " parameters, the model ",
                   by_group[g].size(), "; the checkpoint's model and optimizer disagree");
     json::Object settings = {{"label", kGroupLabels[g]}, {"params", static_cast<int64_t>(by_group[g].size())}};
-    for (const char* key : {"lr", "initial_lr", "momentum", "weight_decay"}) {
-      const Value* v = entry(group, key);
-      KESTREL_CHECK(v && (v->is(Value::Kind::Float) || v->is(Value::Kind::Int)), path, ": optimizer group ", g,
-                    " has no number '", key, "'");
-      settings.emplace_back(key, v->is(Value::Kind::Float) ? v->real : static_cast<double>(v->integer));
-    }
+    settings.emplace_back("lr", group_number(group, "lr", g, path));
+    settings.emplace_back("initial_lr", group_number(group, "initial_lr", g, path));
+    settings.emplace_back("momentum", adam ? adam_beta1(group, g, path) : group_number(group, "momentum", g, path));
+    settings.emplace_back("weight_decay", group_number(group, "weight_decay", g, path));
     group_json.push_back(std::move(settings));
     for (size_t k = 0; k < by_group[g].size(); ++k, ++index) {
       const Value* id = ids->items[k];
       KESTREL_CHECK(id->is(Value::Kind::Int) && id->integer == index, path, ": optimizer group ", g,
                     " does not number its parameters in order");
       const PtParameter& p = *by_group[g][k];
-      TorchTensor shape_of = ckpt.file.tensor(*p.tensor, "parameter '" + p.name + "'");
-      TorchTensor m;
-      if (auto it = buffers.find(index); it != buffers.end()) {
-        m = ckpt.file.tensor(*it->second, "the momentum of '" + p.name + "'");
-        KESTREL_CHECK(m.dtype == "F32" && m.shape == shape_of.shape, path, ": the momentum of '", p.name,
-                      "' is not a float32 tensor of its parameter's shape");
-      } else {
-        int64_t numel = 1;
-        for (int64_t d : shape_of.shape) numel *= d;
-        m = {"F32", shape_of.shape, std::string(static_cast<size_t>(numel) * sizeof(float), '\0')};
+      const Shape shape = ckpt.file.tensor(*p.tensor, "parameter '" + p.name + "'").shape;
+      const auto it = states.find(index);
+      const Value* s = it == states.end() ? nullptr : it->second;
+      for (const char* slot : adam ? std::vector<const char*>{"exp_avg", "exp_avg_sq"} : std::vector<const char*>{"momentum_buffer"}) {
+        TorchTensor t = state_slot(ckpt, s, slot, p, shape);
+        parts.push_back({"optimizer." + p.name + "." + slot, std::move(t.dtype), std::move(t.shape), std::move(t.bytes)});
       }
-      parts.push_back({"optimizer." + p.name + ".momentum_buffer", std::move(m.dtype), std::move(m.shape),
-                       std::move(m.bytes)});
+      if (adam) {
+        const Value* step = s ? entry(*s, "step") : nullptr;
+        KESTREL_CHECK(!s || step, path, ": the Adam state of '", p.name, "' has no step");
+        parts.push_back({"optimizer." + p.name + ".step", "I64", Shape{},
+                         step ? adam_step(ckpt, *step, p.name) : std::string(sizeof(int64_t), '\0')});
+      }
     }
   }
-  return json::dump(json::Object{{"kind", "SGD"}, {"groups", std::move(group_json)}});
+  return json::dump(json::Object{{"kind", opt_name}, {"groups", std::move(group_json)}});
 }
 
 }  // namespace

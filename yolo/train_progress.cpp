@@ -34,6 +34,11 @@ json::Value RunProgress::to_json() const {
                    {"accumulated", json::Value(accumulated)},
                    {"window_nonfinite", json::Value(window_nonfinite)}};
   if (dataset) out.emplace_back("dataset", dataset->to_json());
+  if (!class_maps.empty()) {
+    json::Array maps;
+    for (double m : class_maps) maps.emplace_back(m);
+    out.emplace_back("class_maps", std::move(maps));
+  }
   return out;
 }
 
@@ -53,6 +58,8 @@ RunProgress RunProgress::from_json(const json::Value& v, const std::string& path
   // Absent from checkpoints written before non-finite losses were skipped per window.
   if (const json::Value* w = v.find("window_nonfinite")) p.window_nonfinite = w->as_bool();
   if (const json::Value* d = v.find("dataset")) p.dataset = DatasetFingerprint::from_json(*d, path);
+  if (const json::Value* maps = v.find("class_maps"))
+    for (const json::Value& m : maps->as_array()) p.class_maps.push_back(m.as_real());
   KESTREL_CHECK(p.epoch.next_batch >= 0 && p.epoch.seen >= 0, "checkpoint '", path,
                 "': negative batch counts in its progress; the file is damaged");
   return p;

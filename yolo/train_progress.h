@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "engine/json.h"
 #include "yolo/console.h"
@@ -31,6 +32,9 @@ struct RunProgress {
   bool window_nonfinite = false;
   // The train images the run was on (absent in checkpoints written before it was recorded).
   std::optional<DatasetFingerprint> dataset;
+  // --image-weights: the last validation's per class mAP50-95, which the next epochs' draws are
+  // weighted by (empty before any validation, or without --image-weights).
+  std::vector<double> class_maps;
   json::Value to_json() const;
   // An empty object (a checkpoint from before this existed) gives an epoch-boundary state.
   static RunProgress from_json(const json::Value& v, const std::string& path);

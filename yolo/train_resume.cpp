@@ -89,6 +89,8 @@ TrainOptions options_from_json(const json::Value& options, const std::string& pa
     else if (key == "cache") o.cache = v;
     else if (key == "device") o.device = v;
     else if (key == "multi_scale") flag(o.multi_scale);
+    else if (key == "image_weights") flag(o.image_weights);
+    else if (key == "quad") flag(o.quad);
     else if (key == "single_cls") flag(o.single_cls);
     else if (key == "optimizer") o.optimizer = v;
     else if (key == "sync_bn") flag(o.sync_bn);

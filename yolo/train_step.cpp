@@ -65,9 +65,10 @@ void TrainStep::enqueue_forward_backward(const Tensor& x, const Tensor& targets,
   // The flags' all-reduce is issued before backward's buckets, in the same place on every rank.
   status_.push(batch, loss.summary, requests_, to_host);
   pending_.push_back({step_now});
-  // DDP averages the ranks' gradients; the reference multiplies the loss by the world size.
-  const Tensor total =
-      rank_.world > 1 ? ops::mul(loss.total, static_cast<double>(rank_.world)) : loss.total;
+  // DDP averages the ranks' gradients; the reference multiplies the loss by the world size (and
+  // by 4 with --quad).
+  const double factor = static_cast<double>(rank_.world) * options_.loss_factor;
+  const Tensor total = factor != 1.0 ? ops::mul(loss.total, factor) : loss.total;
   if (p_.reducer) {
     p_.reducer->set_sync(step_now);
     p_.reducer->prepare_for_backward();

@@ -68,6 +68,9 @@ struct TrainStepOptions {
   // trainer pads targets to one run-wide row count (run_target_rows), and the addresses a
   // graph bakes in change only at events every rank goes through (the first steps, a resume).
   bool capture_failure_fatal = true;
+  // The backward loss is the loss times this (and the world size under DDP): 4 with --quad, whose
+  // batches hold a quarter of the images (data/quad_collate.h). The logged losses stay unscaled.
+  double loss_factor = 1.0;
   // Tests: called inside every capture, after the step's work is enqueued.
   std::function<void()> capture_probe;
 };

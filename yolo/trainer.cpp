@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <optional>
+#include <thread>
 
 #include "dist/ddp.h"
 #include "dist/env.h"
@@ -25,6 +26,7 @@
 #include "yolo/checkpoint.h"
 #include "yolo/data/batch_uploader.h"
 #include "yolo/data/dataset_config.h"
+#include "yolo/data/image_weights.h"
 #include "yolo/data/loader.h"
 #include "yolo/data/sampler.h"
 #include "yolo/dataset_fingerprint.h"
@@ -151,6 +153,8 @@ class Trainer {
   int gs_ = 32;
   std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<data::Loader> loader_;
+  int workers_ = 0;  // the loader's threads (data::dataloader_workers)
+  std::shared_ptr<data::ImageWeights> image_weights_;  // --image-weights
   int64_t nb_ = 0;
   std::unique_ptr<LrSchedule> schedule_;
   std::unique_ptr<GradScaler> scaler_;
@@ -204,6 +208,12 @@ void Trainer::resolve_options() {
   // Checked before any process group or worker exists, so a wrong batch fails at once everywhere.
   KESTREL_CHECK(o_.batch_size % rank_.world == 0, "--batch-size ", o_.batch_size,
                 " must be a multiple of the world size ", rank_.world);
+  KESTREL_CHECK(!o_.image_weights || rank_.world == 1, "--image-weights is not compatible with multi-process ",
+                "(DDP) training, as in the reference; train in one process or drop it");
+  KESTREL_CHECK(!o_.image_weights || !o_.rect, "--image-weights draws images across the rectangular ",
+                "batches, whose images must share a shape; drop --rect or --image-weights");
+  KESTREL_CHECK(!o_.quad || (o_.batch_size / rank_.world) % 4 == 0, "--quad makes one image of every 4: the ",
+                "batch per rank (", o_.batch_size / rank_.world, ") must be a multiple of 4");
   device_ = pick_device(o_.device, rank_.local);
   // This rank's GPU is current on this thread from here on: nothing creates a context on GPU 0.
   if (device_.is_cuda()) KESTREL_CUDA_CHECK(cudaSetDevice(device_.index));
@@ -405,13 +415,22 @@ void Trainer::build_optimization() {
   if (o_.cache == "ram" && !pipeline->cache_images(std::max(1, o_.workers)))
     out_->line("WARNING: --cache ram: not enough memory, images are read from disk");
   const data::DistributedSampler sampler(pipeline->size(), rank_.rank, rank_.world, !o_.rect, o_.seed);
+  const int cores = static_cast<int>(std::thread::hardware_concurrency());
+  const int local_ranks = dist::local_world_size(dist::process_environment());
+  workers_ = data::dataloader_workers(cores, local_ranks, batch, pipeline->size(), o_.workers);
+  data::EpochOrder order = data::distributed_order(sampler);
+  if (o_.image_weights) {
+    image_weights_ = std::make_shared<data::ImageWeights>(train_split_.records, nc_, o_.seed);
+    order = data::image_weighted_order(sampler, image_weights_);
+  }
   data::LoaderOptions lopt;
   lopt.batch_size = batch;
-  lopt.workers = o_.workers;
+  lopt.workers = workers_;
+  lopt.quad = o_.quad;
   lopt.seed = o_.seed;
   lopt.rank = rank_.rank;
   lopt.cuda_device = device_.is_cuda() ? device_.index : -1;
-  loader_ = std::make_unique<data::Loader>(pipeline, lopt, data::distributed_order(sampler));
+  loader_ = std::make_unique<data::Loader>(pipeline, lopt, std::move(order));
   nb_ = loader_->len();
   schedule_ = std::make_unique<LrSchedule>(hyp_, o_.epochs, o_.cos_lr, o_.batch_size, nb_, *optimizer_);
   scaler_ = std::make_unique<GradScaler>(compute_ == DType::F16);
@@ -437,7 +456,9 @@ void Trainer::build_optimization() {
     vopt.batch_size = batch * 2;
     vopt.single_cls = o_.single_cls;
     vopt.compute_dtype = compute_;
-    vopt.workers = std::max(1, o_.workers);
+    // As the reference's val loader in training: twice the batch and twice the workers.
+    vopt.workers = data::dataloader_workers(cores, local_ranks, int64_t{batch} * 2,
+                                            static_cast<int64_t>(val_split.records.size()), o_.workers * 2);
     vopt.save_dir = save_dir_;
     vopt.training = true;
     validator_ = std::make_unique<Validator>(val_split.records, names_, nc_, vopt, device_, gs_);
@@ -457,6 +478,7 @@ void Trainer::build_optimization() {
   TrainStepOptions sopt;
   sopt.graphs = cuda_graphs_wanted(o_, device_, rank_) ? GraphMode::On : GraphMode::Off;
   sopt.capture_failure_fatal = o_.cuda_graph == "on";  // auto: a failed capture falls back
+  sopt.loss_factor = o_.quad ? 4.0 : 1.0;  // --quad's batches hold a quarter of the images
   step_ = std::make_unique<TrainStep>(parts, rank_, device_, sopt);
   if (sopt.graphs == GraphMode::On && rank_.world > 1)
     target_rows_ = run_target_rows(train_split_.records, batch, hyp_, o_.rect);
@@ -486,6 +508,7 @@ void Trainer::restore() {
   stopper_->load_state(run.stopper);
   accumulated_ = run.accumulated;
   step_->set_window_nonfinite(run.window_nonfinite);
+  if (image_weights_) image_weights_->set_maps(run.class_maps);
   KESTREL_CHECK(start_epoch_ < o_.epochs, resume_->path, " finished all ", o_.epochs,
                 " epochs already; nothing to resume");
   const std::string dataset_note =
@@ -503,7 +526,7 @@ void Trainer::restore() {
 
 void Trainer::announce() {
   out_->line("Image sizes ", o_.img_size, " train, ", o_.img_size, " val");
-  out_->line("Using ", o_.workers, " dataloader workers per rank, ", rank_.world, " rank", rank_.world > 1 ? "s" : "",
+  out_->line("Using ", workers_, " dataloader workers per rank, ", rank_.world, " rank", rank_.world > 1 ? "s" : "",
              ", ", dtype_name(compute_), " compute on ", device_.str());
   out_->line("Logging results to ", save_dir_);
   out_->line("Starting training for ", o_.epochs, " epochs...");
@@ -641,6 +664,7 @@ bool Trainer::end_epoch(int epoch) {
     if (!o_.noval || final_epoch) {
       last_val_ = validator_->run(*ema_model_, compute_loss_.get());
       out_->raw(last_val_.table);
+      if (image_weights_) image_weights_->set_maps(last_val_.metrics.maps);
     }
     const ValMetrics& m = last_val_.metrics;
     const double fi = fitness(m);
@@ -680,7 +704,8 @@ void Trainer::save_checkpoint_as(const std::string& path, int64_t last_epoch, co
   info.hyp = hyp_;
   info.options = options_json(o_, cfg_text_, nc_, names_);
   info.progress = RunProgress{progress, nan_steps_, stopper_->state(), accumulated_, step_->window_nonfinite(),
-                              train_index_}.to_json();
+                              train_index_, image_weights_ ? image_weights_->maps() : std::vector<double>{}}
+                      .to_json();
   TrainingObjects objs{model_.get(), ema_.get(), optimizer_.get(), schedule_.get(), scaler_.get()};
   save_checkpoint(path, objs, info, accumulated_ ? trainable() : PendingGradients{});
 }

@@ -29,6 +29,10 @@ struct TrainOptions {
   std::string cache;  // "" or "ram"
   std::string device;  // "", "cpu", "0", "0,1"
   bool multi_scale = false, single_cls = false;
+  // --image-weights: each epoch's images drawn by class-weighted image weights (one process only)
+  bool image_weights = false;
+  // --quad: every 4 loaded images become one at twice the size (data/quad_collate.h), loss x4
+  bool quad = false;
   std::string optimizer = "SGD";
   bool sync_bn = false;
   int workers = 8;

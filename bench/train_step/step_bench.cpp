@@ -92,7 +92,8 @@ class DataFeed {
     yolo::data::EpochOrder order{sampler.num_samples(), [sampler](int64_t epoch) mutable {
                                    sampler.set_epoch(epoch);
                                    return sampler.indices();
-                                 }};
+                                 },
+                                 {}};
     yolo::data::LoaderOptions lopt;
     lopt.batch_size = c.batch;
     lopt.workers = c.workers;

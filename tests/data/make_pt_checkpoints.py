@@ -16,6 +16,12 @@ PyTorch 1.13, its own classes and functions), and a manifest of every tensor in 
                            steps (momentum buffers, three parameter groups), 'updates', 'epoch',
                            'best_fitness' (a numpy array, as the reference's fitness), 'opt'
                            (vars(opt), hyp dict inside) and 'git', 'date'.
+  tiny_adam.pt             the same run with --optimizer Adam (exp_avg, exp_avg_sq and step per
+                           parameter; betas, eps, weight_decay per group), and micro_adamw.pt
+                           (tests/data/micro.yaml) with AdamW; their manifest entries add each
+                           moment's CRC-32, every step count, and parameter values after one more
+                           step as the reference's resume takes it (smart_optimizer, then
+                           load_state_dict) with the gradient 0.5 * p + 0.01.
   fuzz seeds               fuzz/corpus/zip_archive and fuzz/corpus/pickle: a micro model's
                            training checkpoint (tests/data/micro.yaml, a few KB) and its data.pkl,
                            and hostile variants (a compressed copy, a truncated one, pickles
@@ -157,6 +163,81 @@ def make_training(out):
             'best_fitness': float(ck['best_fitness'][0]), 'momentum': state, 'param_groups': groups}
 
 
+def make_adam_training(out, cfg, optimizer_name, next_step_params):
+    """train.py's last.pt after two steps with --optimizer Adam or AdamW, and what the reference's
+    resume does next: smart_optimizer + load_state_dict on the float16-rounded weights, then one
+    step with the gradient 0.5 * p + 0.01 of every parameter (next_step_params: the parameters
+    whose values after it are recorded; None: all)."""
+    import types
+
+    import numpy as np
+    import torch
+    sys.modules.setdefault('torch.utils.tensorboard', types.SimpleNamespace(SummaryWriter=object))
+    import train
+    from models.yolo import Model
+    from utils.general import check_yaml
+    from utils.loss import ComputeLoss
+    from utils.torch_utils import ModelEMA, de_parallel, smart_optimizer
+    import yaml
+
+    torch.manual_seed(0)
+    gen = torch.Generator().manual_seed(3)
+    hyp = yaml.safe_load(open(check_yaml(os.path.join(REFERENCE, 'data', 'hyps', 'hyp.scratch-low.yaml'))))
+    # train.py's decay for batch 32: hyp['weight_decay'] *= batch_size * accumulate / nbs (32 * 2 / 64)
+    model = Model(str(HERE / cfg), ch=3, nc=len(NAMES))
+    randomise_bn(model, gen)
+    model.nc, model.hyp, model.names = len(NAMES), hyp, NAMES
+    optimizer = smart_optimizer(model, optimizer_name, hyp['lr0'], hyp['momentum'], hyp['weight_decay'])
+    for g in optimizer.param_groups:
+        g['initial_lr'] = hyp['lr0']
+    ema = ModelEMA(model)
+    compute_loss = ComputeLoss(model)
+    model.train()
+    for step in range(2):
+        images = torch.rand((2, 3, 64, 64), generator=gen)
+        targets = torch.tensor([[0, 0, 0.5, 0.5, 0.3, 0.4], [1, 3, 0.3, 0.6, 0.2, 0.2]])
+        loss, _ = compute_loss(model(images), targets)
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        ema.update(model)
+
+    opt = train.parse_opt(True)
+    opt.cfg, opt.data, opt.weights, opt.project = str(HERE / cfg), 'synthetic', '', 'runs/train'
+    opt.hyp, opt.epochs, opt.batch_size, opt.imgsz, opt.optimizer = hyp.copy(), 3, 32, 64, optimizer_name
+    opt.save_dir = 'runs/train/exp'
+    ckpt = {'epoch': 1, 'best_fitness': np.array([0.0625]), 'model': deepcopy(de_parallel(model)).half(),
+            'ema': deepcopy(ema.ema).half(), 'updates': ema.updates, 'optimizer': optimizer.state_dict(),
+            'opt': vars(opt), 'git': {'remote': '', 'branch': '', 'commit': ''}, 'date': datetime.now().isoformat()}
+    torch.save(ckpt, out)
+    ck = torch.load(out, map_location='cpu')
+    sd = ck['optimizer']
+    names = {id(p): n for n, p in model.named_parameters()}
+    index_names = [names[id(p)] for g in optimizer.param_groups for p in g['params']]
+    state = {}
+    for index, s in sd['state'].items():
+        crc = {k: zlib.crc32(s[k].contiguous().numpy().tobytes()) for k in ('exp_avg', 'exp_avg_sq')}
+        state[index_names[index]] = {'index': index, 'step': float(s['step']), 'shape': list(s['exp_avg'].shape),
+                                     'exp_avg_crc32': crc['exp_avg'], 'exp_avg_sq_crc32': crc['exp_avg_sq']}
+    groups = [{k: (list(v) if isinstance(v, tuple) else v) for k, v in g.items() if k != 'params'} |
+              {'params': len(g['params'])} for g in sd['param_groups']]
+
+    # The reference's resume (train.py + smart_resume), then one step with a known gradient.
+    resumed = Model(str(HERE / cfg), ch=3, nc=len(NAMES))
+    resumed.load_state_dict(ck['model'].float().state_dict())
+    resumed_opt = smart_optimizer(resumed, optimizer_name, hyp['lr0'], hyp['momentum'], hyp['weight_decay'])
+    resumed_opt.load_state_dict(ck['optimizer'])
+    for p in resumed.parameters():
+        p.grad = p.detach() * 0.5 + 0.01
+    resumed_opt.step()
+    after = {n: [float(v) for v in p.detach().flatten()] for n, p in resumed.named_parameters()
+             if next_step_params is None or n in next_step_params}
+    return {'tensors': tensor_manifest(ck['model'], 'model.') | tensor_manifest(ck['ema'], 'ema.'),
+            **model_manifest(ck['ema']), 'epoch': ck['epoch'], 'updates': ck['updates'],
+            'best_fitness': float(ck['best_fitness'][0]), 'optimizer': optimizer_name, 'adam_state': state,
+            'param_groups': groups, 'next_step_gradient': '0.5 * p + 0.01', 'next_step': after}
+
+
 def make_fuzz_seeds():
     import pickle
     import zipfile
@@ -225,6 +306,12 @@ def main():
     manifest = {'yolov5n_synthetic.pt': make_stripped(str(HERE / 'yolov5n_synthetic.pt')),
                 'yolov5n_coco80.pt': make_stripped(str(HERE / 'yolov5n_coco80.pt'), coco_names(), seed=80),
                 'tiny_train.pt': make_training(str(HERE / 'tiny_train.pt'))}
+
+    manifest['tiny_adam.pt'] = make_adam_training(str(HERE / 'tiny_adam.pt'), 'tiny.yaml', 'Adam',
+                                                  {'model.0.conv.weight', 'model.24.m.0.bias', 'model.0.bn.weight',
+                                                   'model.24.m.2.weight'})
+    manifest['micro_adamw.pt'] = make_adam_training(str(HERE / 'micro_adamw.pt'), 'micro.yaml', 'AdamW', None)
+
     make_fuzz_seeds()
     make_dataset_zip_seeds()
     with open(HERE / 'pt_checkpoints.json', 'w') as f:

@@ -145,5 +145,15 @@ TEST(DistEnv, HostListExpansion) {
     EXPECT_THROW(expand_host_list(bad), Error) << bad;
 }
 
+// The data loader's share of the cores divides by the ranks on this machine.
+TEST(DistEnv, LocalWorldSize) {
+  EXPECT_EQ(local_world_size(table({})), 1);
+  EXPECT_EQ(local_world_size(table({{"LOCAL_WORLD_SIZE", "4"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}})), 4);
+  EXPECT_EQ(local_world_size(table({{"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}})), 2);
+  EXPECT_EQ(local_world_size(table({{"SLURM_NTASKS_PER_NODE", "8"}})), 8);
+  EXPECT_THROW(local_world_size(table({{"LOCAL_WORLD_SIZE", "0"}})), Error);
+  EXPECT_THROW(local_world_size(table({{"LOCAL_WORLD_SIZE", "two"}})), Error);
+}
+
 }  // namespace
 }  // namespace kestrel::dist

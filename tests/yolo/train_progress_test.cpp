@@ -146,6 +146,18 @@ TEST(RunProgress, DatasetFingerprintRoundTripsAndMayBeAbsent) {
   EXPECT_THROW(RunProgress::from_json(damaged, "ckpt.safetensors"), Error);
 }
 
+// --image-weights' per-class mAPs travel bit for bit (a resumed run draws with them), and are
+// absent without it.
+TEST(RunProgress, ClassMapsRoundTripAndMayBeAbsent) {
+  RunProgress p = sample(0.5, 0.25, 0.125, 0.75);
+  EXPECT_TRUE(through_text(p).class_maps.empty());
+  EXPECT_EQ(p.to_json().find("class_maps"), nullptr);
+  p.class_maps = {0.0, 1.0 / 3.0, 0.123456789012345678, 1.0};
+  const RunProgress back = through_text(p);
+  ASSERT_EQ(back.class_maps.size(), p.class_maps.size());
+  for (size_t c = 0; c < p.class_maps.size(); ++c) EXPECT_EQ(bits(back.class_maps[c]), bits(p.class_maps[c])) << c;
+}
+
 TEST(RunProgress, EmptyObjectGivesDefaults) {
   for (const json::Value& v : {json::Value(json::Object{}), json::parse("{}"), json::Value()}) {
     const RunProgress p = RunProgress::from_json(v, "old.safetensors");

@@ -71,6 +71,8 @@ TrainOptions unusual_options() {
   o.device = "0,1";
   o.multi_scale = true;
   o.single_cls = true;
+  o.image_weights = true;
+  o.quad = true;
   o.optimizer = "AdamW";
   o.sync_bn = true;
   o.workers = 3;

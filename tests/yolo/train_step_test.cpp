@@ -19,6 +19,7 @@
 #include "dist/env.h"
 #include "engine/autograd.h"
 #include "engine/host_sync.h"
+#include "engine/ops/elementwise.h"
 #include "tests/dist/spawn.h"
 #include "tests/support/testing.h"
 #include "tests/yolo/train_step_rig.h"
@@ -115,6 +116,31 @@ TEST(TrainStep, OneProcessStepIssuesNoBlockingRead) {
     HostSyncGuard none(HostSyncGuard::Policy::Throw);
     rig.step->optimizer_step();
   }
+}
+
+// --quad's loss x4: every gradient is exactly 4 times the plain step's (a power of two scales
+// each rounding alike), while the logged losses are the batch's own.
+TEST(TrainStep, LossFactorScalesTheGradientsNotTheLoggedLoss) {
+  TrainStepOptions quad;
+  quad.loss_factor = 4.0;
+  Rig plain(OptimizerKind::SGD, RankInfo{}), scaled(OptimizerKind::SGD, RankInfo{}, Device::cpu(), DType::F32, quad);
+  plain.step->forward_backward(input(3, false), targets(), 0, false, false);
+  scaled.step->forward_backward(input(3, false), targets(), 0, false, false);
+  const std::vector<Tensor> a = plain.optimizer->parameters(), b = scaled.optimizer->parameters();
+  int compared = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (!a[i].grad().defined()) continue;
+    const Tensor four = ops::mul(a[i].grad(), 4.0);
+    EXPECT_TRUE(kestrel::testing::all_close(b[i].grad(), four, 0, 0)) << i;
+    ++compared;
+  }
+  EXPECT_GT(compared, 100);
+  const std::vector<BatchStatus> p = plain.step->drain(), q = scaled.step->drain();
+  ASSERT_EQ(p.size(), 1u);
+  ASSERT_EQ(q.size(), 1u);
+  EXPECT_EQ(p[0].box, q[0].box);
+  EXPECT_EQ(p[0].obj, q[0].obj);
+  EXPECT_EQ(p[0].cls, q[0].cls);
 }
 
 // CUDA graphs capture device work: on the CPU they are refused with the way around it.

@@ -22,6 +22,7 @@
 #include "tests/tensorboard/event_file.h"
 #include "tests/yolo/training_state.h"
 #include "yolo/data/image_codec.h"
+#include "yolo/checkpoint.h"
 #include "yolo/model.h"
 #include "yolo/model_config.h"
 #include "yolo/run_dir.h"
@@ -192,6 +193,35 @@ TEST(Trainer, InterruptedAndResumedRunsEqualAnUninterruptedRun) {
   EXPECT_EQ(error_a + error_b, "");
   EXPECT_EQ(curves.size(), yolo::ResultsCsv::columns().size());
   EXPECT_GT(fs::file_size(b / "exp/weights/best.safetensors"), 0u);
+}
+
+// --image-weights and --quad: the weighted draw depends on (seed, epoch) and the per-class mAPs
+// the checkpoint carries, the quad collate on (seed, epoch, batch); so a run interrupted after its
+// first validation and resumed ends bitwise where an uninterrupted one does.
+TEST(Trainer, ImageWeightedQuadRunsResumeToTheUninterruptedRun) {
+  const fs::path a = scratch("iw_quad_a"), b = scratch("iw_quad_b");
+  yolo::TrainOptions whole = tiny(a);
+  whole.epochs = 3;
+  whole.batch_size = 8;  // quads of 2 images at 128 px
+  whole.image_weights = true;
+  whole.quad = true;
+  whole.save_period = 1;
+  ASSERT_EQ(yolo::train(whole), 0);
+  yolo::TrainOptions first = whole;
+  first.project = b.string();
+  first.interrupt_after = 4;  // during epoch 1's first batch, after epoch 0's validation
+  ASSERT_EQ(yolo::train(first), 130);
+  const fs::path last = b / "exp/weights/last.safetensors";
+  const kestrel::json::Value progress = yolo::read_checkpoint_info(last.string()).progress;
+  ASSERT_NE(progress.find("class_maps"), nullptr) << "the interrupted run's checkpoint lacks the mAPs it drew with";
+  EXPECT_EQ(progress.find("class_maps")->as_array().size(), 4u);
+  yolo::TrainOptions resumed = tiny(b);
+  resumed.resume = "";
+  ASSERT_EQ(yolo::train(resumed), 0);
+  kestrel::testing::expect_same_training_state(a / "exp/weights/epoch2.safetensors", b / "exp/weights/epoch2.safetensors");
+  EXPECT_EQ(read_results(a / "exp/results.csv"), read_results(b / "exp/results.csv"));
+  fs::remove_all(a);
+  fs::remove_all(b);
 }
 
 // A finished run's last and best are stripped as the reference's strip_optimizer leaves them: the

@@ -3,6 +3,7 @@
 // --bucket-cap-mb, --no-overlap and --trace. With --nproc-per-node N > 1, a --device list of N > 1
 // GPUs, or --max-restarts K > 0, this process becomes the launcher and starts N workers running
 // the same command.
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <sstream>
@@ -40,7 +41,9 @@ const FlagTable kFlags = {
     {"noautoanchor", nullptr, nullptr, "keep the model's anchors (no AutoAnchor check)"},
     {"noplots", nullptr, nullptr, "write no plot files"},
     {"evolve", "[N]", nullptr, "evolve the hyperparameters over N generations (bare: 300)"},
+    {"bucket", "B", "", "Google Cloud bucket: accepted with a note (Kestrel copies nothing to gs://)"},
     {"cache", "[ram]", nullptr, "cache decoded images in RAM (bare --cache: ram)"},
+    {"image-weights", nullptr, nullptr, "draw each epoch's images weighted by their classes' (1 - mAP)^2 (one process)"},
     {"device", "cpu|0|0,1", "", "cpu, a GPU index, or a GPU list (one DDP process per GPU); empty: GPU 0 if any"},
     {"multi-scale", nullptr, nullptr, "vary the image size by +/- 50 % per batch"},
     {"single-cls", nullptr, nullptr, "train multi-class data as one class"},
@@ -50,12 +53,17 @@ const FlagTable kFlags = {
     {"project", "DIR", "runs/train", "runs go to project/name"},
     {"name", "NAME", "exp", "runs go to project/name, numbered (exp2, ...) when it exists"},
     {"exist-ok", nullptr, nullptr, "reuse an existing project/name instead of numbering a new one"},
+    {"quad", nullptr, nullptr, "quad loader: batches of 4x fewer images at 2x size (loss x4)"},
     {"cos-lr", nullptr, nullptr, "cosine learning-rate schedule (linear otherwise)"},
     {"label-smoothing", "EPS", "0.0", "label smoothing epsilon"},
     {"patience", "EPOCHS", "100", "stop after this many epochs without improvement"},
     {"freeze", "N|i,j,..", "0", "freeze the first N layers, or the layers listed"},
     {"save-period", "EPOCHS", "-1", "also save a checkpoint every this many epochs (< 1: never)"},
     {"seed", "N", "0", "global training seed"},
+    {"entity", "E", nullptr, "W&B entity: accepted with a note (Kestrel logs to results.csv and TensorBoard)"},
+    {"upload-dataset", "[val]", "False", "W&B dataset upload: accepted with a note (Kestrel uploads nothing)"},
+    {"bbox-interval", "N", "-1", "W&B box-image interval: accepted with a note (see the batch plots instead)"},
+    {"artifact-alias", "A", "latest", "W&B dataset artifact version: accepted with a note (--data names the data)"},
     {"deterministic", nullptr, nullptr, "deterministic algorithms only (reproducible, slower)"},
     {"amp", "bf16|fp16|off", nullptr, "mixed precision; default bf16 on sm_80+ GPUs, off on the CPU"},
     {"nproc-per-node", "N", "1", "start N local DDP worker processes"},
@@ -85,6 +93,49 @@ std::vector<int> parse_int_list(const std::string& text, const char* flag) {
     }
   }
   return out;
+}
+
+// The reference's Google Cloud and Weights & Biases options: Kestrel has neither, so each given
+// one gets a line saying what Kestrel does instead, and training goes on.
+std::vector<std::string> cloud_option_notes(const Args& args) {
+  std::vector<std::string> notes;
+  if (!args.get("bucket", "").empty())  // --bucket '' is the reference's default: none
+    notes.push_back("--bucket " + args.get("bucket", "") + ": Kestrel copies nothing to or from gs://" +
+                    args.get("bucket", "") + " (no gsutil); evolve.csv and every result stay in the run "
+                    "directory, copy them with gsutil yourself");
+  if (args.has("entity"))
+    notes.push_back("--entity " + args.get("entity", "") + ": Kestrel has no Weights & Biases logging; "
+                    "metrics go to results.csv and TensorBoard event files in the run directory");
+  if (args.has("upload-dataset"))
+    notes.push_back("--upload_dataset: Kestrel uploads no dataset (no W&B artifacts); it reads the data "
+                    "where --data points");
+  if (args.has("bbox-interval"))  // an int in the reference: anything else is a usage error there too
+    notes.push_back("--bbox_interval " + std::to_string(args.get_int32("bbox-interval", -1)) + ": Kestrel logs no box images to "
+                    "W&B; the run directory has the train_batch*.jpg and val_batch*_pred.jpg plots");
+  if (args.has("artifact-alias"))
+    notes.push_back("--artifact_alias " + args.get("artifact-alias", "") + ": Kestrel reads no W&B "
+                    "dataset artifacts; --data names the dataset");
+  return notes;
+}
+
+// By the process that trains as rank 0 only (a launcher leaves them to its rank 0 worker).
+void print_notes(const std::vector<std::string>& notes) {
+  if (notes.empty() || dist::resolve_dist_options({}, dist::process_environment()).rank != 0) return;
+  for (const std::string& note : notes) std::printf("%s\n", note.c_str());
+  std::fflush(stdout);
+}
+
+// Whether `word` spells `flag` of `spec` bare, as argparse reads it: --name or
+// --name_with_underscores, or a prefix of it that names no other flag; no "=value".
+bool spells_bare(const std::string& word, const std::string& flag, const std::map<std::string, bool>& spec) {
+  if (word.rfind("--", 0) != 0 || word.find('=') != std::string::npos || word.size() == 2) return false;
+  std::string name = word.substr(2);
+  std::replace(name.begin(), name.end(), '_', '-');
+  if (flag.rfind(name, 0) != 0) return false;
+  if (name == flag) return true;
+  for (const auto& entry : spec)
+    if (entry.first != flag && entry.first.rfind(name, 0) == 0) return false;  // ambiguous: Args says so
+  return true;
 }
 
 bool is_count(const std::string& word) {
@@ -170,12 +221,18 @@ const Command kTrainCommand = {
     "                     --master-port P] [--bucket-cap-mb 4] [--no-overlap] [--trace FILE]\n"
     "                     [--dist-timeout 10800] [--dist-phase-timeout 10800] [--check-sync]\n"
     "                     [--max-restarts 0] [--evolve [300]] [--no-tensorboard]\n"
-    "                     [--cuda-graph auto|on|off]\n"
+    "                     [--cuda-graph auto|on|off] [--image-weights] [--quad]\n"
+    "                     [--bucket B] [--entity E] [--upload_dataset [val]] [--bbox_interval N]\n"
+    "                     [--artifact_alias A]\n"
     "  --batch-size is the total over all ranks; --data defaults to the built-in synthetic set.\n"
     "  --weights without --cfg trains the model the weights carry (a YOLOv5 .pt's or Kestrel's).\n"
     "  --device 0,1 (a list of GPUs) starts one process per GPU (DDP).\n"
     "  --max-restarts K: when a worker dies, restart all of them (resuming from this run's newest\n"
     "  last.safetensors) up to K times.\n"
+    "  --image-weights: each epoch draws its images weighted by their classes' (1 - mAP)^2 (one\n"
+    "  process only). --quad: batches of 4x fewer images at 2x size (loss x4), as the reference.\n"
+    "  --bucket, --entity, --upload_dataset, --bbox_interval, --artifact_alias (Google Cloud and\n"
+    "  W&B) are accepted with a note: Kestrel uploads nothing and logs to TensorBoard files.\n"
     "  --evolve N: N generations of hyperparameter evolution (default project runs/evolve):\n"
     "  evolve.csv, hyp_evolve.yaml and evolve.png in the run directory.\n"
     "  TensorBoard event files go to the run directory (tensorboard --logdir runs/train) unless\n"
@@ -185,6 +242,7 @@ const Command kTrainCommand = {
     run_train, &kFlags};
 
 int run_train(const std::vector<std::string>& raw) {
+  const std::map<std::string, bool> spec = flag_spec(kFlags);
   // The reference's `--resume [PATH]`: an optional value, taken when the next word is no flag.
   std::vector<std::string> argv;
   for (size_t i = 0; i < raw.size(); ++i) {
@@ -195,6 +253,9 @@ int run_train(const std::vector<std::string>& raw) {
     } else if (raw[i] == "--evolve" && !(next_is_value && is_count(raw[i + 1]))) {
       argv.push_back("--evolve");  // a bare --evolve: the reference's 300 generations
       argv.push_back("300");
+    } else if (spells_bare(raw[i], "upload-dataset", spec) && !next_is_value) {
+      argv.push_back(raw[i]);  // the reference's nargs='?', const=True
+      argv.push_back("true");
     } else if (raw[i] == "--resume" && next_is_value) {
       argv.push_back("--resume-from");
       argv.push_back(raw[++i]);
@@ -202,7 +263,7 @@ int run_train(const std::vector<std::string>& raw) {
       argv.push_back(raw[i]);
     }
   }
-  Args args(argv, flag_spec(kFlags));
+  Args args(argv, spec);
   yolo::TrainOptions o;
   o.data = args.get("data", "synthetic");
   o.weights = args.get("weights", "");
@@ -225,6 +286,8 @@ int run_train(const std::vector<std::string>& raw) {
   if (!o.cache.empty() && o.cache != "ram") throw UsageError("--cache supports ram");
   o.device = args.get("device", "");
   o.multi_scale = args.has("multi-scale");
+  o.image_weights = args.has("image-weights");
+  o.quad = args.has("quad");
   o.single_cls = args.has("single-cls");
   o.optimizer = args.get("optimizer", o.optimizer);
   if (o.optimizer != "SGD" && o.optimizer != "Adam" && o.optimizer != "AdamW")
@@ -277,8 +340,12 @@ int run_train(const std::vector<std::string>& raw) {
     if (nproc > 1 || args.has("nnodes"))
       throw UsageError("--evolve is not compatible with multi-process (DDP) training, as in the "
                        "reference; evolve in one process");
+    print_notes(cloud_option_notes(args));
     return yolo::evolve(o, generations);
   }
+  if (o.image_weights && (nproc > 1 || args.has("nnodes")))
+    throw UsageError("--image-weights is not compatible with multi-process (DDP) training, as in the "
+                     "reference (its weighted draw is one process's); train in one process or drop it");
   if (nproc > 1 || args.has("nnodes") || max_restarts > 0) {
     dist::LaunchOptions l;
     l.nproc_per_node = nproc;
@@ -294,6 +361,7 @@ int run_train(const std::vector<std::string>& raw) {
     dist::RestartPolicy policy = restart_policy(o, l.command, max_restarts);
     return dist::launch_workers(l, &policy).exit_code;
   }
+  print_notes(cloud_option_notes(args));
   return yolo::train(o);
 }
 

@@ -1,6 +1,7 @@
 // `kestrel val`: the reference's val.py on a dataset split.
 #include <cstdio>
 #include <filesystem>
+#include <thread>
 
 #include "yolo/cli/args.h"
 #include "yolo/cli/commands.h"
@@ -120,6 +121,9 @@ int run_val(const std::vector<std::string>& argv) {
                                                                      /*evaluation=*/true);
   std::printf("%s: %s\n", task.c_str(), split.summary.c_str());
   for (const auto& w : split.warnings) std::printf("%s: %s\n", task.c_str(), w.c_str());
+  // val.py's loader: min(cores, batch (none for 1), --workers) threads (data/loader.h).
+  vo.workers = yolo::data::dataloader_workers(static_cast<int>(std::thread::hardware_concurrency()), 1, vo.batch_size,
+                                              static_cast<int64_t>(split.records.size()), vo.workers);
   const std::string project = args.get("project", "runs/val");
   vo.save_dir = yolo::increment_path(project + "/" + args.get("name", "exp"), args.has("exist-ok"));
   std::filesystem::create_directories(vo.save_dir);

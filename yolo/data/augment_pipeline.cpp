@@ -96,7 +96,8 @@ LoadedImage AugmentPipeline::load(int64_t index) const {
   return load_image(r.image_path, options_.img_size, options_.augment);
 }
 
-AugmentPipeline::Canvas AugmentPipeline::load_mosaic(int64_t index, Generator& gen) const {
+AugmentPipeline::Canvas AugmentPipeline::load_mosaic(int64_t index, Generator& gen,
+                                                     const std::vector<int64_t>& partners) const {
   const int s = options_.img_size;
   const int border = -s / 2;  // img_size is a multiple of the stride, hence even
   // Centre uniform in [s/2, 3s/2) (y drawn first, as the reference), then three partners drawn
@@ -104,7 +105,9 @@ AugmentPipeline::Canvas AugmentPipeline::load_mosaic(int64_t index, Generator& g
   const int yc = static_cast<int>(gen.uniform(-border, 2 * s + border));
   const int xc = static_cast<int>(gen.uniform(-border, 2 * s + border));
   std::array<int64_t, 4> picks{index, 0, 0, 0};
-  for (int k = 1; k < 4; ++k) picks[k] = static_cast<int64_t>(gen.randint(size()));
+  for (int k = 1; k < 4; ++k)
+    picks[k] = partners.empty() ? static_cast<int64_t>(gen.randint(size()))
+                                : partners[gen.randint(partners.size())];
   for (int k = 3; k > 0; --k) std::swap(picks[k], picks[gen.randint(k + 1)]);
   std::array<cv::Mat, 4> tiles;
   std::array<std::vector<LabelBox>, 4> labels;
@@ -119,7 +122,7 @@ AugmentPipeline::Canvas AugmentPipeline::load_mosaic(int64_t index, Generator& g
   return {std::move(w.image), std::move(w.boxes)};
 }
 
-Sample AugmentPipeline::get(int64_t index, Generator& gen) const {
+Sample AugmentPipeline::get(int64_t index, Generator& gen, const std::vector<int64_t>& partners) const {
   const ImageRecord& rec = record(index);
   const Hyp& hyp = options_.hyp;
   Sample out;
@@ -129,9 +132,11 @@ Sample AugmentPipeline::get(int64_t index, Generator& gen) const {
     std::vector<PixelBox> boxes;
     const bool mosaic = options_.augment && !options_.rect && gen.uniform() < hyp.mosaic;
     if (mosaic) {
-      Canvas c = load_mosaic(index, gen);
+      Canvas c = load_mosaic(index, gen, partners);
       if (gen.uniform() < hyp.mixup) {
-        Canvas other = load_mosaic(static_cast<int64_t>(gen.randint(size())), gen);
+        // The reference's mixup partner: random.randint(0, n - 1), any image; its mosaic's
+        // partners come from the same pool as the first's.
+        Canvas other = load_mosaic(static_cast<int64_t>(gen.randint(size())), gen, partners);
         c.image = blend(c.image, other.image, sample_beta(gen, 32.0, 32.0));
         c.boxes.insert(c.boxes.end(), other.boxes.begin(), other.boxes.end());
       }

@@ -71,15 +71,17 @@ class AugmentPipeline {
 
   // The image of `index` at long side img_size (from the cache when there is one).
   LoadedImage load(int64_t index) const;
-  // The sample of `index`. Thread-safe; errors name the file.
-  Sample get(int64_t index, Generator& gen) const;
+  // The sample of `index`. Thread-safe; errors name the file. A mosaic's three partners are drawn
+  // from `partners` when given (--image-weights: the epoch's weighted draw, as the reference's
+  // random.choices(self.indices, k=3)), else from the whole dataset.
+  Sample get(int64_t index, Generator& gen, const std::vector<int64_t>& partners = {}) const;
 
  private:
   struct Canvas {
     cv::Mat image;  // BGR
     std::vector<PixelBox> boxes;
   };
-  Canvas load_mosaic(int64_t index, Generator& gen) const;
+  Canvas load_mosaic(int64_t index, Generator& gen, const std::vector<int64_t>& partners) const;
 
   std::vector<ImageRecord> records_;
   PipelineOptions options_;

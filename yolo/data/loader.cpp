@@ -6,15 +6,23 @@
 #include <cstring>
 
 #include "kernels/error.h"
+#include "yolo/data/quad_collate.h"
 
 namespace kestrel::yolo::data {
+
+int dataloader_workers(int cores, int local_ranks, int64_t batch_size, int64_t dataset_size, int workers) {
+  const int64_t batch = std::min(batch_size, dataset_size);
+  const int64_t per_rank = std::max(cores, 0) / std::max(local_ranks, 1);
+  return static_cast<int>(std::max<int64_t>(0, std::min({per_rank, batch > 1 ? batch : int64_t{0}, int64_t{workers}})));
+}
 
 EpochOrder sequential_order(int64_t n) {
   return {n, [n](int64_t) {
             std::vector<int64_t> all(n);
             for (int64_t i = 0; i < n; ++i) all[i] = i;
             return all;
-          }};
+          },
+          {}};
 }
 
 EpochOrder distributed_order(const DistributedSampler& sampler) {
@@ -22,7 +30,8 @@ EpochOrder distributed_order(const DistributedSampler& sampler) {
             DistributedSampler at_epoch = sampler;
             at_epoch.set_epoch(epoch);
             return at_epoch.indices();
-          }};
+          },
+          {}};
 }
 
 Loader::Loader(std::shared_ptr<const AugmentPipeline> pipeline, LoaderOptions options,
@@ -35,6 +44,8 @@ Loader::Loader(std::shared_ptr<const AugmentPipeline> pipeline, LoaderOptions op
                 "data loader: workers and prefetch must be >= 0, got ", options_.workers, " and ",
                 options_.prefetch);
   KESTREL_CHECK(order_.samples >= 0 && order_.indices, "data loader: needs an epoch order");
+  KESTREL_CHECK(!options_.quad || options_.batch_size % 4 == 0, "--quad: the batch per rank (",
+                options_.batch_size, ") must be a multiple of 4; the quad collate makes one image of every 4");
   pinned_ = options_.pin_memory && cuda_available();
   for (int i = 0; i < options_.workers; ++i)
     threads_.emplace_back([this] {
@@ -54,7 +65,8 @@ Loader::~Loader() {
 }
 
 int64_t Loader::len() const {
-  return (order_.samples + options_.batch_size - 1) / options_.batch_size;
+  const int64_t full = order_.samples / options_.batch_size, rest = order_.samples % options_.batch_size;
+  return full + (rest >= (options_.quad ? 4 : 1) ? 1 : 0);
 }
 
 std::vector<int64_t> Loader::checked_order(int64_t epoch) const {
@@ -74,13 +86,14 @@ std::vector<int64_t> Loader::batch_samples(const std::vector<int64_t>& order, in
 }
 
 std::optional<Batch> Loader::build(int64_t b, const std::vector<int64_t>& samples, int64_t epoch,
+                                   const std::vector<int64_t>& partners,
                                    const std::function<bool()>& cancelled) const {
   std::vector<Sample> made;
   made.reserve(samples.size());
   for (int64_t index : samples) {
     if (cancelled()) return std::nullopt;
     Generator gen = sample_generator(options_.seed, options_.rank, epoch, index);
-    made.push_back(pipeline_->get(index, gen));
+    made.push_back(pipeline_->get(index, gen, partners));
   }
   const int64_t n = static_cast<int64_t>(made.size());
   const int h = made.front().image.rows, w = made.front().image.cols;
@@ -111,12 +124,17 @@ std::optional<Batch> Loader::build(int64_t b, const std::vector<int64_t>& sample
     out.paths.push_back(s.path);
     out.shapes.push_back(s.has_shapes ? std::optional<SampleShapes>(s.shapes) : std::nullopt);
   }
+  if (options_.quad) {
+    Generator gen = quad_generator(options_.seed, options_.rank, epoch, b);
+    return quad_collate(out, gen, pinned_);
+  }
   return out;
 }
 
 Batch Loader::build_batch(int64_t epoch, int64_t b) const {
   KESTREL_CHECK(b >= 0 && b < len(), "data loader: batch ", b, " outside [0, ", len(), ")");
-  return *build(b, batch_samples(checked_order(epoch), b), epoch, [] { return false; });
+  const std::vector<int64_t> partners = order_.partners ? order_.partners(epoch) : std::vector<int64_t>();
+  return *build(b, batch_samples(checked_order(epoch), b), epoch, partners, [] { return false; });
 }
 
 void Loader::start_epoch(int64_t epoch, int64_t first_batch) {
@@ -124,6 +142,8 @@ void Loader::start_epoch(int64_t epoch, int64_t first_batch) {
   KESTREL_CHECK(first_batch >= 0 && first_batch <= len(), "data loader: first batch ", first_batch,
                 " outside [0, ", len(), "]");
   std::vector<int64_t> order = checked_order(epoch);
+  auto partners = std::make_shared<const std::vector<int64_t>>(order_.partners ? order_.partners(epoch)
+                                                                                : std::vector<int64_t>());
   std::unique_lock lock(mutex_);
   // Abandon the previous epoch: drop its ready batches and let the batches being built finish
   // (they stop at their next sample) before the counters are reset.
@@ -131,6 +151,7 @@ void Loader::start_epoch(int64_t epoch, int64_t first_batch) {
   ready_.clear();
   batch_ready_.wait(lock, [&] { return in_flight_ == 0; });
   indices_ = std::move(order);
+  partners_ = std::move(partners);
   epoch_ = epoch;
   claimed_ = delivered_ = first_batch;
   batches_ = len();
@@ -152,11 +173,12 @@ void Loader::work() {
     const uint64_t generation = generation_;
     const int64_t epoch = epoch_;
     const std::vector<int64_t> samples = batch_samples(indices_, b);
+    const std::shared_ptr<const std::vector<int64_t>> partners = partners_;
     ++in_flight_;
     lock.unlock();
     Slot slot;
     try {
-      slot.batch = build(b, samples, epoch, [&] { return generation_ != generation; });
+      slot.batch = build(b, samples, epoch, *partners, [&] { return generation_ != generation; });
     } catch (const Error&) {
       slot.error = std::current_exception();
     } catch (const std::exception& e) {
@@ -176,11 +198,12 @@ std::optional<Batch> Loader::next() {
   const int64_t b = delivered_;
   if (threads_.empty()) {  // no workers: build it here
     const std::vector<int64_t> samples = batch_samples(indices_, b);
+    const std::shared_ptr<const std::vector<int64_t>> partners = partners_;
     const int64_t epoch = epoch_;
     ++delivered_;
     lock.unlock();
     try {
-      return build(b, samples, epoch, [] { return false; });
+      return build(b, samples, epoch, *partners, [] { return false; });
     } catch (...) {
       lock.lock();
       failed_ = true;

@@ -47,12 +47,21 @@ struct Batch {
 struct EpochOrder {
   int64_t samples = 0;
   std::function<std::vector<int64_t>(int64_t epoch)> indices;
+  // Where mosaic partners come from in an epoch (--image-weights: the epoch's weighted draw);
+  // unset: any image of the dataset.
+  std::function<std::vector<int64_t>(int64_t epoch)> partners;
 };
 // 0, 1, ..., n - 1 every epoch (validation).
 EpochOrder sequential_order(int64_t n);
 // The sampler's share for each epoch (set_epoch on a copy, so the order is safe to call from
 // any thread).
 EpochOrder distributed_order(const DistributedSampler& sampler);
+
+// The reference's create_dataloader worker count: min(cores / local ranks, batch, workers), where
+// batch is min(batch_size, dataset_size) and counts as 0 when it is 1 (one image per batch is
+// loaded on the consumer's thread). The reference divides the cores by the machine's GPU count,
+// which is the number of local ranks in its DDP runs.
+int dataloader_workers(int cores, int local_ranks, int64_t batch_size, int64_t dataset_size, int workers);
 
 struct LoaderOptions {
   int batch_size = 16;
@@ -65,6 +74,9 @@ struct LoaderOptions {
   // The CUDA device worker threads make current (-1: leave the default), so that their pinned
   // allocations do not create a context on GPU 0 for a rank that computes on another GPU.
   int cuda_device = -1;
+  // --quad: each batch goes through quad_collate (quad_collate.h); batch_size must then be a
+  // multiple of 4, and a last batch of fewer than 4 images is dropped (len() leaves it out).
+  bool quad = false;
 };
 
 class Loader {
@@ -74,7 +86,7 @@ class Loader {
   Loader(const Loader&) = delete;
   Loader& operator=(const Loader&) = delete;
 
-  // Batches per epoch (the last one may be short).
+  // Batches per epoch (the last one may be short; with quad, one of fewer than 4 images is dropped).
   int64_t len() const;
   // Begins an epoch (abandoning what is left of the previous one) and sets the workers going.
   // first_batch > 0 continues an interrupted epoch: batches come out from that index on, exactly
@@ -97,7 +109,7 @@ class Loader {
   void work();
   // Batch b from the dataset indices it holds; nullopt when `cancelled` turned true on the way.
   std::optional<Batch> build(int64_t b, const std::vector<int64_t>& samples, int64_t epoch,
-                             const std::function<bool()>& cancelled) const;
+                             const std::vector<int64_t>& partners, const std::function<bool()>& cancelled) const;
   // The dataset indices of batch b of an epoch's order.
   std::vector<int64_t> batch_samples(const std::vector<int64_t>& order, int64_t b) const;
   std::vector<int64_t> checked_order(int64_t epoch) const;
@@ -111,6 +123,8 @@ class Loader {
   std::condition_variable work_ready_;   // workers: a batch may be claimed, or stop
   std::condition_variable batch_ready_;  // consumer: a slot was filled; start_epoch: idle
   std::vector<int64_t> indices_;         // the current epoch's order
+  // The current epoch's mosaic partners (empty: any image); shared with the batches being built.
+  std::shared_ptr<const std::vector<int64_t>> partners_ = std::make_shared<const std::vector<int64_t>>();
   int64_t epoch_ = -1;
   int64_t claimed_ = 0, delivered_ = 0, batches_ = 0;
   int in_flight_ = 0;

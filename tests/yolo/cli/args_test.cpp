@@ -76,6 +76,17 @@ TEST(Args, UniquePrefixesNameTheirFlag) {
   EXPECT_THROW(Args({"--size", "8"}, spec), UsageError);                       // not a prefix
 }
 
+// An exact flag name wins over a longer flag it is a prefix of (--bucket is not --bucket-cap-mb),
+// as in argparse; a shorter prefix of both is ambiguous.
+TEST(Args, AnExactNameWinsOverLongerFlags) {
+  const std::map<std::string, bool> spec = {{"bucket", true}, {"bucket-cap-mb", true}};
+  const Args args({"--bucket", "my-bucket", "--bucket-cap-mb", "8"}, spec);
+  EXPECT_EQ(args.get("bucket", ""), "my-bucket");
+  EXPECT_EQ(args.get_double("bucket-cap-mb", 0), 8.0);
+  EXPECT_EQ(Args({"--bucket", "b"}, spec).has("bucket-cap-mb"), false);
+  EXPECT_THROW(Args({"--buck", "b"}, spec), UsageError);
+}
+
 // --img, --imgsz and --img-size are one flag, as in the reference's argparse: each spelling and
 // its prefixes (--im, --imgs) name it, on every command that takes an image size, and `kestrel val
 // --img 320` / `kestrel export --img 320` are no longer ambiguous.

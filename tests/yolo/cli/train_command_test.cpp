@@ -335,3 +335,89 @@ TEST(TrainCommand, ResumesARunTheReferenceStarted) {
   EXPECT_TRUE(fs::exists(project / "exp/weights/last.safetensors"));
   fs::remove_all(project);
 }
+
+namespace {
+
+// The reference's Google Cloud and W&B options are accepted, each with a note of what Kestrel
+// does instead, and the run trains on; --bucket is its own flag, not --bucket-cap-mb, and
+// --upload_dataset takes an optional value.
+TEST(TrainCommand, CloudAndWandbOptionsGetANoteAndTrainingGoesOn) {
+  const fs::path project = scratch("cloud_flags");
+  auto r = run(kTiny + " --batch-size 8 --no-tensorboard --bucket my-bucket --entity me --upload_dataset"
+                       " --bbox_interval 5 --artifact_alias latest --project " + project.string());
+  ASSERT_EQ(r.code, 0) << r.out;
+  for (const char* note : {"--bucket my-bucket: Kestrel copies nothing to or from gs://my-bucket",
+                           "--entity me: Kestrel has no Weights & Biases logging",
+                           "--upload_dataset: Kestrel uploads no dataset",
+                           "--bbox_interval 5: Kestrel logs no box images to W&B",
+                           "--artifact_alias latest: Kestrel reads no W&B dataset artifacts"})
+    EXPECT_NE(r.out.find(note), std::string::npos) << note << "\n" << r.out;
+  EXPECT_EQ(opt_value(project / "exp", "bucket_cap_mb"), "4");
+  EXPECT_TRUE(fs::exists(project / "exp/weights/last.safetensors"));
+  // A value after --upload_dataset is its own; --bucket-cap-mb alone gives no --bucket note. (The
+  // run goes on to the trainer, which stops at the missing dataset.)
+  r = run(kTiny + " --upload_dataset val --bucket-cap-mb 8 --data " + (project / "missing.yaml").string() +
+          " --project " + project.string());
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("--upload_dataset: Kestrel uploads no dataset"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("missing.yaml"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("--bucket "), std::string::npos) << r.out;
+  r = run(kTiny + " --data " + (project / "missing.yaml").string() + " --project " + project.string() + " --upload");
+  EXPECT_EQ(r.code, 1) << r.out;  // a bare prefix, last on the line
+  EXPECT_NE(r.out.find("--upload_dataset: Kestrel uploads no dataset"), std::string::npos) << r.out;
+  r = run(kTiny + " --bbox_interval often --project " + project.string());  // an int, as in the reference
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("--bbox-interval expects an integer, got 'often'"), std::string::npos) << r.out;
+  fs::remove_all(project);
+}
+
+// --image-weights trains (its draws, unit-tested against the reference's in
+// tests/yolo/data/image_weights_test.cpp, follow the validations' per-class mAPs), and is refused where the reference refuses it (DDP), or where its draw cannot form batches (--rect).
+TEST(TrainCommand, ImageWeights) {
+  const fs::path project = scratch("image_weights");
+  auto r = run(kTiny + " --batch-size 4 --image-weights --nproc-per-node 2 --project " + project.string());
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("--image-weights is not compatible with multi-process (DDP) training"), std::string::npos) << r.out;
+  r = run(kTiny + " --batch-size 4 --image-weights --rect --project " + project.string());
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("drop --rect or --image-weights"), std::string::npos) << r.out;
+  EXPECT_FALSE(fs::exists(project / "exp")) << "a refused run left its directory";
+  r = run("train --cfg models/yolov5n.yaml --device cpu --img-size 64 --epochs 2 --max-batches 2 --noplots --noval"
+          " --no-tensorboard --batch-size 4 --image-weights --project " + project.string());
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(opt_value(project / "exp", "image_weights"), "true");
+  EXPECT_EQ(result_epochs(project / "exp"), (std::vector<int>{0, 1}));
+  fs::remove_all(project);
+}
+
+// --quad: batches of a quarter of the images at twice the size (the progress line's Size), and a
+// batch per rank that is no multiple of 4 is refused.
+TEST(TrainCommand, Quad) {
+  const fs::path project = scratch("quad");
+  auto r = run(kTiny + " --batch-size 6 --quad --project " + project.string());
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("--quad makes one image of every 4: the batch per rank (6) must be a multiple of 4"),
+            std::string::npos) << r.out;
+  r = run(kTiny + " --batch-size 8 --quad --no-tensorboard --project " + project.string());
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("        128: "), std::string::npos) << "the quads are 128 px:\n" << r.out;
+  EXPECT_EQ(opt_value(project / "exp", "quad"), "true");
+  fs::remove_all(project);
+}
+
+// A reference run trained with --optimizer Adam (tests/data/tiny_adam.pt) resumes as the SGD one.
+TEST(TrainCommand, ResumesAReferenceAdamRun) {
+  const fs::path project = scratch("pt_resume_adam");
+  fs::create_directories(project / "exp/weights");
+  const fs::path last = project / "exp/weights/last.pt";
+  fs::copy_file("tests/data/tiny_adam.pt", last);
+  const auto r = run("train --resume " + last.string() + " --device cpu --workers 1 --no-tensorboard");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("Resuming training from " + last.string() + " from epoch 2 to 3 total epochs"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("optimizer: Adam(lr=0.01)"), std::string::npos) << r.out;
+  EXPECT_TRUE(fs::exists(project / "exp/weights/last.safetensors"));
+  fs::remove_all(project);
+}
+
+}  // namespace

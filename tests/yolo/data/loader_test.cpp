@@ -10,7 +10,9 @@
 #include <unistd.h>
 
 #include "kernels/error.h"
+#include "tests/support/testing.h"
 #include "yolo/data/image_codec.h"
+#include "yolo/data/quad_collate.h"
 
 namespace fs = std::filesystem;
 using namespace kestrel;
@@ -68,7 +70,8 @@ EpochOrder shuffled_order(int64_t n, int64_t samples) {
             for (int64_t i = 0; i < samples; ++i) order[i] = i % n;
             std::shuffle(order.begin(), order.end(), rng);
             return order;
-          }};
+          },
+          {}};
 }
 
 std::vector<Batch> drain(Loader& loader, int64_t epoch) {
@@ -322,6 +325,56 @@ TEST_F(LoaderTest, RectBatchesTakeTheirShapes) {
         }
       },
       Error);
+}
+
+}  // namespace
+
+// --quad: batches of 4k images come out as k images at twice the size, each from the collate of
+// that batch's own stream; a last batch of fewer than 4 images is dropped, and a batch size that is
+// no multiple of 4 refused.
+TEST_F(LoaderTest, QuadBatchesAreQuarteredAtTwiceTheSize) {
+  LoaderOptions o;
+  o.batch_size = 4;
+  o.workers = 2;
+  o.seed = 3;
+  o.quad = true;
+  o.pin_memory = false;
+  Loader loader(pipeline(true), o, sequential_order(10));
+  EXPECT_EQ(loader.len(), 2);  // 4 + 4, and 2 left over
+  const std::vector<Batch> batches = drain(loader, 0);
+  ASSERT_EQ(batches.size(), 2u);
+  LoaderOptions plain_options = o;
+  plain_options.quad = false;
+  plain_options.workers = 0;
+  Loader plain(pipeline(true), plain_options, sequential_order(10));
+  EXPECT_EQ(plain.len(), 3);
+  for (const Batch& b : batches) {
+    EXPECT_EQ(b.images.shape(), (Shape{1, 128, 128, 3}));
+    Batch four = plain.build_batch(0, b.index);
+    Generator gen = quad_generator(3, 0, 0, b.index);
+    const Batch want = quad_collate(four, gen, false);
+    EXPECT_TRUE(kestrel::testing::all_close(b.images, want.images, 0, 0)) << b.index;
+    EXPECT_TRUE(kestrel::testing::all_close(b.targets, want.targets, 0, 0)) << b.index;
+  }
+  o.batch_size = 6;
+  EXPECT_NE(kestrel::testing::error_of([&] { Loader l(pipeline(true), o, sequential_order(10)); }).find("multiple of 4"),
+            std::string::npos);
+}
+
+namespace {
+
+// The reference's count: min(cores / local ranks, batch (0 when 1), --workers), with the batch
+// capped by the dataset's size.
+TEST(DataloaderWorkers, AreTheSmallestOfCoresBatchAndFlag) {
+  EXPECT_EQ(dataloader_workers(16, 1, 16, 1000, 8), 8);   // --workers
+  EXPECT_EQ(dataloader_workers(16, 4, 16, 1000, 8), 4);   // cores per local rank
+  EXPECT_EQ(dataloader_workers(2, 1, 16, 1000, 8), 2);    // cores
+  EXPECT_EQ(dataloader_workers(16, 1, 3, 1000, 8), 3);    // batch
+  EXPECT_EQ(dataloader_workers(16, 1, 16, 5, 8), 5);      // batch capped by the dataset
+  EXPECT_EQ(dataloader_workers(16, 1, 1, 1000, 8), 0);    // batch 1: the consumer's thread
+  EXPECT_EQ(dataloader_workers(16, 1, 16, 1, 8), 0);      // a one-image dataset, likewise
+  EXPECT_EQ(dataloader_workers(16, 1, 16, 1000, 0), 0);   // --workers 0
+  EXPECT_EQ(dataloader_workers(3, 4, 16, 1000, 8), 0);    // fewer cores than ranks
 }
 
 }  // namespace
