@@ -21,8 +21,9 @@ TEST(TrainEcho, TheReferencesOrderAndSpellingThenKestrelsOwn) {
   const std::string text = args_text(train_args_echo(o));
   EXPECT_EQ(text.rfind("weights=yolov5n.pt, cfg=, data=coco128.yaml, hyp=, epochs=3, batch_size=16, imgsz=320, "
                        "rect=True, resume=False, nosave=False, noval=False, noautoanchor=False, noplots=False, "
-                       "evolve=None, cache=None, device=, multi_scale=False, single_cls=False, optimizer=SGD, "
-                       "sync_bn=False, workers=8, project=runs/train, name=exp, exist_ok=False, cos_lr=False, "
+                       "evolve=None, cache=None, image_weights=False, device=, multi_scale=False, single_cls=False, "
+                       "optimizer=SGD, sync_bn=False, workers=8, project=runs/train, name=exp, exist_ok=False, "
+                       "quad=False, cos_lr=False, "
                        "label_smoothing=0.0, patience=100, freeze=[0], save_period=-1, seed=0, ",
                        0),
             0u)
