@@ -17,7 +17,7 @@ packages=(
   libturbojpeg0-dev libpng-dev
   libcurl4-openssl-dev zlib1g-dev
   libprotobuf-dev protobuf-compiler
-  patchelf xz-utils
+  patchelf xz-utils ccache
 )
 if [[ ${1:-} == --sanitize ]]; then
   packages+=(clang-14 libclang-rt-14-dev libomp-14-dev llvm-14)

@@ -5,7 +5,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build_dir=${BUILD_DIR:-$root/build}
-"$root/scripts/build.sh"
+"$root/scripts/build.sh" --target kestrel
 cd "$root"
 if nvidia-smi -L >/dev/null 2>&1; then
   defaults=(--data synthetic --cfg models/yolov5s.yaml --img-size 320 --epochs 30 --batch-size 32
