@@ -7,6 +7,7 @@
 #include "engine/json.h"
 #include "engine/safetensors.h"
 #include "yolo/augmented_inference.h"
+#include "yolo/release_weights.h"
 #include "yolo/weights_file.h"
 #include "yolo/shipped_files.h"
 #include "yolo/weights.h"
@@ -48,12 +49,14 @@ std::vector<std::string> names_of(const json::Value& names, const std::string& w
 InferenceModel load_inference_model(const std::string& weights, const std::string& cfg,
                                     std::optional<int> nc, Device device, bool allow_onnx) {
   InferenceModel out;
-  if (allow_onnx && yolo::weights_format(weights) == yolo::WeightsFormat::kOnnx) {
-    out.onnx = std::make_shared<yolo::OnnxModel>(weights);
+  // A release name (yolov5s.pt) or a URL is downloaded before its first bytes are looked at.
+  const std::string local = yolo::fetch_missing_weights(weights);
+  if (allow_onnx && yolo::weights_format(local) == yolo::WeightsFormat::kOnnx) {
+    out.onnx = std::make_shared<yolo::OnnxModel>(local);
     out.names = out.onnx->names();
     return out;
   }
-  const SafetensorsFile file = yolo::read_weights_file(weights);
+  const SafetensorsFile file = yolo::read_weights_file(local);
   yolo::ModelConfig config;
   if (const std::string* options = metadata_entry(file, "options")) {  // a training checkpoint
     json::Value opts = parse_metadata(*options, "options", weights);
