@@ -4,12 +4,12 @@
 // address, the reason and what to do by hand, leaving nothing behind. Training from an empty
 // folder, dataset included, is tests/yolo/cli/download_train_test.cpp.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <filesystem>
 
 #include "tests/support/cli.h"
 #include "tests/support/http_server.h"
+#include "tests/yolo/cli/empty_folder_run.h"
 #include "yolo/data/image_codec.h"
 #include "yolo/weights_file.h"
 
@@ -18,26 +18,9 @@ namespace {
 namespace fs = std::filesystem;
 using kestrel::testing::LoopbackHttpServer;
 
-class DownloadCommand : public ::testing::Test {
+class DownloadCommand : public kestrel::testing::EmptyFolderRun {
  protected:
-  void SetUp() override {
-    root_ = fs::temp_directory_path() / ("kestrel_download_cli_" + std::to_string(::getpid()));
-    fs::remove_all(root_);
-    fs::create_directories(root_ / "work");
-    fs::create_directories(root_ / "home");
-  }
-  void TearDown() override { fs::remove_all(root_); }
-
-  // `kestrel <args>` from the empty work folder, HOME inside the scratch folder, the mirror set.
-  kestrel::testing::CliResult run(const std::string& mirror, const std::string& args) {
-    return kestrel::testing::run_command("cd '" + (root_ / "work").string() + "' && HOME='" +
-                                         (root_ / "home").string() + "' KESTREL_DOWNLOAD_MIRROR=" + mirror +
-                                         " KESTREL_DOWNLOAD_TIMEOUT=10 " + kestrel::testing::kestrel_binary().string() +
-                                         " " + args);
-  }
-
-  fs::path root_;
-  LoopbackHttpServer server_;
+  DownloadCommand() : EmptyFolderRun("download_cli") {}
 };
 
 TEST_F(DownloadCommand, DetectAndExportFetchTheirWeightsToo) {

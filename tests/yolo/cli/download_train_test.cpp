@@ -7,7 +7,6 @@
 // small coco128.zip built here in coco128's layout (real JPEGs with labels, deflated). Two images
 // in one batch keep the training short; the rest is the command as issue 24 gives it.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <opencv2/imgproc.hpp>
 
@@ -15,6 +14,7 @@
 
 #include "tests/support/cli.h"
 #include "tests/support/http_server.h"
+#include "tests/yolo/cli/empty_folder_run.h"
 #include "tests/support/zip_writer.h"
 #include "yolo/data/image_codec.h"
 #include "yolo/weights_file.h"
@@ -22,7 +22,6 @@
 namespace {
 
 namespace fs = std::filesystem;
-using kestrel::testing::LoopbackHttpServer;
 using kestrel::testing::ZipInput;
 
 // coco128.zip's layout: coco128/{images,labels}/train2017, with a LICENSE beside them.
@@ -45,26 +44,9 @@ std::string small_coco128_zip(const fs::path& scratch) {
   return kestrel::testing::make_zip(entries);
 }
 
-class DownloadTrain : public ::testing::Test {
+class DownloadTrain : public kestrel::testing::EmptyFolderRun {
  protected:
-  void SetUp() override {
-    root_ = fs::temp_directory_path() / ("kestrel_download_train_" + std::to_string(::getpid()));
-    fs::remove_all(root_);
-    fs::create_directories(root_ / "work");
-    fs::create_directories(root_ / "home");
-  }
-  void TearDown() override { fs::remove_all(root_); }
-
-  // `kestrel <args>` from the empty work folder, HOME inside the scratch folder, the mirror set.
-  kestrel::testing::CliResult run(const std::string& mirror, const std::string& args) {
-    return kestrel::testing::run_command("cd '" + (root_ / "work").string() + "' && HOME='" +
-                                         (root_ / "home").string() + "' KESTREL_DOWNLOAD_MIRROR=" + mirror +
-                                         " KESTREL_DOWNLOAD_TIMEOUT=10 " + kestrel::testing::kestrel_binary().string() +
-                                         " " + args);
-  }
-
-  fs::path root_;
-  LoopbackHttpServer server_;
+  DownloadTrain() : EmptyFolderRun("download_train") {}
 };
 
 TEST_F(DownloadTrain, TrainFromAnEmptyFolderDownloadsTheWeightsAndTheDataset) {
