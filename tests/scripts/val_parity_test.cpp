@@ -9,7 +9,9 @@
 // - LiveReference: the same against the reference run now on the converted weights
 //   (scripts/convert_to_ultralytics.py), where PyTorch and the reference's source are present, as
 //   tests/scripts/converters_test.cpp needs them; the reference's NMS wall-clock cut-off is
-//   switched off there (reference_fixture.py val), so that its numbers do not depend on speed.
+//   switched off there (reference_fixture.py val), so that its numbers do not depend on speed;
+//   and `kestrel val` on that same .pt (the reference's torch.save of its own model classes, read
+//   by Kestrel's .pt reader) prints the reference's row too.
 // - The same two with --augment (test-time augmentation: scales 1, 0.83 mirrored, 0.67), recorded
 //   in tests/scripts/val_parity_augment_reference.txt.
 // Each is skipped, saying what is missing, without what it needs.
@@ -83,8 +85,9 @@ fs::path scratch(const std::string& name) {
   return p;
 }
 
-AllRow kestrel_val(const std::string& data, const fs::path& dir, bool augment = false) {
-  const CliResult r = run_kestrel("val --data " + data + " --weights " + kWeights +
+AllRow kestrel_val(const std::string& data, const fs::path& dir, bool augment = false,
+                   const std::string& weights = kWeights) {
+  const CliResult r = run_kestrel("val --data " + data + " --weights " + weights +
                                   " --img-size 320 --batch-size 32 --conf-thres 0.001 --iou-thres 0.6 --device cpu "
                                   "--workers 2 --exist-ok --project " + dir.string() + " --name kestrel" +
                                   (augment ? " --augment" : ""));
@@ -128,6 +131,8 @@ void expect_live(bool augment) {
   AllRow reference;
   ASSERT_TRUE(parse_all_row(r.out, reference)) << "no 'all' row in the reference's output:\n" << r.out;
   expect_same_row(kestrel_val(data, dir, augment), reference);
+  // The reference's own file, read by Kestrel's .pt reader, validates the same.
+  expect_same_row(kestrel_val(data, dir, augment, pt), reference);
   fs::remove_all(dir);
 }
 
