@@ -55,6 +55,7 @@ const FlagTable kFlags = {
     {"line-thickness", "PIXELS", "3", "box line thickness"},
     {"hide-labels", nullptr, nullptr, "draw boxes without labels"},
     {"hide-conf", nullptr, nullptr, "draw labels without confidences"},
+    {"update", nullptr, nullptr, "accepted with a note: Kestrel never rewrites a weights file (the reference strips its optimizer)"},
     {"half", nullptr, nullptr, "float16 inference on a GPU (ignored on the CPU, as in the reference)"},
     {"dnn", nullptr, nullptr, "accepted: .onnx weights always run in OpenCV DNN (on the CPU)"},
     {"vid-stride", "N", "1", "read every N-th video frame"},
@@ -160,7 +161,7 @@ const Command kDetectCommand = {
     "                      [--save-crop] [--nosave] [--view-img] [--line-thickness 3]\n"
     "                      [--hide-labels] [--hide-conf] [--vid-stride 1] [--project runs/detect]\n"
     "                      [--name exp] [--exist-ok] [--half] [--augment] [--visualize] [--dnn]\n"
-    "                      [--data D.yaml] [--cfg M.yaml] [--nc N]\n"
+    "                      [--data D.yaml] [--update] [--cfg M.yaml] [--nc N]\n"
     "  --visualize also writes each stage's output (.npy); --data also gives plain weights without --nc\n"
     "  their class count.\n"
     "  SRC: an image, a video, a folder, a glob ('imgs/**/*.jpg'), a .txt list of those, a stream\n"
@@ -181,6 +182,9 @@ int run_detect(const std::vector<std::string>& argv) {
   }
   const int vid_stride = args.get_int32("vid-stride", 1);
   if (vid_stride < 1) throw UsageError("--vid-stride must be >= 1");
+  if (args.has("update"))
+    std::printf("--update: Kestrel reads weights files as they are and never rewrites them; nothing to "
+                "update\n");
   DetectSettings s;
   s.nms.conf_thres = args.get_double("conf-thres", 0.25);
   s.nms.iou_thres = args.get_double("iou-thres", 0.45);

@@ -60,6 +60,7 @@ const FlagTable kFlags = {
     {"freeze", "N|i,j,..", "0", "freeze the first N layers, or the layers listed"},
     {"save-period", "EPOCHS", "-1", "also save a checkpoint every this many epochs (< 1: never)"},
     {"seed", "N", "0", "global training seed"},
+    {"local-rank", "N", "-1", "torch.distributed.launch's argument: accepted; the rank comes from LOCAL_RANK, as in the reference"},
     {"entity", "E", nullptr, "W&B entity: accepted with a note (Kestrel logs to results.csv and TensorBoard)"},
     {"upload-dataset", "[val]", "False", "W&B dataset upload: accepted with a note (Kestrel uploads nothing)"},
     {"bbox-interval", "N", "-1", "W&B box-image interval: accepted with a note (see the batch plots instead)"},

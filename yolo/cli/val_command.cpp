@@ -54,6 +54,7 @@ const FlagTable kFlags = {
     {"save-txt", nullptr, nullptr, "save the detections to labels/*.txt"},
     {"save-conf", nullptr, nullptr, "with --save-txt: add each detection's confidence"},
     {"save-json", nullptr, nullptr, "save the detections as COCO JSON"},
+    {"save-hybrid", nullptr, nullptr, "accepted with a note: Kestrel mixes no labels into the predictions; saves them as --save-txt"},
     {"project", "DIR", "runs/val", "results go to project/name"},
     {"name", "NAME", "exp", "results go to project/name, numbered (exp2, ...) when it exists"},
     {"exist-ok", nullptr, nullptr, "reuse an existing project/name instead of numbering a new one"},
@@ -69,7 +70,7 @@ const Command kValCommand = {
     "usage: kestrel val --weights W.pt|W.safetensors|W.onnx --data D.yaml|synthetic [--img-size 640]\n"
     "                   [--batch-size 32] [--conf-thres 0.001] [--iou-thres 0.6]\n"
     "                   [--task val|test|train] [--device cpu|0] [--half] [--augment] [--dnn]\n"
-    "                   [--save-json] [--save-txt] [--save-conf] [--verbose] [--single-cls]\n"
+    "                   [--save-json] [--save-txt] [--save-conf] [--save-hybrid] [--verbose] [--single-cls]\n"
     "                   [--max-det 300] [--workers 8] [--cfg M.yaml] [--nc N] [--project runs/val]\n"
     "                   [--name exp] [--exist-ok]\n"
     "  --cfg/--nc are only needed for plain weights files (checkpoints carry their model).\n",
@@ -91,7 +92,10 @@ int run_val(const std::vector<std::string>& argv) {
   vo.single_cls = args.has("single-cls");
   vo.verbose = args.has("verbose");
   vo.save_json = args.has("save-json");
-  vo.save_txt = args.has("save-txt");
+  vo.save_txt = args.has("save-txt") || args.has("save-hybrid");  // the reference's save_txt |= save_hybrid
+  if (args.has("save-hybrid"))
+    std::printf("--save-hybrid: Kestrel does not add the labels to the predictions (which changes the "
+                "metrics); it validates as without it and saves the predictions as --save-txt does\n");
   vo.save_conf = args.has("save-conf");  // as the reference: only with --save-txt
   vo.workers = args.get_int32("workers", 8);
   vo.plots = true;

@@ -368,6 +368,11 @@ TEST(TrainCommand, CloudAndWandbOptionsGetANoteAndTrainingGoesOn) {
   r = run(kTiny + " --bbox_interval often --project " + project.string());  // an int, as in the reference
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_NE(r.out.find("--bbox-interval expects an integer, got 'often'"), std::string::npos) << r.out;
+  // torch.distributed.launch's --local_rank=N is accepted (the rank comes from LOCAL_RANK); the run
+  // goes on to the trainer, which stops at the missing dataset.
+  r = run(kTiny + " --local_rank=0 --data " + (project / "missing.yaml").string() + " --project " + project.string());
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("missing.yaml"), std::string::npos) << r.out;
   fs::remove_all(project);
 }
 

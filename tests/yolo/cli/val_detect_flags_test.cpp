@@ -141,6 +141,26 @@ TEST(ValDetectFlags, HalfIsANoteOnTheCpuAndAugmentRuns) {
   fs::remove_all(dir);
 }
 
+// The reference's --save-hybrid (val) and --update (detect) are accepted, each with a note of what
+// Kestrel does instead: val saves the predictions as --save-txt, detect rewrites nothing.
+TEST(ValDetectFlags, SaveHybridAndUpdateAreNotes) {
+  const fs::path dir = scratch("hybrid");
+  const fs::path images = mini_dataset(dir, 2);
+  const CliResult val = run("val --weights " + std::string(kWeights) + " --data " + (dir / "mini.yaml").string() +
+                            " --single-cls --img 64 --device cpu --workers 1 --save-hybrid --project " +
+                            (dir / "val").string());
+  ASSERT_EQ(val.code, 0) << val.out;
+  EXPECT_TRUE(mentions(val.out, "--save-hybrid: Kestrel does not add the labels")) << val.out;
+  EXPECT_TRUE(fs::is_directory(dir / "val" / "exp" / "labels")) << "--save-hybrid saves as --save-txt";
+  const auto before = fs::last_write_time(kWeights);
+  const CliResult det = run("detect --weights " + std::string(kWeights) + " --source " + images.string() +
+                            " --img 64 --device cpu --update --project " + (dir / "det").string());
+  ASSERT_EQ(det.code, 0) << det.out;
+  EXPECT_TRUE(mentions(det.out, "--update: Kestrel reads weights files as they are")) << det.out;
+  EXPECT_EQ(fs::last_write_time(kWeights), before);
+  fs::remove_all(dir);
+}
+
 // --data names the classes of weights that carry none; --visualize writes every stage but Detect.
 TEST(ValDetectFlags, DetectDataNamesAndVisualize) {
   const fs::path dir = scratch("visualize");
