@@ -214,6 +214,10 @@ int run_detect(const std::vector<std::string>& argv) {
                   " names ", data_names.size(), " classes, but the weights predict ", im.nc());
     im.names = data_names;
   }
+  // As the reference, whose --data defaults to coco128.yaml: weights without names of their own
+  // that predict COCO's 80 classes are labelled with COCO's names (other counts keep numbers).
+  if (im.names.empty() && data_names.empty() && im.nc() == 80)
+    im.names = yolo::data::load_dataset_names(yolo::find_shipped_file("coco128.yaml", "--data"));
   s.dtype = inference_dtype(args.has("half"), im, device);
   set_augment(args.has("augment"), im);
   s.visualize = args.has("visualize");

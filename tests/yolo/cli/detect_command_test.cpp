@@ -1,6 +1,7 @@
 // `kestrel detect` as the reference's detect.py: a folder holding unreadable files (each named in
 // a warning and skipped, the others still detected, a summary counting the skipped ones), and each
 // of detect.py's flags and source forms, checked through the files a run writes.
+#include <cctype>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -72,6 +73,26 @@ TEST(DetectCommand, UnreadableFilesInAFolderAreSkippedAndCounted) {
   const CliResult none = run_kestrel(detect + images.string());
   EXPECT_EQ(none.code, 1) << none.out;
   EXPECT_TRUE(mentions(none.out, "could be read (2 files skipped)")) << none.out;
+  fs::remove_all(dir);
+}
+
+// Weights without class names of their own: as the reference, whose --data defaults to
+// coco128.yaml, an 80-class model is labelled with COCO's names; other counts keep numbers.
+TEST(DetectCommand, EightyClassWeightsWithoutNamesGetCocosNames) {
+  const fs::path dir = scratch("coco_names");
+  const std::string weights = (dir / "w.safetensors").string();
+  ASSERT_EQ(run_kestrel("model --cfg models/yolov5n.yaml --save " + weights).code, 0);
+  kestrel::yolo::data::write_jpeg((dir / "a.jpg").string(), picture());
+  const CliResult r = run_kestrel("detect --weights " + weights + " --cfg models/yolov5n.yaml --img-size 64 "
+                                  "--conf-thres 0.0001 --device cpu --nosave --source " + (dir / "a.jpg").string());
+  ASSERT_EQ(r.code, 0) << r.out;
+  const size_t at = r.out.find("64x64 ");  // "image 1/1 ...: 64x64 3 persons, 1 kite, ..."
+  ASSERT_NE(at, std::string::npos) << r.out;
+  const std::string counts = r.out.substr(at + 6, r.out.find('\n', at) - at - 6);
+  std::istringstream words(counts);
+  std::string count, name;
+  ASSERT_TRUE(words >> count >> name) << counts;
+  EXPECT_TRUE(std::isalpha(static_cast<unsigned char>(name[0]))) << "a class number, not a name: " << counts;
   fs::remove_all(dir);
 }
 
