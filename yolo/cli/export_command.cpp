@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <string_view>
 
 #include "engine/autograd.h"
 #include "yolo/cli/args.h"
@@ -25,18 +26,45 @@ std::string shape_text(const std::vector<int64_t>& s) {
   return out + ")";
 }
 
-// The reference's flags that Kestrel has, in its order, then Kestrel's own.
+// The reference's flags in its order, then Kestrel's own. Those for the formats Kestrel does not
+// write (TorchScript, TensorFlow, TF.js, TensorRT, CoreML) and ONNX's simplifier are accepted with
+// a note (print_other_format_notes).
 const FlagTable kFlags = {
+    {"data", "D.yaml", "data/coco128.yaml", "TF int8 calibration data in the reference; noted and ignored: Kestrel writes ONNX"},
     {"weights", "W.pt", nullptr, "weights to export: a YOLOv5 .pt or a Kestrel .safetensors (required)"},
     {"img-size", "H [W]", "640", "input size (height [width]), rounded up to multiples of the largest stride (also --img, --imgsz)"},
     {"batch-size", "N", "1", "batch size of the graph's input"},
     {"device", "cpu|0", "cpu", "cpu or a GPU index (the dry run's device)"},
     {"half", nullptr, nullptr, "float16 graph; as in the reference it needs a GPU (--device 0) and no --dynamic"},
+    {"inplace", nullptr, nullptr, "Detect's in-place ops in the reference; noted and ignored: they do not change the graph"},
+    {"keras", nullptr, nullptr, "TensorFlow: use Keras; noted and ignored: Kestrel writes ONNX"},
+    {"optimize", nullptr, nullptr, "TorchScript: optimise for mobile; noted and ignored: Kestrel writes ONNX"},
+    {"int8", nullptr, nullptr, "CoreML/TensorFlow int8 quantisation; noted and ignored: Kestrel writes ONNX"},
     {"dynamic", nullptr, nullptr, "'batch', 'height' and 'width' axes instead of fixed sizes"},
+    {"simplify", nullptr, nullptr, "ONNX: onnx-simplifier; noted and ignored: Kestrel writes its graph as built"},
     {"opset", "N", "12", "ONNX opset, 12 (the reference's default) to the ONNX library's newest"},
+    {"verbose", nullptr, nullptr, "TensorRT: verbose log; noted and ignored: Kestrel writes ONNX"},
+    {"workspace", "GB", "4", "TensorRT: workspace size; noted and ignored: Kestrel writes ONNX"},
+    {"nms", nullptr, nullptr, "TensorFlow: NMS in the graph; noted and ignored: Kestrel's ONNX ends before NMS"},
+    {"agnostic-nms", nullptr, nullptr, "TensorFlow: class-agnostic NMS in the graph; noted and ignored: Kestrel's ONNX ends before NMS"},
+    {"topk-per-class", "K", "100", "TF.js NMS: top k per class; noted and ignored: Kestrel writes ONNX"},
+    {"topk-all", "K", "100", "TF.js NMS: top k over all classes; noted and ignored: Kestrel writes ONNX"},
+    {"iou-thres", "IOU", "0.45", "TF.js NMS: IoU threshold; noted and ignored: Kestrel writes ONNX"},
+    {"conf-thres", "C", "0.25", "TF.js NMS: confidence threshold; noted and ignored: Kestrel writes ONNX"},
     {"include", "onnx", "onnx", "the format; onnx is the one Kestrel writes"},
     {"cfg", "M.yaml", nullptr, "model yaml, only for plain weights files (checkpoints carry their model)"},
     {"nc", "N", nullptr, "class count, only for plain weights files"}};
+
+// One line for each given flag that belongs to another format (or to a step Kestrel does not
+// take), saying so; the ONNX export goes on as without it.
+void print_other_format_notes(const Args& args) {
+  for (const char* flag : {"data", "inplace", "keras", "optimize", "int8", "simplify", "verbose", "workspace",
+                           "nms", "agnostic-nms", "topk-per-class", "topk-all", "iou-thres", "conf-thres"}) {
+    if (!args.has(flag)) continue;
+    for (const Flag& f : kFlags)
+      if (std::string_view(f.name) == flag) std::printf("--%s: %s\n", flag, f.help);
+  }
+}
 
 }  // namespace
 
@@ -56,6 +84,7 @@ int run_export(const std::vector<std::string>& argv) {
   if (!args.has("weights")) throw UsageError("--weights is required");
   const std::string include = args.get("include", "onnx");
   if (include != "onnx") throw UsageError("--include " + include + ": Kestrel exports onnx only");
+  print_other_format_notes(args);
   yolo::OnnxExportOptions o;
   o.batch = args.get_int32("batch-size", 1);
   o.dynamic = args.has("dynamic");

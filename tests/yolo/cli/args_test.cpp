@@ -126,7 +126,7 @@ TEST(Args, ReferencePrefixesWorkOnEveryInferenceCommand) {
                " --save-cr --nos --cla 0 2 --agn --aug --vis --proj /tmp/p --na exp --ex --line 2 --hide-l --hide-c"
                " --hal --dn --vid 1 --dat coco128.yaml",
            "detect" + w + " --source x.jpg --imgsz 320",
-           "export" + w + " --inc onnx --img 480 640 --batch 1 --dev cpu --op 12 --dyn",
+           "export" + w + " --inc onnx --img 480 640 --batch 1 --dev cpu --ops 12 --dyn",
            "export" + w + " --imgsz 320 --half --device cpu"}) {
     const auto r = run_kestrel(command);
     EXPECT_EQ(r.out.find("ambiguous"), std::string::npos) << command << ": " << r.out;
@@ -136,6 +136,10 @@ TEST(Args, ReferencePrefixesWorkOnEveryInferenceCommand) {
     else
       EXPECT_EQ(r.code, 1) << command << ": " << r.out;
   }
+  // As argparse in the reference's export.py: --op could be --opset or --optimize.
+  const auto op = run_kestrel("export" + w + " --op 12");
+  EXPECT_EQ(op.code, 2) << op.out;
+  EXPECT_NE(op.out.find("ambiguous flag --op: could be --opset, --optimize"), std::string::npos) << op.out;
 }
 
 // argparse's nargs='+': `--classes 0 2 3` takes the words up to the next flag; commas read the same.

@@ -1,6 +1,8 @@
 // `kestrel export` end to end: writes W.onnx next to the weights, rounds the image size up to a
 // stride multiple as the reference, and refuses bad input with the documented exit codes
 // (--half on the CPU as the reference does).
+#include <unistd.h>
+
 #include <filesystem>
 
 #include "tests/support/cli.h"
@@ -37,6 +39,26 @@ TEST(ExportCommand, WritesTheOnnxFileNextToTheWeights) {
   Result dynamic = run(base + " --dynamic --batch-size 2 --img-size 128 --opset 13");
   ASSERT_EQ(dynamic.code, 0) << dynamic.out;
   EXPECT_TRUE(contains(dynamic.out, "opset 13, dynamic axes")) << dynamic.out;
+}
+
+// The reference's flags for other formats (TensorFlow, TF.js, TensorRT, CoreML, TorchScript) and
+// ONNX's simplifier are accepted, each with a note, and the ONNX is written as without them.
+TEST(ExportCommand, OtherFormatsFlagsAreNotedAndTheOnnxIsWritten) {
+  const fs::path dir = fs::temp_directory_path() / ("kestrel_cli_test_export_notes_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string weights = (dir / "w.safetensors").string();
+  ASSERT_EQ(run("model --cfg models/yolov5n.yaml --save " + weights).code, 0);
+  Result r = run("export --weights " + weights + " --cfg models/yolov5n.yaml --img 64 --data coco128.yaml "
+                 "--inplace --keras --optimize --int8 --simplify --verbose --workspace 8 --nms --agnostic-nms "
+                 "--topk-per-class 50 --topk-all 50 --iou-thres 0.5 --conf-thres 0.3");
+  ASSERT_EQ(r.code, 0) << r.out;
+  for (const char* flag : {"data", "inplace", "keras", "optimize", "int8", "simplify", "verbose", "workspace", "nms",
+                           "agnostic-nms", "topk-per-class", "topk-all", "iou-thres", "conf-thres"})
+    EXPECT_TRUE(contains(r.out, std::string("--") + flag + ": ")) << flag << "\n" << r.out;
+  EXPECT_TRUE(contains(r.out, "--keras: TensorFlow: use Keras; noted and ignored: Kestrel writes ONNX")) << r.out;
+  EXPECT_TRUE(fs::exists(dir / "w.onnx"));
+  fs::remove_all(dir);
 }
 
 TEST(ExportCommand, BadInputIsRefused) {
