@@ -96,7 +96,9 @@ TEST(StartupLines, ValDetectAndExportEchoTheirFlagsThenTheFusedModel) {
 
   r = run_kestrel("export --weights " + weights + " --cfg yolov5n.yaml --nc 4 --img 64");
   ASSERT_EQ(r.code, 0) << r.out;
-  EXPECT_EQ(r.out.rfind("export: weights=" + weights + ", imgsz=[64, 64], batch_size=1, device=cpu, ", 0), 0u) << r.out;
+  EXPECT_EQ(r.out.rfind("export: data=data/coco128.yaml, weights=" + weights + ", imgsz=[64, 64], batch_size=1, device=cpu, ", 0),
+            0u)
+      << r.out;
   EXPECT_NE(at(r.out, fused), std::string::npos) << r.out;
   fs::remove_all(dir);
 }
@@ -106,8 +108,11 @@ TEST(StartupLines, PrefixesAreColouredOnATerminalOnly) {
   if (kestrel::testing::run_command("command -v script").code != 0) GTEST_SKIP() << "no script(1) for a pseudo-terminal";
   const std::string cmd = kestrel::testing::kestrel_binary().string() + " export --weights /no/such.safetensors";
   const auto r = kestrel::testing::run_command("script -qec '" + cmd + "' /dev/null");
-  EXPECT_NE(r.out.find("\x1b[34m\x1b[1mexport: \x1b[0mweights=/no/such.safetensors"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\x1b[34m\x1b[1mexport: \x1b[0mdata=data/coco128.yaml, weights=/no/such.safetensors"),
+            std::string::npos)
+      << r.out;
   const auto piped = kestrel::testing::run_command(cmd);
-  EXPECT_NE(piped.out.find("export: weights=/no/such.safetensors"), std::string::npos) << piped.out;
+  EXPECT_NE(piped.out.find("export: data=data/coco128.yaml, weights=/no/such.safetensors"), std::string::npos)
+      << piped.out;
   EXPECT_EQ(piped.out.find("\x1b["), std::string::npos) << piped.out;
 }
