@@ -9,6 +9,7 @@
 
 #include "engine/atomic_file.h"
 #include "yolo/plot_canvas.h"
+#include "yolo/plot_text.h"
 
 namespace kestrel::yolo {
 namespace {
@@ -38,18 +39,6 @@ cv::Mat channel_tile(const std::vector<float>& hwc, int64_t h, int64_t w, int64_
 }
 
 }  // namespace
-
-cv::Scalar viridis(double t) {
-  // matplotlib's viridis (RGB) at 0, 1/8, ..., 1, interpolated linearly.
-  static const double anchors[9][3] = {{68, 1, 84},    {71, 45, 123},  {59, 82, 139},   {44, 114, 142}, {33, 145, 140},
-                                       {40, 174, 128}, {94, 201, 98},  {173, 220, 48},  {253, 231, 37}};
-  const double u = std::clamp(std::isfinite(t) ? t : 0.0, 0.0, 1.0) * 8;
-  const int i = std::min(7, static_cast<int>(u));
-  const double f = u - i;
-  double rgb[3];
-  for (int k = 0; k < 3; ++k) rgb[k] = anchors[i][k] * (1 - f) + anchors[i + 1][k] * f;
-  return cv::Scalar(rgb[2], rgb[1], rgb[0]);
-}
 
 void write_npy(const std::string& path, const std::vector<int64_t>& shape, const std::vector<float>& values) {
   std::string dims;  // Python's tuple: (3,) for one dimension, (3, 4, 5) for more

@@ -20,7 +20,4 @@ std::string save_feature_maps(const Tensor& x, const std::string& module_type, i
 // A float32 array as numpy's np.save writes it (format 1.0, little-endian, C order).
 void write_npy(const std::string& path, const std::vector<int64_t>& shape, const std::vector<float>& values);
 
-// matplotlib's "viridis" colour map (BGR) at t in [0, 1]: dark purple to yellow.
-cv::Scalar viridis(double t);
-
 }  // namespace kestrel::yolo

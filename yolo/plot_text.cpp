@@ -82,17 +82,33 @@ cv::Scalar tab10(int index) {
   return cycle[((index % 10) + 10) % 10];
 }
 
-cv::Scalar blues(double t) {
-  // The nine anchors of matplotlib's Blues (RGB), interpolated linearly.
-  static const double anchors[9][3] = {{247, 251, 255}, {222, 235, 247}, {198, 219, 239},
-                                       {158, 202, 225}, {107, 174, 214}, {66, 146, 198},
-                                       {33, 113, 181},  {8, 81, 156},    {8, 48, 107}};
+namespace {
+
+// A colour map given by nine RGB anchors at 0, 1/8, ..., 1, interpolated linearly; BGR at t in
+// [0, 1] (clamped; NaN reads as 0).
+cv::Scalar nine_anchor_map(const double (&anchors)[9][3], double t) {
   const double u = std::clamp(std::isfinite(t) ? t : 0.0, 0.0, 1.0) * 8;
   const int i = std::min(7, static_cast<int>(u));
   const double f = u - i;
   double rgb[3];
   for (int k = 0; k < 3; ++k) rgb[k] = anchors[i][k] * (1 - f) + anchors[i + 1][k] * f;
   return cv::Scalar(rgb[2], rgb[1], rgb[0]);
+}
+
+}  // namespace
+
+cv::Scalar blues(double t) {
+  static const double anchors[9][3] = {{247, 251, 255}, {222, 235, 247}, {198, 219, 239},
+                                       {158, 202, 225}, {107, 174, 214}, {66, 146, 198},
+                                       {33, 113, 181},  {8, 81, 156},    {8, 48, 107}};
+  return nine_anchor_map(anchors, t);
+}
+
+cv::Scalar viridis(double t) {
+  static const double anchors[9][3] = {{68, 1, 84},    {71, 45, 123},  {59, 82, 139},
+                                       {44, 114, 142}, {33, 145, 140}, {40, 174, 128},
+                                       {94, 201, 98},  {173, 220, 48}, {253, 231, 37}};
+  return nine_anchor_map(anchors, t);
 }
 
 }  // namespace kestrel::yolo

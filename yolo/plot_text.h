@@ -41,4 +41,7 @@ cv::Scalar tab10(int index);
 // matplotlib's "Blues" colour map (BGR) at t in [0, 1]: near-white to dark blue.
 cv::Scalar blues(double t);
 
+// matplotlib's "viridis" colour map (BGR) at t in [0, 1]: dark purple to yellow.
+cv::Scalar viridis(double t);
+
 }  // namespace kestrel::yolo
