@@ -101,27 +101,24 @@ def coco_names():
         return dict(yaml.safe_load(f)['names'])
 
 
-def make_training(out):
-    import types
-
-    import numpy as np
+def train_two_steps(cfg, optimizer_name, seed):
+    """The reference's model of `cfg` (BN statistics randomised from a generator seeded `seed`)
+    after two train.py steps on random images: its smart_optimizer with the scratch-low hyp, and
+    the EMA. Returns (model, optimizer, ema, hyp)."""
     import torch
-    # train.py imports TensorBoard's writer when it is imported; only its parse_opt is used here.
-    sys.modules.setdefault('torch.utils.tensorboard', types.SimpleNamespace(SummaryWriter=object))
-    import train
     from models.yolo import Model
     from utils.general import check_yaml
     from utils.loss import ComputeLoss
-    from utils.torch_utils import ModelEMA, de_parallel, smart_optimizer
+    from utils.torch_utils import ModelEMA, smart_optimizer
     import yaml
 
     torch.manual_seed(0)
-    gen = torch.Generator().manual_seed(2)
+    gen = torch.Generator().manual_seed(seed)
     hyp = yaml.safe_load(open(check_yaml(os.path.join(REFERENCE, 'data', 'hyps', 'hyp.scratch-low.yaml'))))
-    model = Model(str(HERE / 'tiny.yaml'), ch=3, nc=len(NAMES))
+    model = Model(str(HERE / cfg), ch=3, nc=len(NAMES))
     randomise_bn(model, gen)
     model.nc, model.hyp, model.names = len(NAMES), hyp, NAMES
-    optimizer = smart_optimizer(model, 'SGD', hyp['lr0'], hyp['momentum'], hyp['weight_decay'])
+    optimizer = smart_optimizer(model, optimizer_name, hyp['lr0'], hyp['momentum'], hyp['weight_decay'])
     for g in optimizer.param_groups:
         g['initial_lr'] = hyp['lr0']
     ema = ModelEMA(model)
@@ -135,6 +132,20 @@ def make_training(out):
         optimizer.step()
         optimizer.zero_grad()
         ema.update(model)
+    return model, optimizer, ema, hyp
+
+
+def make_training(out):
+    import types
+
+    import numpy as np
+    import torch
+    # train.py imports TensorBoard's writer when it is imported; only its parse_opt is used here.
+    sys.modules.setdefault('torch.utils.tensorboard', types.SimpleNamespace(SummaryWriter=object))
+    import train
+    from utils.torch_utils import de_parallel
+
+    model, optimizer, ema, hyp = train_two_steps('tiny.yaml', 'SGD', seed=2)
 
     opt = train.parse_opt(True)
     # data 'synthetic': Kestrel's built-in dataset, so that the resumed run finds its data anywhere
@@ -175,32 +186,10 @@ def make_adam_training(out, cfg, optimizer_name, next_step_params):
     sys.modules.setdefault('torch.utils.tensorboard', types.SimpleNamespace(SummaryWriter=object))
     import train
     from models.yolo import Model
-    from utils.general import check_yaml
-    from utils.loss import ComputeLoss
-    from utils.torch_utils import ModelEMA, de_parallel, smart_optimizer
-    import yaml
+    from utils.torch_utils import de_parallel, smart_optimizer
 
-    torch.manual_seed(0)
-    gen = torch.Generator().manual_seed(3)
-    hyp = yaml.safe_load(open(check_yaml(os.path.join(REFERENCE, 'data', 'hyps', 'hyp.scratch-low.yaml'))))
     # train.py's decay for batch 32: hyp['weight_decay'] *= batch_size * accumulate / nbs (32 * 2 / 64)
-    model = Model(str(HERE / cfg), ch=3, nc=len(NAMES))
-    randomise_bn(model, gen)
-    model.nc, model.hyp, model.names = len(NAMES), hyp, NAMES
-    optimizer = smart_optimizer(model, optimizer_name, hyp['lr0'], hyp['momentum'], hyp['weight_decay'])
-    for g in optimizer.param_groups:
-        g['initial_lr'] = hyp['lr0']
-    ema = ModelEMA(model)
-    compute_loss = ComputeLoss(model)
-    model.train()
-    for step in range(2):
-        images = torch.rand((2, 3, 64, 64), generator=gen)
-        targets = torch.tensor([[0, 0, 0.5, 0.5, 0.3, 0.4], [1, 3, 0.3, 0.6, 0.2, 0.2]])
-        loss, _ = compute_loss(model(images), targets)
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad()
-        ema.update(model)
+    model, optimizer, ema, hyp = train_two_steps(cfg, optimizer_name, seed=3)
 
     opt = train.parse_opt(True)
     opt.cfg, opt.data, opt.weights, opt.project = str(HERE / cfg), 'synthetic', '', 'runs/train'
