@@ -1,13 +1,11 @@
 #include "engine/http_download.h"
 
-#include <curl/curl.h>
-
 #include <chrono>
 #include <cmath>
 #include <memory>
-#include <mutex>
 
 #include "engine/atomic_file.h"
+#include "engine/curl_library.h"
 #include "kernels/error.h"
 
 namespace kestrel {
@@ -69,22 +67,18 @@ std::string seconds_text(double s) {
   return std::abs(s - whole) < 1e-9 ? str(static_cast<int64_t>(whole), " s") : str(s, " s");
 }
 
-struct CurlDeleter {
-  void operator()(CURL* c) const { curl_easy_cleanup(c); }
-};
 
 }  // namespace
 
 uint64_t download_file(const std::string& url, const std::string& path, const DownloadOptions& options) {
-  static std::once_flag global_init;
-  std::call_once(global_init, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
   const std::string manual = options.manual.empty() ? "" : "; " + options.manual;
   const auto message = [&](const std::string& reason) -> std::string {
     return str("cannot download ", url, " to ", path, ": ", reason, manual);
   };
   KESTREL_CHECK(options.stall_seconds > 0, "download_file: stall_seconds must be positive, got ", options.stall_seconds);
 
-  std::unique_ptr<CURL, CurlDeleter> curl(curl_easy_init());
+  const CurlLibrary& lib = curl_library(options.manual);
+  std::unique_ptr<CURL, void (*)(CURL*)> curl(lib.easy_init(), lib.easy_cleanup);
   KESTREL_CHECK(curl, message("libcurl could not start a transfer (out of memory?)"));
   AtomicFile file(path);
   Transfer t;
@@ -92,32 +86,34 @@ uint64_t download_file(const std::string& url, const std::string& path, const Do
   t.options = &options;
   char curl_message[CURL_ERROR_SIZE] = {0};
   CURL* c = curl.get();
-  curl_easy_setopt(c, CURLOPT_URL, url.c_str());
-  curl_easy_setopt(c, CURLOPT_ERRORBUFFER, curl_message);
-  curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 1L);
-  curl_easy_setopt(c, CURLOPT_MAXREDIRS, 10L);
-#if LIBCURL_VERSION_NUM >= 0x075500
-  curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https,file");
-  curl_easy_setopt(c, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
-#else
-  curl_easy_setopt(c, CURLOPT_PROTOCOLS, static_cast<long>(CURLPROTO_HTTP | CURLPROTO_HTTPS | CURLPROTO_FILE));
-  curl_easy_setopt(c, CURLOPT_REDIR_PROTOCOLS, static_cast<long>(CURLPROTO_HTTP | CURLPROTO_HTTPS));
-#endif
-  curl_easy_setopt(c, CURLOPT_FAILONERROR, 1L);
-  curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(c, CURLOPT_USERAGENT, "kestrel");
-  curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(std::ceil(options.stall_seconds * 1000)));
-  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
-  curl_easy_setopt(c, CURLOPT_WRITEDATA, &t);
-  curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
-  curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_progress);
-  curl_easy_setopt(c, CURLOPT_XFERINFODATA, &t);
+  lib.easy_setopt(c, CURLOPT_URL, url.c_str());
+  lib.easy_setopt(c, CURLOPT_ERRORBUFFER, curl_message);
+  lib.easy_setopt(c, CURLOPT_FOLLOWLOCATION, 1L);
+  lib.easy_setopt(c, CURLOPT_MAXREDIRS, 10L);
+  // By name where the libcurl opened at run time knows the names (7.85 and newer), else as bits.
+  if (lib.easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https,file") != CURLE_OK ||
+      lib.easy_setopt(c, CURLOPT_REDIR_PROTOCOLS_STR, "http,https") != CURLE_OK) {
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"  // the names' predecessors, for old libcurls
+    lib.easy_setopt(c, CURLOPT_PROTOCOLS, static_cast<long>(CURLPROTO_HTTP | CURLPROTO_HTTPS | CURLPROTO_FILE));
+    lib.easy_setopt(c, CURLOPT_REDIR_PROTOCOLS, static_cast<long>(CURLPROTO_HTTP | CURLPROTO_HTTPS));
+#pragma GCC diagnostic pop
+  }
+  lib.easy_setopt(c, CURLOPT_FAILONERROR, 1L);
+  lib.easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+  lib.easy_setopt(c, CURLOPT_USERAGENT, "kestrel");
+  lib.easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(std::ceil(options.stall_seconds * 1000)));
+  lib.easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+  lib.easy_setopt(c, CURLOPT_WRITEDATA, &t);
+  lib.easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
+  lib.easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_progress);
+  lib.easy_setopt(c, CURLOPT_XFERINFODATA, &t);
 
-  const CURLcode rc = curl_easy_perform(c);
+  const CURLcode rc = lib.easy_perform(c);
   long status = 0;
-  curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+  lib.easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
   curl_off_t expected = -1;
-  curl_easy_getinfo(c, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &expected);
+  lib.easy_getinfo(c, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &expected);
   if (rc != CURLE_OK) {
     if (!t.failure.empty()) KESTREL_FAIL(message(t.failure));
     if (t.stalled)
@@ -127,7 +123,7 @@ uint64_t download_file(const std::string& url, const std::string& path, const Do
     if (rc == CURLE_PARTIAL_FILE && expected >= 0)
       KESTREL_FAIL(message(str("the transfer broke off after ", t.written, " of ", expected,
                               " bytes (truncated)")));
-    KESTREL_FAIL(message(curl_message[0] ? std::string(curl_message) : std::string(curl_easy_strerror(rc))));
+    KESTREL_FAIL(message(curl_message[0] ? std::string(curl_message) : std::string(lib.easy_strerror(rc))));
   }
   // A redirect without a Location ends here with its own (empty) body: not the file.
   if (status >= 300) KESTREL_FAIL(message(str("the server answered HTTP ", status, " and sent no file")));

@@ -4,6 +4,8 @@
 // as it was, and names the URL, the reason and the manual alternative.
 #include "engine/http_download.h"
 
+#include "engine/curl_library.h"
+
 #include <unistd.h>
 
 #include <chrono>
@@ -158,6 +160,22 @@ TEST_F(HttpDownload, OnlyHttpHttpsAndFileAreSpoken) {
   const std::string e = error_of([&] { download_file("ftp://127.0.0.1/x", target()); });
   EXPECT_NE(e.find("ftp://127.0.0.1/x"), std::string::npos) << e;
   EXPECT_FALSE(fs::exists(target()));
+}
+
+// libcurl is opened at the first download (not linked): a machine without it gets a refusal that
+// names the library, the package and the manual alternative, not a binary that will not start.
+TEST(CurlLibrary, AMissingLibraryIsRefusedWithTheFix) {
+  const std::string e = error_of([] { kestrel::open_curl_library("libcurl-absent.so.9", "fetch it by hand"); });
+  EXPECT_NE(e.find("libcurl-absent.so.9"), std::string::npos) << e;
+  EXPECT_NE(e.find("apt install libcurl4"), std::string::npos) << e;
+  EXPECT_NE(e.find("fetch it by hand"), std::string::npos) << e;
+}
+
+TEST(CurlLibrary, OpensOnceAndResolvesEveryEntryPoint) {
+  const kestrel::CurlLibrary& a = kestrel::curl_library();
+  EXPECT_EQ(&a, &kestrel::curl_library());
+  EXPECT_NE(a.easy_init, nullptr);
+  EXPECT_STREQ(a.easy_strerror(CURLE_OK), "No error");
 }
 
 }  // namespace
