@@ -12,14 +12,17 @@ using pickle::Value;
 
 // The reference's classes a v7.0 detection checkpoint pickles (the modules its model yamls
 // build), and what else its records use: a module's _non_persistent_buffers_set (a set; protocol
-// 2 spells builtins "__builtin__"), and train.py's best_fitness, a numpy array (rebuilt from its
-// dtype and raw bytes, which protocol 2 pickles as _codecs.encode(text, 'latin1')).
+// 2 spells builtins "__builtin__"), and train.py's numpy numbers: best_fitness, a numpy array,
+// and the float64 scalars the warm-up writes into the optimizer's groups (each rebuilt from its
+// dtype and raw bytes, which protocol 2 pickles as _codecs.encode(text, 'latin1'); numpy 2
+// spells the module numpy._core).
 const std::set<std::string> kYolov5Globals = {
     "models.yolo.DetectionModel", "models.yolo.Model", "models.yolo.Detect",
     "models.common.Conv",         "models.common.C3",  "models.common.SPPF",
     "models.common.SPP",          "models.common.Bottleneck", "models.common.Concat",
     "models.common.Focus",        "__builtin__.set",   "builtins.set",
-    "numpy.core.multiarray._reconstruct", "numpy.ndarray", "numpy.dtype", "_codecs.encode",
+    "numpy.core.multiarray._reconstruct", "numpy.core.multiarray.scalar", "numpy._core.multiarray._reconstruct",
+    "numpy._core.multiarray.scalar", "numpy.ndarray", "numpy.dtype", "_codecs.encode",
 };
 // torch.nn's own modules (Conv2d, BatchNorm2d, SiLU, Upsample, MaxPool2d, Sequential, ...):
 // records like the rest, whatever their class.

@@ -4,15 +4,20 @@
 #include <charconv>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <map>
+#include <regex>
 
 #include "kernels/error.h"
 #include "yolo/checkpoint.h"
+#include "yolo/train_support.h"
+#include "yolo/yaml_load.h"
 
 namespace kestrel::yolo {
 namespace {
 
 using pickle::Value;
+namespace fs = std::filesystem;
 
 // Kestrel's optimizer groups, in the reference's param_groups order (yolo/optimizer.h).
 constexpr const char* kGroupLabels[] = {"bias", "weight(decay)", "weight(no decay)"};
@@ -46,32 +51,103 @@ std::string latin1_bytes(const Value& v, const std::string& where) {
   return out;
 }
 
-// train.py's best_fitness: a float, or the 1-element float64 numpy array fitness() returns.
-double best_fitness(const Value* v, const std::string& path) {
-  if (!v || v->is(Value::Kind::None)) return 0.0;
-  if (v->is(Value::Kind::Float)) return v->real;
-  if (v->is(Value::Kind::Int)) return static_cast<double>(v->integer);
-  const std::string where = path + ": best_fitness";
-  // numpy: _reconstruct(ndarray, (0,), b'b') then BUILD (version, shape, dtype, fortran, data)
-  KESTREL_CHECK(v->is_call("numpy.core.multiarray._reconstruct") && v->state && v->state->is(Value::Kind::Tuple) &&
-                    v->state->items.size() == 5,
-                where, " is neither a number nor a numpy array");
-  const Value& dtype = *v->state->items[2];
-  KESTREL_CHECK(dtype.is_call("numpy.dtype") && !dtype.args->items.empty() &&
-                    dtype.args->items[0]->is(Value::Kind::String) && dtype.args->items[0]->text == "f8" &&
-                    dtype.state && dtype.state->items.size() > 1 && dtype.state->items[1]->is(Value::Kind::String) &&
-                    dtype.state->items[1]->text != ">",
-                where, " is a numpy array, but not of little-endian float64");
-  const std::string data = latin1_bytes(*v->state->items[4], where);
-  KESTREL_CHECK(data.size() == sizeof(double), where, " holds ", data.size() / 8, " values, not one");
+// numpy's callees, as numpy 1 (numpy.core) and numpy 2 (numpy._core) pickle them.
+bool is_numpy_call(const Value& v, std::string_view name) {
+  return v.is_call(str("numpy.core.multiarray.", name)) || v.is_call(str("numpy._core.multiarray.", name));
+}
+
+// A numpy dtype record: dtype('f8', False, True) with BUILD state (3, '<', ...). True for a
+// little-endian float64, which is all train.py's numbers use.
+bool is_float64_dtype(const Value& dtype) {
+  return dtype.is_call("numpy.dtype") && dtype.args && !dtype.args->items.empty() &&
+         dtype.args->items[0]->is(Value::Kind::String) && dtype.args->items[0]->text == "f8" && dtype.state &&
+         dtype.state->items.size() > 1 && dtype.state->items[1]->is(Value::Kind::String) &&
+         dtype.state->items[1]->text != ">";
+}
+
+double float64_of(const std::string& data, const std::string& where) {
+  KESTREL_CHECK(data.size() == sizeof(double), where, " holds ", data.size(), " bytes, not one float64");
   double out;
   std::memcpy(&out, data.data(), sizeof out);
   return out;
 }
 
+// A number as train.py leaves one in a checkpoint: a float or int; a numpy float64 scalar (the
+// warm-up's np.interp writes those into every optimizer group's lr and momentum); or the
+// 1-element float64 array fitness() returns (best_fitness). Anything else is refused by `where`.
+double python_number(const Value& v, const std::string& where) {
+  if (v.is(Value::Kind::Float)) return v.real;
+  if (v.is(Value::Kind::Int)) return static_cast<double>(v.integer);
+  // numpy.float64: scalar(dtype, raw bytes)
+  if (is_numpy_call(v, "scalar")) {
+    KESTREL_CHECK(v.args->items.size() == 2 && is_float64_dtype(*v.args->items[0]), where,
+                  " is a numpy scalar, but not a little-endian float64");
+    const Value& raw = *v.args->items[1];
+    return float64_of(raw.is(Value::Kind::Bytes) ? raw.text : latin1_bytes(raw, where), where);
+  }
+  // numpy array: _reconstruct(ndarray, (0,), b'b') then BUILD (version, shape, dtype, fortran, data)
+  KESTREL_CHECK(is_numpy_call(v, "_reconstruct") && v.state && v.state->is(Value::Kind::Tuple) &&
+                    v.state->items.size() == 5,
+                where, " is neither a number nor a numpy float64");
+  KESTREL_CHECK(is_float64_dtype(*v.state->items[2]), where, " is a numpy array, but not of little-endian float64");
+  const Value& raw = *v.state->items[4];
+  return float64_of(raw.is(Value::Kind::Bytes) ? raw.text : latin1_bytes(raw, where), where);
+}
+
+// train.py's best_fitness: 0.0 until an epoch beats it, then fitness()'s 1-element array.
+double best_fitness(const Value* v, const std::string& path) {
+  if (!v || v->is(Value::Kind::None)) return 0.0;
+  return python_number(*v, path + ": best_fitness");
+}
+
+// A plain YAML scalar as PyYAML reads it (yaml.safe_load: null, booleans, integers, floats), a
+// quoted one as text.
+json::Value yaml_scalar(const YAML::Node& n) {
+  const std::string& s = n.Scalar();
+  if (n.Tag() == "!") return json::Value(s);
+  static const std::regex null_re("^(~|null|Null|NULL|)$"), true_re("^(true|True|TRUE)$"),
+      false_re("^(false|False|FALSE)$"), int_re("^[-+]?[0-9]+$"),
+      real_re(R"(^[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?$)");
+  if (std::regex_match(s, null_re)) return json::Value();
+  if (std::regex_match(s, true_re)) return json::Value(true);
+  if (std::regex_match(s, false_re)) return json::Value(false);
+  if (std::regex_match(s, int_re)) return json::Value(static_cast<int64_t>(std::stoll(s)));
+  if (std::regex_match(s, real_re)) return json::Value(std::stod(s));
+  return json::Value(s);
+}
+
+json::Value yaml_to_json(const YAML::Node& n, const std::string& where, int depth) {
+  KESTREL_CHECK(depth < 8, where, ": nested deeper than an opt.yaml is");
+  if (n.IsMap()) {
+    json::Object out;
+    for (const auto& kv : n) out.emplace_back(kv.first.as<std::string>(), yaml_to_json(kv.second, where, depth + 1));
+    return json::Value(std::move(out));
+  }
+  if (n.IsSequence()) {
+    json::Array out;
+    for (const auto& item : n) out.push_back(yaml_to_json(item, where, depth + 1));
+    return json::Value(std::move(out));
+  }
+  if (n.IsScalar()) return yaml_scalar(n);
+  return json::Value();
+}
+
+// The options a resumed run continues with, as the reference's --resume picks them: the run
+// folder's opt.yaml (two folders above last.pt, where train.py wrote it) when there is one, so
+// that an edited opt.yaml (a dataset moved to another path) holds; else the checkpoint's opt.
+// An opt.yaml whose hyp is not the values themselves is Kestrel's own (it names a file and keeps
+// the values in hyp.yaml; a run Kestrel continues rewrites it): the checkpoint's opt holds then.
+json::Value resume_options(const Value& opt, const std::string& path) {
+  const fs::path opt_yaml = fs::path(path).parent_path().parent_path() / "opt.yaml";
+  if (!fs::is_regular_file(opt_yaml)) return to_json(opt, path + ": opt");
+  json::Value o = yaml_to_json(load_yaml(read_text(opt_yaml.string()), opt_yaml.string()), opt_yaml.string(), 0);
+  KESTREL_CHECK(o.is_object(), opt_yaml.string(), ": not a mapping of train.py's options (vars(opt))");
+  const json::Value* hyp = o.find("hyp");
+  return hyp && hyp->is_object() ? o : to_json(opt, path + ": opt");
+}
+
 // vars(opt) under Kestrel's option names (TrainOptions::to_pairs), every value a string.
-json::Object options_of(const Value& opt, const std::string& path) {
-  const json::Value o = to_json(opt, path + ": opt");
+json::Object options_of(const json::Value& o, const std::string& path) {
   KESTREL_CHECK(o.is_object(), path, ": its 'opt' is not a dict (vars(opt))");
   auto text = [&](const char* key, std::string fallback = "") -> std::string {
     const json::Value* v = o.find(key);
@@ -96,23 +172,21 @@ json::Object options_of(const Value& opt, const std::string& path) {
   return out;
 }
 
-std::string hyp_of(const Value& opt, const std::string& path) {
-  const Value* hyp = entry(opt, "hyp");
-  KESTREL_CHECK(hyp && hyp->is(Value::Kind::Dict), path, ": opt['hyp'] is not the hyperparameter dict ",
+std::string hyp_of(const json::Value& opt, const std::string& path) {
+  const json::Value* values = opt.find("hyp");
+  KESTREL_CHECK(values && values->is_object(), path, ": opt['hyp'] is not the hyperparameter dict ",
                 "train.py stores; not a v7.0 training checkpoint");
-  const json::Value values = to_json(*hyp, path + ": opt['hyp']");
   json::Object out;
-  for (const auto& [k, v] : values.as_object())
+  for (const auto& [k, v] : values->as_object())
     if (v.is_integer() || v.is_real()) out.emplace_back(k, v.as_real());
   return json::dump(json::Value(std::move(out)));
 }
 
-// A number in a param group (float or int), or a refusal naming the group and key.
+// A number in a param group (python_number), or a refusal naming the group and key.
 double group_number(const Value& group, const char* key, size_t g, const std::string& path) {
   const Value* v = entry(group, key);
-  KESTREL_CHECK(v && (v->is(Value::Kind::Float) || v->is(Value::Kind::Int)), path, ": optimizer group ", g,
-                " has no number '", key, "'");
-  return v->is(Value::Kind::Float) ? v->real : static_cast<double>(v->integer);
+  KESTREL_CHECK(v, path, ": optimizer group ", g, " has no number '", key, "'");
+  return python_number(*v, str(path, ": optimizer group ", g, "'s '", key, "'"));
 }
 
 // Adam's and AdamW's group settings beyond lr and weight decay: betas[0] is Kestrel's per-group
@@ -120,10 +194,10 @@ double group_number(const Value& group, const char* key, size_t g, const std::st
 // maximize are fixed in Kestrel at smart_optimizer's values, so others are refused.
 double adam_beta1(const Value& group, size_t g, const std::string& path) {
   const Value* betas = entry(group, "betas");
-  KESTREL_CHECK(betas && (betas->is(Value::Kind::Tuple) || betas->is(Value::Kind::List)) && betas->items.size() == 2 &&
-                    betas->items[0]->is(Value::Kind::Float) && betas->items[1]->is(Value::Kind::Float),
+  KESTREL_CHECK(betas && (betas->is(Value::Kind::Tuple) || betas->is(Value::Kind::List)) && betas->items.size() == 2,
                 path, ": Adam group ", g, " has no 'betas' pair");
-  const double beta2 = betas->items[1]->real, eps = group_number(group, "eps", g, path);
+  const std::string where = str(path, ": Adam group ", g, "'s betas");
+  const double beta2 = python_number(*betas->items[1], where), eps = group_number(group, "eps", g, path);
   KESTREL_CHECK(beta2 == 0.999 && eps == 1e-8, path, ": Adam group ", g, " has betas[1] ", beta2, " and eps ", eps,
                 "; Kestrel's Adam runs with the reference's 0.999 and 1e-8 only: start a new run with --weights ", path);
   for (const char* flag : {"amsgrad", "maximize"}) {
@@ -131,7 +205,7 @@ double adam_beta1(const Value& group, size_t g, const std::string& path) {
     KESTREL_CHECK(!v || (v->is(Value::Kind::Bool) && !v->boolean), path, ": Adam group ", g, " sets ", flag,
                   ", which Kestrel's Adam does not do: start a new run with --weights ", path);
   }
-  return betas->items[0]->real;
+  return python_number(*betas->items[0], where);
 }
 
 // Adam's step count: an int (older torch) or a one-element tensor (torch >= 1.12: float32).
@@ -267,8 +341,9 @@ SafetensorsFile pt_training_checkpoint(const PtCheckpoint& ckpt) {
   KESTREL_CHECK(opt && opt->is(Value::Kind::Dict), path, ": no 'opt' dict (vars(opt)); not a v7.0 training checkpoint");
   const Value* optimizer = root.find("optimizer");
   const bool stripped = !optimizer || optimizer->is(Value::Kind::None) || !ckpt.ema;
-  md["hyp"] = stripped && !entry(*opt, "hyp") ? "{}" : hyp_of(*opt, path);  // a release's opt may lack it
-  json::Object options = options_of(*opt, path);
+  const json::Value run_options = stripped ? to_json(*opt, path + ": opt") : resume_options(*opt, path);
+  md["hyp"] = stripped && !run_options.find("hyp") ? "{}" : hyp_of(run_options, path);  // a release's opt may lack it
+  json::Object options = options_of(run_options, path);
   options.emplace_back("cfg_yaml", weights.metadata().at("model_yaml"));
   if (auto nc = weights.metadata().find("nc"); nc != weights.metadata().end())
     options.emplace_back("nc", json::parse(nc->second));

@@ -8,7 +8,9 @@
 //     smart_optimizer order (biases, then decayed weights, then normalisation weights, each in
 //     model.modules() order) from the pickled module tree;
 //   hyp (opt['hyp']) and the options (vars(opt) under Kestrel's option names, the model yaml and
-//     class names from the model);
+//     class names from the model), taken as the reference's --resume takes them: from the run
+//     folder's opt.yaml (two folders above last.pt) where there is one, else from the checkpoint;
+//   the numbers train.py leaves as numpy float64 (the warm-up's lr and momentum, best_fitness);
 //   what the reference does not save starts as the reference starts it on resume: a fresh fp16
 //     loss scaler, last_opt_step -1, accumulate max(round(64 / batch_size), 1), no partial epoch.
 // A stripped .pt (no optimizer) reads as a stripped checkpoint, which --resume refuses by name.

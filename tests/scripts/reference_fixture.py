@@ -121,6 +121,56 @@ def val(weights, data, imgsz, batch, conf, save_dir, augment=False):
     print(f'full precision: P {mp!r} R {mr!r} mAP50 {map50!r} mAP50-95 {map5095!r}')
 
 
+def train_resume(data, cfg, imgsz, batch, epochs, keep, out):
+    import shutil
+    import types
+    try:
+        import tensorboard  # noqa: F401
+    except ImportError:  # Debian ships none, and train.py imports it unconditionally
+        stub = types.ModuleType('torch.utils.tensorboard')
+
+        class SummaryWriter:
+            def __init__(self, *args, **kwargs):
+                pass
+
+            def __getattr__(self, name):
+                return lambda *args, **kwargs: None
+
+        stub.SummaryWriter = SummaryWriter
+        sys.modules['torch.utils.tensorboard'] = stub
+    import train as reference_train
+    from utils.callbacks import Callbacks
+    out = Path(out).resolve()
+    kept = out / f'last_epoch{keep}.pt'
+
+    def on_model_save(last, epoch, final_epoch, best_fitness, fi):
+        if epoch == keep:
+            shutil.copy(last, kept)
+
+    callbacks = Callbacks()
+    callbacks.register_action('on_model_save', callback=on_model_save)
+    os.chdir(REFERENCE)
+    opt = reference_train.parse_opt(True)
+    for k, v in dict(data=data, cfg=cfg, weights='', imgsz=imgsz, batch_size=batch, epochs=epochs, device='cpu',
+                     workers=2, seed=0, project=str(out), name='full', exist_ok=True).items():
+        setattr(opt, k, v)
+    reference_train.main(opt, callbacks)
+
+    full, resume = out / 'full', out / 'resume'
+    shutil.rmtree(resume, ignore_errors=True)
+    (resume / 'weights').mkdir(parents=True)
+    shutil.copy(full / 'hyp.yaml', resume / 'hyp.yaml')
+    (resume / 'opt.yaml').write_text(
+        ''.join(f'save_dir: {resume}\n' if line.startswith('save_dir:') else line
+                for line in (full / 'opt.yaml').read_text().splitlines(keepends=True)))
+    rows = (full / 'results.csv').read_text().splitlines(keepends=True)
+    (resume / 'results.csv').write_text(''.join(rows[:keep + 2]))
+    shutil.copy(kept, resume / 'weights' / 'last.pt')
+    opt = reference_train.parse_opt(True)
+    opt.resume = str(resume / 'weights' / 'last.pt')
+    reference_train.main(opt, Callbacks())
+
+
 if __name__ == '__main__':
     command = sys.argv[1]
     if command == 'make':
@@ -132,5 +182,8 @@ if __name__ == '__main__':
     elif command == 'val':
         val(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), float(sys.argv[6]), sys.argv[7],
             augment=sys.argv[8:] == ['augment'])
+    elif command == 'train_resume':
+        train_resume(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6]), int(sys.argv[7]),
+                     sys.argv[8])
     else:
         sys.exit(f'unknown command {command}')
