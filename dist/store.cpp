@@ -27,7 +27,7 @@ using std::chrono::milliseconds;
 // preceded by its 32-bit length (both ends run the same binary, so host byte order is fine).
 namespace {
 
-enum class Command : uint8_t { Set, Get, Add, Wait };
+enum class Command : uint8_t { Set, Get, Add, Wait, Hello };
 
 constexpr uint8_t kReplyOk = 0;
 constexpr uint8_t kReplyError = 1;
@@ -144,6 +144,26 @@ int try_connect(const sockaddr_in& addr, Clock::time_point deadline, std::string
   return fd;
 }
 
+// Says which attempt this client belongs to. False (fd closed, `error` set) when the store serves
+// another attempt or does not reply; `answered` notes that a store did reply.
+bool greet(int& fd, int generation, Clock::time_point deadline, std::string& error, bool& answered) {
+  Frame reply;
+  const ReadStatus status = send_all(fd, encode({uint8_t(Command::Hello), {std::to_string(generation)}}))
+                                ? read_frame(fd, reply, &deadline)
+                                : ReadStatus::Closed;
+  if (status == ReadStatus::Ok && reply.code == kReplyOk) return true;
+  if (status == ReadStatus::Ok) {
+    answered = true;
+    error = str("the store there serves attempt ", reply.args.empty() ? "?" : reply.args[0],
+                " of the job, this rank belongs to attempt ", generation);
+  } else {
+    error = "the store did not answer its greeting";
+  }
+  ::close(fd);
+  fd = -1;
+  return false;
+}
+
 }  // namespace
 
 std::string format_duration(milliseconds d) {
@@ -158,7 +178,7 @@ std::string format_duration(milliseconds d) {
 // wait for keys sleep on a condition variable until a set/add provides them.
 class StoreServer {
  public:
-  explicit StoreServer(int port) {
+  StoreServer(int port, int generation) : generation_(generation) {
     listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     KESTREL_CHECK(listen_fd_ >= 0, "rendezvous store: socket() failed: ", std::strerror(errno));
     int one = 1;
@@ -216,8 +236,16 @@ class StoreServer {
     }
   }
 
+  // The first frame must be a Hello of this store's generation; a client of another attempt is
+  // told which attempt this store serves, and the connection ends.
   void serve(int fd) {
     Frame req;
+    if (read_frame(fd, req, nullptr) != ReadStatus::Ok) return;
+    const std::string ours = std::to_string(generation_);
+    const bool welcome = static_cast<Command>(req.code) == Command::Hello && req.args.size() == 1 &&
+                         req.args[0] == ours;
+    send_all(fd, encode({welcome ? kReplyOk : kReplyError, {ours}}));
+    if (!welcome) return ::shutdown(fd, SHUT_RDWR), void();
     while (read_frame(fd, req, nullptr) == ReadStatus::Ok) {
       Frame reply = handle(req);
       if (reply.code == kReplyError && reply.args.empty()) return;  // stopping
@@ -261,6 +289,7 @@ class StoreServer {
     return {kReplyError, {str("malformed request (code ", int(req.code), ")")}};
   }
 
+  int generation_;
   int listen_fd_ = -1;
   std::thread acceptor_;
   std::mutex mutex_;
@@ -274,13 +303,13 @@ class StoreServer {
 // --- the client side ---------------------------------------------------------------------------
 
 TcpStore::TcpStore(const std::string& master_addr, int port, bool is_host, int rank,
-                   milliseconds timeout)
+                   milliseconds timeout, int generation)
     : master_addr_(master_addr), port_(port), rank_(rank), timeout_(timeout) {
   KESTREL_CHECK(port > 0 && port < 65536, "rendezvous store: master port ", port,
                 " is not a TCP port; pass --master-port in 1..65535");
   KESTREL_CHECK(timeout.count() > 0, "rendezvous store: the timeout must be positive, got ",
                 timeout.count(), " ms");
-  if (is_host) server_ = std::make_unique<StoreServer>(port);
+  if (is_host) server_ = std::make_unique<StoreServer>(port, generation);
 
   addrinfo hints{};
   hints.ai_family = AF_INET;
@@ -293,15 +322,23 @@ TcpStore::TcpStore(const std::string& master_addr, int port, bool is_host, int r
   ::freeaddrinfo(found);
   addr.sin_port = htons(static_cast<uint16_t>(port));
 
-  // The host may not be listening yet: retry until the timeout.
+  // The host may not be listening yet, or still serve the previous attempt: retry until the
+  // timeout.
   const auto deadline = Clock::now() + timeout;
   std::string error;
-  while ((fd_ = try_connect(addr, deadline, error)) < 0 && Clock::now() < deadline)
+  bool answered = false;  // some store replied (of another attempt): the host is there
+  while ((fd_ = try_connect(addr, deadline, error)) < 0 || !greet(fd_, generation, deadline, error, answered)) {
+    if (Clock::now() >= deadline) break;
     std::this_thread::sleep_for(milliseconds(50));
+  }
+  const bool silent = !answered && (error == std::strerror(ETIMEDOUT) || error == std::strerror(EHOSTUNREACH) ||
+                                    error == std::strerror(ENETUNREACH));
   KESTREL_CHECK(fd_ >= 0, "rank ", rank, ": could not reach the rendezvous store at ", endpoint(),
-                " within ", format_duration(timeout), " (last error: ", error,
-                "); is rank 0 running, and do --master-addr/--master-port (MASTER_ADDR/"
-                "MASTER_PORT) name it?");
+                " within ", format_duration(timeout), " (last error: ", error, ")",
+                silent ? str("; no host answers at ", master_addr, ": is --master-addr (MASTER_ADDR) "
+                             "the address of rank 0's host, and is that host up and reachable from here?")
+                       : std::string("; is rank 0 running, and do --master-addr/--master-port (MASTER_ADDR/"
+                                     "MASTER_PORT) name it?"));
 
   sockaddr_in local{};
   socklen_t len = sizeof local;
