@@ -128,6 +128,19 @@ std::string NetnsHosts::unavailable() {
   return "";
 }
 
+std::string NetnsHosts::netem_unavailable() {
+  const std::string probe = kPrefix + std::to_string(::getpid()) + "-netem";
+  std::string why;
+  if (run_command({"ip", "netns", "add", probe}).code != 0) return "cannot create a network namespace";
+  run_command({"ip", "-n", probe, "link", "set", "lo", "up"});
+  const CommandResult r = run_command({"tc", "-n", probe, "qdisc", "add", "dev", "lo", "root", "netem", "delay", "1ms"});
+  if (r.code != 0)
+    why = "the kernel has no netem qdisc (CONFIG_NET_SCH_NETEM; tc says: " + r.output.substr(0, r.output.find('\n')) +
+          "): links cannot be given delay or loss here";
+  run_command({"ip", "netns", "del", probe});
+  return why;
+}
+
 NetnsHosts::NetnsHosts(int hosts, const LinkShape& shape) : hosts_(hosts) {
   if (hosts < 1 || hosts > 250) throw std::runtime_error("netns harness: 1..250 hosts, got " + std::to_string(hosts));
   const auto stamp = std::chrono::steady_clock::now().time_since_epoch().count() % 1000000;
@@ -172,14 +185,21 @@ void NetnsHosts::shape(int host, const LinkShape& s) {
   for (const auto& [ns, dev] : {std::pair{namespace_name(host), std::string("eth0")},
                                 std::pair{bridge_namespace(), port}}) {
     run_command({"tc", "-n", ns, "qdisc", "del", "dev", dev, "root"});  // none yet is fine
-    if (s.delay_ms <= 0 && s.loss_percent <= 0 && s.rate_mbit <= 0) continue;
-    std::vector<std::string> netem = {"tc", "-n", ns, "qdisc", "add", "dev", dev, "root", "handle", "1:", "netem"};
-    if (s.delay_ms > 0) netem.insert(netem.end(), {"delay", number(s.delay_ms) + "ms"});
-    if (s.loss_percent > 0) netem.insert(netem.end(), {"loss", number(s.loss_percent) + "%"});
-    check(netem);
-    if (s.rate_mbit > 0)
-      check({"tc", "-n", ns, "qdisc", "add", "dev", dev, "parent", "1:", "handle", "2:", "tbf", "rate",
-             number(s.rate_mbit) + "mbit", "burst", "64kb", "latency", "100ms"});
+    const bool netem = s.delay_ms > 0 || s.loss_percent > 0;
+    if (netem) {
+      std::vector<std::string> add = {"tc", "-n", ns, "qdisc", "add", "dev", dev, "root", "handle", "1:", "netem"};
+      if (s.delay_ms > 0) add.insert(add.end(), {"delay", number(s.delay_ms) + "ms"});
+      if (s.loss_percent > 0) add.insert(add.end(), {"loss", number(s.loss_percent) + "%"});
+      check(add);
+    }
+    // tbf under netem, or alone at the root.
+    if (s.rate_mbit > 0) {
+      std::vector<std::string> add = {"tc", "-n", ns, "qdisc", "add", "dev", dev};
+      if (netem) add.insert(add.end(), {"parent", "1:", "handle", "2:"});
+      else add.insert(add.end(), {"root", "handle", "1:"});
+      add.insert(add.end(), {"tbf", "rate", number(s.rate_mbit) + "mbit", "burst", "64kb", "latency", "100ms"});
+      check(add);
+    }
   }
 }
 

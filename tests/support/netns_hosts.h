@@ -1,8 +1,9 @@
 // Several "hosts" on one machine, for multi-host tests: each host is a network namespace with an
 // address of its own (10.77.0.1, 10.77.0.2, ... /24), joined by a veth pair to a bridge that sits
 // in a namespace of its own, so nothing touches the machine's real network. Each link can be
-// shaped with tc (netem delay and loss, tbf rate) in both directions, and cut (`ip link set down`
-// on the bridge's end, as if the cable were pulled).
+// shaped with tc in both directions (tbf: rate; netem: delay and loss, where the kernel has it:
+// kernels built without CONFIG_NET_SCH_NETEM, as this project's CI machine, cannot add delay or
+// loss), and cut (`ip link set down` on the bridge's end, as if the cable were pulled).
 //
 //   bridge namespace <prefix>-br:   br0 ── h0 ── h1 ── h2 (veth ends)
 //   host namespace   <prefix>-hK:   eth0 (10.77.0.K+1/24), lo
@@ -24,8 +25,8 @@ namespace kestrel::testing {
 
 // One direction's shaping; zeros leave that part out. Applied to both directions of a link.
 struct LinkShape {
-  double delay_ms = 0;      // netem delay
-  double loss_percent = 0;  // netem loss
+  double delay_ms = 0;      // netem delay (needs netem_unavailable() to be "")
+  double loss_percent = 0;  // netem loss (likewise)
   double rate_mbit = 0;     // tbf rate
 };
 
@@ -33,6 +34,8 @@ class NetnsHosts {
  public:
   // Why the harness cannot run here ("" when it can): not root, no `ip`/`tc`, or namespaces refused.
   static std::string unavailable();
+  // Why links cannot be given delay or loss here ("" when they can): the kernel lacks netem.
+  static std::string netem_unavailable();
 
   // Creates `hosts` (1..250) hosts, every link shaped as given. Throws std::runtime_error naming
   // the command and its output when a step fails (after removing what it made).
@@ -47,7 +50,7 @@ class NetnsHosts {
   std::string namespace_name(int host) const;
   std::string bridge_namespace() const { return prefix_ + "-br"; }
 
-  // (Re)shapes both directions of a host's link.
+  // (Re)shapes both directions of a host's link; delay or loss without netem throws, saying so.
   void shape(int host, const LinkShape& shape);
   // Pulls the host's cable (its bridge port goes down) and plugs it back in.
   void cut(int host);
