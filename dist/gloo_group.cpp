@@ -267,7 +267,7 @@ void GlooProcessGroup::worker_loop() {
 
 std::string GlooProcessGroup::diagnose_peers() const {
   if (peers_.empty()) return "a peer may have died or be stuck; see its log";
-  const auto bound = std::min<std::chrono::milliseconds>(timeout_, std::chrono::seconds(2));
+  const auto bound = std::min<std::chrono::milliseconds>(timeout_, std::chrono::seconds(1));
   return describe_lost_peers(peers_, silent_peers(peers_, store()->port(), bound), bound);
 }
 

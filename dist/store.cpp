@@ -156,7 +156,7 @@ bool greet(int& fd, int generation, Clock::time_point deadline, std::string& err
     answered = true;
     error = str("the store there serves attempt ", reply.args.empty() ? "?" : reply.args[0],
                 " of the job, this rank belongs to attempt ", generation);
-  } else {
+  } else if (!answered) {  // keep the news of a store of another attempt: that is the reason
     error = "the store did not answer its greeting";
   }
   ::close(fd);
@@ -229,23 +229,38 @@ class StoreServer {
         std::this_thread::sleep_for(milliseconds(10));
         continue;
       }
+      lock.unlock();
       int one = 1;
       ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+      if (!welcome(fd)) {
+        ::close(fd);
+        continue;
+      }
+      lock.lock();
+      if (stopping_) {
+        ::close(fd);
+        return;
+      }
       client_fds_.push_back(fd);
       handlers_.emplace_back([this, fd] { serve(fd); });
     }
   }
 
-  // The first frame must be a Hello of this store's generation; a client of another attempt is
-  // told which attempt this store serves, and the connection ends.
+  // A client's first frame must be a Hello of this store's generation, within a second; a client
+  // of another attempt is told which attempt this store serves and turned away. Checked before a
+  // connection gets a thread, so that clients retrying against the wrong store cost nothing.
+  bool welcome(int fd) {
+    Frame hello;
+    const auto deadline = Clock::now() + milliseconds(1000);
+    if (read_frame(fd, hello, &deadline) != ReadStatus::Ok) return false;
+    const std::string ours = std::to_string(generation_);
+    const bool ok = static_cast<Command>(hello.code) == Command::Hello && hello.args.size() == 1 &&
+                    hello.args[0] == ours;
+    return send_all(fd, encode({ok ? kReplyOk : kReplyError, {ours}})) && ok;
+  }
+
   void serve(int fd) {
     Frame req;
-    if (read_frame(fd, req, nullptr) != ReadStatus::Ok) return;
-    const std::string ours = std::to_string(generation_);
-    const bool welcome = static_cast<Command>(req.code) == Command::Hello && req.args.size() == 1 &&
-                         req.args[0] == ours;
-    send_all(fd, encode({welcome ? kReplyOk : kReplyError, {ours}}));
-    if (!welcome) return ::shutdown(fd, SHUT_RDWR), void();
     while (read_frame(fd, req, nullptr) == ReadStatus::Ok) {
       Frame reply = handle(req);
       if (reply.code == kReplyError && reply.args.empty()) return;  // stopping
