@@ -81,6 +81,13 @@ void remove_leftovers() {
   }
 }
 
+// The bridge's end of host `host`'s link.
+std::string bridge_port(int host) {
+  std::string name = "h";
+  name += std::to_string(host);
+  return name;
+}
+
 std::string number(double v) {
   std::ostringstream s;
   s << v;
@@ -167,7 +174,7 @@ void NetnsHosts::create(const LinkShape& shape) {
   check({"ip", "-n", br, "link", "add", "br0", "type", "bridge"});
   check({"ip", "-n", br, "link", "set", "br0", "up"});
   for (int h = 0; h < hosts_; ++h) {
-    const std::string ns = namespace_name(h), port = "h" + std::to_string(h);
+    const std::string ns = namespace_name(h), port = bridge_port(h);
     check({"ip", "netns", "add", ns});
     check({"ip", "-n", ns, "link", "set", "lo", "up"});
     // Both ends are born in their namespaces: the machine's own namespace never sees them.
@@ -181,7 +188,7 @@ void NetnsHosts::create(const LinkShape& shape) {
 }
 
 void NetnsHosts::shape(int host, const LinkShape& s) {
-  const std::string port = "h" + std::to_string(host);
+  const std::string port = bridge_port(host);
   for (const auto& [ns, dev] : {std::pair{namespace_name(host), std::string("eth0")},
                                 std::pair{bridge_namespace(), port}}) {
     run_command({"tc", "-n", ns, "qdisc", "del", "dev", dev, "root"});  // none yet is fine
@@ -204,11 +211,11 @@ void NetnsHosts::shape(int host, const LinkShape& s) {
 }
 
 void NetnsHosts::cut(int host) {
-  check({"ip", "-n", bridge_namespace(), "link", "set", "h" + std::to_string(host), "down"});
+  check({"ip", "-n", bridge_namespace(), "link", "set", bridge_port(host), "down"});
 }
 
 void NetnsHosts::restore(int host) {
-  check({"ip", "-n", bridge_namespace(), "link", "set", "h" + std::to_string(host), "up"});
+  check({"ip", "-n", bridge_namespace(), "link", "set", bridge_port(host), "up"});
 }
 
 pid_t NetnsHosts::spawn(int host, const std::vector<std::string>& argv, const std::filesystem::path& log,
