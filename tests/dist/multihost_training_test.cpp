@@ -78,14 +78,16 @@ std::vector<pid_t> children_of(pid_t parent) {
 }
 
 // The tiny CPU job every test here trains: YOLOv5n at 64 px on the synthetic set, 3 batches of 4
-// per epoch, no augmentation, SyncBN, and only the objectness loss (box and cls gains 0). The
+// per epoch (unless told), no augmentation, SyncBN, and only the objectness loss (box and cls
+// gains 0). The
 // reference averages the box and class losses over each rank's own matched targets, so with
 // those terms on, DDP equals one process only as far as every rank matches as many targets; the
 // objectness loss averages over equally many cells on every rank. A 4-image val split keeps the
 // final validation short.
 class Job {
  public:
-  explicit Job(const fs::path& dir) : dir_(dir) {
+  // batches: per epoch (--max-batches).
+  explicit Job(const fs::path& dir, int batches = 3) : dir_(dir), batches_(batches) {
     const fs::path synthetic = kestrel::yolo::data::ensure_synthetic_dataset(
                                    kestrel::yolo::data::default_synthetic_dir());
     const fs::path root = synthetic.parent_path();
@@ -111,7 +113,7 @@ class Job {
   std::vector<std::string> train(const fs::path& project, int epochs) const {
     return {kestrel_binary().string(), "train", "--cfg", "models/yolov5n.yaml", "--device", "cpu",
             "--img-size", "64", "--batch-size", "4", "--epochs", std::to_string(epochs), "--workers", "1",
-            "--max-batches", "3", "--noplots", "--noval", "--sync-bn", "--save-period", "1", "--hyp", (dir_ / "hyp.yaml").string(),
+            "--max-batches", std::to_string(batches_), "--noplots", "--noval", "--sync-bn", "--save-period", "1", "--hyp", (dir_ / "hyp.yaml").string(),
             "--data", (dir_ / "data.yaml").string(), "--project", project.string()};
   }
 
@@ -130,6 +132,7 @@ class Job {
 
  private:
   fs::path dir_;
+  int batches_;
 };
 
 // One thread per process everywhere: oneDNN's results depend on the thread count, and two nodes
@@ -208,12 +211,12 @@ TEST(MultiHost, TwoNodesTrainAsOneProcessOnTheWholeBatch) {
 TEST(MultiHost, ACutLinkFailsEveryNodeNamingTheLostRankAndHost) {
   SKIP_WITHOUT_NETNS();
   const fs::path dir = kestrel::testing::temp_dir("multihost");
-  const Job job(dir);
+  const Job job(dir, 20);  // long epochs: the cut lands among epoch 1's steps, far from its end
   const fs::path project = dir / "cut";
   constexpr int kTimeout = 5;
   {
     NetnsHosts hosts(2);
-    const TwoNodes run = start_two_nodes(hosts, job, project, 50,
+    const TwoNodes run = start_two_nodes(hosts, job, project, 3,
                                          {"--dist-timeout", std::to_string(kTimeout), "--dist-phase-timeout", "20"});
     const auto started = Clock::now();
     while (result_rows(project / "exp/results.csv") < 1 && Clock::now() - started < 240s &&
