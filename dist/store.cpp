@@ -113,7 +113,10 @@ std::string quote_keys(const std::vector<std::string>& keys) {
 
 // A connected TCP socket to host:port, or -1 with `error` set when this attempt failed. The
 // connect itself is bounded by the deadline (a silent remote host would otherwise block minutes).
-int try_connect(const sockaddr_in& addr, Clock::time_point deadline, std::string& error) {
+// `silent` says whether the host itself gave no sign of life (timeout, unreachable), as opposed to
+// refusing the connection.
+int try_connect(const sockaddr_in& addr, Clock::time_point deadline, std::string& error, bool& silent) {
+  silent = false;
   int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0) {
     error = std::strerror(errno);
@@ -135,6 +138,7 @@ int try_connect(const sockaddr_in& addr, Clock::time_point deadline, std::string
   }
   if (r < 0) {
     error = std::strerror(errno);
+    silent = errno == ETIMEDOUT || errno == EHOSTUNREACH || errno == ENETUNREACH;
     ::close(fd);
     return -1;
   }
@@ -342,12 +346,13 @@ TcpStore::TcpStore(const std::string& master_addr, int port, bool is_host, int r
   const auto deadline = Clock::now() + timeout;
   std::string error;
   bool answered = false;  // some store replied (of another attempt): the host is there
-  while ((fd_ = try_connect(addr, deadline, error)) < 0 || !greet(fd_, generation, deadline, error, answered)) {
+  bool silent = false;    // the last attempt found no sign of the host
+  while ((fd_ = try_connect(addr, deadline, error, silent)) < 0 ||
+         !greet(fd_, generation, deadline, error, answered)) {
     if (Clock::now() >= deadline) break;
     std::this_thread::sleep_for(milliseconds(50));
   }
-  const bool silent = !answered && (error == std::strerror(ETIMEDOUT) || error == std::strerror(EHOSTUNREACH) ||
-                                    error == std::strerror(ENETUNREACH));
+  silent = silent && !answered;
   KESTREL_CHECK(fd_ >= 0, "rank ", rank, ": could not reach the rendezvous store at ", endpoint(),
                 " within ", format_duration(timeout), " (last error: ", error, ")",
                 silent ? str("; no host answers at ", master_addr, ": is --master-addr (MASTER_ADDR) "
