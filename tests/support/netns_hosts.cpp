@@ -250,13 +250,6 @@ pid_t NetnsHosts::fork_in(int host, const std::function<int()>& body) const {
   return pid;
 }
 
-std::vector<pid_t> NetnsHosts::processes() const {
-  std::vector<pid_t> out;
-  for (const std::string& ns : namespaces_starting(prefix_ + "-"))
-    for (pid_t pid : pids_in(ns)) out.push_back(pid);
-  return out;
-}
-
 std::vector<std::string> NetnsHosts::namespaces_of(pid_t pid) {
   return namespaces_starting(kPrefix + std::to_string(pid) + "-");
 }

@@ -63,11 +63,8 @@ class NetnsHosts {
   // Forks a child that enters the host's namespace and exits with body()'s value.
   pid_t fork_in(int host, const std::function<int()>& body) const;
 
-  // Pids of every process inside any of this object's namespaces.
-  std::vector<pid_t> processes() const;
-
-  // Every namespace this process's harnesses made, and leftovers of dead test processes: for a
-  // test that checks nothing leaked.
+  // The namespaces that harnesses of process `pid` made and that still exist: for a test that
+  // checks nothing leaked.
   static std::vector<std::string> namespaces_of(pid_t pid);
 
  private:
@@ -75,7 +72,7 @@ class NetnsHosts {
   void remove_all() noexcept;
 
   int hosts_;
-  std::string prefix_;  // kestrel-mh-<pid>-<serial>
+  std::string prefix_;  // kestrel-mh-<pid>-<a number from the clock>
 };
 
 // Runs a program (argv[0] looked up in PATH), returning its exit code and output together.
