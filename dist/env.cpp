@@ -137,6 +137,10 @@ DistOptions resolve_dist_options(const DistFlags& flags, const EnvLookup& env) {
   o.local_rank = local ? local->value : o.rank;
   o.master_port = port ? port->value : 29500;
   o.timeout = flags.timeout;
+  if (auto restart = env("KESTREL_RESTART_COUNT")) {
+    o.restart_count = parse_int(*restart, "KESTREL_RESTART_COUNT");
+    KESTREL_CHECK(o.restart_count >= 0, "KESTREL_RESTART_COUNT must not be negative, got ", *restart);
+  }
   const std::string rank_src = rank ? rank->source : "the default rank 0";
   const std::string world_src = world ? world->source : "the default world size 1";
   KESTREL_CHECK(o.world_size >= 1, "the world size must be at least 1, got ", world_src);

@@ -8,6 +8,7 @@
 //     SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID; the master is the first host of
 //     SLURM_JOB_NODELIST (or SLURM_NODELIST)
 // MASTER_ADDR and MASTER_PORT override the master under every launcher (mpirun -x MASTER_ADDR=...).
+// KESTREL_RESTART_COUNT (set by kestrel's launcher) says which restart of an elastic job this is.
 // With nothing set the process is a single-rank job.
 #pragma once
 #include <chrono>

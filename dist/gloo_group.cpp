@@ -201,6 +201,11 @@ GlooProcessGroup::GlooProcessGroup(std::shared_ptr<TcpStore> store, const DistOp
       context->connectFullMesh(local, device);
     }
     context_ = context;
+    if (this->store()) {  // each rank's address, to name the lost ones when a collective fails
+      this->store()->set(str("host/", rank()), this->store()->local_address());
+      for (int r = 0; r < size(); ++r)
+        if (r != rank()) peers_.push_back({r, this->store()->get(str("host/", r))});
+    }
   } catch (const gloo::Exception& e) {
     KESTREL_FAIL("rank ", rank(), ": could not connect the Gloo process group of ", size(),
                  " ranks: ", e.what(), "; a peer may have died or be unreachable; see its log");
@@ -248,8 +253,7 @@ void GlooProcessGroup::worker_loop() {
         task.run();
       } catch (const gloo::Exception& e) {
         error = str("rank ", rank(), ": gloo ", task.what, " failed (timeout ",
-                    format_duration(timeout_), "): ", e.what(),
-                    "; a peer may have died or be stuck; see its log");
+                    format_duration(timeout_), "): ", e.what(), "; ", diagnose_peers());
       } catch (const std::exception& e) {
         error = str("rank ", rank(), ": gloo ", task.what, " failed: ", e.what());
       }
@@ -259,6 +263,12 @@ void GlooProcessGroup::worker_loop() {
     task.run = nullptr;
     task.work->finish(std::move(error));
   }
+}
+
+std::string GlooProcessGroup::diagnose_peers() const {
+  if (peers_.empty()) return "a peer may have died or be stuck; see its log";
+  const auto bound = std::min<std::chrono::milliseconds>(timeout_, std::chrono::seconds(1));
+  return describe_lost_peers(peers_, silent_peers(peers_, store()->port(), bound), bound);
 }
 
 std::shared_ptr<Work> GlooProcessGroup::all_reduce(const Tensor& t, ReduceOp op) {

@@ -7,7 +7,8 @@
 // the collective sees the values the stream computed). Sums are computed in the tensor's type;
 // f16/bf16 travel and add as f32 and round once at the end. Gloo's own timeout bounds every
 // collective: a dead or stuck peer fails the work (and every later one) with an Error naming the
-// rank, never a hang. Creating a group sets SIGPIPE to ignored (if it had its default action), so
+// rank, never a hang; the message then names the peers whose hosts no longer answer (dist/
+// peer_probe.h), from the addresses the ranks published in the store at start-up. Creating a group sets SIGPIPE to ignored (if it had its default action), so
 // that writing to a dead peer's socket fails the collective instead of killing the process.
 #pragma once
 #include <condition_variable>
@@ -18,6 +19,7 @@
 #include <mutex>
 #include <thread>
 
+#include "dist/peer_probe.h"
 #include "dist/process_group.h"
 #include "dist/store.h"
 
@@ -52,7 +54,11 @@ class GlooProcessGroup : public ProcessGroup {
   void worker_loop();
   uint32_t next_tag() { return tag_++; }
 
+  // Why a collective failed, naming the peers that stopped answering.
+  std::string diagnose_peers() const;
+
   std::chrono::milliseconds timeout_;
+  std::vector<PeerHost> peers_;  // every other rank and its host's address
   std::shared_ptr<gloo::Context> context_;
   uint32_t tag_ = 0;  // worker thread only: collectives get consecutive tags on every rank
   std::mutex mutex_;

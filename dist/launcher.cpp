@@ -54,8 +54,9 @@ int omp_threads_per_worker(int nproc_per_node) {
 
 namespace {
 
-std::vector<std::string> worker_environment(const LaunchOptions& o, int rank, int local_rank) {
+std::vector<std::string> worker_environment(const LaunchOptions& o, int rank, int local_rank, int restarts) {
   const std::vector<std::pair<std::string, std::string>> ours = {
+      {"KESTREL_RESTART_COUNT", std::to_string(restarts)},
       {"RANK", std::to_string(rank)},
       {"WORLD_SIZE", std::to_string(o.nnodes * o.nproc_per_node)},
       {"LOCAL_RANK", std::to_string(local_rank)},
@@ -107,9 +108,9 @@ int open_rank_log(Worker& w) {
 }
 
 // Starts one worker. Between fork and exec the child only makes async-signal-safe calls.
-pid_t spawn(const LaunchOptions& o, const std::vector<std::string>& command, Worker& w,
+pid_t spawn(const LaunchOptions& o, const std::vector<std::string>& command, int restarts, Worker& w,
             const sigset_t& original_mask) {
-  std::vector<std::string> args = command, env = worker_environment(o, w.rank, w.local_rank);
+  std::vector<std::string> args = command, env = worker_environment(o, w.rank, w.local_rank, restarts);
   std::vector<char*> argv = c_strings(args), envp = c_strings(env);
   const std::string exec_failed = "kestrel launcher: cannot execute " + command[0] + "\n";
   const int log_fd = w.log.empty() ? -1 : open_rank_log(w);
@@ -170,7 +171,7 @@ struct Attempt {
 };
 
 // Starts every local worker with `command` and waits until all have exited.
-Attempt run_attempt(const LaunchOptions& o, const std::vector<std::string>& command,
+Attempt run_attempt(const LaunchOptions& o, const std::vector<std::string>& command, int restarts,
                     const sigset_t& handled, const sigset_t& original_mask) {
   std::vector<Worker> workers(o.nproc_per_node);
   for (int l = 0; l < o.nproc_per_node; ++l) {
@@ -198,7 +199,7 @@ Attempt run_attempt(const LaunchOptions& o, const std::vector<std::string>& comm
 
   for (Worker& w : workers) {
     try {
-      w.pid = spawn(o, command, w, original_mask);
+      w.pid = spawn(o, command, restarts, w, original_mask);
       w.running = true;
     } catch (...) {
       stop_all(SIGKILL);
@@ -307,14 +308,12 @@ LaunchResult launch_workers(const LaunchOptions& o, RestartPolicy* restarts) {
                 "--master-port must lie in 1..65535, got ", o.master_port);
   KESTREL_CHECK(!o.command.empty(), "launcher: no worker command given");
   const int max_restarts = restarts ? restarts->max_restarts() : 0;
-  KESTREL_CHECK(max_restarts == 0 || o.nnodes == 1, "--max-restarts works on a single node, but ",
-                "--nnodes is ", o.nnodes, ": drop --max-restarts, or run one node");
 
   const sigset_t handled = launcher_signals();
   SignalBlock block(handled);
   std::vector<std::string> command = o.command;
   for (int number = 1;; ++number) {
-    Attempt attempt = run_attempt(o, command, handled, block.previous());
+    Attempt attempt = run_attempt(o, command, number - 1, handled, block.previous());
     LaunchResult& r = attempt.result;
     r.restarts = number - 1;
     const std::optional<RestartPlan> plan = restarts ? restarts->next(r) : std::nullopt;

@@ -11,9 +11,14 @@
 // With a RestartPolicy (`--max-restarts K`) a failure that was no interrupt of the launcher is
 // followed by a fresh start of all workers, with the command the policy gives (dist/
 // restart_policy.h), up to K times. The failed rank's log is kept as rank<R>.attempt<k>.log. The
-// new attempt rendezvouses on the same MASTER_PORT: every worker of the previous attempt has been
-// reaped by then, and the store's listening socket sets SO_REUSEADDR, so connections of the old
-// job lingering in TIME_WAIT do not block it (and a firewall opened for the port keeps working).
+// new attempt rendezvouses on the same MASTER_PORT: every local worker of the previous attempt has
+// been reaped by then, and the store's listening socket sets SO_REUSEADDR, so connections of the
+// old job lingering in TIME_WAIT do not block it (and a firewall opened for the port keeps working).
+// Workers get KESTREL_RESTART_COUNT (0, 1, ...). With several nodes each node's launcher restarts
+// its own workers: a failure anywhere fails every node's workers (their peer is gone), so every
+// launcher starts attempt k+1, and the store turns away ranks of another attempt (dist/store.h)
+// until the master's host has restarted too. The nodes must share the project directory, so that
+// every node resumes from the same checkpoint.
 #pragma once
 #include <chrono>
 #include <filesystem>
@@ -46,7 +51,7 @@ class RestartPolicy;
 // Runs the workers and waits for all of them, restarting them as `restarts` decides (null: never).
 // Call it from the main thread before other threads exist: SIGINT, SIGTERM and SIGCHLD are blocked
 // in the calling thread while it runs and are handled synchronously. Each attempt's message is
-// also printed to stderr, as is each restart. Restarts need a single node (nnodes == 1).
+// also printed to stderr, as is each restart.
 LaunchResult launch_workers(const LaunchOptions& options, RestartPolicy* restarts = nullptr);
 
 // args minus --nproc-per-node, --nnodes, --node-rank, --master-addr, --master-port and

@@ -50,7 +50,7 @@ std::shared_ptr<ProcessGroup> init_process_group(const std::string& backend,
   std::shared_ptr<TcpStore> store;
   if (options.world_size > 1)
     store = std::make_shared<TcpStore>(options.master_addr, options.master_port, options.rank == 0,
-                                       options.rank, options.timeout);
+                                       options.rank, options.timeout, options.restart_count);
   std::shared_ptr<ProcessGroup> group;
   if (backend == "nccl")
     group = std::make_shared<NcclProcessGroup>(store, options, device);

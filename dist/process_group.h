@@ -86,6 +86,7 @@ struct DistOptions {
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
   std::chrono::seconds timeout = kDefaultTimeout;  // a dead or stuck peer fails collectives after this long
+  int restart_count = 0;  // which restart of an elastic job this is (KESTREL_RESTART_COUNT): see dist/store.h
 };
 
 // Connects to the other ranks (rank 0 hosts the rendezvous store) and returns the group.

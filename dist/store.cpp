@@ -27,7 +27,7 @@ using std::chrono::milliseconds;
 // preceded by its 32-bit length (both ends run the same binary, so host byte order is fine).
 namespace {
 
-enum class Command : uint8_t { Set, Get, Add, Wait };
+enum class Command : uint8_t { Set, Get, Add, Wait, Hello };
 
 constexpr uint8_t kReplyOk = 0;
 constexpr uint8_t kReplyError = 1;
@@ -113,7 +113,10 @@ std::string quote_keys(const std::vector<std::string>& keys) {
 
 // A connected TCP socket to host:port, or -1 with `error` set when this attempt failed. The
 // connect itself is bounded by the deadline (a silent remote host would otherwise block minutes).
-int try_connect(const sockaddr_in& addr, Clock::time_point deadline, std::string& error) {
+// `silent` says whether the host itself gave no sign of life (timeout, unreachable), as opposed to
+// refusing the connection.
+int try_connect(const sockaddr_in& addr, Clock::time_point deadline, std::string& error, bool& silent) {
+  silent = false;
   int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0) {
     error = std::strerror(errno);
@@ -135,6 +138,7 @@ int try_connect(const sockaddr_in& addr, Clock::time_point deadline, std::string
   }
   if (r < 0) {
     error = std::strerror(errno);
+    silent = errno == ETIMEDOUT || errno == EHOSTUNREACH || errno == ENETUNREACH;
     ::close(fd);
     return -1;
   }
@@ -142,6 +146,26 @@ int try_connect(const sockaddr_in& addr, Clock::time_point deadline, std::string
   int one = 1;
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
   return fd;
+}
+
+// Says which attempt this client belongs to. False (fd closed, `error` set) when the store serves
+// another attempt or does not reply; `answered` notes that a store did reply.
+bool greet(int& fd, int generation, Clock::time_point deadline, std::string& error, bool& answered) {
+  Frame reply;
+  const ReadStatus status = send_all(fd, encode({uint8_t(Command::Hello), {std::to_string(generation)}}))
+                                ? read_frame(fd, reply, &deadline)
+                                : ReadStatus::Closed;
+  if (status == ReadStatus::Ok && reply.code == kReplyOk) return true;
+  if (status == ReadStatus::Ok) {
+    answered = true;
+    error = str("the store there serves attempt ", reply.args.empty() ? "?" : reply.args[0],
+                " of the job, this rank belongs to attempt ", generation);
+  } else if (!answered) {  // keep the news of a store of another attempt: that is the reason
+    error = "the store did not answer its greeting";
+  }
+  ::close(fd);
+  fd = -1;
+  return false;
 }
 
 }  // namespace
@@ -158,7 +182,7 @@ std::string format_duration(milliseconds d) {
 // wait for keys sleep on a condition variable until a set/add provides them.
 class StoreServer {
  public:
-  explicit StoreServer(int port) {
+  StoreServer(int port, int generation) : generation_(generation) {
     listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     KESTREL_CHECK(listen_fd_ >= 0, "rendezvous store: socket() failed: ", std::strerror(errno));
     int one = 1;
@@ -209,11 +233,34 @@ class StoreServer {
         std::this_thread::sleep_for(milliseconds(10));
         continue;
       }
+      lock.unlock();
       int one = 1;
       ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+      if (!welcome(fd)) {
+        ::close(fd);
+        continue;
+      }
+      lock.lock();
+      if (stopping_) {
+        ::close(fd);
+        return;
+      }
       client_fds_.push_back(fd);
       handlers_.emplace_back([this, fd] { serve(fd); });
     }
+  }
+
+  // A client's first frame must be a Hello of this store's generation, within a second; a client
+  // of another attempt is told which attempt this store serves and turned away. Checked before a
+  // connection gets a thread, so that clients retrying against the wrong store cost nothing.
+  bool welcome(int fd) {
+    Frame hello;
+    const auto deadline = Clock::now() + milliseconds(1000);
+    if (read_frame(fd, hello, &deadline) != ReadStatus::Ok) return false;
+    const std::string ours = std::to_string(generation_);
+    const bool ok = static_cast<Command>(hello.code) == Command::Hello && hello.args.size() == 1 &&
+                    hello.args[0] == ours;
+    return send_all(fd, encode({ok ? kReplyOk : kReplyError, {ours}})) && ok;
   }
 
   void serve(int fd) {
@@ -261,6 +308,7 @@ class StoreServer {
     return {kReplyError, {str("malformed request (code ", int(req.code), ")")}};
   }
 
+  int generation_;
   int listen_fd_ = -1;
   std::thread acceptor_;
   std::mutex mutex_;
@@ -274,13 +322,13 @@ class StoreServer {
 // --- the client side ---------------------------------------------------------------------------
 
 TcpStore::TcpStore(const std::string& master_addr, int port, bool is_host, int rank,
-                   milliseconds timeout)
+                   milliseconds timeout, int generation)
     : master_addr_(master_addr), port_(port), rank_(rank), timeout_(timeout) {
   KESTREL_CHECK(port > 0 && port < 65536, "rendezvous store: master port ", port,
                 " is not a TCP port; pass --master-port in 1..65535");
   KESTREL_CHECK(timeout.count() > 0, "rendezvous store: the timeout must be positive, got ",
                 timeout.count(), " ms");
-  if (is_host) server_ = std::make_unique<StoreServer>(port);
+  if (is_host) server_ = std::make_unique<StoreServer>(port, generation);
 
   addrinfo hints{};
   hints.ai_family = AF_INET;
@@ -293,15 +341,24 @@ TcpStore::TcpStore(const std::string& master_addr, int port, bool is_host, int r
   ::freeaddrinfo(found);
   addr.sin_port = htons(static_cast<uint16_t>(port));
 
-  // The host may not be listening yet: retry until the timeout.
+  // The host may not be listening yet, or still serve the previous attempt: retry until the
+  // timeout.
   const auto deadline = Clock::now() + timeout;
   std::string error;
-  while ((fd_ = try_connect(addr, deadline, error)) < 0 && Clock::now() < deadline)
+  bool answered = false;  // some store replied (of another attempt): the host is there
+  bool silent = false;    // the last attempt found no sign of the host
+  while ((fd_ = try_connect(addr, deadline, error, silent)) < 0 ||
+         !greet(fd_, generation, deadline, error, answered)) {
+    if (Clock::now() >= deadline) break;
     std::this_thread::sleep_for(milliseconds(50));
+  }
+  silent = silent && !answered;
   KESTREL_CHECK(fd_ >= 0, "rank ", rank, ": could not reach the rendezvous store at ", endpoint(),
-                " within ", format_duration(timeout), " (last error: ", error,
-                "); is rank 0 running, and do --master-addr/--master-port (MASTER_ADDR/"
-                "MASTER_PORT) name it?");
+                " within ", format_duration(timeout), " (last error: ", error, ")",
+                silent ? str("; no host answers at ", master_addr, ": is --master-addr (MASTER_ADDR) "
+                             "the address of rank 0's host, and is that host up and reachable from here?")
+                       : std::string("; is rank 0 running, and do --master-addr/--master-port (MASTER_ADDR/"
+                                     "MASTER_PORT) name it?"));
 
   sockaddr_in local{};
   socklen_t len = sizeof local;

@@ -1,6 +1,11 @@
 // The rendezvous store: a small TCP key-value store that rank 0 hosts on master_addr:master_port.
 // Ranks use it once at start-up, to exchange the NCCL unique id and Gloo's pair addresses.
 //
+// A store belongs to one attempt of an elastic job (`generation`, the launcher's restart count):
+// a client of another attempt is turned away at connect and keeps retrying, so after a restart a
+// rank of a host that restarted first never talks to a previous attempt's store that is still
+// shutting down on the master's host.
+//
 // Every call that waits (get, wait, add/set against a dead host, connecting) gives up after the
 // store's timeout with an Error naming the rank, the keys and the host, so a missing peer shows as
 // a clear failure instead of a hang. Values are byte strings. One store may be used from several
@@ -23,7 +28,7 @@ class TcpStore {
   // rank, the host included, then talks to the store as a client. Connecting retries until
   // `timeout` so ranks may start in any order.
   TcpStore(const std::string& master_addr, int port, bool is_host, int rank,
-           std::chrono::milliseconds timeout);
+           std::chrono::milliseconds timeout, int generation = 0);
   ~TcpStore();
   TcpStore(const TcpStore&) = delete;
   TcpStore& operator=(const TcpStore&) = delete;
@@ -43,6 +48,7 @@ class TcpStore {
   // This host's IPv4 address on the route to the store's host: what peers can reach us at.
   std::string local_address() const { return local_address_; }
   std::string endpoint() const;  // "host:port", for messages
+  int port() const { return port_; }
 
  private:
   std::vector<std::string> request(uint8_t command, const std::vector<std::string>& args,

@@ -59,6 +59,16 @@ TEST(DistEnv, Torchrun) {
             std::string::npos);
 }
 
+// Kestrel's launcher numbers its attempts: the store of one attempt turns away ranks of another.
+TEST(DistEnv, RestartCount) {
+  EXPECT_EQ(resolve_dist_options({}, table({{"RANK", "0"}, {"WORLD_SIZE", "2"}})).restart_count, 0);
+  EXPECT_EQ(resolve_dist_options({}, table({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"KESTREL_RESTART_COUNT", "2"}}))
+                .restart_count,
+            2);
+  EXPECT_NE(error_of({}, table({{"KESTREL_RESTART_COUNT", "x"}})).find("KESTREL_RESTART_COUNT"), std::string::npos);
+  EXPECT_NE(error_of({}, table({{"KESTREL_RESTART_COUNT", "-1"}})).find("KESTREL_RESTART_COUNT"), std::string::npos);
+}
+
 TEST(DistEnv, OpenMpi) {
   auto env = table({{"OMPI_COMM_WORLD_RANK", "3"},
                     {"OMPI_COMM_WORLD_SIZE", "4"},

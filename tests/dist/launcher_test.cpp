@@ -110,10 +110,12 @@ TEST(LauncherWorker, DISABLED_GlooJobFailingOnce) {
   const auto resume = std::find(args.begin(), args.end(), "--resume");
   if (resume != args.end()) {
     ASSERT_NE(resume + 1, args.end());
+    ASSERT_EQ(o.restart_count, 1);  // from KESTREL_RESTART_COUNT
     std::ofstream(out_dir() / ("resumed" + std::to_string(o.rank))) << *(resume + 1);
     group->barrier()->wait();
     return;
   }
+  ASSERT_EQ(o.restart_count, 0);
   if (o.rank == 0) {
     const fs::path checkpoint = out_dir() / "project/exp/weights/last.safetensors";
     fs::create_directories(checkpoint.parent_path());

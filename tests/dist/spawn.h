@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -118,6 +119,24 @@ inline std::vector<RankResult> run_ranks(const std::string& test, int world, int
   }
   std::filesystem::remove_all(logs);
   return results;
+}
+
+// The exit code (128 + signal when killed by one) of a child process, or nullopt when it had to be
+// killed at the deadline (longer in sanitizer builds).
+inline std::optional<int> wait_exit(pid_t pid, std::chrono::seconds deadline) {
+  using Clock = std::chrono::steady_clock;
+  const auto stop = Clock::now() + deadline * kSanitizerSlowdown;
+  int status = 0;
+  for (pid_t done; (done = ::waitpid(pid, &status, WNOHANG)) != pid;) {
+    if (done < 0) return std::nullopt;
+    if (Clock::now() > stop) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+      return std::nullopt;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
 // For assertion messages: every rank's status and log.

@@ -111,6 +111,27 @@ TEST(TcpStore, HostGoingAwayFailsWaitingClients) {
 }
 
 // Worker: every rank publishes a key, bumps a counter, and reads everyone else's key.
+// After a restart, a rank of the new attempt that finds the old attempt's store still up (its host
+// has not noticed the failure yet) is turned away and keeps trying until the new store is there.
+TEST(TcpStore, ARankOfTheNextAttemptWaitsForItsOwnStore) {
+  const int port = testing::free_port();
+  auto old_store = std::make_unique<TcpStore>("127.0.0.1", port, true, 0, 5000ms, /*generation=*/0);
+  const std::string msg = error_of([&] { TcpStore("127.0.0.1", port, false, 1, 300ms, 1); });
+  EXPECT_NE(msg.find("the store there serves attempt 0 of the job, this rank belongs to attempt 1"),
+            std::string::npos) << msg;
+
+  std::unique_ptr<TcpStore> new_store;
+  std::thread restart([&] {
+    std::this_thread::sleep_for(300ms);
+    old_store.reset();
+    new_store = std::make_unique<TcpStore>("127.0.0.1", port, true, 0, 5000ms, 1);
+    new_store->set("attempt", "1");
+  });
+  TcpStore rank1("127.0.0.1", port, false, 1, 5000ms, 1);
+  EXPECT_EQ(rank1.get("attempt"), "1");
+  restart.join();
+}
+
 TEST(TcpStoreWorker, DISABLED_Exchange) {
   const DistOptions o = resolve_dist_options({}, process_environment());
   TcpStore store(o.master_addr, o.master_port, o.rank == 0, o.rank, 10000ms);

@@ -162,16 +162,13 @@ int effective_batch_size(const yolo::TrainOptions& o) {
 
 // Usage errors of a launch, before any worker starts: every worker would fail on them (and be
 // restarted, with --max-restarts).
-void check_launch(const yolo::TrainOptions& o, int nproc, int nnodes, int max_restarts) {
+void check_launch(const yolo::TrainOptions& o, int nproc, int nnodes) {
   if (nnodes < 1) throw UsageError("--nnodes must be >= 1");
   const int batch = effective_batch_size(o);
   const int64_t world = int64_t{nproc} * nnodes;  // two int32 flags: their product may not fit
   if (batch % world != 0)
     throw UsageError(str("--batch-size ", batch, " must be a multiple of the world size ",
                          world, " (--nproc-per-node ", nproc, " x --nnodes ", nnodes, ")"));
-  if (max_restarts > 0 && nnodes > 1)
-    throw UsageError("--max-restarts works on a single node: the nodes' launchers would not "
-                     "restart together; drop it or run with --nnodes 1");
 }
 
 // How many local workers to start: --nproc-per-node, or one per GPU of a --device list. A process
@@ -357,7 +354,7 @@ int run_train(const std::vector<std::string>& raw) {
     l.log_dir = rank_log_dir(o);
     l.command = {dist::current_executable().string(), "train"};
     for (const auto& a : dist::strip_launcher_flags(argv)) l.command.push_back(a);
-    check_launch(o, l.nproc_per_node, l.nnodes, max_restarts);
+    check_launch(o, l.nproc_per_node, l.nnodes);
     if (max_restarts == 0) return dist::launch_workers(l).exit_code;  // it prints what failed
     dist::RestartPolicy policy = restart_policy(o, l.command, max_restarts);
     return dist::launch_workers(l, &policy).exit_code;
