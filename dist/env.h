@@ -8,6 +8,9 @@
 //     SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID; the master is the first host of
 //     SLURM_JOB_NODELIST (or SLURM_NODELIST)
 // MASTER_ADDR and MASTER_PORT override the master under every launcher (mpirun -x MASTER_ADDR=...).
+// Under torchrun's agent store (TORCHELASTIC_USE_AGENT_STORE=True, torchrun's default) the agent
+// already listens on MASTER_PORT, so rank 0 hosts Kestrel's store on MASTER_PORT + 1 unless
+// --master-port names a port.
 // With nothing set the process is a single-rank job.
 #pragma once
 #include <chrono>
