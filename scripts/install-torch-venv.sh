@@ -23,14 +23,14 @@ torch_version=2.15.0  # the newest on PyPI when this was written; its CUDA 13 wh
 check=(env "LD_LIBRARY_PATH=$cuda_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$venv/bin/python" -c
        "import torch; print('torch', torch.__version__, 'sum', float(torch.ones(3).sum()))")
 
-if [[ -x $venv/bin/torchrun ]] && "${check[@]}" >/dev/null 2>&1; then
-  echo "install-torch-venv: $venv already has $("${check[@]}" 2>/dev/null)"
+if [[ -x $venv/bin/torchrun ]] && found=$("${check[@]}" 2>/dev/null); then
+  echo "install-torch-venv: $venv already has $found"
   exit 0
 fi
 start=$SECONDS
 echo "install-torch-venv: making $venv with $($python --version 2>&1)"
 "$python" -m venv "$venv"
-pip=("$venv/bin/pip" install --quiet --disable-pip-version-check --no-deps)
+pip=("$venv/bin/pip" install --quiet --disable-pip-version-check --no-deps --no-compile)
 "${pip[@]}" "torch==$torch_version"
 # What torch's import needs (its Requires-Dist, less the CUDA wheels), and numpy for tensor <->
 # array conversion.

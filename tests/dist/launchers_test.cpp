@@ -74,7 +74,9 @@ TEST(Launchers, Mpirun) {
   fs::remove_all(project);
 }
 
-// What srun sets in each task's environment; rank 0's host comes from the node list.
+// What srun sets in each task's environment; rank 0's host comes from the node list. srun binds
+// each task to its CPUs, which OpenMP follows; unbound here, the tasks get one thread each instead
+// (two tasks running OpenMP over every core of a small machine take minutes, not seconds).
 TEST(Launchers, SlurmEnvironment) {
   const fs::path project = kestrel::testing::temp_dir("slurm");
   const std::string port = std::to_string(kestrel::testing::free_port());
@@ -82,7 +84,7 @@ TEST(Launchers, SlurmEnvironment) {
   for (int r = 0; r < 2; ++r)
     script += "env -u RANK -u WORLD_SIZE -u OMPI_COMM_WORLD_RANK SLURM_PROCID=" + std::to_string(r) +
               " SLURM_LOCALID=" + std::to_string(r) +
-              " SLURM_NTASKS=2 SLURM_NTASKS_PER_NODE=2 SLURM_JOB_NODELIST=localhost MASTER_PORT=" + port +
+              " SLURM_NTASKS=2 SLURM_NTASKS_PER_NODE=2 SLURM_JOB_NODELIST=localhost OMP_NUM_THREADS=1 MASTER_PORT=" + port +
               " timeout 300 " + tiny_train(project) + " > " + (project / ("task" + std::to_string(r))).string() +
               " 2>&1 & p" + std::to_string(r) + "=$!; ";
   script += "wait $p0; c0=$?; wait $p1; c1=$?; cat " + (project / "task0").string() + " " +

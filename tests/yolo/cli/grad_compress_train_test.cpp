@@ -1,6 +1,8 @@
 // `kestrel train --grad-compress fp16|bf16` on 2 Gloo ranks (--nproc-per-node 2): three epochs end
 // with training losses within 2 % of the same run without compression, while the weights differ
 // (the gradients really went through 16 bits); a bad value is a usage error.
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
