@@ -54,9 +54,10 @@ TEST(Launchers, Torchrun) {
   const fs::path project = kestrel::testing::temp_dir("torchrun");
   // The CUDA toolkit supplies the libraries the wheel's libtorch_cuda links (import torch needs
   // them even on the CPU).
-  const std::string cuda_lib = env_or("CUDA_HOME", "/usr/local/cuda") + "/lib64";
-  const CliResult r = run_command("LD_LIBRARY_PATH=" + cuda_lib + ":" + env_or("LD_LIBRARY_PATH", "") +
-                                  " timeout 300 " + torchrun.string() +
+  const std::string old_path = env_or("LD_LIBRARY_PATH", "");
+  const std::string lib_path =
+      env_or("CUDA_HOME", "/usr/local/cuda") + "/lib64" + (old_path.empty() ? "" : ":" + old_path);
+  const CliResult r = run_command("LD_LIBRARY_PATH=" + lib_path + " timeout 300 " + torchrun.string() +
                                   " --no-python --nnodes 1 --nproc-per-node 2 " + tiny_train(project));
   expect_two_rank_epoch(r, project);
   fs::remove_all(project);
