@@ -1,6 +1,7 @@
 // Gradient compression on CUDA against the CPU, bit for bit (both run kernels/grad_compress.h's
-// compress_grad/decompress_grad): random gradients over fp16's range and beyond (inf), tiny
-// values (subnormals), and world sizes whose division rounds.
+// compress_grad/decompress_grad, the CPU's fp16 through F16C where it can): random gradients over
+// fp16's range and beyond (inf), tiny values (subnormals), and world sizes whose division rounds;
+// then a Reducer step on CUDA parameters, equal to the same step on the CPU.
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -10,6 +11,7 @@
 #include "dist/grad_compress.h"
 #include "engine/tensor.h"
 #include "kernels/grad_compress.h"
+#include "tests/dist/reducer_compress_rig.h"
 #include "tests/support/testing.h"
 
 using namespace kestrel;
@@ -39,5 +41,21 @@ TEST(GradCompressCuda, MatchesTheCpuBitForBit) {
       const Tensor out = gpu_out.to(Device::cpu());
       ASSERT_EQ(std::memcmp(out.data_ptr(), cpu_out.data_ptr(), n * 4), 0);
     }
+  }
+}
+
+TEST(GradCompressCuda, AReducerStepOnCudaEqualsTheCpuStep) {
+  KESTREL_SKIP_WITHOUT_CUDA();
+  const dist::testing::GradFn grad = [](int r, int j, int64_t i) {
+    return std::sin(1.0 + r * 7 + j * 3 + i * 0.37) * (i == 5 && r == 0 ? 1e5 : 1.0);
+  };
+  for (dist::GradCompress c : {dist::GradCompress::F16, dist::GradCompress::BF16}) {
+    SCOPED_TRACE(dist::grad_compress_name(c));
+    const auto cpu = dist::testing::reduce_once(2, c, grad);
+    const auto gpu = dist::testing::reduce_once(2, c, grad, DType::F32, Device::cuda(0));
+    for (int r = 0; r < 2; ++r)
+      for (int j = 0; j < dist::testing::kParams; ++j)
+        for (int64_t i = 0; i < dist::testing::kN; ++i)
+          ASSERT_EQ(gpu[r][j][i], cpu[r][j][i]) << "rank " << r << " w" << j << "[" << i << "]";
   }
 }

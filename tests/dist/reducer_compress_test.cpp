@@ -2,61 +2,22 @@
 // types in float rounding each partial sum, as NCCL and Gloo do): compressed buckets give the
 // fp32 average within the 16-bit roundings and the same bits on every rank, exactly the fp32
 // average where every value is representable; fp16 turns a gradient past its range into inf while
-// bf16 keeps it; float64 parameters are never compressed.
-//
-// The model is loss = sum_j sum(x_j * w_j), so each rank's gradient of w_j is exactly its x_j.
+// bf16 keeps it; float64 parameters are never compressed (tests/dist/reducer_compress_rig.h).
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <limits>
 #include <random>
 
-#include "dist/reducer.h"
-#include "engine/ops/elementwise.h"
-#include "engine/ops/reduce.h"
-#include "tests/dist/fake_group.h"
+#include "tests/dist/reducer_compress_rig.h"
 
 namespace kestrel::dist {
 namespace {
 
-using testing::FakeGroup;
-using testing::run_ranks;
-
-constexpr int kParams = 3;
-constexpr int64_t kN = 40;
-
-// Rank r's gradient of w_j, element i.
-using GradFn = std::function<double(int rank, int j, int64_t i)>;
-
-// Every rank's gradients after one synchronised step, as doubles: [rank][param][element].
-std::vector<std::vector<std::vector<double>>> reduce_once(int ranks, GradCompress compress,
-                                                          const GradFn& grad,
-                                                          DType dtype = DType::F32) {
-  std::vector<std::vector<std::vector<double>>> out(ranks);
-  run_ranks(ranks, [&](std::shared_ptr<FakeGroup> group) {
-    NamedTensors named;
-    std::vector<Tensor> xs;
-    for (int j = 0; j < kParams; ++j) {
-      Tensor w = Tensor::zeros({kN}, dtype);
-      w.set_requires_grad(true);
-      named.push_back({"w" + std::to_string(j), w});
-      Tensor x = Tensor::empty({kN}, dtype);
-      for (int64_t i = 0; i < kN; ++i) store_from_double(x.data_ptr(), dtype, i, grad(group->rank(), j, i));
-      xs.push_back(x);
-    }
-    ReducerOptions options;
-    options.compress = compress;
-    options.bucket_cap_mb = 100.0 / (1024 * 1024);  // about one parameter per bucket
-    Reducer reducer(named, group, options);
-    reducer.prepare_for_backward();
-    Tensor loss = ops::sum_all(ops::mul(xs[0], named[0].second));
-    for (int j = 1; j < kParams; ++j) loss = ops::add(loss, ops::sum_all(ops::mul(xs[j], named[j].second)));
-    loss.backward();
-    reducer.finalize();
-    for (const auto& [name, w] : named) out[group->rank()].push_back(w.grad().to_double_vector());
-  });
-  return out;
-}
+using testing::GradFn;
+using testing::kN;
+using testing::kParams;
+using testing::reduce_once;
 
 double average(const GradFn& grad, int ranks, int j, int64_t i) {
   double s = 0;
