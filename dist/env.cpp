@@ -136,6 +136,14 @@ DistOptions resolve_dist_options(const DistFlags& flags, const EnvLookup& env) {
   // Without a local rank the job is taken to run on one node, where local rank equals rank.
   o.local_rank = local ? local->value : o.rank;
   o.master_port = port ? port->value : 29500;
+  std::string port_src = port ? port->source : "the default port 29500";
+  // torchrun's agent serves a store of its own (PyTorch's protocol) at MASTER_PORT and tells its
+  // workers so; ours then listens on the next port of the same host.
+  if (!flags.master_port && port && launcher == "torchrun" &&
+      env("TORCHELASTIC_USE_AGENT_STORE") == std::optional<std::string>("True")) {
+    ++o.master_port;
+    port_src += " + 1 (torchrun's agent serves its own store at MASTER_PORT)";
+  }
   o.timeout = flags.timeout;
   if (auto restart = env("KESTREL_RESTART_COUNT")) {
     o.restart_count = parse_int(*restart, "KESTREL_RESTART_COUNT");
@@ -148,7 +156,7 @@ DistOptions resolve_dist_options(const DistFlags& flags, const EnvLookup& env) {
                 rank_src, " with ", world_src);
   KESTREL_CHECK(o.local_rank >= 0, "the local rank must not be negative, got ", local->source);
   KESTREL_CHECK(o.master_port > 0 && o.master_port < 65536,
-                "the master port must lie in 1..65535, got ", port->source);
+                "the master port must lie in 1..65535, got ", port_src);
   KESTREL_CHECK(o.timeout.count() > 0, "the distributed timeout must be positive, got ",
                 o.timeout.count(), " s");
 

@@ -9,6 +9,9 @@
 //     SLURM_JOB_NODELIST (or SLURM_NODELIST)
 // MASTER_ADDR and MASTER_PORT override the master under every launcher (mpirun -x MASTER_ADDR=...).
 // KESTREL_RESTART_COUNT (set by kestrel's launcher) says which restart of an elastic job this is.
+// Under torchrun's agent store (TORCHELASTIC_USE_AGENT_STORE=True, torchrun's default) the agent
+// already listens on MASTER_PORT, so rank 0 hosts Kestrel's store on MASTER_PORT + 1 unless
+// --master-port names a port.
 // With nothing set the process is a single-rank job.
 #pragma once
 #include <chrono>

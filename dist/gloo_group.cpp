@@ -76,25 +76,20 @@ class GlooStoreAdapter : public gloo::rendezvous::Store {
   TcpStore& store_;
 };
 
-// Half types travel and add as f32: Gloo has no bf16, and one rounding at the end beats one per
-// partial sum.
-DType wire_dtype(DType t) { return t == DType::F16 || t == DType::BF16 ? DType::F32 : t; }
-
-// The host memory a collective works on for one tensor: the tensor itself when it is a CPU tensor
-// of the wire type, else a host copy in the wire type (pinned for CUDA tensors).
+// The host memory a collective works on for one tensor, in its own dtype (half types travel as 16
+// bits): the tensor itself when it is a CPU tensor, else a pinned host copy of the CUDA tensor.
 struct HostBuffer {
   Tensor original;
-  DType wire;
   Tensor host;
   std::optional<Event> ready;  // CUDA: the device-to-host copy on the issuing stream
 
   // Issuing thread. with_values: the collective reads the tensor (not for all_gather's output).
-  HostBuffer(const Tensor& t, DType wire, bool with_values) : original(t), wire(wire) {
+  HostBuffer(const Tensor& t, bool with_values) : original(t) {
     if (t.device().is_cpu()) {
-      if (wire == t.dtype()) host = t;
-      return;  // a converted CPU copy is made on the worker, when the values are final
+      host = t;
+      return;
     }
-    host = Tensor::empty(t.shape(), wire, Device::cpu(), /*pinned=*/true);
+    host = Tensor::empty(t.shape(), t.dtype(), Device::cpu(), /*pinned=*/true);
     if (!with_values) return;
     DeviceGuard guard(t.device());
     host.copy_(t, /*non_blocking=*/true);
@@ -106,16 +101,11 @@ struct HostBuffer {
   void load() {
     set_thread_device(original.device());  // the worker's device for good: see set_thread_device
     if (ready) ready->synchronize();
-    if (!host.defined()) {
-      host = Tensor::empty(original.shape(), wire, Device::cpu());
-      host.copy_(original);
-    }
   }
 
   // Worker thread, after the collective: results back into the tensor, finished on return.
   void store_back(std::map<int, Stream>& copy_streams) {
     if (host.is_same(original)) return;
-    if (original.device().is_cpu()) return original.copy_(host);
     const Device dev = original.device();
     auto it = copy_streams.find(dev.index);
     if (it == copy_streams.end()) it = copy_streams.emplace(dev.index, Stream::create(dev)).first;
@@ -130,7 +120,8 @@ void sum_into(void* out, const void* a, const void* b, size_t n) {
   auto* o = static_cast<T*>(out);
   const auto* x = static_cast<const T*>(a);
   const auto* y = static_cast<const T*>(b);
-  for (size_t i = 0; i < n; ++i) o[i] = static_cast<T>(x[i] + y[i]);
+  for (size_t i = 0; i < n; ++i)
+    o[i] = from_acc<T>(static_cast<acc_t<T>>(to_acc<T>(x[i]) + to_acc<T>(y[i])));
 }
 
 template <class T>
@@ -141,9 +132,10 @@ void all_reduce_typed(const std::shared_ptr<gloo::Context>& ctx, T* data, size_t
   opts.setReduceFunction(&sum_into<T>);
   opts.setTag(tag);
   gloo::allreduce(opts);
-  if constexpr (std::is_floating_point_v<T>) {
+  if constexpr (!std::is_integral_v<T>) {
     if (op == ReduceOp::Average)
-      for (size_t i = 0; i < n; ++i) data[i] /= static_cast<T>(ctx->size);
+      for (size_t i = 0; i < n; ++i)
+        data[i] = from_acc<T>(to_acc<T>(data[i]) / static_cast<acc_t<T>>(ctx->size));
   }
 }
 
@@ -155,6 +147,10 @@ void all_reduce_host(const std::shared_ptr<gloo::Context>& ctx, const Tensor& t,
       return all_reduce_typed(ctx, t.data<float>(), n, op, tag);
     case DType::F64:
       return all_reduce_typed(ctx, t.data<double>(), n, op, tag);
+    case DType::F16:  // 16 bits on the wire (--grad-compress); sums in float, rounded each time
+      return all_reduce_typed(ctx, t.data<f16>(), n, op, tag);
+    case DType::BF16:
+      return all_reduce_typed(ctx, t.data<bf16>(), n, op, tag);
     case DType::I32:
       return all_reduce_typed(ctx, t.data<int32_t>(), n, op, tag);
     case DType::I64:
@@ -276,7 +272,7 @@ std::shared_ptr<Work> GlooProcessGroup::all_reduce(const Tensor& t, ReduceOp op)
   KESTREL_CHECK(op == ReduceOp::Sum || is_floating(t.dtype()),
                 "gloo all_reduce: Average of the integer tensor ", t.describe(),
                 " would truncate; reduce with Sum and divide as you need");
-  auto buffer = std::make_shared<HostBuffer>(t, wire_dtype(t.dtype()), true);
+  auto buffer = std::make_shared<HostBuffer>(t, true);
   return enqueue("all_reduce of " + t.describe(), [this, buffer, op] {
     const uint32_t tag = next_tag();
     buffer->load();
@@ -289,7 +285,7 @@ std::shared_ptr<Work> GlooProcessGroup::broadcast(const Tensor& t, int root) {
   check_tensor(t, "broadcast");
   KESTREL_CHECK(root >= 0 && root < size(), "gloo broadcast: root ", root,
                 " is not a rank of this group of ", size());
-  auto buffer = std::make_shared<HostBuffer>(t, t.dtype(), true);
+  auto buffer = std::make_shared<HostBuffer>(t, true);
   return enqueue(str("broadcast from rank ", root, " of ", t.describe()), [this, buffer, root] {
     const uint32_t tag = next_tag();
     buffer->load();
@@ -315,8 +311,8 @@ std::shared_ptr<Work> GlooProcessGroup::all_gather(const Tensor& out, const Tens
                 "on in's device; got out ",
                 out.describe(), " and in ", in.describe());
   // Raw bytes move unchanged: no wire conversion.
-  auto src = std::make_shared<HostBuffer>(in, in.dtype(), true);
-  auto dst = std::make_shared<HostBuffer>(out, out.dtype(), false);
+  auto src = std::make_shared<HostBuffer>(in, true);
+  auto dst = std::make_shared<HostBuffer>(out, false);
   return enqueue("all_gather of " + in.describe(), [this, src, dst] {
     const uint32_t tag = next_tag();
     src->load();

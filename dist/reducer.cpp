@@ -21,6 +21,7 @@ struct Reducer::State {
   std::unique_ptr<BucketPlan> plan;
   std::unique_ptr<ReadyTracker> tracker;
   std::vector<Tensor> flat;                  // one per group
+  std::vector<Tensor> wire;                  // per group: its 16-bit twin under compression
   std::vector<Tensor> views;                 // per parameter: its gradient inside flat
   std::vector<std::shared_ptr<Work>> works;  // per bucket, this step
 
@@ -40,8 +41,14 @@ struct Reducer::State {
     plan = std::make_unique<BucketPlan>(std::move(new_plan));
     tracker = std::make_unique<ReadyTracker>(plan.get());
     flat.clear();
-    for (size_t g = 0; g < group_dtypes.size(); ++g)
+    wire.clear();
+    for (size_t g = 0; g < group_dtypes.size(); ++g) {
       flat.push_back(Tensor::zeros({plan->group_numel[g]}, group_dtypes[g], device));
+      wire.push_back(compresses(static_cast<int>(g))
+                         ? Tensor::empty({plan->group_numel[g]},
+                                         grad_compress_dtype(options.compress), device)
+                         : Tensor());
+    }
     views.assign(params.size(), Tensor());
     for (size_t p = 0; p < params.size(); ++p) {
       const Tensor& base = flat[infos[p].group];
@@ -59,13 +66,23 @@ struct Reducer::State {
            g.storage_offset() == views[p].storage_offset();
   }
 
-  Tensor bucket_slice(int b) const {
+  bool compresses(int g) const {
+    return options.compress != GradCompress::None && group_dtypes[g] == DType::F32;
+  }
+
+  Tensor bucket_slice(int b, const std::vector<Tensor>& buffers) const {
     const Bucket& bucket = plan->buckets[b];
-    return flat[bucket.group].slice(0, bucket.offset, bucket.offset + bucket.numel);
+    return buffers[bucket.group].slice(0, bucket.offset, bucket.offset + bucket.numel);
   }
 
   void launch(int b) {
-    works[b] = group->all_reduce(bucket_slice(b), ReduceOp::Average);
+    if (compresses(plan->buckets[b].group)) {
+      const Tensor w = bucket_slice(b, wire);
+      compress_gradients(bucket_slice(b, flat), w, group->size());
+      works[b] = group->all_reduce(w, ReduceOp::Sum);
+    } else {
+      works[b] = group->all_reduce(bucket_slice(b, flat), ReduceOp::Average);
+    }
     if (options.record_timeline) timeline.buckets[b].launch_us = now_us();
   }
 
@@ -191,6 +208,9 @@ void Reducer::finalize() {
   s.poll_done();
   for (size_t b = 0; b < s.works.size(); ++b) {
     s.works[b]->wait();
+    if (s.compresses(s.plan->buckets[b].group))
+      decompress_gradients(s.bucket_slice(static_cast<int>(b), s.wire),
+                           s.bucket_slice(static_cast<int>(b), s.flat));
     if (s.options.record_timeline && s.timeline.buckets[b].done_us < 0 &&
         s.works[b]->is_completed())
       s.timeline.buckets[b].done_us = now_us();

@@ -38,6 +38,7 @@
 #include <utility>
 #include <vector>
 
+#include "dist/grad_compress.h"
 #include "dist/process_group.h"
 #include "dist/timeline.h"
 #include "engine/tensor.h"
@@ -63,6 +64,9 @@ struct ReducerOptions {
   // Record each step's timeline (ready/launch/done times; the trainer's --trace). Off, a step
   // takes no per-bucket clock readings and no completion polls.
   bool record_timeline = true;
+  // fp16/bf16: fp32 buckets are all-reduced in that type (divided by the world size, summed) and
+  // widened back in finalize(), as DDP's fp16/bf16_compress_hook (dist/grad_compress.h).
+  GradCompress compress = GradCompress::None;
 };
 
 class Reducer {

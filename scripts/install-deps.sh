@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # Installs the Debian packages Kestrel builds against, only those missing. Idempotent.
+# openmpi-bin is for the mpirun launcher test (tests/dist/launchers_test.cpp), not the build.
 # cuDNN, cuBLAS and NCCL come from the CUDA toolkit at /usr/local/cuda (or $CUDA_HOME).
 # --sanitize also installs what scripts/sanitize.sh needs: clang 14 with its sanitizer and
 # libFuzzer runtimes (libclang-rt-14-dev ships libclang_rt.fuzzer), its OpenMP runtime, and
@@ -18,6 +19,7 @@ packages=(
   libcurl4-openssl-dev zlib1g-dev
   libprotobuf-dev protobuf-compiler
   patchelf xz-utils ccache
+  openmpi-bin
 )
 if [[ ${1:-} == --sanitize ]]; then
   packages+=(clang-14 libclang-rt-14-dev libomp-14-dev llvm-14)

@@ -108,6 +108,7 @@ TrainOptions options_from_json(const json::Value& options, const std::string& pa
     else if (key == "amp") o.amp = v;
     else if (key == "bucket_cap_mb") number(o.bucket_cap_mb);
     else if (key == "no_overlap") flag(o.no_overlap);
+    else if (key == "grad_compress") o.grad_compress = v;
     else if (key == "check_sync") flag(o.check_sync);
     else if (key == "cuda_graph") o.cuda_graph = v;
     else if (key == "max_batches") number(o.max_batches);

@@ -217,6 +217,7 @@ std::vector<std::pair<std::string, std::string>> TrainOptions::to_pairs() const 
           {"amp", amp},
           {"bucket_cap_mb", number_text(bucket_cap_mb)},
           {"no_overlap", b(no_overlap)},
+          {"grad_compress", grad_compress},
           {"check_sync", b(check_sync)},
           {"cuda_graph", cuda_graph},
           {"max_batches", std::to_string(max_batches)},

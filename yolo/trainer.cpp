@@ -439,6 +439,9 @@ void Trainer::build_optimization() {
     dist::ReducerOptions ropt;
     ropt.bucket_cap_mb = o_.bucket_cap_mb;
     ropt.overlap = !o_.no_overlap;
+    const std::optional<dist::GradCompress> compress = dist::parse_grad_compress(o_.grad_compress);
+    KESTREL_CHECK(compress, "--grad-compress must be none, fp16 or bf16, got '", o_.grad_compress, "'");
+    ropt.compress = *compress;
     ropt.record_timeline = !o_.trace.empty();
     reducer_ = std::make_unique<dist::Reducer>(trainable(), rank_.group, ropt);
     // DDP's broadcast_buffers: the structure is compared across ranks here, once.

@@ -47,6 +47,7 @@ struct TrainOptions {
   std::string amp;  // "bf16" | "fp16" | "off"; "" = bf16 on sm_80+ GPUs, off on the CPU
   double bucket_cap_mb = 4.0;
   bool no_overlap = false;
+  std::string grad_compress = "none";  // "none" | "fp16" | "bf16": DDP buckets all-reduced in 16 bits
   std::string trace;  // Chrome trace of the steps' compute and communication timelines
   bool check_sync = false;  // compare parameters (and the BN buffer list) across ranks every step
   // CUDA graphs of the training step: "auto" (on for CUDA runs of fixed shape), "on", "off".

@@ -69,6 +69,28 @@ TEST(DistEnv, RestartCount) {
   EXPECT_NE(error_of({}, table({{"KESTREL_RESTART_COUNT", "-1"}})).find("KESTREL_RESTART_COUNT"), std::string::npos);
 }
 
+// torchrun's agent listens on MASTER_PORT itself (PyTorch's store): Kestrel's store takes the next
+// port, unless --master-port names one; without the agent store MASTER_PORT is ours.
+TEST(DistEnv, TorchrunAgentStoreKeepsMasterPort) {
+  std::map<std::string, std::string> vars = {{"RANK", "1"},
+                                             {"WORLD_SIZE", "2"},
+                                             {"LOCAL_RANK", "1"},
+                                             {"LOCAL_WORLD_SIZE", "2"},
+                                             {"MASTER_ADDR", "localhost"},
+                                             {"MASTER_PORT", "38513"},
+                                             {"TORCHELASTIC_USE_AGENT_STORE", "True"}};
+  expect_options(resolve_dist_options({}, table(vars)), 1, 2, 1, "localhost", 38514);
+  DistFlags flags;
+  flags.master_port = 31000;
+  expect_options(resolve_dist_options(flags, table(vars)), 1, 2, 1, "localhost", 31000);
+  vars["TORCHELASTIC_USE_AGENT_STORE"] = "False";
+  expect_options(resolve_dist_options({}, table(vars)), 1, 2, 1, "localhost", 38513);
+  vars["TORCHELASTIC_USE_AGENT_STORE"] = "True";
+  vars["MASTER_PORT"] = "65535";
+  const std::string e = error_of({}, table(vars));
+  EXPECT_NE(e.find("MASTER_PORT=65535 + 1 (torchrun's agent"), std::string::npos) << e;
+}
+
 TEST(DistEnv, OpenMpi) {
   auto env = table({{"OMPI_COMM_WORLD_RANK", "3"},
                     {"OMPI_COMM_WORLD_SIZE", "4"},

@@ -111,6 +111,10 @@ class FakeGroup : public ProcessGroup {
             result = reduce<double>(t, all, op);
           else if (t.dtype() == DType::I64)
             result = reduce<int64_t>(t, all, op);
+          else if (t.dtype() == DType::F16)
+            result = reduce<f16>(t, all, op);
+          else if (t.dtype() == DType::BF16)
+            result = reduce<bf16>(t, all, op);
           else
             KESTREL_CHECK(false, "fake group: all_reduce of ", t.describe(), " is not supported");
         });
@@ -160,15 +164,17 @@ class FakeGroup : public ProcessGroup {
   static Tensor on_host(const Tensor& t) { return t.device().is_cpu() ? t : t.to(Device::cpu()); }
 
   // Every rank sums in rank order into a private buffer, so all ranks end with the same bits.
+  // Half types add in float and round each partial sum to their type, as NCCL and Gloo do.
   template <class T>
   static Tensor reduce(const Tensor& t, const std::vector<std::vector<Tensor>>& all, ReduceOp op) {
-    std::vector<T> acc(t.numel(), T(0));
+    std::vector<T> acc(t.numel(), from_acc<T>(0));
     for (const auto& r : all) {
       const T* p = r[0].data<T>();
-      for (int64_t i = 0; i < t.numel(); ++i) acc[i] += p[i];
+      for (int64_t i = 0; i < t.numel(); ++i)
+        acc[i] = from_acc<T>(static_cast<acc_t<T>>(to_acc<T>(acc[i]) + to_acc<T>(p[i])));
     }
     if (op == ReduceOp::Average)
-      for (T& v : acc) v /= static_cast<T>(all.size());
+      for (T& v : acc) v = from_acc<T>(to_acc<T>(v) / static_cast<acc_t<T>>(all.size()));
     return Tensor::from_vector(acc, t.shape());
   }
 

@@ -89,6 +89,7 @@ TrainOptions unusual_options() {
   o.amp = "fp16";
   o.bucket_cap_mb = 0.1 + 0.2;
   o.no_overlap = true;
+  o.grad_compress = "bf16";
   o.check_sync = true;
   o.cuda_graph = "off";
   o.max_batches = 9;

@@ -10,6 +10,7 @@
 
 #include "dist/device_plan.h"
 #include "dist/env.h"
+#include "dist/grad_compress.h"
 #include "dist/launcher.h"
 #include "dist/restart_policy.h"
 #include "kernels/error.h"
@@ -74,6 +75,7 @@ const FlagTable kFlags = {
     {"master-port", "PORT", "29500", "port of node 0's rendezvous"},
     {"bucket-cap-mb", "MB", "4", "DDP gradient bucket size"},
     {"no-overlap", nullptr, nullptr, "all-reduce gradients after backward instead of during it"},
+    {"grad-compress", "none|fp16|bf16", "none", "all-reduce DDP gradients in 16 bits (DDP's fp16/bf16_compress_hook)"},
     {"trace", "FILE", nullptr, "write a Chrome trace of each step's compute and communication"},
     {"dist-timeout", "SECONDS", "10800", "how long a collective may take before the run fails"},
     {"dist-phase-timeout", "SECONDS", "10800", "how long ranks wait for rank 0's work alone (caches, validation)"},
@@ -217,6 +219,7 @@ const Command kTrainCommand = {
     "                     [--save-period -1] [--seed 0] [--deterministic] [--amp bf16|fp16|off]\n"
     "                     [--nproc-per-node N] [--nnodes M --node-rank R --master-addr A\n"
     "                     --master-port P] [--bucket-cap-mb 4] [--no-overlap] [--trace FILE]\n"
+    "                     [--grad-compress none|fp16|bf16]\n"
     "                     [--dist-timeout 10800] [--dist-phase-timeout 10800] [--check-sync]\n"
     "                     [--max-restarts 0] [--evolve [300]] [--no-tensorboard]\n"
     "                     [--cuda-graph auto|on|off] [--image-weights] [--quad]\n"
@@ -235,6 +238,9 @@ const Command kTrainCommand = {
     "  evolve.csv, hyp_evolve.yaml and evolve.png in the run directory.\n"
     "  TensorBoard event files go to the run directory (tensorboard --logdir runs/train) unless\n"
     "  --no-tensorboard; --noplots leaves them on.\n"
+    "  --grad-compress fp16|bf16: each rank sends its gradients as 16-bit values divided by the\n"
+    "  world size, the sum is widened back to fp32 (PyTorch DDP's fp16/bf16_compress_hook; fp16\n"
+    "  turns gradients of magnitude 65520 and above into inf).\n"
     "  --cuda-graph: capture each training step shape once into a CUDA graph and replay it\n"
     "  (auto: on for CUDA runs without --multi-scale, --rect or --trace; off: eager).\n",
     run_train, &kFlags};
@@ -305,6 +311,9 @@ int run_train(const std::vector<std::string>& raw) {
   o.amp = args.get("amp", "");
   o.bucket_cap_mb = args.get_double("bucket-cap-mb", o.bucket_cap_mb);
   o.no_overlap = args.has("no-overlap");
+  o.grad_compress = args.get("grad-compress", "none");
+  if (!dist::parse_grad_compress(o.grad_compress))
+    throw UsageError("--grad-compress must be none, fp16 or bf16, got '" + o.grad_compress + "'");
   o.trace = args.get("trace", "");
   o.check_sync = args.has("check-sync");
   o.cuda_graph = args.get("cuda-graph", "auto");
