@@ -274,9 +274,18 @@ void Trainer::discard_new_run_directory() {
 }
 
 void Trainer::load_data() {
+  // Downloads and the synthetic set are rank 0's, first. Then each other node's local rank 0
+  // fetches what its own disk lacks (nothing, where the nodes share the folder), before any other
+  // rank reads: once per node, as the reference's torch_distributed_zero_first(LOCAL_RANK), but
+  // never two nodes at once into one shared folder.
   const std::string data_yaml = rank_.main() ? resolve_data(o_.data) : std::string();
-  if (rank_.main() && !resume_) fetch_missing_weights(o_.weights);  // one download, before the others read
-  wait_for_rank0(rank_, "writing the dataset");  // the synthetic set and downloads are rank 0's, first
+  if (rank_.main() && !resume_) fetch_missing_weights(o_.weights);
+  wait_for_rank0(rank_, "writing the dataset");
+  if (!rank_.main() && rank_.local == 0) {
+    resolve_data(o_.data);
+    if (!resume_) fetch_missing_weights(o_.weights);
+  }
+  wait_for_rank0(rank_, "each node's downloads");
   dcfg_ = data::load_dataset_config(rank_.main() ? data_yaml : resolve_data(o_.data));
   nc_ = o_.single_cls ? 1 : dcfg_->nc;
   names_ = o_.single_cls ? std::vector<std::string>{"item"} : dcfg_->names;

@@ -34,7 +34,8 @@ using yolo::data::SourceKind;
 const FlagTable kFlags = {
     {"weights", "W.pt", nullptr, "model weights: a YOLOv5 .pt, a Kestrel .safetensors or an .onnx (required)"},
     {"source", "SRC", nullptr, "image, video, folder, glob, .txt list, stream URL or webcam index (required)"},
-    {"data", "D.yaml", nullptr, "class names for weights without their own (an .onnx without metadata, plain weights)"},
+    {"data", "D.yaml", "coco128.yaml",
+     "class names for weights without their own (an .onnx without metadata, plain weights); the default names 80 classes only"},
     {"img-size", "H [W]", "640", "inference size, one side or height and width (also --img, --imgsz)"},
     {"conf-thres", "C", "0.25", "confidence threshold"},
     {"iou-thres", "IOU", "0.45", "NMS IoU threshold"},

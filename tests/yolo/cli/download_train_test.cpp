@@ -12,6 +12,7 @@
 
 #include <filesystem>
 
+#include "tests/dist/spawn.h"
 #include "tests/support/cli.h"
 #include "tests/support/http_server.h"
 #include "tests/yolo/cli/empty_folder_run.h"
@@ -70,6 +71,46 @@ TEST_F(DownloadTrain, TrainFromAnEmptyFolderDownloadsTheWeightsAndTheDataset) {
   EXPECT_EQ(std::distance(fs::directory_iterator(root_ / "datasets/coco128/images/train2017"), fs::directory_iterator()), 2);
   EXPECT_FALSE(fs::exists(root_ / "datasets/coco128.zip"));
   EXPECT_TRUE(fs::is_regular_file(root_ / "work/runs/train/exp/weights/last.safetensors"));
+}
+
+// Two nodes (two launchers on this host, two ranks each), each with its own disk: node 1 runs in
+// a mount namespace where the scratch folder is another folder at the same path, as another
+// machine's disk would be. Each node's local rank 0 downloads what its disk lacks, once, before
+// its other rank reads (two ranks of a node fetching at once would download twice and race to
+// unpack). Needs root (mount namespaces), as CI runs; skipped otherwise.
+TEST_F(DownloadTrain, EachNodeDownloadsOnceForItsRanks) {
+  if (::geteuid() != 0 || kestrel::testing::run_command("unshare -m true").code != 0)
+    GTEST_SKIP() << "needs root and unshare (util-linux) for a mount namespace standing in for node 1's disk";
+  server_.serve("/mirror/yolov5n.pt", kestrel::yolo::read_file_bytes("tests/data/yolov5n_coco80.pt"));
+  server_.serve("/mirror/coco128.zip", small_coco128_zip(root_));
+  const fs::path disk1 = root_.string() + "_node1";
+  fs::remove_all(disk1);
+  fs::create_directories(disk1 / "work");
+  fs::create_directories(disk1 / "home");
+  struct Remove {
+    fs::path path;
+    ~Remove() { fs::remove_all(path); }
+  } remove_disk1{disk1};
+  const std::string node = "OMP_NUM_THREADS=1 " + kestrel::testing::kestrel_binary().string() +
+                           " train --data coco128.yaml --weights yolov5n.pt --img 320 --epochs 1 --batch-size 4 "
+                           "--workers 1 --device cpu --noplots --no-tensorboard --nnodes 2 --nproc-per-node 2 "
+                           "--master-addr 127.0.0.1 --master-port " +
+                           std::to_string(kestrel::testing::free_port()) + " --dist-timeout 120 --node-rank ";
+  const std::string node1 = "unshare -m sh -c \"mount --bind '" + disk1.string() + "' '" + root_.string() + "' && cd '" +
+                            (root_ / "work").string() + "' && " + node + "1 >node1.log 2>&1; echo \\$? >node1.rc\"";
+  const auto r = run_script(server_.url("/mirror"), "(" + node1 + ") & " + node + "0; rc=$?; wait; cat '" +
+                                                        (disk1 / "work/node1.log").string() + "'; exit $((rc + $(cat '" +
+                                                        (disk1 / "work/node1.rc").string() + "')))");
+  const fs::path disks[] = {root_, disk1};
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(server_.requests("/mirror/yolov5n.pt"), 2) << r.out;
+  EXPECT_EQ(server_.requests("/mirror/coco128.zip"), 2) << r.out;
+  for (const fs::path& disk : disks) {
+    EXPECT_TRUE(fs::is_regular_file(disk / "work/yolov5n.pt")) << disk;
+    EXPECT_EQ(std::distance(fs::directory_iterator(disk / "datasets/coco128/images/train2017"), fs::directory_iterator()), 2)
+        << disk;
+  }
+  EXPECT_TRUE(fs::is_regular_file(root_ / "work/runs/train/exp/weights/last.safetensors")) << r.out;
 }
 
 }  // namespace

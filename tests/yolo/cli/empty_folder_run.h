@@ -31,6 +31,12 @@ class EmptyFolderRun : public ::testing::Test {
                        kestrel_binary().string() + " " + args);
   }
 
+  // A shell script run the same way (HOME and the mirror exported to every command in it).
+  CliResult run_script(const std::string& mirror, const std::string& script) {
+    return run_command("cd '" + (root_ / "work").string() + "' && export HOME='" + (root_ / "home").string() +
+                       "' KESTREL_DOWNLOAD_MIRROR=" + mirror + " KESTREL_DOWNLOAD_TIMEOUT=10 && { " + script + "; }");
+  }
+
   std::filesystem::path root_;
   LoopbackHttpServer server_;
 };

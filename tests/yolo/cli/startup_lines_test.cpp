@@ -88,7 +88,7 @@ TEST(StartupLines, ValDetectAndExportEchoTheirFlagsThenTheFusedModel) {
                   " --device cpu --classes 0 2 --project " + (dir / "detect").string());
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_EQ(r.out.rfind("detect: weights=" + weights + ", source=" + (dir / "images").string() +
-                        ", data=None, imgsz=[640, 640], conf_thres=0.25, iou_thres=0.45, max_det=1000, device=cpu, ",
+                        ", data=coco128.yaml, imgsz=[640, 640], conf_thres=0.25, iou_thres=0.45, max_det=1000, device=cpu, ",
                         0),
             0u)
       << r.out;
