@@ -2,13 +2,17 @@
 // images/s (4-image mosaic at 640, random perspective, HSV, flips; batches of 16 collated into
 // u8 NHWC) on 1 and 2 worker threads. The images are coco128's when the shared dataset is
 // present, else 32 random 640x480 JPEGs written once into the temp directory.
+#include <chrono>
 #include <filesystem>
+#include <opencv2/imgproc.hpp>
 #include <memory>
 #include <random>
 
 #include "bench/kernels/bench_common.h"
 #include "engine/thread_pool.h"
+#include "yolo/data/augment.h"
 #include "yolo/data/image_codec.h"
+#include "yolo/data/image_io.h"
 #include "yolo/data/label_scan.h"
 #include "yolo/data/loader.h"
 
@@ -58,6 +62,10 @@ const std::vector<ImageRecord>& bench_records() {
   return records;
 }
 
+// OpenCV on the calling thread only, as the reference's loader workers run it (utils/general.py
+// sets cv2.setNumThreads(0)), so that "per worker" means one core's work on both sides.
+void single_threaded_opencv() { cv::setNumThreads(1); }
+
 void report_images(benchmark::State& state, double images_per_iteration) {
   state.counters["images_per_s"] =
       benchmark::Counter(images_per_iteration, benchmark::Counter::kIsIterationInvariantRate);
@@ -65,6 +73,7 @@ void report_images(benchmark::State& state, double images_per_iteration) {
 
 // Decoding alone (JPEG to BGR, EXIF applied), kBatch images per iteration on one thread.
 void BM_DecodeOnly(benchmark::State& state) {
+  single_threaded_opencv();
   const auto& records = bench_records();
   bench::Case c(state, Device::cpu(), DType::U8, str(records.size(), "_images"));
   size_t next = 0;
@@ -79,14 +88,20 @@ void BM_DecodeOnly(benchmark::State& state) {
 
 // One training batch per iteration from a loader with `threads` workers (mosaic 640,
 // scratch-low augmentations). The epoch restarts when exhausted; the loader prefetches, so the
-// steady state measures how fast the workers produce batches.
-void BM_LoaderMosaic640(benchmark::State& state) {
+// steady state measures how fast the workers produce batches. With ram_cache the images are
+// decoded and resized once beforehand (--cache ram).
+void run_loader(benchmark::State& state, bool ram_cache) {
+  single_threaded_opencv();
   const int threads = static_cast<int>(state.range(0));
   PipelineOptions po;
   po.img_size = 640;
   po.augment = true;
   po.batch_size = kBatch;
   auto pipeline = std::make_shared<AugmentPipeline>(bench_records(), po);
+  if (ram_cache && !pipeline->cache_images(threads)) {
+    state.SkipWithError("--cache ram: not enough memory for the images");
+    return;
+  }
   bench::Case c(state, Device::cpu(), DType::U8, str(kBatch, "x640x640x3_threads", threads));
   LoaderOptions lo;
   lo.batch_size = kBatch;
@@ -105,7 +120,67 @@ void BM_LoaderMosaic640(benchmark::State& state) {
   report_images(state, kBatch);
 }
 
+// Where a mosaic sample's time goes on one thread, the canvas path step by step (ms per sample in
+// the counters): decode (4 JPEGs), resize (load_image's long side to 640), canvas (the 1280x1280
+// mosaic), warp (random perspective to 640), hsv, flip (+ the BGR to RGB swap).
+void BM_MosaicStages640(benchmark::State& state) {
+  single_threaded_opencv();
+  using Clock = std::chrono::steady_clock;
+  const auto& records = bench_records();
+  const kestrel::yolo::Hyp hyp;
+  const int s = 640;
+  double t[6] = {};
+  int64_t samples = 0, next = 0;
+  auto lap = [](Clock::time_point& since) {
+    const Clock::time_point now = Clock::now();
+    const double ms = std::chrono::duration<double, std::milli>(now - since).count();
+    since = now;
+    return ms;
+  };
+  for (auto _ : state) {
+    Generator gen = sample_generator(0, 0, 0, next);
+    const int yc = static_cast<int>(gen.uniform(s / 2, 3 * s / 2));
+    const int xc = static_cast<int>(gen.uniform(s / 2, 3 * s / 2));
+    std::array<cv::Mat, 4> decoded, tiles;
+    std::array<std::vector<LabelBox>, 4> labels;
+    Clock::time_point at = Clock::now();
+    for (int k = 0; k < 4; ++k) {
+      const ImageRecord& r = records[(next + 37 * k) % records.size()];
+      decoded[k] = read_image(r.image_path);
+      labels[k] = r.boxes;
+    }
+    t[0] += lap(at);
+    for (int k = 0; k < 4; ++k) tiles[k] = resize_long_side(decoded[k], s, true);
+    t[1] += lap(at);
+    Mosaic m = place_mosaic(tiles, labels, s, xc, yc);
+    t[2] += lap(at);
+    Warped w = random_perspective(m.image, m.boxes, draw_perspective(gen, hyp), -s / 2);
+    t[3] += lap(at);
+    augment_hsv(w.image, hyp.hsv_h, hyp.hsv_s, hyp.hsv_v, gen);
+    t[4] += lap(at);
+    std::vector<LabelBox> out = to_normalised_boxes(w.boxes, s, s);
+    if (gen.uniform() < hyp.fliplr) flip_lr(w.image, out);
+    cv::Mat rgb;
+    cv::cvtColor(w.image, rgb, cv::COLOR_BGR2RGB);
+    t[5] += lap(at);
+    benchmark::DoNotOptimize(rgb.data);
+    ++samples, ++next;
+  }
+  const char* names[6] = {"decode_ms", "resize_ms", "canvas_ms", "warp_ms", "hsv_ms", "flip_rgb_ms"};
+  double total = 0;
+  for (int i = 0; i < 6; ++i) {
+    state.counters[names[i]] = t[i] / std::max<int64_t>(samples, 1);
+    total += t[i];
+  }
+  state.counters["decode_share"] = t[0] / std::max(total, 1e-9);
+}
+
+void BM_LoaderMosaic640(benchmark::State& state) { run_loader(state, false); }
+void BM_LoaderMosaic640Cached(benchmark::State& state) { run_loader(state, true); }
+
 }  // namespace
 
+BENCHMARK(BM_MosaicStages640)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_DecodeOnly)->UseManualTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_LoaderMosaic640)->Arg(1)->Arg(2)->UseManualTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_LoaderMosaic640Cached)->Arg(1)->Arg(2)->UseManualTime()->Unit(benchmark::kMillisecond);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "engine/random.h"
+#include "yolo/data/mosaic_warp.h"
 #include "yolo/data/records.h"
 #include "yolo/hyp.h"
 
@@ -44,6 +45,10 @@ struct Mosaic {
 };
 Mosaic place_mosaic(const std::array<cv::Mat, 4>& tiles,
                     const std::array<std::vector<LabelBox>, 4>& labels, int s, int xc, int yc);
+// The boxes of place_mosaic alone, from the tiles' sizes and placement (mosaic_warp.h).
+std::vector<PixelBox> mosaic_boxes(const std::array<std::vector<LabelBox>, 4>& labels,
+                                   const std::array<cv::Size, 4>& sizes,
+                                   const std::array<TilePlacement, 4>& placement, int s);
 
 // --- random perspective ------------------------------------------------------------------------
 
@@ -72,6 +77,12 @@ struct Warped {
 };
 Warped random_perspective(const cv::Mat& image, const std::vector<PixelBox>& boxes,
                           const PerspectiveParams& p, int border);
+
+// random_perspective's boxes alone: the corners through M (divided by w when projective),
+// clipped to width x height, kept when box_candidate accepts them against the input scaled by
+// `scale`.
+std::vector<PixelBox> warp_boxes(const std::vector<PixelBox>& boxes, const cv::Matx33d& M,
+                                 bool projective, double scale, int width, int height);
 
 // The reference's box_candidates: a box survives an augmentation when it is still more than
 // wh_thr pixels wide and high, keeps more than area_thr of its (scaled) area and its aspect ratio
