@@ -1,6 +1,8 @@
 // The data pipeline's throughput on the CPU: decode-only images/s beside the training loader's
 // images/s (4-image mosaic at 640, random perspective, HSV, flips; batches of 16 collated into
-// u8 NHWC) on 1 and 2 worker threads. The images are coco128's when the shared dataset is
+// u8 NHWC) on 1 and 2 worker threads: decoding every image each time it is used
+// (LoaderMosaic640), a first epoch with the default decoded-image cache (LoaderMosaic640FirstEpoch)
+// and with --cache ram (LoaderMosaic640Cached); and a mosaic sample's time by stage. The images are coco128's when the shared dataset is
 // present, else 32 random 640x480 JPEGs written once into the temp directory.
 #include <chrono>
 #include <filesystem>
@@ -175,6 +177,32 @@ void BM_MosaicStages640(benchmark::State& state) {
   state.counters["decode_share"] = t[0] / std::max(total, 1e-9);
 }
 
+// The training default without --cache ram, from a cold start: each iteration is one whole first
+// epoch of a fresh pipeline whose decoded-image cache (image_cache.h) starts empty, so an image is
+// decoded once per epoch instead of once per mosaic that uses it.
+void BM_LoaderMosaic640FirstEpoch(benchmark::State& state) {
+  single_threaded_opencv();
+  const int threads = static_cast<int>(state.range(0));
+  PipelineOptions po;
+  po.img_size = 640;
+  po.augment = true;
+  po.batch_size = kBatch;
+  bench::Case c(state, Device::cpu(), DType::U8, str(kBatch, "x640x640x3_threads", threads));
+  LoaderOptions lo;
+  lo.batch_size = kBatch;
+  lo.workers = threads;
+  int64_t epoch = 0, images = 0;
+  c.run([&] {
+    auto pipeline = std::make_shared<AugmentPipeline>(bench_records(), po);
+    pipeline->keep_decoded_images(default_image_cache_budget(1));
+    Loader loader(pipeline, lo, sequential_order(pipeline->size()));
+    loader.start_epoch(epoch++);
+    images = 0;
+    while (std::optional<Batch> b = loader.next()) images += b->size();
+  });
+  report_images(state, static_cast<double>(images));
+}
+
 void BM_LoaderMosaic640(benchmark::State& state) { run_loader(state, false); }
 void BM_LoaderMosaic640Cached(benchmark::State& state) { run_loader(state, true); }
 
@@ -183,4 +211,5 @@ void BM_LoaderMosaic640Cached(benchmark::State& state) { run_loader(state, true)
 BENCHMARK(BM_MosaicStages640)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_DecodeOnly)->UseManualTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_LoaderMosaic640)->Arg(1)->Arg(2)->UseManualTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_LoaderMosaic640FirstEpoch)->Arg(1)->Arg(2)->UseManualTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_LoaderMosaic640Cached)->Arg(1)->Arg(2)->UseManualTime()->Unit(benchmark::kMillisecond);

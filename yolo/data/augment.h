@@ -7,6 +7,7 @@
 #pragma once
 #include <array>
 #include <opencv2/core.hpp>
+#include <optional>
 #include <vector>
 
 #include "engine/random.h"
@@ -98,6 +99,13 @@ void apply_hsv_gains(cv::Mat& bgr, const std::array<double, 3>& r);
 // The reference's augment_hsv: r_i = uniform(-1, 1) * gain_i + 1, skipped (no draws) when every
 // gain is zero.
 void augment_hsv(cv::Mat& bgr, double hgain, double sgain, double vgain, Generator& gen);
+// augment_hsv's draws alone: nothing (and no draw) when every gain is zero.
+std::optional<std::array<double, 3>> draw_hsv_gains(Generator& gen, double hgain, double sgain,
+                                                    double vgain);
+// The network's RGB from BGR with the HSV gains applied when given: the pixels of
+// apply_hsv_gains then a BGR to RGB swap, in three passes instead of five (the HSV to RGB
+// conversion writes RGB directly).
+cv::Mat to_rgb_with_hsv_gains(const cv::Mat& bgr, const std::optional<std::array<double, 3>>& r);
 
 // A Beta(a, b) sample (two Marsaglia-Tsang gamma draws), for mixup's Beta(32, 32) ratio.
 double sample_beta(Generator& gen, double a, double b);
