@@ -4,6 +4,7 @@
 #include <climits>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "kernels/error.h"
@@ -76,6 +77,67 @@ struct Canvas {
   }
 };
 
+// Canvas row r for the columns [lo, lo + n), 3 bytes a pixel, into buf.
+void canvas_row(const Canvas& c, int r, int lo, int n, uint8_t* buf) {
+  std::memset(buf, kPadValue, 3 * static_cast<size_t>(n));
+  if (r < 0 || r >= c.size) return;
+  for (int q = r < c.yc ? 0 : 2; q < (r < c.yc ? 2 : 4); ++q) {
+    const Canvas::Tile& t = c.tiles[q];
+    const int x1 = std::max(t.x1, lo), x2 = std::min(t.x2, lo + n);
+    if (r < t.y1 || r >= t.y2 || x2 <= x1) continue;
+    std::memcpy(buf + 3 * (x1 - lo), t.data + static_cast<ptrdiff_t>(r) * t.step + 3 * x1,
+                3 * static_cast<size_t>(x2 - x1));
+  }
+}
+
+// The warp when neither rotation nor shear mixes the axes (the default hyperparameters): the
+// source column and its 1/32 cell depend on the output column only, the source row and its cell on
+// the output row only, so it runs as a resize does: each canvas row is interpolated horizontally
+// once, then pairs of those rows vertically. OpenCV's table weights are the products
+// 32 (32 - cy or cy)(32 - cx or cx) exactly (the cell (0, 0)'s 32767 + 1 rounds as 32768 does: the
+// stray unit moves a sum by less than half a step), so (sum + 2^14) >> 15 equals
+// ((32 - cy) h0 + cy h1 + 512) >> 10 with h the horizontal sums (32 - cx) a + cx b: the same bits.
+void warp_separable(const Canvas& canvas, const std::vector<int>& sx, const std::vector<int>& cx,
+                    double m4, double m5, cv::Mat& out, bool flip_ud) {
+  const int out_w = out.cols, out_h = out.rows;
+  const int lo = *std::min_element(sx.begin(), sx.end());
+  const int n = *std::max_element(sx.begin(), sx.end()) - lo + 2;
+  std::vector<uint8_t> row(3 * static_cast<size_t>(n));
+  std::vector<int> offset(out_w);
+  for (int x = 0; x < out_w; ++x) offset[x] = 3 * (sx[x] - lo);
+  // Two horizontally interpolated canvas rows, kept while consecutive output rows reuse them.
+  std::vector<int16_t> h[2] = {std::vector<int16_t>(3 * out_w), std::vector<int16_t>(3 * out_w)};
+  int h_row[2] = {INT_MIN, INT_MIN};
+  auto horizontal = [&](int r, int16_t* dst) {
+    canvas_row(canvas, r, lo, n, row.data());
+    const uint8_t* src = row.data();
+    for (int x = 0; x < out_w; ++x) {
+      const uint8_t* p = src + offset[x];
+      const int b = cx[x], a = kCells - b;
+      dst[3 * x] = static_cast<int16_t>(a * p[0] + b * p[3]);
+      dst[3 * x + 1] = static_cast<int16_t>(a * p[1] + b * p[4]);
+      dst[3 * x + 2] = static_cast<int16_t>(a * p[2] + b * p[5]);
+    }
+  };
+  auto interpolated = [&](int r) -> const int16_t* {
+    for (int k = 0; k < 2; ++k)
+      if (h_row[k] == r) return h[k].data();
+    const int k = h_row[0] == r - 1 ? 1 : 0;  // keep the row above: it is the pair's other half
+    horizontal(r, h[k].data());
+    h_row[k] = r;
+    return h[k].data();
+  };
+  for (int y = 0; y < out_h; ++y) {
+    const int Y = (round_to_int((m4 * y + m5) * kAbScale) + kRoundDelta) >> (kAbBits - kInterBits);
+    const int sy = saturate_short(Y >> kInterBits), b = Y & (kCells - 1), a = kCells - b;
+    const int16_t* top = interpolated(sy);
+    const int16_t* bottom = interpolated(sy + 1);
+    uint8_t* dst = out.ptr<uint8_t>(flip_ud ? out_h - 1 - y : y);
+    for (int i = 0; i < 3 * out_w; ++i)
+      dst[i] = static_cast<uint8_t>((a * top[i] + b * bottom[i] + 512) >> 10);
+  }
+}
+
 }  // namespace
 
 std::array<TilePlacement, 4> place_tiles(const std::array<cv::Size, 4>& sizes, int s, int xc,
@@ -136,8 +198,24 @@ cv::Mat warp_mosaic_affine(const std::array<cv::Mat, 4>& tiles,
     adelta[x] = round_to_int(m[0] * x * kAbScale);
     bdelta[x] = round_to_int(m[3] * x * kAbScale);
   }
-  const BilinearTable& table = bilinear_table();
   cv::Mat out(out_h, out_w, CV_8UC3);
+  // Without rotation or shear: the separable form (same bits), else the general loop.
+  const int x_row0 = round_to_int((m[1] * 0 + m[2]) * kAbScale) + kRoundDelta;
+  if (m[1] == 0 && std::all_of(bdelta.begin(), bdelta.end(), [](int v) { return v == 0; })) {
+    std::vector<int> sx(out_w), cx(out_w);
+    for (int x = 0; x < out_w; ++x) {
+      const int X = (x_row0 + adelta[x]) >> (kAbBits - kInterBits);
+      const int at = flip_lr ? out_w - 1 - x : x;
+      sx[at] = saturate_short(X >> kInterBits);
+      cx[at] = X & (kCells - 1);
+    }
+    const int span = *std::max_element(sx.begin(), sx.end()) - *std::min_element(sx.begin(), sx.end());
+    if (span <= 8 * canvas.size) {  // else a degenerate matrix: the general loop below
+      warp_separable(canvas, sx, cx, m[4], m[5], out, flip_ud);
+      return out;
+    }
+  }
+  const BilinearTable& table = bilinear_table();
   for (int y = 0; y < out_h; ++y) {
     const int x0 = round_to_int((m[1] * y + m[2]) * kAbScale) + kRoundDelta;
     const int y0 = round_to_int((m[4] * y + m[5]) * kAbScale) + kRoundDelta;
