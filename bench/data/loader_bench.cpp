@@ -166,7 +166,8 @@ void BM_MosaicStages640(benchmark::State& state) {
     const cv::Matx23d affine(M(0, 0), M(0, 1), M(0, 2), M(1, 0), M(1, 1), M(1, 2));
     cv::Mat fused = warp_mosaic_affine(tiles, place_tiles(sizes, s, xc, yc), s, xc, yc, affine, s, s, lr);
     t[kFused] += lap(at);
-    cv::Mat rgb = to_rgb_with_hsv_gains(fused, gains);
+    to_rgb_with_hsv_gains(fused, gains);
+    const cv::Mat& rgb = fused;
     t[kHsvRgb] += lap(at);
     Mosaic m = place_mosaic(tiles, labels, s, xc, yc);
     t[kCanvas] += lap(at);

@@ -102,10 +102,11 @@ void augment_hsv(cv::Mat& bgr, double hgain, double sgain, double vgain, Generat
 // augment_hsv's draws alone: nothing (and no draw) when every gain is zero.
 std::optional<std::array<double, 3>> draw_hsv_gains(Generator& gen, double hgain, double sgain,
                                                     double vgain);
-// The network's RGB from BGR with the HSV gains applied when given: the pixels of
-// apply_hsv_gains then a BGR to RGB swap, in three passes instead of five (the HSV to RGB
-// conversion writes RGB directly).
-cv::Mat to_rgb_with_hsv_gains(const cv::Mat& bgr, const std::optional<std::array<double, 3>>& r);
+// BGR to the network's RGB in place, with the HSV gains applied when given: the pixels of
+// apply_hsv_gains then a BGR to RGB swap, in three passes instead of five and no new image (the
+// HSV to RGB conversion writes RGB directly). The image must own its pixels: a view of a cached
+// image would change the cache.
+void to_rgb_with_hsv_gains(cv::Mat& image, const std::optional<std::array<double, 3>>& r);
 
 // A Beta(a, b) sample (two Marsaglia-Tsang gamma draws), for mixup's Beta(32, 32) ratio.
 double sample_beta(Generator& gen, double a, double b);

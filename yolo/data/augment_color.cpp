@@ -25,24 +25,24 @@ std::array<std::array<uchar, 256>, 3> hsv_tables(const std::array<double, 3>& r)
   return t;
 }
 
-// OpenCV's 8-bit HSV of the image, each channel through its table (cv::LUT with a 3-channel table
-// does the same, more slowly).
-cv::Mat gained_hsv(const cv::Mat& bgr, const std::array<double, 3>& r) {
-  KESTREL_CHECK(bgr.type() == CV_8UC3, "HSV augmentation: needs an 8-bit BGR image");
+// The image in place to OpenCV's 8-bit HSV, each channel through its table (cv::LUT with a
+// 3-channel table does the same, more slowly).
+void to_gained_hsv(cv::Mat& image, const std::array<double, 3>& r) {
+  KESTREL_CHECK(image.type() == CV_8UC3, "HSV augmentation: needs an 8-bit BGR image");
   const std::array<std::array<uchar, 256>, 3> t = hsv_tables(r);
-  cv::Mat hsv;
-  cv::cvtColor(bgr, hsv, cv::COLOR_BGR2HSV);
-  for (int y = 0; y < hsv.rows; ++y) {
-    uchar* p = hsv.ptr<uchar>(y);
-    for (int x = 0; x < hsv.cols; ++x, p += 3) p[0] = t[0][p[0]], p[1] = t[1][p[1]], p[2] = t[2][p[2]];
+  cv::cvtColor(image, image, cv::COLOR_BGR2HSV);
+  for (int y = 0; y < image.rows; ++y) {
+    uchar* p = image.ptr<uchar>(y);
+    for (int x = 0; x < image.cols; ++x, p += 3) p[0] = t[0][p[0]], p[1] = t[1][p[1]], p[2] = t[2][p[2]];
   }
-  return hsv;
 }
 
 }  // namespace
 
 void apply_hsv_gains(cv::Mat& bgr, const std::array<double, 3>& r) {
-  cv::cvtColor(gained_hsv(bgr, r), bgr, cv::COLOR_HSV2BGR);
+  cv::Mat hsv = bgr.clone();  // bgr may share its pixels (cv::Mat counts references)
+  to_gained_hsv(hsv, r);
+  cv::cvtColor(hsv, bgr, cv::COLOR_HSV2BGR);
 }
 
 std::optional<std::array<double, 3>> draw_hsv_gains(Generator& gen, double hgain, double sgain,
@@ -58,13 +58,13 @@ void augment_hsv(cv::Mat& bgr, double hgain, double sgain, double vgain, Generat
   if (const auto r = draw_hsv_gains(gen, hgain, sgain, vgain)) apply_hsv_gains(bgr, *r);
 }
 
-cv::Mat to_rgb_with_hsv_gains(const cv::Mat& bgr, const std::optional<std::array<double, 3>>& r) {
-  cv::Mat rgb;
-  if (r)
-    cv::cvtColor(gained_hsv(bgr, *r), rgb, cv::COLOR_HSV2RGB);
-  else
-    cv::cvtColor(bgr, rgb, cv::COLOR_BGR2RGB);
-  return rgb;
+void to_rgb_with_hsv_gains(cv::Mat& image, const std::optional<std::array<double, 3>>& r) {
+  if (r) {
+    to_gained_hsv(image, *r);
+    cv::cvtColor(image, image, cv::COLOR_HSV2RGB);
+  } else {
+    cv::cvtColor(image, image, cv::COLOR_BGR2RGB);
+  }
 }
 
 namespace {

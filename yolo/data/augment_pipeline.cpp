@@ -206,7 +206,10 @@ Sample AugmentPipeline::get(int64_t index, Generator& gen, const std::vector<int
       if (flip_ud) data::flip_ud(img, out.labels);
       if (flip_lr) data::flip_lr(img, out.labels);
     }
-    out.image = to_rgb_with_hsv_gains(img, hsv);  // the network's channel order
+    // The network's channel order, in place: every path above made img afresh (warp, blend,
+    // letterbox's border, flips), so it shares no cached pixels.
+    to_rgb_with_hsv_gains(img, hsv);
+    out.image = std::move(img);
   } catch (const std::exception& e) {
     // A mosaic reads other images too: the inner message names the file that failed.
     KESTREL_FAIL("data pipeline: sample ", index, " (", rec.image_path, "): ", e.what());

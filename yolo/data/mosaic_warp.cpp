@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <emmintrin.h>
 #include <vector>
 
 #include "kernels/error.h"
@@ -102,21 +103,33 @@ void warp_separable(const Canvas& canvas, const std::vector<int>& sx, const std:
   const int out_w = out.cols, out_h = out.rows;
   const int lo = *std::min_element(sx.begin(), sx.end());
   const int n = *std::max_element(sx.begin(), sx.end()) - lo + 2;
-  std::vector<uint8_t> row(3 * static_cast<size_t>(n));
+  // The row buffer and the interpolated rows have slack at the end: each pixel reads 8 bytes and
+  // writes 4 lanes (the fourth is the next pixel's, written over by it).
+  std::vector<uint8_t> row(3 * static_cast<size_t>(n) + 8);
   std::vector<int> offset(out_w);
-  for (int x = 0; x < out_w; ++x) offset[x] = 3 * (sx[x] - lo);
+  std::vector<int16_t> weights(8 * static_cast<size_t>(out_w));  // per x: 4 x (32 - cx), 4 x cx
+  for (int x = 0; x < out_w; ++x) {
+    offset[x] = 3 * (sx[x] - lo);
+    std::fill_n(weights.begin() + 8 * x, 4, static_cast<int16_t>(kCells - cx[x]));
+    std::fill_n(weights.begin() + 8 * x + 4, 4, static_cast<int16_t>(cx[x]));
+  }
   // Two horizontally interpolated canvas rows, kept while consecutive output rows reuse them.
-  std::vector<int16_t> h[2] = {std::vector<int16_t>(3 * out_w), std::vector<int16_t>(3 * out_w)};
+  std::vector<int16_t> h[2] = {std::vector<int16_t>(3 * out_w + 4), std::vector<int16_t>(3 * out_w + 4)};
   int h_row[2] = {INT_MIN, INT_MIN};
   auto horizontal = [&](int r, int16_t* dst) {
     canvas_row(canvas, r, lo, n, row.data());
     const uint8_t* src = row.data();
+    const __m128i zero = _mm_setzero_si128();
     for (int x = 0; x < out_w; ++x) {
-      const uint8_t* p = src + offset[x];
-      const int b = cx[x], a = kCells - b;
-      dst[3 * x] = static_cast<int16_t>(a * p[0] + b * p[3]);
-      dst[3 * x + 1] = static_cast<int16_t>(a * p[1] + b * p[4]);
-      dst[3 * x + 2] = static_cast<int16_t>(a * p[2] + b * p[5]);
+      // Bytes B G R of the pixel and of its right neighbour as 16-bit lanes 0-2 and 3-5; the
+      // neighbour moved to lanes 4-6, both scaled by their weight, the halves added.
+      const __m128i v = _mm_unpacklo_epi8(
+          _mm_loadl_epi64(reinterpret_cast<const __m128i*>(src + offset[x])), zero);
+      const __m128i pair = _mm_unpacklo_epi64(v, _mm_srli_si128(v, 6));
+      const __m128i scaled = _mm_mullo_epi16(
+          pair, _mm_loadu_si128(reinterpret_cast<const __m128i*>(weights.data() + 8 * x)));
+      _mm_storel_epi64(reinterpret_cast<__m128i*>(dst + 3 * x),
+                       _mm_add_epi16(scaled, _mm_srli_si128(scaled, 8)));
     }
   };
   auto interpolated = [&](int r) -> const int16_t* {
