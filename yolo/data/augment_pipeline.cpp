@@ -105,7 +105,7 @@ AugmentPipeline::MosaicDraws AugmentPipeline::draw_mosaic(int64_t index, Generat
 }
 
 AugmentPipeline::Canvas AugmentPipeline::render_mosaic(const MosaicDraws& d, bool flip_lr,
-                                                       bool flip_ud) const {
+                                                       bool flip_ud, cv::Mat into) const {
   const int s = options_.img_size;
   std::array<cv::Mat, 4> tiles;
   std::array<std::vector<LabelBox>, 4> labels;
@@ -123,7 +123,7 @@ AugmentPipeline::Canvas AugmentPipeline::render_mosaic(const MosaicDraws& d, boo
     const std::array<TilePlacement, 4> placement = place_tiles(sizes, s, d.xc, d.yc);
     const cv::Matx33d M = perspective_matrix(d.perspective, 2 * s, 2 * s, s, s);
     const cv::Matx23d affine(M(0, 0), M(0, 1), M(0, 2), M(1, 0), M(1, 1), M(1, 2));
-    out.image = warp_mosaic_affine(tiles, placement, s, d.xc, d.yc, affine, s, s, flip_lr, flip_ud);
+    out.image = warp_mosaic_affine(tiles, placement, s, d.xc, d.yc, affine, s, s, flip_lr, flip_ud, into);
     out.boxes = warp_boxes(mosaic_boxes(labels, sizes, placement, s), M, false, d.perspective.scale, s, s);
     return out;
   }
@@ -136,7 +136,14 @@ AugmentPipeline::Canvas AugmentPipeline::render_mosaic(const MosaicDraws& d, boo
   return out;
 }
 
-Sample AugmentPipeline::get(int64_t index, Generator& gen, const std::vector<int64_t>& partners) const {
+std::array<int, 2> AugmentPipeline::sample_shape(int64_t index) const {
+  record(index);  // checks the index
+  return options_.rect ? batch_shapes_[index / options_.batch_size]
+                       : std::array<int, 2>{options_.img_size, options_.img_size};
+}
+
+Sample AugmentPipeline::get(int64_t index, Generator& gen, const std::vector<int64_t>& partners,
+                            cv::Mat into) const {
   const ImageRecord& rec = record(index);
   const Hyp& hyp = options_.hyp;
   Sample out;
@@ -172,7 +179,7 @@ Sample AugmentPipeline::get(int64_t index, Generator& gen, const std::vector<int
     cv::Mat img;
     if (mosaic) {
       // Flips commute with mixup's per-pixel blend, so both mosaics come out flipped.
-      Canvas c = render_mosaic(first, flip_lr, flip_ud);
+      Canvas c = render_mosaic(first, flip_lr, flip_ud, mixup ? cv::Mat() : into);
       if (mixup) {
         Canvas other = render_mosaic(second, flip_lr, flip_ud);
         c.image = blend(c.image, other.image, mix_ratio);
@@ -187,9 +194,7 @@ Sample AugmentPipeline::get(int64_t index, Generator& gen, const std::vector<int
     } else {
       LoadedImage li = load(index);
       const int h = li.image.rows, w = li.image.cols;
-      const std::array<int, 2> shape =
-          options_.rect ? batch_shapes_[index / options_.batch_size]
-                        : std::array<int, 2>{options_.img_size, options_.img_size};
+      const std::array<int, 2> shape = sample_shape(index);
       Letterboxed lb = letterbox(li.image, shape[0], shape[1], false, options_.augment,
                                  options_.stride);
       out.has_shapes = true;
@@ -209,6 +214,10 @@ Sample AugmentPipeline::get(int64_t index, Generator& gen, const std::vector<int
     // The network's channel order, in place: every path above made img afresh (warp, blend,
     // letterbox's border, flips), so it shares no cached pixels.
     to_rgb_with_hsv_gains(img, hsv);
+    if (!into.empty() && img.data != into.data && img.size() == into.size() && img.type() == into.type()) {
+      img.copyTo(into);
+      img = into;
+    }
     out.image = std::move(img);
   } catch (const std::exception& e) {
     // A mosaic reads other images too: the inner message names the file that failed.

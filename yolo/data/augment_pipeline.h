@@ -82,7 +82,12 @@ class AugmentPipeline {
   // The sample of `index`. Thread-safe; errors name the file. A mosaic's three partners are drawn
   // from `partners` when given (--image-weights: the epoch's weighted draw, as the reference's
   // random.choices(self.indices, k=3)), else from the whole dataset.
-  Sample get(int64_t index, Generator& gen, const std::vector<int64_t>& partners = {}) const;
+  // When `into` is already the sample's shape (sample_shape) in 8-bit 3-channel pixels, the image
+  // is made there (a batch's slot: no image of its own, no copy) and out.image shares it.
+  Sample get(int64_t index, Generator& gen, const std::vector<int64_t>& partners = {},
+             cv::Mat into = {}) const;
+  // The (height, width) of sample `index`'s image: the rect batch's shape, else img_size square.
+  std::array<int, 2> sample_shape(int64_t index) const;
 
  private:
   // A mosaic's random draws, in the reference's order: centre (y first), three partners, their
@@ -98,7 +103,7 @@ class AugmentPipeline {
     cv::Mat image;
     std::vector<PixelBox> boxes;
   };
-  Canvas render_mosaic(const MosaicDraws& draws, bool flip_lr, bool flip_ud) const;
+  Canvas render_mosaic(const MosaicDraws& draws, bool flip_lr, bool flip_ud, cv::Mat into = {}) const;
 
   std::vector<ImageRecord> records_;
   PipelineOptions options_;

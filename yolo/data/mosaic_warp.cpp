@@ -185,7 +185,7 @@ std::array<TilePlacement, 4> place_tiles(const std::array<cv::Size, 4>& sizes, i
 cv::Mat warp_mosaic_affine(const std::array<cv::Mat, 4>& tiles,
                            const std::array<TilePlacement, 4>& placement, int s, int xc, int yc,
                            const cv::Matx23d& M, int out_w, int out_h, bool flip_lr,
-                           bool flip_ud) {
+                           bool flip_ud, cv::Mat into) {
   KESTREL_CHECK(out_w > 0 && out_h > 0, "warp_mosaic_affine: empty output ", out_w, "x", out_h);
   Canvas canvas{{}, 2 * s, xc, yc};
   for (int i = 0; i < 4; ++i) {
@@ -211,7 +211,8 @@ cv::Mat warp_mosaic_affine(const std::array<cv::Mat, 4>& tiles,
     adelta[x] = round_to_int(m[0] * x * kAbScale);
     bdelta[x] = round_to_int(m[3] * x * kAbScale);
   }
-  cv::Mat out(out_h, out_w, CV_8UC3);
+  cv::Mat out = into;
+  out.create(out_h, out_w, CV_8UC3);  // keeps `into` when it has this shape
   // Without rotation or shear: the separable form (same bits), else the general loop.
   const int x_row0 = round_to_int((m[1] * 0 + m[2]) * kAbScale) + kRoundDelta;
   if (m[1] == 0 && std::all_of(bdelta.begin(), bdelta.end(), [](int v) { return v == 0; })) {

@@ -33,10 +33,12 @@ std::array<TilePlacement, 4> place_tiles(const std::array<cv::Size, 4>& sizes, i
 
 // The affine warp (forward 2x3 matrix M, canvas -> output, as given to cv::warpAffine) of the
 // mosaic canvas 2s x 2s made of `tiles` (8-bit BGR) placed by `placement`, into an out_w x out_h
-// BGR image. With flip_lr / flip_ud the output comes out mirrored (cv::flip of the warp).
+// BGR image. With flip_lr / flip_ud the output comes out mirrored (cv::flip of the warp). When
+// `into` is already an out_h x out_w 8-bit BGR image (say a batch's slot), the output is written
+// there and shares its pixels.
 cv::Mat warp_mosaic_affine(const std::array<cv::Mat, 4>& tiles,
                            const std::array<TilePlacement, 4>& placement, int s, int xc, int yc,
                            const cv::Matx23d& M, int out_w, int out_h, bool flip_lr = false,
-                           bool flip_ud = false);
+                           bool flip_ud = false, cv::Mat into = {});
 
 }  // namespace kestrel::yolo::data
