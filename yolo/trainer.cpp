@@ -426,6 +426,10 @@ void Trainer::build_optimization() {
   const data::DistributedSampler sampler(pipeline->size(), rank_.rank, rank_.world, !o_.rect, o_.seed);
   const int cores = static_cast<int>(std::thread::hardware_concurrency());
   const int local_ranks = dist::local_world_size(dist::process_environment());
+  if (!pipeline->cached()) {  // images decode once while a quarter of the free memory lasts
+    pipeline->keep_decoded_images(data::default_image_cache_budget(local_ranks));
+    out_->line(out_->colour("train: "), data::image_cache_line(*pipeline));
+  }
   workers_ = data::dataloader_workers(cores, local_ranks, batch, pipeline->size(), o_.workers);
   data::EpochOrder order = data::distributed_order(sampler);
   if (o_.image_weights) {

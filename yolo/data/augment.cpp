@@ -7,6 +7,7 @@
 
 #include "kernels/error.h"
 #include "yolo/data/augment.h"
+#include "yolo/data/mosaic_warp.h"
 
 namespace kestrel::yolo::data {
 
@@ -34,43 +35,37 @@ std::vector<LabelBox> to_normalised_boxes(const std::vector<PixelBox>& boxes, do
   return out;
 }
 
+std::vector<PixelBox> mosaic_boxes(const std::array<std::vector<LabelBox>, 4>& labels,
+                                   const std::array<cv::Size, 4>& sizes,
+                                   const std::array<TilePlacement, 4>& placement, int s) {
+  std::vector<PixelBox> out;
+  for (int i = 0; i < 4; ++i)
+    for (PixelBox b : to_pixel_boxes(labels[i], sizes[i].width, sizes[i].height, placement[i].dx,
+                                     placement[i].dy)) {
+      b.x1 = std::clamp(b.x1, 0.0, 2.0 * s), b.x2 = std::clamp(b.x2, 0.0, 2.0 * s);
+      b.y1 = std::clamp(b.y1, 0.0, 2.0 * s), b.y2 = std::clamp(b.y2, 0.0, 2.0 * s);
+      out.push_back(b);
+    }
+  return out;
+}
+
 Mosaic place_mosaic(const std::array<cv::Mat, 4>& tiles,
                     const std::array<std::vector<LabelBox>, 4>& labels, int s, int xc, int yc) {
-  KESTREL_CHECK(s > 0 && xc >= 0 && xc <= 2 * s && yc >= 0 && yc <= 2 * s,
-                "place_mosaic: centre (", xc, ", ", yc, ") must lie on the 2s canvas, s = ", s);
+  std::array<cv::Size, 4> sizes;
+  for (int i = 0; i < 4; ++i) {
+    KESTREL_CHECK(tiles[i].type() == CV_8UC3, "place_mosaic: tile ", i, " must be 8-bit BGR");
+    sizes[i] = tiles[i].size();
+  }
+  const std::array<TilePlacement, 4> placement = place_tiles(sizes, s, xc, yc);
   Mosaic out;
   out.image = cv::Mat(2 * s, 2 * s, CV_8UC3, cv::Scalar::all(kPadValue));
   for (int i = 0; i < 4; ++i) {
-    const cv::Mat& img = tiles[i];
-    KESTREL_CHECK(img.type() == CV_8UC3 && img.rows <= s && img.cols <= s,
-                  "place_mosaic: tile ", i, " must be 8-bit BGR with long side <= ", s, ", got ",
-                  img.cols, "x", img.rows);
-    const int h = img.rows, w = img.cols;
-    // (a) the tile's rectangle on the canvas, (b) the part of the tile that fills it: each tile
-    // touches the centre with one corner and is cut where it leaves the canvas.
-    int x1a, y1a, x2a, y2a, x1b, y1b, x2b, y2b;
-    if (i == 0) {
-      x1a = std::max(xc - w, 0), y1a = std::max(yc - h, 0), x2a = xc, y2a = yc;
-      x1b = w - (x2a - x1a), y1b = h - (y2a - y1a), x2b = w, y2b = h;
-    } else if (i == 1) {
-      x1a = xc, y1a = std::max(yc - h, 0), x2a = std::min(xc + w, 2 * s), y2a = yc;
-      x1b = 0, y1b = h - (y2a - y1a), x2b = std::min(w, x2a - x1a), y2b = h;
-    } else if (i == 2) {
-      x1a = std::max(xc - w, 0), y1a = yc, x2a = xc, y2a = std::min(2 * s, yc + h);
-      x1b = w - (x2a - x1a), y1b = 0, x2b = w, y2b = std::min(y2a - y1a, h);
-    } else {
-      x1a = xc, y1a = yc, x2a = std::min(xc + w, 2 * s), y2a = std::min(2 * s, yc + h);
-      x1b = 0, y1b = 0, x2b = std::min(w, x2a - x1a), y2b = std::min(y2a - y1a, h);
-    }
-    if (x2a > x1a && y2a > y1a)
-      img(cv::Rect(x1b, y1b, x2b - x1b, y2b - y1b))
-          .copyTo(out.image(cv::Rect(x1a, y1a, x2a - x1a, y2a - y1a)));
-    for (PixelBox b : to_pixel_boxes(labels[i], w, h, x1a - x1b, y1a - y1b)) {
-      b.x1 = std::clamp(b.x1, 0.0, 2.0 * s), b.x2 = std::clamp(b.x2, 0.0, 2.0 * s);
-      b.y1 = std::clamp(b.y1, 0.0, 2.0 * s), b.y2 = std::clamp(b.y2, 0.0, 2.0 * s);
-      out.boxes.push_back(b);
-    }
+    const TilePlacement& p = placement[i];
+    if (p.x2 > p.x1 && p.y2 > p.y1)
+      tiles[i](cv::Rect(p.x1 - p.dx, p.y1 - p.dy, p.x2 - p.x1, p.y2 - p.y1))
+          .copyTo(out.image(cv::Rect(p.x1, p.y1, p.x2 - p.x1, p.y2 - p.y1)));
   }
+  out.boxes = mosaic_boxes(labels, sizes, placement, s);
   return out;
 }
 
@@ -109,6 +104,28 @@ bool box_candidate(const PixelBox& before, const PixelBox& after, double wh_thr,
   return w2 > wh_thr && h2 > wh_thr && w2 * h2 / (w1 * h1 + eps) > area_thr && ar < ar_thr;
 }
 
+std::vector<PixelBox> warp_boxes(const std::vector<PixelBox>& boxes, const cv::Matx33d& M,
+                                 bool projective, double scale, int width, int height) {
+  std::vector<PixelBox> out;
+  for (const PixelBox& b : boxes) {
+    // The new box encloses the four transformed corners, clipped to the output.
+    const double cx[4] = {b.x1, b.x2, b.x1, b.x2}, cy[4] = {b.y1, b.y2, b.y2, b.y1};
+    double lo_x = INFINITY, lo_y = INFINITY, hi_x = -INFINITY, hi_y = -INFINITY;
+    for (int k = 0; k < 4; ++k) {
+      const cv::Vec3d q = M * cv::Vec3d(cx[k], cy[k], 1.0);
+      const double x = projective ? q[0] / q[2] : q[0], y = projective ? q[1] / q[2] : q[1];
+      lo_x = std::min(lo_x, x), hi_x = std::max(hi_x, x);
+      lo_y = std::min(lo_y, y), hi_y = std::max(hi_y, y);
+    }
+    const PixelBox moved{b.cls, std::clamp(lo_x, 0.0, double(width)),
+                         std::clamp(lo_y, 0.0, double(height)), std::clamp(hi_x, 0.0, double(width)),
+                         std::clamp(hi_y, 0.0, double(height))};
+    const PixelBox scaled{b.cls, b.x1 * scale, b.y1 * scale, b.x2 * scale, b.y2 * scale};
+    if (box_candidate(scaled, moved)) out.push_back(moved);
+  }
+  return out;
+}
+
 Warped random_perspective(const cv::Mat& image, const std::vector<PixelBox>& boxes,
                           const PerspectiveParams& p, int border) {
   const int width = image.cols + 2 * border, height = image.rows + 2 * border;
@@ -128,22 +145,7 @@ Warped random_perspective(const cv::Mat& image, const std::vector<PixelBox>& box
   } else {
     out.image = image;
   }
-  for (const PixelBox& b : boxes) {
-    // The new box encloses the four transformed corners, clipped to the output.
-    const double cx[4] = {b.x1, b.x2, b.x1, b.x2}, cy[4] = {b.y1, b.y2, b.y2, b.y1};
-    double lo_x = INFINITY, lo_y = INFINITY, hi_x = -INFINITY, hi_y = -INFINITY;
-    for (int k = 0; k < 4; ++k) {
-      const cv::Vec3d q = M * cv::Vec3d(cx[k], cy[k], 1.0);
-      const double x = projective ? q[0] / q[2] : q[0], y = projective ? q[1] / q[2] : q[1];
-      lo_x = std::min(lo_x, x), hi_x = std::max(hi_x, x);
-      lo_y = std::min(lo_y, y), hi_y = std::max(hi_y, y);
-    }
-    const PixelBox moved{b.cls, std::clamp(lo_x, 0.0, double(width)),
-                         std::clamp(lo_y, 0.0, double(height)), std::clamp(hi_x, 0.0, double(width)),
-                         std::clamp(hi_y, 0.0, double(height))};
-    const PixelBox scaled{b.cls, b.x1 * p.scale, b.y1 * p.scale, b.x2 * p.scale, b.y2 * p.scale};
-    if (box_candidate(scaled, moved)) out.boxes.push_back(moved);
-  }
+  out.boxes = warp_boxes(boxes, M, projective, p.scale, width, height);
   return out;
 }
 

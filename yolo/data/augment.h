@@ -7,9 +7,11 @@
 #pragma once
 #include <array>
 #include <opencv2/core.hpp>
+#include <optional>
 #include <vector>
 
 #include "engine/random.h"
+#include "yolo/data/mosaic_warp.h"
 #include "yolo/data/records.h"
 #include "yolo/hyp.h"
 
@@ -44,6 +46,10 @@ struct Mosaic {
 };
 Mosaic place_mosaic(const std::array<cv::Mat, 4>& tiles,
                     const std::array<std::vector<LabelBox>, 4>& labels, int s, int xc, int yc);
+// The boxes of place_mosaic alone, from the tiles' sizes and placement (mosaic_warp.h).
+std::vector<PixelBox> mosaic_boxes(const std::array<std::vector<LabelBox>, 4>& labels,
+                                   const std::array<cv::Size, 4>& sizes,
+                                   const std::array<TilePlacement, 4>& placement, int s);
 
 // --- random perspective ------------------------------------------------------------------------
 
@@ -73,6 +79,12 @@ struct Warped {
 Warped random_perspective(const cv::Mat& image, const std::vector<PixelBox>& boxes,
                           const PerspectiveParams& p, int border);
 
+// random_perspective's boxes alone: the corners through M (divided by w when projective),
+// clipped to width x height, kept when box_candidate accepts them against the input scaled by
+// `scale`.
+std::vector<PixelBox> warp_boxes(const std::vector<PixelBox>& boxes, const cv::Matx33d& M,
+                                 bool projective, double scale, int width, int height);
+
 // The reference's box_candidates: a box survives an augmentation when it is still more than
 // wh_thr pixels wide and high, keeps more than area_thr of its (scaled) area and its aspect ratio
 // stays below ar_thr.
@@ -87,6 +99,14 @@ void apply_hsv_gains(cv::Mat& bgr, const std::array<double, 3>& r);
 // The reference's augment_hsv: r_i = uniform(-1, 1) * gain_i + 1, skipped (no draws) when every
 // gain is zero.
 void augment_hsv(cv::Mat& bgr, double hgain, double sgain, double vgain, Generator& gen);
+// augment_hsv's draws alone: nothing (and no draw) when every gain is zero.
+std::optional<std::array<double, 3>> draw_hsv_gains(Generator& gen, double hgain, double sgain,
+                                                    double vgain);
+// BGR to the network's RGB in place, with the HSV gains applied when given: the pixels of
+// apply_hsv_gains then a BGR to RGB swap, in three passes instead of five and no new image (the
+// HSV to RGB conversion writes RGB directly). The image must own its pixels: a view of a cached
+// image would change the cache.
+void to_rgb_with_hsv_gains(cv::Mat& image, const std::optional<std::array<double, 3>>& r);
 
 // A Beta(a, b) sample (two Marsaglia-Tsang gamma draws), for mixup's Beta(32, 32) ratio.
 double sample_beta(Generator& gen, double a, double b);

@@ -1,4 +1,5 @@
 // Colour and mixing augmentations (HSV gains, mixup's Beta ratio and blend) and the flips.
+#include <algorithm>
 #include <cmath>
 #include <numbers>
 #include <opencv2/imgproc.hpp>
@@ -8,30 +9,62 @@
 
 namespace kestrel::yolo::data {
 
-void apply_hsv_gains(cv::Mat& bgr, const std::array<double, 3>& r) {
-  KESTREL_CHECK(bgr.type() == CV_8UC3, "apply_hsv_gains: needs an 8-bit BGR image");
-  cv::Mat lut(1, 256, CV_8UC3);
+namespace {
+
+// The per-channel tables of the gains r: hue is 0..179 in OpenCV's 8-bit HSV, so it wraps;
+// saturation and value saturate. The conversions to uint8 truncate, as numpy's astype does.
+std::array<std::array<uchar, 256>, 3> hsv_tables(const std::array<double, 3>& r) {
+  std::array<std::array<uchar, 256>, 3> t;
   for (int x = 0; x < 256; ++x) {
-    // Hue is 0..179 in OpenCV's 8-bit HSV, so it wraps; saturation and value saturate. The
-    // conversions to uint8 truncate, as numpy's astype does.
     double hue = std::fmod(x * r[0], 180.0);
     if (hue < 0) hue += 180.0;
-    lut.at<cv::Vec3b>(0, x) = {static_cast<uchar>(hue),
-                               static_cast<uchar>(std::clamp(x * r[1], 0.0, 255.0)),
-                               static_cast<uchar>(std::clamp(x * r[2], 0.0, 255.0))};
+    t[0][x] = static_cast<uchar>(hue);
+    t[1][x] = static_cast<uchar>(std::clamp(x * r[1], 0.0, 255.0));
+    t[2][x] = static_cast<uchar>(std::clamp(x * r[2], 0.0, 255.0));
   }
-  cv::Mat hsv;
-  cv::cvtColor(bgr, hsv, cv::COLOR_BGR2HSV);
-  cv::LUT(hsv, lut, hsv);  // a 3-channel table maps each channel through its own column
+  return t;
+}
+
+// The image in place to OpenCV's 8-bit HSV, each channel through its table (cv::LUT with a
+// 3-channel table does the same, more slowly).
+void to_gained_hsv(cv::Mat& image, const std::array<double, 3>& r) {
+  KESTREL_CHECK(image.type() == CV_8UC3, "HSV augmentation: needs an 8-bit BGR image");
+  const std::array<std::array<uchar, 256>, 3> t = hsv_tables(r);
+  cv::cvtColor(image, image, cv::COLOR_BGR2HSV);
+  for (int y = 0; y < image.rows; ++y) {
+    uchar* p = image.ptr<uchar>(y);
+    for (int x = 0; x < image.cols; ++x, p += 3) p[0] = t[0][p[0]], p[1] = t[1][p[1]], p[2] = t[2][p[2]];
+  }
+}
+
+}  // namespace
+
+void apply_hsv_gains(cv::Mat& bgr, const std::array<double, 3>& r) {
+  cv::Mat hsv = bgr.clone();  // bgr may share its pixels (cv::Mat counts references)
+  to_gained_hsv(hsv, r);
   cv::cvtColor(hsv, bgr, cv::COLOR_HSV2BGR);
 }
 
-void augment_hsv(cv::Mat& bgr, double hgain, double sgain, double vgain, Generator& gen) {
-  if (hgain == 0 && sgain == 0 && vgain == 0) return;
+std::optional<std::array<double, 3>> draw_hsv_gains(Generator& gen, double hgain, double sgain,
+                                                    double vgain) {
+  if (hgain == 0 && sgain == 0 && vgain == 0) return std::nullopt;
   std::array<double, 3> r{};
   const double gains[3] = {hgain, sgain, vgain};
   for (int i = 0; i < 3; ++i) r[i] = gen.uniform(-1.0, 1.0) * gains[i] + 1.0;
-  apply_hsv_gains(bgr, r);
+  return r;
+}
+
+void augment_hsv(cv::Mat& bgr, double hgain, double sgain, double vgain, Generator& gen) {
+  if (const auto r = draw_hsv_gains(gen, hgain, sgain, vgain)) apply_hsv_gains(bgr, *r);
+}
+
+void to_rgb_with_hsv_gains(cv::Mat& image, const std::optional<std::array<double, 3>>& r) {
+  if (r) {
+    to_gained_hsv(image, *r);
+    cv::cvtColor(image, image, cv::COLOR_HSV2RGB);
+  } else {
+    cv::cvtColor(image, image, cv::COLOR_BGR2RGB);
+  }
 }
 
 namespace {

@@ -1,7 +1,6 @@
 #include "yolo/data/augment_pipeline.h"
 
 #include <algorithm>
-#include <fstream>
 #include <opencv2/imgproc.hpp>
 #include <sstream>
 
@@ -10,23 +9,6 @@
 #include "yolo/data/rect_batches.h"
 
 namespace kestrel::yolo::data {
-
-namespace {
-
-// Bytes the kernel reports as available to new allocations (0 when unknown).
-int64_t available_memory_bytes() {
-  std::ifstream meminfo("/proc/meminfo");
-  std::string line;
-  while (std::getline(meminfo, line)) {
-    std::istringstream fields(line);
-    std::string key;
-    int64_t kib = 0;
-    if (fields >> key >> kib && key == "MemAvailable:") return kib * 1024;
-  }
-  return 0;
-}
-
-}  // namespace
 
 Generator sample_generator(uint64_t seed, int rank, int64_t epoch, int64_t index) {
   KESTREL_CHECK(rank >= 0 && epoch >= 0 && index >= 0 && index < (int64_t{1} << 32),
@@ -90,88 +72,173 @@ bool AugmentPipeline::cache_images(int threads) {
   return true;
 }
 
+void AugmentPipeline::keep_decoded_images(int64_t budget_bytes) {
+  decoded_ = budget_bytes > 0 ? std::make_unique<ImageCache>(size(), budget_bytes) : nullptr;
+}
+
 LoadedImage AugmentPipeline::load(int64_t index) const {
   const ImageRecord& r = record(index);
   if (!cache_.empty()) return cache_[index];
-  return load_image(r.image_path, options_.img_size, options_.augment);
+  if (decoded_)
+    if (std::optional<LoadedImage> kept = decoded_->find(index)) return *kept;
+  LoadedImage loaded = load_image(r.image_path, options_.img_size, options_.augment);
+  if (decoded_) decoded_->offer(index, loaded);
+  return loaded;
 }
 
-AugmentPipeline::Canvas AugmentPipeline::load_mosaic(int64_t index, Generator& gen,
-                                                     const std::vector<int64_t>& partners) const {
+AugmentPipeline::MosaicDraws AugmentPipeline::draw_mosaic(int64_t index, Generator& gen,
+                                                          const std::vector<int64_t>& partners) const {
   const int s = options_.img_size;
   const int border = -s / 2;  // img_size is a multiple of the stride, hence even
   // Centre uniform in [s/2, 3s/2) (y drawn first, as the reference), then three partners drawn
   // with replacement, and the four shuffled (Fisher-Yates from the back, like random.shuffle).
-  const int yc = static_cast<int>(gen.uniform(-border, 2 * s + border));
-  const int xc = static_cast<int>(gen.uniform(-border, 2 * s + border));
-  std::array<int64_t, 4> picks{index, 0, 0, 0};
+  MosaicDraws d;
+  d.yc = static_cast<int>(gen.uniform(-border, 2 * s + border));
+  d.xc = static_cast<int>(gen.uniform(-border, 2 * s + border));
+  d.picks = {index, 0, 0, 0};
   for (int k = 1; k < 4; ++k)
-    picks[k] = partners.empty() ? static_cast<int64_t>(gen.randint(size()))
-                                : partners[gen.randint(partners.size())];
-  for (int k = 3; k > 0; --k) std::swap(picks[k], picks[gen.randint(k + 1)]);
-  std::array<cv::Mat, 4> tiles;
-  std::array<std::vector<LabelBox>, 4> labels;
-  for (int k = 0; k < 4; ++k) {
-    tiles[k] = load(picks[k]).image;
-    labels[k] = records_[picks[k]].boxes;
-  }
-  Mosaic m = place_mosaic(tiles, labels, s, xc, yc);
-  // copy_paste needs segments, which these labels do not have: like the reference without
-  // segments, it changes nothing, so it is not applied.
-  Warped w = random_perspective(m.image, m.boxes, draw_perspective(gen, options_.hyp), border);
-  return {std::move(w.image), std::move(w.boxes)};
+    d.picks[k] = partners.empty() ? static_cast<int64_t>(gen.randint(size()))
+                                  : partners[gen.randint(partners.size())];
+  for (int k = 3; k > 0; --k) std::swap(d.picks[k], d.picks[gen.randint(k + 1)]);
+  d.perspective = draw_perspective(gen, options_.hyp);
+  return d;
 }
 
-Sample AugmentPipeline::get(int64_t index, Generator& gen, const std::vector<int64_t>& partners) const {
+AugmentPipeline::Canvas AugmentPipeline::render_mosaic(const MosaicDraws& d, bool flip_lr,
+                                                       bool flip_ud, cv::Mat into) const {
+  const int s = options_.img_size;
+  std::array<cv::Mat, 4> tiles;
+  std::array<std::vector<LabelBox>, 4> labels;
+  std::array<cv::Size, 4> sizes;
+  for (int k = 0; k < 4; ++k) {
+    tiles[k] = load(d.picks[k]).image;
+    labels[k] = records_[d.picks[k]].boxes;
+    sizes[k] = tiles[k].size();
+  }
+  // copy_paste needs segments, which these labels do not have: like the reference without
+  // segments, it changes nothing, so it is not applied.
+  Canvas out;
+  if (d.perspective.px == 0 && d.perspective.py == 0) {
+    // Affine: straight from the tiles (mosaic_warp.h), the same pixels as the canvas path below.
+    const std::array<TilePlacement, 4> placement = place_tiles(sizes, s, d.xc, d.yc);
+    const cv::Matx33d M = perspective_matrix(d.perspective, 2 * s, 2 * s, s, s);
+    const cv::Matx23d affine(M(0, 0), M(0, 1), M(0, 2), M(1, 0), M(1, 1), M(1, 2));
+    out.image = warp_mosaic_affine(tiles, placement, s, d.xc, d.yc, affine, s, s, flip_lr, flip_ud, into);
+    out.boxes = warp_boxes(mosaic_boxes(labels, sizes, placement, s), M, false, d.perspective.scale, s, s);
+    return out;
+  }
+  Mosaic m = place_mosaic(tiles, labels, s, d.xc, d.yc);
+  Warped w = random_perspective(m.image, m.boxes, d.perspective, -s / 2);
+  out.image = std::move(w.image);
+  out.boxes = std::move(w.boxes);
+  if (flip_ud) cv::flip(out.image, out.image, 0);
+  if (flip_lr) cv::flip(out.image, out.image, 1);
+  return out;
+}
+
+std::array<int, 2> AugmentPipeline::sample_shape(int64_t index) const {
+  record(index);  // checks the index
+  return options_.rect ? batch_shapes_[index / options_.batch_size]
+                       : std::array<int, 2>{options_.img_size, options_.img_size};
+}
+
+Sample AugmentPipeline::get(int64_t index, Generator& gen, const std::vector<int64_t>& partners,
+                            cv::Mat into) const {
   const ImageRecord& rec = record(index);
   const Hyp& hyp = options_.hyp;
   Sample out;
   out.path = rec.image_path;
   try {
-    cv::Mat img;
-    std::vector<PixelBox> boxes;
+    // Every draw first, in the reference's order (mosaic or not, the mosaic's draws, mixup's, the
+    // perspective of a letterboxed image, HSV, flip up-down, flip left-right); the pixels after,
+    // so that the flips can be made inside the mosaic's warp.
     const bool mosaic = options_.augment && !options_.rect && gen.uniform() < hyp.mosaic;
+    MosaicDraws first, second;
+    bool mixup = false;
+    double mix_ratio = 1;
+    PerspectiveParams perspective;
     if (mosaic) {
-      Canvas c = load_mosaic(index, gen, partners);
-      if (gen.uniform() < hyp.mixup) {
+      first = draw_mosaic(index, gen, partners);
+      if ((mixup = gen.uniform() < hyp.mixup)) {
         // The reference's mixup partner: random.randint(0, n - 1), any image; its mosaic's
         // partners come from the same pool as the first's.
-        Canvas other = load_mosaic(static_cast<int64_t>(gen.randint(size())), gen, partners);
-        c.image = blend(c.image, other.image, sample_beta(gen, 32.0, 32.0));
+        second = draw_mosaic(static_cast<int64_t>(gen.randint(size())), gen, partners);
+        mix_ratio = sample_beta(gen, 32.0, 32.0);
+      }
+    } else if (options_.augment) {
+      perspective = draw_perspective(gen, hyp);
+    }
+    std::optional<std::array<double, 3>> hsv;
+    bool flip_ud = false, flip_lr = false;
+    if (options_.augment) {
+      hsv = draw_hsv_gains(gen, hyp.hsv_h, hyp.hsv_s, hyp.hsv_v);
+      flip_ud = gen.uniform() < hyp.flipud;
+      flip_lr = gen.uniform() < hyp.fliplr;
+    }
+
+    cv::Mat img;
+    if (mosaic) {
+      // Flips commute with mixup's per-pixel blend, so both mosaics come out flipped.
+      Canvas c = render_mosaic(first, flip_lr, flip_ud, mixup ? cv::Mat() : into);
+      if (mixup) {
+        Canvas other = render_mosaic(second, flip_lr, flip_ud);
+        c.image = blend(c.image, other.image, mix_ratio);
         c.boxes.insert(c.boxes.end(), other.boxes.begin(), other.boxes.end());
       }
       img = std::move(c.image);
-      boxes = std::move(c.boxes);
+      out.labels = to_normalised_boxes(c.boxes, img.cols, img.rows);
+      for (LabelBox& b : out.labels) {
+        if (flip_ud) b.y = 1.0f - b.y;
+        if (flip_lr) b.x = 1.0f - b.x;
+      }
     } else {
       LoadedImage li = load(index);
       const int h = li.image.rows, w = li.image.cols;
-      const std::array<int, 2> shape =
-          options_.rect ? batch_shapes_[index / options_.batch_size]
-                        : std::array<int, 2>{options_.img_size, options_.img_size};
+      const std::array<int, 2> shape = sample_shape(index);
       Letterboxed lb = letterbox(li.image, shape[0], shape[1], false, options_.augment,
                                  options_.stride);
       out.has_shapes = true;
       out.shapes = {li.h0, li.w0, double(h) / li.h0, double(w) / li.w0, lb.pad_w, lb.pad_h};
-      boxes = to_pixel_boxes(rec.boxes, lb.ratio_w * w, lb.ratio_h * h, lb.pad_w, lb.pad_h);
+      std::vector<PixelBox> boxes =
+          to_pixel_boxes(rec.boxes, lb.ratio_w * w, lb.ratio_h * h, lb.pad_w, lb.pad_h);
       img = std::move(lb.image);
       if (options_.augment) {
-        Warped wp = random_perspective(img, boxes, draw_perspective(gen, hyp), 0);
+        Warped wp = random_perspective(img, boxes, perspective, 0);
         img = std::move(wp.image);
         boxes = std::move(wp.boxes);
       }
+      out.labels = to_normalised_boxes(boxes, img.cols, img.rows);
+      if (flip_ud) data::flip_ud(img, out.labels);
+      if (flip_lr) data::flip_lr(img, out.labels);
     }
-    out.labels = to_normalised_boxes(boxes, img.cols, img.rows);
-    if (options_.augment) {
-      augment_hsv(img, hyp.hsv_h, hyp.hsv_s, hyp.hsv_v, gen);
-      if (gen.uniform() < hyp.flipud) flip_ud(img, out.labels);
-      if (gen.uniform() < hyp.fliplr) flip_lr(img, out.labels);
+    // The network's channel order, in place: every path above made img afresh (warp, blend,
+    // letterbox's border, flips), so it shares no cached pixels.
+    to_rgb_with_hsv_gains(img, hsv);
+    if (!into.empty() && img.data != into.data && img.size() == into.size() && img.type() == into.type()) {
+      img.copyTo(into);
+      img = into;
     }
-    cv::cvtColor(img, out.image, cv::COLOR_BGR2RGB);  // the network's channel order
+    out.image = std::move(img);
   } catch (const std::exception& e) {
     // A mosaic reads other images too: the inner message names the file that failed.
     KESTREL_FAIL("data pipeline: sample ", index, " (", rec.image_path, "): ", e.what());
   }
   return out;
+}
+
+std::string image_cache_line(const AugmentPipeline& pipeline) {
+  constexpr double kGb = 1 << 30;
+  const ImageCache* cache = pipeline.decoded_images();
+  if (!cache) return "Images are decoded each time they are used (no memory to keep them)";
+  const double need = static_cast<double>(pipeline.cache_bytes()), budget = static_cast<double>(cache->budget_bytes());
+  std::ostringstream line;
+  line.setf(std::ios::fixed);
+  line.precision(1);
+  line << "Caching images as they load (" << need / kGb << "GB ram, budget " << budget / kGb
+       << "GB: a quarter of the free memory";
+  if (need > budget) line << "; " << static_cast<int>(100 * budget / need) << "% of them fit, the rest decode each time";
+  line << "; --cache ram loads them all first)";
+  return line.str();
 }
 
 }  // namespace kestrel::yolo::data

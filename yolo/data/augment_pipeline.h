@@ -6,12 +6,14 @@
 #pragma once
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <opencv2/core.hpp>
 #include <string>
 #include <vector>
 
 #include "engine/random.h"
 #include "yolo/data/augment.h"
+#include "yolo/data/image_cache.h"
 #include "yolo/data/image_io.h"
 #include "yolo/data/records.h"
 #include "yolo/hyp.h"
@@ -69,24 +71,49 @@ class AugmentPipeline {
   // Bytes the cache holds (or would hold: computed from the records' sizes).
   int64_t cache_bytes() const;
 
+  // Without --cache ram: decoded images are kept as they are first loaded, shared by the loader's
+  // threads, up to budget_bytes (image_cache.h; 0 turns it off, the default). Call it before
+  // loading starts.
+  void keep_decoded_images(int64_t budget_bytes);
+  const ImageCache* decoded_images() const { return decoded_.get(); }
+
   // The image of `index` at long side img_size (from the cache when there is one).
   LoadedImage load(int64_t index) const;
   // The sample of `index`. Thread-safe; errors name the file. A mosaic's three partners are drawn
   // from `partners` when given (--image-weights: the epoch's weighted draw, as the reference's
   // random.choices(self.indices, k=3)), else from the whole dataset.
-  Sample get(int64_t index, Generator& gen, const std::vector<int64_t>& partners = {}) const;
+  // When `into` is already the sample's shape (sample_shape) in 8-bit 3-channel pixels, the image
+  // is made there (a batch's slot: no image of its own, no copy) and out.image shares it.
+  Sample get(int64_t index, Generator& gen, const std::vector<int64_t>& partners = {},
+             cv::Mat into = {}) const;
+  // The (height, width) of sample `index`'s image: the rect batch's shape, else img_size square.
+  std::array<int, 2> sample_shape(int64_t index) const;
 
  private:
+  // A mosaic's random draws, in the reference's order: centre (y first), three partners, their
+  // shuffle, the perspective.
+  struct MosaicDraws {
+    int xc = 0, yc = 0;
+    std::array<int64_t, 4> picks{};
+    PerspectiveParams perspective;
+  };
+  MosaicDraws draw_mosaic(int64_t index, Generator& gen, const std::vector<int64_t>& partners) const;
+  // The s x s BGR mosaic (flipped as asked) and its boxes in its pixels (not flipped).
   struct Canvas {
-    cv::Mat image;  // BGR
+    cv::Mat image;
     std::vector<PixelBox> boxes;
   };
-  Canvas load_mosaic(int64_t index, Generator& gen, const std::vector<int64_t>& partners) const;
+  Canvas render_mosaic(const MosaicDraws& draws, bool flip_lr, bool flip_ud, cv::Mat into = {}) const;
 
   std::vector<ImageRecord> records_;
   PipelineOptions options_;
   std::vector<std::array<int, 2>> batch_shapes_;
   std::vector<LoadedImage> cache_;
+  std::unique_ptr<ImageCache> decoded_;
 };
+
+// The decoded-image cache's console line, as the reference's "Caching images (0.1GB ram)": how much
+// the dataset needs and the budget, and which share of it fits when not all does.
+std::string image_cache_line(const AugmentPipeline& pipeline);
 
 }  // namespace kestrel::yolo::data

@@ -88,34 +88,40 @@ std::vector<int64_t> Loader::batch_samples(const std::vector<int64_t>& order, in
 std::optional<Batch> Loader::build(int64_t b, const std::vector<int64_t>& samples, int64_t epoch,
                                    const std::vector<int64_t>& partners,
                                    const std::function<bool()>& cancelled) const {
-  std::vector<Sample> made;
-  made.reserve(samples.size());
-  for (int64_t index : samples) {
-    if (cancelled()) return std::nullopt;
-    Generator gen = sample_generator(options_.seed, options_.rank, epoch, index);
-    made.push_back(pipeline_->get(index, gen, partners));
-  }
-  const int64_t n = static_cast<int64_t>(made.size());
-  const int h = made.front().image.rows, w = made.front().image.cols;
-  int64_t rows = 0;
-  for (const Sample& s : made) {
-    KESTREL_CHECK(s.image.rows == h && s.image.cols == w, "data loader: batch ", b, " mixes ",
-                  made.front().path, " (", w, "x", h, ") with ", s.path, " (", s.image.cols, "x",
-                  s.image.rows, "); rectangular batches need the dataset's own (sequential) order");
-    rows += static_cast<int64_t>(s.labels.size());
-  }
+  // Every sample of a batch has the batch's shape; each is made straight into its slot.
+  const int64_t n = static_cast<int64_t>(samples.size());
+  const std::array<int, 2> shape = pipeline_->sample_shape(samples.front());
+  const int h = shape[0], w = shape[1];
+  for (int64_t index : samples)
+    KESTREL_CHECK(pipeline_->sample_shape(index) == shape, "data loader: batch ", b, " mixes ",
+                  pipeline_->record(samples.front()).image_path, " (", w, "x", h, ") with ",
+                  pipeline_->record(index).image_path, " (", pipeline_->sample_shape(index)[1], "x",
+                  pipeline_->sample_shape(index)[0],
+                  "); rectangular batches need the dataset's own (sequential) order");
   Batch out;
   out.index = b;
   out.images = Tensor::empty({n, h, w, 3}, DType::U8, Device::cpu(), pinned_);
+  auto* pixels = out.images.data<uint8_t>();
+  const size_t image_bytes = static_cast<size_t>(h) * w * 3;
+  std::vector<Sample> made;
+  made.reserve(samples.size());
+  int64_t rows = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    if (cancelled()) return std::nullopt;
+    Generator gen = sample_generator(options_.seed, options_.rank, epoch, samples[i]);
+    cv::Mat slot(h, w, CV_8UC3, pixels + i * image_bytes);
+    made.push_back(pipeline_->get(samples[i], gen, partners, slot));
+    const Sample& s = made.back();
+    KESTREL_CHECK(s.image.rows == h && s.image.cols == w, "data loader: ", s.path, " came out ",
+                  s.image.cols, "x", s.image.rows, ", its batch is ", w, "x", h);
+    if (s.image.data != slot.data) s.image.copyTo(slot);
+    rows += static_cast<int64_t>(s.labels.size());
+  }
   // Targets are pinned too: a pageable source would make the upload synchronous.
   out.targets = Tensor::empty({rows, 6}, DType::F32, Device::cpu(), pinned_);
-  auto* pixels = out.images.data<uint8_t>();
   auto* t = out.targets.data<float>();
-  const size_t image_bytes = static_cast<size_t>(h) * w * 3;
   for (int64_t i = 0; i < n; ++i) {
     const Sample& s = made[i];
-    const cv::Mat img = s.image.isContinuous() ? s.image : s.image.clone();
-    std::memcpy(pixels + i * image_bytes, img.data, image_bytes);
     for (const LabelBox& l : s.labels) {
       const float row[6] = {static_cast<float>(i), static_cast<float>(l.cls), l.x, l.y, l.w, l.h};
       std::memcpy(t, row, sizeof(row));

@@ -1,0 +1,62 @@
+#include "yolo/data/image_cache.h"
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "kernels/error.h"
+
+namespace kestrel::yolo::data {
+
+ImageCache::ImageCache(int64_t images, int64_t budget_bytes) : budget_(budget_bytes) {
+  KESTREL_CHECK(images >= 0 && budget_bytes >= 0, "image cache: needs sizes >= 0, got ", images,
+                " images and ", budget_bytes, " bytes");
+  slots_.resize(static_cast<size_t>(images));
+}
+
+std::optional<LoadedImage> ImageCache::find(int64_t index) const {
+  std::lock_guard lock(mutex_);
+  const LoadedImage& slot = slots_.at(static_cast<size_t>(index));
+  if (slot.image.empty()) return std::nullopt;
+  return slot;  // shares the pixels (cv::Mat counts references); nobody writes to them
+}
+
+void ImageCache::offer(int64_t index, const LoadedImage& image) {
+  const int64_t size = static_cast<int64_t>(image.image.total() * image.image.elemSize());
+  std::lock_guard lock(mutex_);
+  LoadedImage& slot = slots_.at(static_cast<size_t>(index));
+  if (!slot.image.empty() || bytes_ + size > budget_) return;
+  // A copy of its own: the caller's pixels may be a view of something larger.
+  slot = {image.image.isContinuous() ? image.image : image.image.clone(), image.h0, image.w0};
+  bytes_ += size;
+  ++kept_;
+}
+
+int64_t ImageCache::bytes() const {
+  std::lock_guard lock(mutex_);
+  return bytes_;
+}
+
+int64_t ImageCache::images() const {
+  std::lock_guard lock(mutex_);
+  return kept_;
+}
+
+int64_t available_memory_bytes() {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string line;
+  while (std::getline(meminfo, line)) {
+    std::istringstream fields(line);
+    std::string key;
+    int64_t kib = 0;
+    if (fields >> key >> kib && key == "MemAvailable:") return kib * 1024;
+  }
+  return 0;
+}
+
+int64_t default_image_cache_budget(int local_ranks) {
+  return available_memory_bytes() / 4 / std::max(local_ranks, 1);
+}
+
+}  // namespace kestrel::yolo::data

@@ -1,0 +1,40 @@
+// Decoded images kept as they are first loaded, shared by every loader thread, up to a byte
+// budget: while the budget lasts an image is decoded once, not once per mosaic that uses it (a
+// mosaic reads four images, so without a cache an epoch decodes each image about four times).
+// Nothing is evicted: the shuffled sampler reads every image equally often, so whichever images
+// are kept serve the same share of the loads, and a kept image is never decoded again.
+#pragma once
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <vector>
+
+#include "yolo/data/image_io.h"
+
+namespace kestrel::yolo::data {
+
+class ImageCache {
+ public:
+  ImageCache(int64_t images, int64_t budget_bytes);
+
+  std::optional<LoadedImage> find(int64_t index) const;
+  // Keeps the image when it fits in what is left of the budget (and is not kept yet).
+  void offer(int64_t index, const LoadedImage& image);
+
+  int64_t budget_bytes() const { return budget_; }
+  int64_t bytes() const;
+  int64_t images() const;
+
+ private:
+  mutable std::mutex mutex_;
+  std::vector<LoadedImage> slots_;  // an empty image: not kept
+  int64_t budget_ = 0, bytes_ = 0, kept_ = 0;
+};
+
+// The default budget of one training process: a quarter of the memory available now, shared by
+// the processes of this machine (local_ranks).
+int64_t default_image_cache_budget(int local_ranks);
+// Bytes the kernel reports as available to new allocations (0 when unknown).
+int64_t available_memory_bytes();
+
+}  // namespace kestrel::yolo::data
