@@ -3,6 +3,8 @@
 #include <cstdio>
 #include <cstring>
 
+#include "yolo/train_support.h"
+
 namespace kestrel::yolo {
 namespace {
 

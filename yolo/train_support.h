@@ -2,26 +2,17 @@
 // argument, values shared between ranks, --freeze, --multi-scale resizing, the options as they
 // go into opt.yaml and checkpoints.
 #pragma once
-#include <chrono>
-#include <memory>
 #include <string>
 #include <vector>
 
-#include "dist/process_group.h"
 #include "engine/json.h"
 #include "engine/tensor.h"
 #include "yolo/data/records.h"
 #include "yolo/hyp.h"
-#include "yolo/trainer.h"
+#include "yolo/rank_info.h"
+#include "yolo/train_options.h"
 
 namespace kestrel::yolo {
-
-struct RankInfo {
-  int rank = 0, world = 1, local = 0;
-  std::shared_ptr<dist::ProcessGroup> group;
-  std::chrono::milliseconds phase_limit{0};  // --dist-phase-timeout
-  bool main() const { return rank == 0; }
-};
 
 // --device: "", "cpu", "0", "0,1": local rank r opens the r-th listed GPU (dist/device_plan.h).
 Device pick_device(const std::string& spec, int local_rank);
