@@ -3,7 +3,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "yolo/train_support.h"
+#include "yolo/rank_collectives.h"
 
 namespace kestrel::yolo {
 namespace {

@@ -59,4 +59,16 @@ std::vector<std::pair<std::string, std::string>> TrainOptions::to_pairs() const 
           {"no_tensorboard", b(no_tensorboard)}};
 }
 
+json::Value options_json(const TrainOptions& o, const std::string& cfg_text, int nc,
+                         const std::vector<std::string>& names) {
+  json::Object obj;
+  for (const auto& [k, v] : o.to_pairs()) obj.emplace_back(k, v);
+  obj.emplace_back("cfg_yaml", cfg_text);
+  obj.emplace_back("nc", static_cast<int64_t>(nc));
+  json::Array name_list;
+  for (const auto& n : names) name_list.emplace_back(n);
+  obj.emplace_back("names", name_list);
+  return obj;
+}
+
 }  // namespace kestrel::yolo

@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "engine/json.h"
 #include "yolo/hyp.h"
 
 namespace kestrel::yolo {
@@ -61,5 +62,9 @@ struct TrainOptions {
   // The options as opt.yaml lists them (reference flag names).
   std::vector<std::pair<std::string, std::string>> to_pairs() const;
 };
+
+// The options, the model yaml text, nc and names: what val/detect need to rebuild the model.
+json::Value options_json(const TrainOptions& o, const std::string& cfg_text, int nc,
+                         const std::vector<std::string>& names);
 
 }  // namespace kestrel::yolo
