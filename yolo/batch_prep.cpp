@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "engine/ops/layout.h"
 #include "engine/random.h"
 #include "kernels/error.h"
 #include "yolo/loss.h"
@@ -48,6 +49,20 @@ int64_t multi_scale_size(uint64_t seed, int rank, int64_t epoch, int64_t batch, 
               (uint64_t{1} << 63) | (static_cast<uint64_t>(epoch) << 32) | static_cast<uint64_t>(batch));
   const int64_t lo = img_size / 2, hi = img_size * 3 / 2 + gs;
   return (lo + static_cast<int64_t>(g.uniform() * static_cast<double>(hi - lo))) / gs * gs;
+}
+
+BatchPrep::BatchPrep(const ComputeLoss& loss, Device device, DType compute, BatchPrepOptions options)
+    : loss_(loss), device_(device), compute_(compute), options_(options), uploader_(device) {}
+
+StepInputs BatchPrep::prepare(const data::Batch& batch, int64_t epoch, int64_t i, int64_t ni) {
+  loss_.check_targets(batch.targets, batch.images.size(0));
+  data::Batch upload = batch;
+  if (options_.multi_scale)
+    upload.images = resize_batch(batch.images, multi_scale_size(options_.seed, options_.rank, epoch, i,
+                                                                options_.img_size, options_.stride));
+  if (device_.is_cuda()) upload.targets = pad_batch_targets(batch.targets, options_.target_rows, ni);
+  const data::DeviceBatch db = uploader_.to_device(upload);
+  return {ops::images_to_input(db.images, compute_), db.targets};
 }
 
 }  // namespace kestrel::yolo

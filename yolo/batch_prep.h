@@ -1,12 +1,17 @@
-// How a training batch is shaped for the step on the host: --multi-scale's size and resize, and
-// the target rows a GPU step pads to.
+// One training batch from the loader to the step's inputs, in one place (BatchPrep): its labels
+// checked on the host (ComputeLoss::check_targets; the step reads nothing back), --multi-scale's
+// resize, the targets padded for a GPU step (pad_batch_targets), the upload (data::BatchUploader)
+// and the images as the model's input.
 #pragma once
 #include <cstdint>
 #include <vector>
 
 #include "engine/tensor.h"
+#include "yolo/data/batch_uploader.h"
+#include "yolo/data/loader.h"
 #include "yolo/data/records.h"
 #include "yolo/hyp.h"
+#include "yolo/loss.h"
 
 namespace kestrel::yolo {
 
@@ -30,5 +35,36 @@ Tensor resize_batch(const Tensor& images, int64_t size);
 // rounded down to the stride; from its own random stream per (seed, rank, epoch, batch), so that a
 // run resumed mid-epoch draws what the uninterrupted one would.
 int64_t multi_scale_size(uint64_t seed, int rank, int64_t epoch, int64_t batch, int64_t img_size, int64_t gs);
+
+struct BatchPrepOptions {
+  bool multi_scale = false;  // --multi-scale: each batch resized to multi_scale_size
+  uint64_t seed = 0;
+  int rank = 0;
+  int64_t img_size = 640;
+  int64_t stride = 32;       // the model's largest stride (gs)
+  int64_t target_rows = 0;   // > 0: every batch's targets padded to this (run_target_rows)
+};
+
+// What the training step takes for one batch, on the step's device.
+struct StepInputs {
+  Tensor input;    // [B, H, W, 3] in the compute dtype, scaled to [0, 1]
+  Tensor targets;  // f32 [M, 6]; on a GPU padded with rows that match nothing
+};
+
+class BatchPrep {
+ public:
+  BatchPrep(const ComputeLoss& loss, Device device, DType compute, BatchPrepOptions options);
+  // Batch i of `epoch`, the run's batch ni. Throws before anything is uploaded when a label is
+  // out of range (naming it) or, in a graphed run of several processes, when the batch holds more
+  // labels than target_rows.
+  StepInputs prepare(const data::Batch& batch, int64_t epoch, int64_t i, int64_t ni);
+
+ private:
+  const ComputeLoss& loss_;
+  Device device_;
+  DType compute_;
+  BatchPrepOptions options_;
+  data::BatchUploader uploader_;
+};
 
 }  // namespace kestrel::yolo

@@ -19,14 +19,12 @@
 #include "engine/allocator.h"
 #include "engine/atomic_file.h"
 #include "engine/autograd.h"
-#include "engine/ops/layout.h"
 #include "engine/safetensors.h"
 #include "kernels/cuda_check.h"
 #include "yolo/autoanchor.h"
 #include "yolo/batch_prep.h"
 #include "yolo/checkpoint.h"
 #include "yolo/cuda_graph_choice.h"
-#include "yolo/data/batch_uploader.h"
 #include "yolo/data/dataset_config.h"
 #include "yolo/data/image_weights.h"
 #include "yolo/data/loader.h"
@@ -169,7 +167,7 @@ class Trainer {
   std::unique_ptr<ComputeLoss> compute_loss_;
   std::unique_ptr<Validator> validator_;
   std::unique_ptr<EarlyStopping> stopper_;
-  std::unique_ptr<data::BatchUploader> uploader_;
+  std::unique_ptr<BatchPrep> batch_prep_;
   std::unique_ptr<dist::TraceWriter> trace_;
   std::optional<TrainingBoard> board_;  // rank 0, unless --no-tensorboard
   dist::NamedTensors device_buffers_;
@@ -188,7 +186,6 @@ class Trainer {
   double overlap_sum_ = 0;
   int64_t overlap_steps_ = 0;
   bool graphs_warned_ = false;  // the fall-back to eager steps was reported
-  int64_t target_rows_ = 0;     // > 0: every batch's targets are padded to this (run_target_rows)
   Clock::time_point t_start_ = Clock::now(), t_epoch_;
 };
 
@@ -471,7 +468,6 @@ void Trainer::build_optimization() {
     validator_->set_console(&*out_);
   }
   wait_for_rank0(rank_, "the val label cache");
-  uploader_ = std::make_unique<data::BatchUploader>(device_);
   if (!o_.trace.empty()) trace_ = std::make_unique<dist::TraceWriter>(rank_.rank);
   TrainStepParts parts;
   parts.model = model_.get();
@@ -486,8 +482,15 @@ void Trainer::build_optimization() {
   sopt.capture_failure_fatal = o_.cuda_graph == "on";  // auto: a failed capture falls back
   sopt.loss_factor = o_.quad ? 4.0 : 1.0;  // --quad's batches hold a quarter of the images
   step_ = std::make_unique<TrainStep>(parts, rank_, device_, sopt);
+  BatchPrepOptions bopt;
+  bopt.multi_scale = o_.multi_scale;
+  bopt.seed = o_.seed;
+  bopt.rank = rank_.rank;
+  bopt.img_size = o_.img_size;
+  bopt.stride = gs_;
   if (sopt.graphs == GraphMode::On && rank_.world > 1)
-    target_rows_ = run_target_rows(train_split_.records, batch, hyp_, o_.rect);
+    bopt.target_rows = run_target_rows(train_split_.records, batch, hyp_, o_.rect);
+  batch_prep_ = std::make_unique<BatchPrep>(*compute_loss_, device_, compute_, bopt);
 }
 
 dist::NamedTensors Trainer::trainable() const {
@@ -584,20 +587,13 @@ void Trainer::train_batch(const data::Batch& batch, int epoch, int64_t i) {
   const int64_t ni = i + nb_ * epoch;
   if (++batches_run_ == o_.interrupt_after) stop_.raise_as(SIGINT);
   schedule_->warmup(ni, epoch);
-  // Labels are checked on the host, before the upload: the step itself reads nothing back.
-  compute_loss_->check_targets(batch.targets, batch.images.size(0));
-  data::Batch upload = batch;
-  if (o_.multi_scale)
-    upload.images = resize_batch(batch.images, multi_scale_size(o_.seed, rank_.rank, epoch, i, o_.img_size, gs_));
-  if (device_.is_cuda()) upload.targets = pad_batch_targets(batch.targets, target_rows_, ni);
-  const data::DeviceBatch db = uploader_->to_device(upload);
-  Tensor x = ops::images_to_input(db.images, compute_);
+  const StepInputs in = batch_prep_->prepare(batch, epoch, i, ni);
   const bool step_now = schedule_->step_due(ni);
   // The batch's flags (a non-finite loss, a stop request) are summed over the ranks on the
   // device and read here one batch later, so every rank learns them at the same batch: a
   // non-finite loss anywhere skips its window's optimizer step everywhere (on the device), and a
   // stop request anywhere stops every rank at the same optimizer-step boundary.
-  step_->run(x, db.targets, ni, step_now, stop_.received() != 0);
+  step_->run(in.input, in.targets, ni, step_now, stop_.received() != 0);
   if (step_->graphs_on() && !graphs_warned_ && !step_->graphs_disabled_reason().empty()) {
     out_->line("WARNING: CUDA graphs are off for the rest of this run (--cuda-graph auto): ", step_->graphs_disabled_reason());
     graphs_warned_ = true;
