@@ -7,8 +7,8 @@
 #include <memory>
 #include <mutex>
 
+#include "base/error.h"
 #include "engine/atomic_file.h"
-#include "kernels/error.h"
 
 namespace kestrel {
 namespace {

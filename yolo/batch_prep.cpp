@@ -5,9 +5,9 @@
 #include <algorithm>
 #include <cmath>
 
+#include "base/error.h"
 #include "engine/ops/layout.h"
 #include "engine/random.h"
-#include "kernels/error.h"
 #include "yolo/loss.h"
 
 namespace kestrel::yolo {

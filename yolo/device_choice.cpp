@@ -4,8 +4,8 @@
 
 #include <vector>
 
+#include "base/error.h"
 #include "dist/device_plan.h"
-#include "kernels/error.h"
 
 namespace kestrel::yolo {
 

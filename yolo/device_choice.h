@@ -2,8 +2,8 @@
 #pragma once
 #include <string>
 
+#include "base/dtype.h"
 #include "engine/device.h"
-#include "kernels/dtype.h"
 
 namespace kestrel::yolo {
 

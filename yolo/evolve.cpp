@@ -9,8 +9,8 @@
 #include <numeric>
 #include <sstream>
 
+#include "base/error.h"
 #include "engine/atomic_file.h"
-#include "kernels/error.h"
 #include "yolo/console.h"
 #include "yolo/run_dir.h"
 #include "yolo/text_file.h"

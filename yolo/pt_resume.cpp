@@ -6,7 +6,7 @@
 #include <cstring>
 #include <map>
 
-#include "kernels/error.h"
+#include "base/error.h"
 #include "yolo/checkpoint.h"
 
 namespace kestrel::yolo {

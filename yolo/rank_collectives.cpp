@@ -2,8 +2,8 @@
 
 #include <cstdint>
 
+#include "base/error.h"
 #include "engine/tensor.h"
-#include "kernels/error.h"
 
 namespace kestrel::yolo {
 

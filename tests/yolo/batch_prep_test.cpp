@@ -8,8 +8,8 @@
 #include <set>
 #include <string>
 
+#include "base/error.h"
 #include "engine/random.h"
-#include "kernels/error.h"
 #include "layers/detect.h"
 
 namespace kestrel::yolo {
