@@ -90,7 +90,7 @@ class Trainer {
     }
     announce();
     bool interrupted = false;
-    for (int epoch = start_epoch_; epoch < o_.epochs; ++epoch) {
+    for (int epoch = start_epoch_; epoch < options_.epochs; ++epoch) {
       if (!train_epoch(epoch)) {
         interrupted = true;
         save_interrupted(epoch);
@@ -100,7 +100,7 @@ class Trainer {
       if (end_epoch(epoch)) {
         // A signal during the epoch's end: make sure a resumable checkpoint exists (--nosave
         // writes none before the final epoch).
-        if (stop_agreed_ && o_.nosave && rank_.main()) save_checkpoint_as(last_path_, epoch, EpochProgress{});
+        if (stop_agreed_ && options_.nosave && rank_.main()) save_checkpoint_as(last_path_, epoch, EpochProgress{});
         break;
       }
     }
@@ -130,11 +130,11 @@ class Trainer {
   dist::NamedTensors trainable() const;
 
   // The reference draws no plots while evolving.
-  bool plots() const { return !o_.noplots && o_.evolve == 0; }
+  bool plots() const { return !options_.noplots && options_.evolve == 0; }
 
   const TrainOptions requested_;
   TrainResults* results_;
-  TrainOptions o_;
+  TrainOptions options_;  // what the run uses (train.py's opt): requested_, or the checkpoint's on --resume
   StopSignal stop_;
   RankInfo rank_;
   Device device_ = Device::cpu();
@@ -147,19 +147,19 @@ class Trainer {
   std::optional<RunDirLock> run_lock_;
   bool created_run_dir_ = false;  // by this run, not found (so start-up failures remove it)
   Hyp hyp_;
-  std::optional<data::DatasetConfig> dcfg_;
-  int nc_ = 0;
+  std::optional<data::DatasetConfig> dataset_config_;
+  int num_classes_ = 0;  // 1 with --single-cls (train.py's nc)
   std::vector<std::string> names_;
   data::DatasetSplit train_split_;
   DatasetFingerprint train_index_;  // of train_split_'s records, for checkpoints and --resume
   std::string cfg_text_;
   std::shared_ptr<DetectionModel> model_, ema_model_;
-  int gs_ = 32;
+  int max_stride_ = 32;  // the model's largest stride, at least 32 (train.py's gs)
   std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<data::Loader> loader_;
   int workers_ = 0;  // the loader's threads (data::dataloader_workers)
   std::shared_ptr<data::ImageWeights> image_weights_;  // --image-weights
-  int64_t nb_ = 0;
+  int64_t batches_per_epoch_ = 0;  // this rank's (train.py's nb)
   std::unique_ptr<LrSchedule> schedule_;
   std::unique_ptr<GradScaler> scaler_;
   std::unique_ptr<ModelEma> ema_;
@@ -192,53 +192,53 @@ class Trainer {
 // --- set-up ------------------------------------------------------------------------------------
 
 void Trainer::resolve_options() {
-  o_ = requested_;
-  if (o_.resume) {
+  options_ = requested_;
+  if (options_.resume) {
     resume_ = plan_resume(requested_);
-    o_ = resume_->options;
+    options_ = resume_->options;
   }
   dist::DistFlags flags;
-  flags.timeout = std::chrono::seconds(static_cast<int64_t>(o_.dist_timeout));
+  flags.timeout = std::chrono::seconds(static_cast<int64_t>(options_.dist_timeout));
   const dist::DistOptions dopt = dist::resolve_dist_options(flags, dist::process_environment());
   rank_.rank = dopt.rank;
   rank_.world = dopt.world_size;
   rank_.local = dopt.local_rank;
-  KESTREL_CHECK(o_.dist_phase_timeout > 0, "--dist-phase-timeout must be positive, got ", o_.dist_phase_timeout);
-  rank_.phase_limit = std::chrono::milliseconds(static_cast<int64_t>(o_.dist_phase_timeout * 1000));
+  KESTREL_CHECK(options_.dist_phase_timeout > 0, "--dist-phase-timeout must be positive, got ", options_.dist_phase_timeout);
+  rank_.phase_limit = std::chrono::milliseconds(static_cast<int64_t>(options_.dist_phase_timeout * 1000));
   out_.emplace(rank_.main());
   // As train.py's print_args (an evolution prints its options once, not per generation).
   if (requested_.evolve == 0) out_->line(out_->colour("train: "), args_text(train_args_echo(requested_)));
   // Checked before any process group or worker exists, so a wrong batch fails at once everywhere.
-  KESTREL_CHECK(o_.batch_size % rank_.world == 0, "--batch-size ", o_.batch_size,
+  KESTREL_CHECK(options_.batch_size % rank_.world == 0, "--batch-size ", options_.batch_size,
                 " must be a multiple of the world size ", rank_.world);
-  KESTREL_CHECK(!o_.image_weights || rank_.world == 1, "--image-weights is not compatible with multi-process ",
+  KESTREL_CHECK(!options_.image_weights || rank_.world == 1, "--image-weights is not compatible with multi-process ",
                 "(DDP) training, as in the reference; train in one process or drop it");
-  KESTREL_CHECK(!o_.image_weights || !o_.rect, "--image-weights draws images across the rectangular ",
+  KESTREL_CHECK(!options_.image_weights || !options_.rect, "--image-weights draws images across the rectangular ",
                 "batches, whose images must share a shape; drop --rect or --image-weights");
-  KESTREL_CHECK(!o_.quad || (o_.batch_size / rank_.world) % 4 == 0, "--quad makes one image of every 4: the ",
-                "batch per rank (", o_.batch_size / rank_.world, ") must be a multiple of 4");
-  device_ = pick_device(o_.device, rank_.local);
+  KESTREL_CHECK(!options_.quad || (options_.batch_size / rank_.world) % 4 == 0, "--quad makes one image of every 4: the ",
+                "batch per rank (", options_.batch_size / rank_.world, ") must be a multiple of 4");
+  device_ = pick_device(options_.device, rank_.local);
   // This rank's GPU is current on this thread from here on: nothing creates a context on GPU 0.
   if (device_.is_cuda()) KESTREL_CUDA_CHECK(cudaSetDevice(device_.index));
   if (rank_.world > 1) rank_.group = dist::init_process_group(device_.is_cuda() ? "nccl" : "gloo", dopt, device_);
-  compute_ = pick_compute_dtype(o_.amp, device_);
+  compute_ = pick_compute_dtype(options_.amp, device_);
   if (resume_)
     for (const std::string& note : resume_->notes) out_->line("--resume: ", note);
-  if (o_.sync_bn && rank_.world == 1)
+  if (options_.sync_bn && rank_.world == 1)
     out_->line("WARNING: --sync-bn is ignored in a single process; it applies to DDP training with several ranks");
 }
 
 void Trainer::prepare_run_directory() {
   if (rank_.main()) {
-    const std::string named = (fs::path(o_.project) / o_.name).string();
+    const std::string named = (fs::path(options_.project) / options_.name).string();
     if (resume_) {
       save_dir_ = resume_->save_dir;
       run_lock_ = RunDirLock::acquire(save_dir_, "that run is still training; let it finish or stop it "
                                                  "(Ctrl-C) before resuming");
-    } else if (o_.evolve > 0) {
+    } else if (options_.evolve > 0) {
       save_dir_ = named;
     } else {
-      ClaimedRunDir claim = claim_run_dir(named, o_.exist_ok);
+      ClaimedRunDir claim = claim_run_dir(named, options_.exist_ok);
       save_dir_ = claim.path;
       created_run_dir_ = claim.created;
       run_lock_ = std::move(claim.lock);
@@ -251,16 +251,16 @@ void Trainer::prepare_run_directory() {
   best_path_ = weights_dir_ + "/best.safetensors";
   if (rank_.main()) fs::create_directories(weights_dir_);
   hyp_ = resume_             ? resume_->info.hyp
-         : o_.hyp_values     ? *o_.hyp_values
-         : o_.hyp.empty()    ? Hyp{}
-                             : load_hyp(o_.hyp);
-  hyp_.label_smoothing = o_.label_smoothing;
+         : options_.hyp_values     ? *options_.hyp_values
+         : options_.hyp.empty()    ? Hyp{}
+                             : load_hyp(options_.hyp);
+  hyp_.label_smoothing = options_.label_smoothing;
   out_->line(out_->colour("hyperparameters: "), hyp_echo(hyp_));
   if (rank_.main()) {
     write_file_atomic(save_dir_ + "/hyp.yaml", hyp_.to_yaml());
-    write_yaml_pairs(save_dir_ + "/opt.yaml", o_.to_pairs());
+    write_yaml_pairs(save_dir_ + "/opt.yaml", options_.to_pairs());
   }
-  if (rank_.main() && !o_.no_tensorboard) {
+  if (rank_.main() && !options_.no_tensorboard) {
     board_.emplace(save_dir_, resume_ ? std::optional<int64_t>(resume_->info.epoch + 1) : std::nullopt);
     out_->line(out_->colour("TensorBoard: "), "Start with 'tensorboard --logdir ", fs::path(save_dir_).parent_path().string(),
                "', view at http://localhost:6006/");
@@ -277,37 +277,37 @@ void Trainer::discard_new_run_directory() {
 }
 
 void Trainer::load_data() {
-  const std::string data_yaml = rank_.main() ? resolve_data(o_.data) : std::string();
-  if (rank_.main() && !resume_) fetch_missing_weights(o_.weights);  // one download, before the others read
+  const std::string data_yaml = rank_.main() ? resolve_data(options_.data) : std::string();
+  if (rank_.main() && !resume_) fetch_missing_weights(options_.weights);  // one download, before the others read
   wait_for_rank0(rank_, "writing the dataset");  // the synthetic set and downloads are rank 0's, first
-  dcfg_ = data::load_dataset_config(rank_.main() ? data_yaml : resolve_data(o_.data));
-  nc_ = o_.single_cls ? 1 : dcfg_->nc;
-  names_ = o_.single_cls ? std::vector<std::string>{"item"} : dcfg_->names;
-  if (rank_.main()) train_split_ = data::load_split(*dcfg_, "train", dcfg_->nc, o_.single_cls, true);
+  dataset_config_ = data::load_dataset_config(rank_.main() ? data_yaml : resolve_data(options_.data));
+  num_classes_ = options_.single_cls ? 1 : dataset_config_->nc;
+  names_ = options_.single_cls ? std::vector<std::string>{"item"} : dataset_config_->names;
+  if (rank_.main()) train_split_ = data::load_split(*dataset_config_, "train", dataset_config_->nc, options_.single_cls, true);
   wait_for_rank0(rank_, "the train label cache");  // rank 0 builds it, the others then read it
-  if (!rank_.main()) train_split_ = data::load_split(*dcfg_, "train", dcfg_->nc, o_.single_cls, true);
+  if (!rank_.main()) train_split_ = data::load_split(*dataset_config_, "train", dataset_config_->nc, options_.single_cls, true);
   out_->line("train: ", train_split_.summary);
   train_index_ = dataset_fingerprint(train_split_.records);
   for (const auto& w : train_split_.warnings) out_->line("train: ", w);
-  KESTREL_CHECK(!train_split_.records.empty(), "no usable training images in ", dcfg_->yaml_path,
+  KESTREL_CHECK(!train_split_.records.empty(), "no usable training images in ", dataset_config_->yaml_path,
                 ": check the `train` entry and the label files");
 }
 
 void Trainer::build_model() {
   std::optional<SafetensorsFile> weights;
-  if (!o_.weights.empty() && !resume_) weights = read_weights_file(o_.weights);
+  if (!options_.weights.empty() && !resume_) weights = read_weights_file(options_.weights);
   // A resumed run rebuilds the model its checkpoint holds (its yaml travels in the options).
   const json::Value* saved_yaml = resume_ ? resume_->info.options.find("cfg_yaml") : nullptr;
-  KESTREL_CHECK(saved_yaml || !o_.cfg.empty() || weights, "no model: give --cfg or --weights");
-  cfg_text_ = saved_yaml ? saved_yaml->as_string() : o_.cfg.empty() ? weights_model_yaml(*weights) : read_text(o_.cfg);
+  KESTREL_CHECK(saved_yaml || !options_.cfg.empty() || weights, "no model: give --cfg or --weights");
+  cfg_text_ = saved_yaml ? saved_yaml->as_string() : options_.cfg.empty() ? weights_model_yaml(*weights) : read_text(options_.cfg);
   ModelConfig mcfg = parse_model_config(
-      cfg_text_, !o_.cfg.empty() ? o_.cfg : saved_yaml ? resume_->path + " (its model yaml)" : o_.weights + " (its model yaml)");
+      cfg_text_, !options_.cfg.empty() ? options_.cfg : saved_yaml ? resume_->path + " (its model yaml)" : options_.weights + " (its model yaml)");
   if (hyp_.anchors > 0) {  // the hyp's anchor count replaces the yaml's anchors; AutoAnchor sets them
     out_->line("Overriding model.yaml anchors with anchors=", short_number(hyp_.anchors));
     mcfg.anchors.clear();
     mcfg.anchors_per_level = static_cast<int>(std::lround(hyp_.anchors));
   }
-  model_ = std::make_shared<DetectionModel>(mcfg, nc_, o_.seed);
+  model_ = std::make_shared<DetectionModel>(mcfg, num_classes_, options_.seed);
   // The reference's parse_model table and summary as its Model() logs them (GFLOPs at 640).
   if (out_->on()) out_->raw(model_->describe(640));
   if (resume_) {
@@ -320,14 +320,14 @@ void Trainer::build_model() {
     // As the reference: the anchors come along only when the model is the weights' own (no --cfg,
     // no hyp anchors), and a YOLOv5 .pt gives its 'model' (Kestrel's own files their EMA, as
     // inference uses it).
-    const bool own_anchors = o_.cfg.empty() && hyp_.anchors == 0;
+    const bool own_anchors = options_.cfg.empty() && hyp_.anchors == 0;
     const std::vector<std::string> exclude = own_anchors ? std::vector<std::string>{} : std::vector<std::string>{"anchor"};
     const std::string prefix = is_pt_weights(*weights) ? "model." : inference_prefix(*weights);
     TransferResult tr = transfer_weights(*model_, *weights, exclude, prefix);
-    out_->line("Transferred ", tr.transferred, "/", tr.total, " items from ", o_.weights);
+    out_->line("Transferred ", tr.transferred, "/", tr.total, " items from ", options_.weights);
   }
   const int layers = static_cast<int>(mcfg.rows.size());
-  const std::vector<std::string> prefixes = freeze_prefixes(o_.freeze, layers);
+  const std::vector<std::string> prefixes = freeze_prefixes(options_.freeze, layers);
   const dist::NamedTensors parameters = model_->named_parameters();
   dist::NamedTensors frozen;
   for (const auto& [n, p] : parameters)
@@ -335,11 +335,11 @@ void Trainer::build_model() {
       frozen.emplace_back(n, p);
   if (frozen.size() == parameters.size()) {  // the reference fails in backward then: refuse it up front
     std::string freeze;
-    for (int f : o_.freeze) {
+    for (int f : options_.freeze) {
       if (!freeze.empty()) freeze += ',';
       freeze += std::to_string(f);
     }
-    KESTREL_FAIL("--freeze ", freeze, " freezes every layer of ", o_.cfg, ", which has ", layers,
+    KESTREL_FAIL("--freeze ", freeze, " freezes every layer of ", options_.cfg, ", which has ", layers,
                  " (model.0 to model.", layers - 1, "): nothing would train; freeze fewer, ",
                  "e.g. --freeze 10 for the backbone");
   }
@@ -347,24 +347,24 @@ void Trainer::build_model() {
     out_->line("freezing ", n);
     p.set_requires_grad(false);
   }
-  gs_ = std::max(static_cast<int>(*std::max_element(model_->strides().begin(), model_->strides().end())), 32);
-  if (o_.img_size % gs_ != 0) {  // the reference's check_img_size: round up, say so
-    const int fixed = (o_.img_size + gs_ - 1) / gs_ * gs_;
-    out_->line("WARNING: --img-size ", o_.img_size, " must be a multiple of the max stride ", gs_, ", updating to ", fixed);
-    o_.img_size = fixed;
+  max_stride_ = std::max(static_cast<int>(*std::max_element(model_->strides().begin(), model_->strides().end())), 32);
+  if (options_.img_size % max_stride_ != 0) {  // the reference's check_img_size: round up, say so
+    const int fixed = (options_.img_size + max_stride_ - 1) / max_stride_ * max_stride_;
+    out_->line("WARNING: --img-size ", options_.img_size, " must be a multiple of the max stride ", max_stride_, ", updating to ", fixed);
+    options_.img_size = fixed;
   }
 
   std::vector<std::pair<std::string, Shape>> shapes;
   for (const auto& [n, p] : model_->named_parameters()) shapes.emplace_back(n, p.shape());
   std::vector<std::pair<std::string, std::string>> flags;
-  for (const auto& kv : o_.to_pairs())
+  for (const auto& kv : options_.to_pairs())
     if (kv.first != "device" && kv.first != "workers") flags.push_back(kv);
   check_ranks_agree(rank_, device_, run_fingerprint(train_split_.records, shapes, flags));
 
   // AutoAnchor on rank 0, before the weights are shared.
-  if (rank_.main() && !o_.noautoanchor && !resume_) {
-    Generator anchor_gen(o_.seed, 7);
-    out_->raw(check_anchors(train_split_.records, model_->detect(), hyp_.anchor_t, o_.img_size, anchor_gen));
+  if (rank_.main() && !options_.noautoanchor && !resume_) {
+    Generator anchor_gen(options_.seed, 7);
+    out_->raw(check_anchors(train_split_.records, model_->detect(), hyp_.anchor_t, options_.img_size, anchor_gen));
   }
   if (rank_.main() && plots() && !resume_) {
     plot_labels(train_split_.records, names_, save_dir_ + "/labels.jpg");
@@ -372,7 +372,7 @@ void Trainer::build_model() {
   }
   wait_for_rank0(rank_, "AutoAnchor and label plots");
   model_->to(device_);
-  if (o_.sync_bn && rank_.world > 1) {
+  if (options_.sync_bn && rank_.world > 1) {
     auto group = rank_.group;
     model_->visit([&](layers::Module& m) {
       if (auto* bn = dynamic_cast<layers::BatchNorm2d*>(&m))
@@ -393,82 +393,82 @@ void Trainer::build_model() {
     dist::broadcast_tensors(*rank_.group, all, 0);
   }
   if (rank_.main()) {
-    ema_model_ = std::make_shared<DetectionModel>(mcfg, nc_, o_.seed);
+    ema_model_ = std::make_shared<DetectionModel>(mcfg, num_classes_, options_.seed);
     ema_model_->to(device_);
     ema_ = std::make_unique<ModelEma>(ema_model_, *model_);
   }
 }
 
 void Trainer::build_optimization() {
-  const double wd = scaled_weight_decay(hyp_.weight_decay, o_.batch_size);
+  const double wd = scaled_weight_decay(hyp_.weight_decay, options_.batch_size);
   optimizer_ = std::make_unique<Optimizer>(
-      smart_optimizer(*model_, parse_optimizer_kind(o_.optimizer), hyp_.lr0, hyp_.momentum, wd));
+      smart_optimizer(*model_, parse_optimizer_kind(options_.optimizer), hyp_.lr0, hyp_.momentum, wd));
   out_->line(out_->colour("optimizer: "), optimizer_->describe());
 
-  const int batch = o_.batch_size / rank_.world;
+  const int batch = options_.batch_size / rank_.world;
   data::PipelineOptions popt;
-  popt.img_size = o_.img_size;
+  popt.img_size = options_.img_size;
   popt.augment = true;
-  popt.rect = o_.rect;
+  popt.rect = options_.rect;
   popt.batch_size = batch;
-  popt.stride = gs_;
+  popt.stride = max_stride_;
   popt.pad = 0.0;
   popt.hyp = hyp_;
   auto pipeline = std::make_shared<data::AugmentPipeline>(train_split_.records, popt);
-  if (o_.cache == "ram" && !pipeline->cache_images(std::max(1, o_.workers)))
+  if (options_.cache == "ram" && !pipeline->cache_images(std::max(1, options_.workers)))
     out_->line("WARNING: --cache ram: not enough memory, images are read from disk");
-  const data::DistributedSampler sampler(pipeline->size(), rank_.rank, rank_.world, !o_.rect, o_.seed);
+  const data::DistributedSampler sampler(pipeline->size(), rank_.rank, rank_.world, !options_.rect, options_.seed);
   const int cores = static_cast<int>(std::thread::hardware_concurrency());
   const int local_ranks = dist::local_world_size(dist::process_environment());
-  workers_ = data::dataloader_workers(cores, local_ranks, batch, pipeline->size(), o_.workers);
+  workers_ = data::dataloader_workers(cores, local_ranks, batch, pipeline->size(), options_.workers);
   data::EpochOrder order = data::distributed_order(sampler);
-  if (o_.image_weights) {
-    image_weights_ = std::make_shared<data::ImageWeights>(train_split_.records, nc_, o_.seed);
+  if (options_.image_weights) {
+    image_weights_ = std::make_shared<data::ImageWeights>(train_split_.records, num_classes_, options_.seed);
     order = data::image_weighted_order(sampler, image_weights_);
   }
   data::LoaderOptions lopt;
   lopt.batch_size = batch;
   lopt.workers = workers_;
-  lopt.quad = o_.quad;
-  lopt.seed = o_.seed;
+  lopt.quad = options_.quad;
+  lopt.seed = options_.seed;
   lopt.rank = rank_.rank;
   lopt.cuda_device = device_.is_cuda() ? device_.index : -1;
   loader_ = std::make_unique<data::Loader>(pipeline, lopt, std::move(order));
-  nb_ = loader_->len();
-  schedule_ = std::make_unique<LrSchedule>(hyp_, o_.epochs, o_.cos_lr, o_.batch_size, nb_, *optimizer_);
+  batches_per_epoch_ = loader_->len();
+  schedule_ = std::make_unique<LrSchedule>(hyp_, options_.epochs, options_.cos_lr, options_.batch_size, batches_per_epoch_, *optimizer_);
   scaler_ = std::make_unique<GradScaler>(compute_ == DType::F16);
-  stopper_ = std::make_unique<EarlyStopping>(o_.patience);
+  stopper_ = std::make_unique<EarlyStopping>(options_.patience);
   if (rank_.world > 1) {
     dist::ReducerOptions ropt;
-    ropt.bucket_cap_mb = o_.bucket_cap_mb;
-    ropt.overlap = !o_.no_overlap;
-    ropt.record_timeline = !o_.trace.empty();
+    ropt.bucket_cap_mb = options_.bucket_cap_mb;
+    ropt.overlap = !options_.no_overlap;
+    ropt.record_timeline = !options_.trace.empty();
     reducer_ = std::make_unique<dist::Reducer>(trainable(), rank_.group, ropt);
     // DDP's broadcast_buffers: the structure is compared across ranks here, once.
-    if (!o_.sync_bn)
+    if (!options_.sync_bn)
       buffer_broadcaster_ = std::make_unique<dist::TensorBroadcaster>(rank_.group, device_buffers_, 0);
   }
   const int nl = static_cast<int>(model_->detect().nl);
-  compute_loss_ = std::make_unique<ComputeLoss>(model_->detect(), scale_loss_hyp(hyp_, nl, nc_, o_.img_size));
+  compute_loss_ = std::make_unique<ComputeLoss>(model_->detect(), scale_loss_hyp(hyp_, nl, num_classes_, options_.img_size));
   if (rank_.main()) {
-    data::DatasetSplit val_split = data::load_split(*dcfg_, "val", dcfg_->nc, o_.single_cls, true);
+    data::DatasetSplit val_split = data::load_split(*dataset_config_, "val", dataset_config_->nc, options_.single_cls, true);
     out_->line("val: ", val_split.summary);
     for (const auto& w : val_split.warnings) out_->line("val: ", w);
     ValOptions vopt;
-    vopt.img_size = o_.img_size;
+    vopt.img_size = options_.img_size;
     vopt.batch_size = batch * 2;
-    vopt.single_cls = o_.single_cls;
+    vopt.single_cls = options_.single_cls;
     vopt.compute_dtype = compute_;
     // As the reference's val loader in training: twice the batch and twice the workers.
     vopt.workers = data::dataloader_workers(cores, local_ranks, int64_t{batch} * 2,
-                                            static_cast<int64_t>(val_split.records.size()), o_.workers * 2);
+                                            static_cast<int64_t>(val_split.records.size()), options_.workers * 2);
     vopt.save_dir = save_dir_;
     vopt.training = true;
-    validator_ = std::make_unique<Validator>(val_split.records, names_, nc_, vopt, device_, gs_);
+    validator_ = std::make_unique<Validator>(val_split.records, names_, num_classes_, vopt, device_, max_stride_);
     validator_->set_console(&*out_);
   }
   wait_for_rank0(rank_, "the val label cache");
-  if (!o_.trace.empty()) trace_ = std::make_unique<dist::TraceWriter>(rank_.rank);
+  if (!options_.trace.empty()) trace_ = std::make_unique<dist::TraceWriter>(rank_.rank);
   TrainStepParts parts;
   parts.model = model_.get();
   parts.loss = compute_loss_.get();
@@ -478,18 +478,18 @@ void Trainer::build_optimization() {
   parts.reducer = reducer_.get();
   parts.buffers = buffer_broadcaster_.get();
   TrainStepOptions sopt;
-  sopt.graphs = cuda_graphs_wanted(o_, device_, rank_) ? GraphMode::On : GraphMode::Off;
-  sopt.capture_failure_fatal = o_.cuda_graph == "on";  // auto: a failed capture falls back
-  sopt.loss_factor = o_.quad ? 4.0 : 1.0;  // --quad's batches hold a quarter of the images
+  sopt.graphs = cuda_graphs_wanted(options_, device_, rank_) ? GraphMode::On : GraphMode::Off;
+  sopt.capture_failure_fatal = options_.cuda_graph == "on";  // auto: a failed capture falls back
+  sopt.loss_factor = options_.quad ? 4.0 : 1.0;  // --quad's batches hold a quarter of the images
   step_ = std::make_unique<TrainStep>(parts, rank_, device_, sopt);
   BatchPrepOptions bopt;
-  bopt.multi_scale = o_.multi_scale;
-  bopt.seed = o_.seed;
+  bopt.multi_scale = options_.multi_scale;
+  bopt.seed = options_.seed;
   bopt.rank = rank_.rank;
-  bopt.img_size = o_.img_size;
-  bopt.stride = gs_;
+  bopt.img_size = options_.img_size;
+  bopt.stride = max_stride_;
   if (sopt.graphs == GraphMode::On && rank_.world > 1)
-    bopt.target_rows = run_target_rows(train_split_.records, batch, hyp_, o_.rect);
+    bopt.target_rows = run_target_rows(train_split_.records, batch, hyp_, options_.rect);
   batch_prep_ = std::make_unique<BatchPrep>(*compute_loss_, device_, compute_, bopt);
 }
 
@@ -518,10 +518,10 @@ void Trainer::restore() {
   accumulated_ = run.accumulated;
   step_->set_window_nonfinite(run.window_nonfinite);
   if (image_weights_) image_weights_->set_maps(run.class_maps);
-  KESTREL_CHECK(start_epoch_ < o_.epochs, resume_->path, " finished all ", o_.epochs,
+  KESTREL_CHECK(start_epoch_ < options_.epochs, resume_->path, " finished all ", options_.epochs,
                 " epochs already; nothing to resume");
   const std::string dataset_note =
-      check_resume_dataset(run.dataset, train_index_, resumed_progress_.next_batch, nb_, resume_->path);
+      check_resume_dataset(run.dataset, train_index_, resumed_progress_.next_batch, batches_per_epoch_, resume_->path);
   if (!dataset_note.empty()) out_->line("--resume: ", dataset_note);
   if (rank_.main()) {
     const int dropped = ResultsCsv(save_dir_ + "/results.csv").keep_through(static_cast<int>(info.epoch));
@@ -529,16 +529,16 @@ void Trainer::restore() {
   }
   out_->line("Resuming training from ", resume_->path, " from epoch ", start_epoch_,
              resumed_progress_.next_batch ? str(" batch ", resumed_progress_.next_batch) : std::string(), " to ",
-             o_.epochs, " total epochs");
+             options_.epochs, " total epochs");
   schedule_->set_last_epoch(start_epoch_ - 1);
 }
 
 void Trainer::announce() {
-  out_->line("Image sizes ", o_.img_size, " train, ", o_.img_size, " val");
+  out_->line("Image sizes ", options_.img_size, " train, ", options_.img_size, " val");
   out_->line("Using ", workers_, " dataloader workers per rank, ", rank_.world, " rank", rank_.world > 1 ? "s" : "",
              ", ", dtype_name(compute_), " compute on ", device_.str());
   out_->line("Logging results to ", save_dir_);
-  out_->line("Starting training for ", o_.epochs, " epochs...");
+  out_->line("Starting training for ", options_.epochs, " epochs...");
 }
 
 // --- an epoch ------------------------------------------------------------------------------------
@@ -549,14 +549,14 @@ bool Trainer::train_epoch(int epoch) {
   loader_->start_epoch(epoch, progress_.next_batch);
   out_->line(str("\n", std::string(6, ' '), "Epoch    GPU_mem   box_loss   obj_loss   cls_loss  Instances       Size"));
   t_epoch_ = Clock::now();
-  const int64_t shown = o_.max_batches > 0 ? std::min<int64_t>(nb_, o_.max_batches) : nb_;
+  const int64_t shown = options_.max_batches > 0 ? std::min<int64_t>(batches_per_epoch_, options_.max_batches) : batches_per_epoch_;
   ProgressCadence cadence = out_->cadence();
   int64_t instances = 0, size = 0;  // the newest batch's, for the bar
   const auto show = [&](bool last) {
     const double secs = std::chrono::duration<double>(Clock::now() - t_epoch_).count();
     const double mem = device_.is_cuda() ? allocator_stats(device_).reserved / 1e9 : 0.0;
     if (last || cadence.due(progress_.next_batch, shown, secs))
-      out_->progress(progress_line(epoch, o_.epochs, mem, progress_, instances, size, progress_.next_batch, shown, secs),
+      out_->progress(progress_line(epoch, options_.epochs, mem, progress_, instances, size, progress_.next_batch, shown, secs),
                      last);
   };
   for (int64_t i = progress_.next_batch; i < shown; ++i) {
@@ -584,8 +584,8 @@ bool Trainer::train_epoch(int epoch) {
 }
 
 void Trainer::train_batch(const data::Batch& batch, int epoch, int64_t i) {
-  const int64_t ni = i + nb_ * epoch;
-  if (++batches_run_ == o_.interrupt_after) stop_.raise_as(SIGINT);
+  const int64_t ni = i + batches_per_epoch_ * epoch;
+  if (++batches_run_ == options_.interrupt_after) stop_.raise_as(SIGINT);
   schedule_->warmup(ni, epoch);
   const StepInputs in = batch_prep_->prepare(batch, epoch, i, ni);
   const bool step_now = schedule_->step_due(ni);
@@ -608,7 +608,7 @@ void Trainer::train_batch(const data::Batch& batch, int epoch, int64_t i) {
       ++overlap_steps_;
       trace_->add(t);
     }
-    if (o_.check_sync && rank_.world > 1) {
+    if (options_.check_sync && rank_.world > 1) {
       dist::check_sync(*rank_.group, model_->named_parameters(), str("parameters after step ", ni));
       if (buffer_broadcaster_) buffer_broadcaster_->check_structure();
     }
@@ -652,7 +652,7 @@ bool Trainer::end_epoch(int epoch) {
     if (overlap_steps_)
       out_->line(str("DDP: ", rank_.world, " ranks, overlap efficiency ",
                      short_number(100.0 * overlap_sum_ / overlap_steps_), "% of all-reduce time hidden behind backward"));
-    if (trace_) trace_->write(str(o_.trace, ".rank", rank_.rank));
+    if (trace_) trace_->write(str(options_.trace, ".rank", rank_.rank));
     average_pending_gradients();
   }
   std::vector<double> lrs;
@@ -662,8 +662,8 @@ bool Trainer::end_epoch(int epoch) {
 
   bool stop_early = false;
   if (rank_.main()) {
-    const bool final_epoch = epoch + 1 == o_.epochs || stopper_->possible_stop();
-    if (!o_.noval || final_epoch) {
+    const bool final_epoch = epoch + 1 == options_.epochs || stopper_->possible_stop();
+    if (!options_.noval || final_epoch) {
       last_val_ = validator_->run(*ema_model_, compute_loss_.get());
       out_->raw(last_val_.table);
       if (image_weights_) image_weights_->set_maps(last_val_.metrics.maps);
@@ -679,10 +679,10 @@ bool Trainer::end_epoch(int epoch) {
                                      lrs[2]};
     ResultsCsv(save_dir_ + "/results.csv").append(epoch, row);
     if (board_) board_->log_epoch(epoch, row);
-    if (!o_.nosave || (final_epoch && o_.evolve == 0)) {
+    if (!options_.nosave || (final_epoch && options_.evolve == 0)) {
       save_checkpoint_as(last_path_, epoch, EpochProgress{});
       if (best_fitness_ == fi) publish_copy(last_path_, best_path_);
-      if (o_.save_period > 0 && epoch % o_.save_period == 0)
+      if (options_.save_period > 0 && epoch % options_.save_period == 0)
         publish_copy(last_path_, weights_dir_ + "/epoch" + std::to_string(epoch) + ".safetensors");
     }
     if (plots()) plot_results(save_dir_ + "/results.csv", save_dir_ + "/results.png");
@@ -704,7 +704,7 @@ void Trainer::save_checkpoint_as(const std::string& path, int64_t last_epoch, co
   info.epoch = last_epoch;
   info.best_fitness = best_fitness_;
   info.hyp = hyp_;
-  info.options = options_json(o_, cfg_text_, nc_, names_);
+  info.options = options_json(options_, cfg_text_, num_classes_, names_);
   info.progress = RunProgress{progress, nan_steps_, stopper_->state(), accumulated_, step_->window_nonfinite(),
                               train_index_, image_weights_ ? image_weights_->maps() : std::vector<double>{}}
                       .to_json();
@@ -716,7 +716,7 @@ void Trainer::save_checkpoint_as(const std::string& path, int64_t last_epoch, co
 void Trainer::save_interrupted(int epoch) {
   if (rank_.main()) {
     save_checkpoint_as(last_path_, epoch - 1, progress_);
-    out_->line("\nInterrupted in epoch ", epoch, " after batch ", progress_.next_batch, "/", nb_, ": saved ", last_path_);
+    out_->line("\nInterrupted in epoch ", epoch, " after batch ", progress_.next_batch, "/", batches_per_epoch_, ": saved ", last_path_);
   }
 }
 
