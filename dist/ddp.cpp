@@ -3,7 +3,7 @@
 #include <cstring>
 #include <map>
 
-#include "kernels/error.h"
+#include "base/error.h"
 
 namespace kestrel::dist {
 namespace {

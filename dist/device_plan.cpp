@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <sstream>
 
+#include "base/error.h"
 #include "engine/device.h"
-#include "kernels/error.h"
 
 namespace kestrel::dist {
 namespace {

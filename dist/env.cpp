@@ -3,7 +3,7 @@
 #include <charconv>
 #include <cstdlib>
 
-#include "kernels/error.h"
+#include "base/error.h"
 
 namespace kestrel::dist {
 namespace {

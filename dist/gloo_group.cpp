@@ -12,9 +12,9 @@
 #include <csignal>
 #include <optional>
 
+#include "base/error.h"
 #include "engine/host_sync.h"
 #include "engine/stream.h"
-#include "kernels/error.h"
 
 namespace kestrel::dist {
 

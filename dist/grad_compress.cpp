@@ -1,7 +1,7 @@
 #include "dist/grad_compress.h"
 
 #include "engine/ops/common.h"
-#include "kernels/error.h"
+#include "base/error.h"
 #include "kernels/grad_compress.h"
 
 namespace kestrel::dist {

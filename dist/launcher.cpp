@@ -17,8 +17,8 @@
 #include <optional>
 #include <sstream>
 
+#include "base/error.h"
 #include "dist/restart_policy.h"
-#include "kernels/error.h"
 
 extern char** environ;
 

@@ -7,10 +7,10 @@
 #include <iterator>
 #include <mutex>
 
+#include "base/error.h"
 #include "engine/cuda_graph.h"
 #include "engine/host_sync.h"
 #include "kernels/cuda_check.h"
-#include "kernels/error.h"
 
 namespace kestrel::dist {
 

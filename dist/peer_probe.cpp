@@ -10,7 +10,7 @@
 #include <set>
 
 #include "dist/store.h"
-#include "kernels/error.h"
+#include "base/error.h"
 
 namespace kestrel::dist {
 namespace {

@@ -1,9 +1,9 @@
 #include "dist/process_group.h"
 
+#include "base/error.h"
 #include "dist/gloo_group.h"
 #include "dist/nccl_group.h"
 #include "dist/store.h"
-#include "kernels/error.h"
 
 namespace kestrel::dist {
 

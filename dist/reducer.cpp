@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <map>
 
+#include "base/error.h"
 #include "dist/reducer_state.h"
 #include "engine/autograd.h"
-#include "kernels/error.h"
 
 namespace kestrel::dist {
 

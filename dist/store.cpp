@@ -16,7 +16,7 @@
 #include <map>
 #include <thread>
 
-#include "kernels/error.h"
+#include "base/error.h"
 
 namespace kestrel::dist {
 

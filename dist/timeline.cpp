@@ -6,9 +6,9 @@
 #include <fstream>
 #include <vector>
 
+#include "base/error.h"
 #include "engine/atomic_file.h"
 #include "engine/json.h"
-#include "kernels/error.h"
 
 namespace kestrel::dist {
 

@@ -5,10 +5,10 @@
 #include <cstdlib>
 #include <vector>
 
+#include "base/error.h"
 #include "engine/cuda_graph.h"
 #include "engine/stream.h"
 #include "kernels/cuda_check.h"
-#include "kernels/error.h"
 
 namespace kestrel {
 

@@ -9,7 +9,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "kernels/error.h"
+#include "base/error.h"
 
 namespace kestrel {
 namespace {

@@ -4,7 +4,7 @@
 #include <tuple>
 #include <vector>
 
-#include "kernels/error.h"
+#include "base/error.h"
 
 namespace kestrel {
 

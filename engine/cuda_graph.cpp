@@ -1,8 +1,8 @@
 #include "engine/cuda_graph.h"
 
+#include "base/error.h"
 #include "engine/allocator.h"
 #include "kernels/cuda_check.h"
-#include "kernels/error.h"
 
 namespace kestrel {
 

@@ -5,7 +5,7 @@
 #include <mutex>
 #include <optional>
 
-#include "kernels/error.h"
+#include "base/error.h"
 
 namespace kestrel {
 namespace {

@@ -5,8 +5,8 @@
 
 #include <cctype>
 
+#include "base/error.h"
 #include "kernels/cuda_check.h"
-#include "kernels/error.h"
 
 namespace kestrel {
 

@@ -1,6 +1,6 @@
 #include "engine/host_sync.h"
 
-#include "kernels/error.h"
+#include "base/error.h"
 
 namespace kestrel {
 namespace {

@@ -4,9 +4,9 @@
 #include <cmath>
 #include <memory>
 
+#include "base/error.h"
 #include "engine/atomic_file.h"
 #include "engine/curl_library.h"
-#include "kernels/error.h"
 
 namespace kestrel {
 namespace {

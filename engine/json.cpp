@@ -3,7 +3,7 @@
 #include <charconv>
 #include <cmath>
 
-#include "kernels/error.h"
+#include "base/error.h"
 
 namespace kestrel::json {
 

@@ -4,8 +4,8 @@
 #include <cstring>
 #include <map>
 
+#include "base/error.h"
 #include "engine/json.h"
-#include "kernels/error.h"
 
 namespace kestrel::pickle {
 

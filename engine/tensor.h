@@ -8,10 +8,10 @@
 #include <string>
 #include <vector>
 
+#include "base/dtype.h"
+#include "base/error.h"
 #include "engine/device.h"
 #include "engine/storage.h"
-#include "kernels/dtype.h"
-#include "kernels/error.h"
 
 namespace kestrel {
 

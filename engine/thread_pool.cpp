@@ -4,7 +4,7 @@
 #include <atomic>
 #include <exception>
 
-#include "kernels/error.h"
+#include "base/error.h"
 
 namespace kestrel {
 

@@ -3,7 +3,7 @@
 #include <cstring>
 #include <limits>
 
-#include "kernels/error.h"
+#include "base/error.h"
 
 namespace kestrel {
 namespace {

@@ -3,7 +3,7 @@
 #include <array>
 #include <set>
 
-#include "kernels/error.h"
+#include "base/error.h"
 
 namespace kestrel {
 namespace {

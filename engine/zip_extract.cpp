@@ -11,8 +11,8 @@
 #include <cstring>
 #include <set>
 
+#include "base/error.h"
 #include "engine/atomic_file.h"
-#include "kernels/error.h"
 
 namespace kestrel {
 namespace {

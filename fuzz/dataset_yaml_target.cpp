@@ -2,8 +2,8 @@
 // least one train and val source, absolute paths, one name per class.
 #include <string>
 
+#include "base/error.h"
 #include "fuzz/targets.h"
-#include "kernels/error.h"
 #include "yolo/data/dataset_config.h"
 
 namespace kestrel::fuzz {

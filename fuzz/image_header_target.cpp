@@ -4,8 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "base/error.h"
 #include "fuzz/targets.h"
-#include "kernels/error.h"
 #include "yolo/data/image_codec.h"
 
 namespace kestrel::fuzz {

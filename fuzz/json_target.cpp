@@ -2,9 +2,9 @@
 // (its strings are UTF-8, its numbers finite) and reads back to the same value.
 #include <string>
 
+#include "base/error.h"
 #include "engine/json.h"
 #include "fuzz/targets.h"
-#include "kernels/error.h"
 
 namespace kestrel::fuzz {
 

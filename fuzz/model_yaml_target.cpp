@@ -2,8 +2,8 @@
 // `from` names an earlier layer, the last row is Detect, anchors come in w,h pairs of equal count.
 #include <string>
 
+#include "base/error.h"
 #include "fuzz/targets.h"
-#include "kernels/error.h"
 #include "yolo/model_config.h"
 
 namespace kestrel::fuzz {

@@ -5,10 +5,10 @@
 #include <string>
 #include <vector>
 
+#include "base/error.h"
 #include "engine/pickle.h"
 #include "engine/torch_file.h"
 #include "fuzz/targets.h"
-#include "kernels/error.h"
 #include "yolo/pt_checkpoint.h"
 
 namespace kestrel::fuzz {

@@ -3,9 +3,9 @@
 #include <cstdint>
 #include <cstring>
 
+#include "base/error.h"
 #include "engine/safetensors.h"
 #include "fuzz/targets.h"
-#include "kernels/error.h"
 
 namespace kestrel::fuzz {
 

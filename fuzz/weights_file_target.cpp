@@ -3,8 +3,8 @@
 // crash or another exception, whatever its bytes.
 #include <string>
 
+#include "base/error.h"
 #include "fuzz/targets.h"
-#include "kernels/error.h"
 #include "yolo/weights_file.h"
 
 namespace kestrel::fuzz {

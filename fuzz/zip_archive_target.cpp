@@ -8,10 +8,10 @@
 #include <set>
 #include <string>
 
+#include "base/error.h"
 #include "engine/zip_archive.h"
 #include "engine/zip_extract.h"
 #include "fuzz/targets.h"
-#include "kernels/error.h"
 #include "yolo/weights_file.h"
 
 namespace kestrel::fuzz {

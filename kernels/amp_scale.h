@@ -15,7 +15,7 @@
 
 #include <cstdint>
 
-#include "kernels/dtype.h"
+#include "base/dtype.h"
 #include "kernels/optim.h"
 
 namespace kestrel::kernels {

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "kernels/dtype.h"
+#include "base/dtype.h"
 
 namespace kestrel::kernels {
 

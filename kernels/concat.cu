@@ -1,8 +1,8 @@
 #include <cstdint>
 #include <initializer_list>
 
+#include "base/error.h"
 #include "kernels/concat.h"
-#include "kernels/error.h"
 #include "kernels/launch.cuh"
 
 namespace kestrel::kernels {

@@ -1,9 +1,9 @@
 #include <algorithm>
 #include <cstring>
 
+#include "base/error.h"
 #include "kernels/concat.h"
 #include "kernels/cpu_simd.h"
-#include "kernels/error.h"
 
 namespace kestrel::kernels {
 

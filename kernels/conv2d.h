@@ -16,7 +16,7 @@
 #include <optional>
 #include <string>
 
-#include "kernels/dtype.h"
+#include "base/dtype.h"
 
 namespace kestrel::kernels {
 

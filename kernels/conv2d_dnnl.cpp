@@ -16,7 +16,7 @@
 
 #include <dnnl.hpp>
 
-#include "kernels/error.h"
+#include "base/error.h"
 
 namespace kestrel::kernels {
 namespace {

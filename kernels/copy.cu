@@ -1,5 +1,5 @@
+#include "base/error.h"
 #include "kernels/copy.h"
-#include "kernels/error.h"
 #include "kernels/launch.cuh"
 #include "kernels/strided_index.h"
 

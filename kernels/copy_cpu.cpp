@@ -1,7 +1,7 @@
 #include <cstring>
 
+#include "base/error.h"
 #include "kernels/copy.h"
-#include "kernels/error.h"
 #include "kernels/strided_index.h"
 
 namespace kestrel::kernels {

@@ -4,7 +4,7 @@
 #include <cuda_runtime.h>
 #include <cudnn.h>
 
-#include "kernels/error.h"
+#include "base/error.h"
 
 #define KESTREL_CUDA_CHECK(call)                                                          \
   do {                                                                                    \

@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-#include "kernels/dtype.h"
+#include "base/dtype.h"
 #include "kernels/elementwise.h"
 
 namespace kestrel::kernels {

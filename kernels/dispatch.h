@@ -1,7 +1,7 @@
 // Turns a runtime DType into a compile-time type: KESTREL_DISPATCH_ALL(t, T, { body using T }).
 #pragma once
-#include "kernels/dtype.h"
-#include "kernels/error.h"
+#include "base/dtype.h"
+#include "base/error.h"
 
 #define KESTREL_DISPATCH_CASE(ENUM, TYPE, T, ...) \
   case ::kestrel::DType::ENUM: {                  \

@@ -6,7 +6,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "kernels/dtype.h"
+#include "base/dtype.h"
 
 namespace kestrel::kernels {
 

@@ -1,4 +1,4 @@
-#include "kernels/error.h"
+#include "base/error.h"
 #include "kernels/grad_compress.h"
 
 #if defined(__x86_64__)

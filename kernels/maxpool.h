@@ -14,7 +14,7 @@
 
 #include <cstdint>
 
-#include "kernels/dtype.h"
+#include "base/dtype.h"
 
 namespace kestrel::kernels {
 

@@ -21,7 +21,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "kernels/dtype.h"
+#include "base/dtype.h"
 #include "kernels/rounding.h"
 
 namespace kestrel::kernels {

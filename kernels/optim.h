@@ -31,7 +31,7 @@
 #include <initializer_list>
 #include <vector>
 
-#include "kernels/dtype.h"
+#include "base/dtype.h"
 #include "kernels/rounding.h"
 
 namespace kestrel::kernels {

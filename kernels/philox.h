@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "kernels/dtype.h"
+#include "base/dtype.h"
 
 namespace kestrel::philox {
 

@@ -16,7 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "kernels/dtype.h"
+#include "base/dtype.h"
 
 namespace kestrel::kernels {
 

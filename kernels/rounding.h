@@ -5,7 +5,7 @@
 #pragma once
 #include <cmath>
 
-#include "kernels/dtype.h"
+#include "base/dtype.h"
 
 namespace kestrel::kernels {
 

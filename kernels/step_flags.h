@@ -11,7 +11,7 @@
 #pragma once
 #include <cuda_runtime.h>
 
-#include "kernels/dtype.h"
+#include "base/dtype.h"
 
 namespace kestrel::kernels {
 

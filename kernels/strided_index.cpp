@@ -2,7 +2,7 @@
 
 #include <limits>
 
-#include "kernels/error.h"
+#include "base/error.h"
 
 namespace kestrel::kernels {
 

@@ -10,7 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "kernels/dtype.h"
+#include "base/dtype.h"
 
 namespace kestrel::kernels {
 

@@ -31,7 +31,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "kernels/dtype.h"
+#include "base/dtype.h"
 #include "kernels/elementwise.h"
 #include "kernels/rounding.h"
 

@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <filesystem>
 
-#include "kernels/error.h"
+#include "base/error.h"
 #include "tensorboard/proto/event.pb.h"
 #include "tensorboard/record_writer.h"
 

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "kernels/error.h"
+#include "base/error.h"
 #include "tensorboard/crc32c.h"
 
 namespace kestrel::tensorboard {

@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "kernels/error.h"
+#include "base/error.h"
 
 namespace kestrel::yolo {
 

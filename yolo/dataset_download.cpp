@@ -4,8 +4,8 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "base/error.h"
 #include "engine/zip_extract.h"
-#include "kernels/error.h"
 #include "yolo/data/dataset_config.h"
 
 namespace kestrel::yolo {

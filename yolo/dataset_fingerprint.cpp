@@ -2,7 +2,7 @@
 
 #include <cstdio>
 
-#include "kernels/error.h"
+#include "base/error.h"
 
 namespace kestrel::yolo {
 

@@ -5,8 +5,8 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "base/error.h"
 #include "engine/http_download.h"
-#include "kernels/error.h"
 
 namespace kestrel::yolo {
 namespace {

@@ -9,10 +9,11 @@
 #include <numeric>
 #include <sstream>
 
+#include "base/error.h"
 #include "engine/atomic_file.h"
-#include "kernels/error.h"
 #include "yolo/console.h"
 #include "yolo/run_dir.h"
+#include "yolo/text_file.h"
 #include "yolo/train_echo.h"
 
 namespace kestrel::yolo {
@@ -49,14 +50,6 @@ std::string row_text(const std::vector<double>& values) {
     line += cell;
   }
   return line + "\n";
-}
-
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  KESTREL_CHECK(in, "cannot read ", path);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
 }
 
 // Indices of the rows, fittest first (ties keep file order).

@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "kernels/error.h"
+#include "base/error.h"
 #include "yolo/yaml_load.h"
 
 namespace kestrel::yolo {

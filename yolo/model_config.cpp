@@ -9,7 +9,7 @@
 #include <sstream>
 #include <utility>
 
-#include "kernels/error.h"
+#include "base/error.h"
 #include "yolo/yaml_load.h"
 
 namespace kestrel::yolo {

@@ -7,7 +7,7 @@
 #include <cmath>
 #include <cstdio>
 
-#include "kernels/error.h"
+#include "base/error.h"
 #include "yolo/plot_canvas.h"
 #include "yolo/plot_text.h"
 #include "yolo/plots.h"

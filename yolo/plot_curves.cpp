@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "kernels/error.h"
+#include "base/error.h"
 #include "yolo/metrics.h"
 #include "yolo/plot_canvas.h"
 #include "yolo/plot_text.h"

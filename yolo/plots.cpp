@@ -9,7 +9,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "kernels/error.h"
+#include "base/error.h"
 #include "yolo/box_ops.h"
 #include "yolo/data/image_codec.h"
 #include "yolo/plot_canvas.h"

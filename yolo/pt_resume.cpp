@@ -8,9 +8,9 @@
 #include <map>
 #include <regex>
 
-#include "kernels/error.h"
+#include "base/error.h"
 #include "yolo/checkpoint.h"
-#include "yolo/train_support.h"
+#include "yolo/text_file.h"
 #include "yolo/yaml_load.h"
 
 namespace kestrel::yolo {

@@ -3,6 +3,8 @@
 #include <cstdio>
 #include <cstring>
 
+#include "yolo/rank_collectives.h"
+
 namespace kestrel::yolo {
 namespace {
 

@@ -8,7 +8,8 @@
 #include <vector>
 
 #include "yolo/data/records.h"
-#include "yolo/train_support.h"
+#include "engine/tensor.h"
+#include "yolo/rank_info.h"
 
 namespace kestrel::yolo {
 

@@ -2,7 +2,7 @@
 
 #include <filesystem>
 
-#include "kernels/error.h"
+#include "base/error.h"
 #include "yolo/weights_file.h"
 
 namespace kestrel::yolo {

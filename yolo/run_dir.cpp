@@ -9,8 +9,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "base/error.h"
 #include "engine/atomic_file.h"
-#include "kernels/error.h"
 
 namespace kestrel::yolo {
 

@@ -10,8 +10,8 @@
 #include <filesystem>
 #include <thread>
 
+#include "base/error.h"
 #include "engine/atomic_file.h"
-#include "kernels/error.h"
 
 namespace kestrel::yolo {
 namespace fs = std::filesystem;

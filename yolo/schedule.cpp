@@ -4,7 +4,7 @@
 #include <cmath>
 #include <numbers>
 
-#include "kernels/error.h"
+#include "base/error.h"
 
 namespace kestrel::yolo {
 

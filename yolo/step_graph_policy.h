@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/dtype.h"
+#include "base/dtype.h"
 
 namespace kestrel::yolo {
 

@@ -14,7 +14,7 @@
 #include "dist/process_group.h"
 #include "engine/stream.h"
 #include "engine/tensor.h"
-#include "yolo/train_support.h"
+#include "yolo/rank_info.h"
 
 namespace kestrel::yolo {
 

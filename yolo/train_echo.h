@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "yolo/hyp.h"
-#include "yolo/trainer.h"
+#include "yolo/train_options.h"
 
 namespace kestrel::yolo {
 

@@ -3,7 +3,7 @@
 #include <charconv>
 #include <filesystem>
 
-#include "kernels/error.h"
+#include "base/error.h"
 
 namespace kestrel::yolo {
 namespace fs = std::filesystem;

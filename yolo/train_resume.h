@@ -10,7 +10,7 @@
 
 #include "engine/json.h"
 #include "yolo/checkpoint.h"
-#include "yolo/trainer.h"
+#include "yolo/train_options.h"
 
 namespace kestrel::yolo {
 

@@ -2,7 +2,7 @@
 
 #include <filesystem>
 
-#include "kernels/error.h"
+#include "base/error.h"
 #include "yolo/data/image_codec.h"
 #include "yolo/run_dir.h"
 

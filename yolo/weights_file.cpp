@@ -5,8 +5,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "base/error.h"
 #include "engine/zip_archive.h"
-#include "kernels/error.h"
 #include "yolo/pt_checkpoint.h"
 #include "yolo/release_weights.h"
 

@@ -16,8 +16,8 @@
 #include <functional>
 #include <string>
 
+#include "base/dtype.h"
 #include "engine/device.h"
-#include "kernels/dtype.h"
 
 namespace kestrel::bench {
 

@@ -20,10 +20,10 @@
 #include <string>
 #include <vector>
 
+#include "base/error.h"
 #include "bench/overlap/measure.h"
 #include "bench/overlap/report.h"
 #include "dist/launcher.h"
-#include "kernels/error.h"
 
 namespace {
 

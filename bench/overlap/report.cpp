@@ -7,7 +7,7 @@
 #include <map>
 #include <tuple>
 
-#include "kernels/error.h"
+#include "base/error.h"
 
 namespace kestrel::bench::overlap {
 namespace {

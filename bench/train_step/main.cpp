@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
+#include "base/error.h"
 #include "bench/train_step/step_bench.h"
-#include "kernels/error.h"
 
 namespace {
 

@@ -17,6 +17,7 @@
 #include "engine/profiler.h"
 #include "engine/random.h"
 #include "engine/stream.h"
+#include "yolo/batch_prep.h"
 #include "yolo/data/augment_pipeline.h"
 #include "yolo/data/batch_uploader.h"
 #include "yolo/data/dataset_config.h"
@@ -117,7 +118,7 @@ class DataFeed {
     waited_s += std::chrono::duration<double>(Clock::now() - t0).count();
     KESTREL_CHECK(b.has_value(), "train_step --data: the loader produced no batch");
     // As the trainer: on a GPU the targets are padded to a few fixed row counts.
-    if (device_.is_cuda()) b->targets = yolo::pad_targets(b->targets, yolo::padded_target_rows(b->targets.size(0)));
+    if (device_.is_cuda()) b->targets = yolo::pad_batch_targets(b->targets, 0, b->index);
     return uploader_->to_device(*b);
   }
 

@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-#include "kernels/error.h"
+#include "base/error.h"
 
 namespace kestrel::bench::overlap {
 namespace {

@@ -5,7 +5,7 @@
 
 #include <gtest/gtest.h>
 
-#include "kernels/error.h"
+#include "base/error.h"
 #include "tests/support/testing.h"
 
 using namespace kestrel;

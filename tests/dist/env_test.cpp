@@ -4,7 +4,7 @@
 
 #include <map>
 
-#include "kernels/error.h"
+#include "base/error.h"
 
 namespace kestrel::dist {
 namespace {

@@ -16,8 +16,8 @@
 #include <thread>
 #include <vector>
 
+#include "base/error.h"
 #include "dist/process_group.h"
-#include "kernels/error.h"
 
 namespace kestrel::dist::testing {
 

@@ -7,7 +7,7 @@
 #include "dist/env.h"
 #include "dist/gloo_group.h"
 #include "tests/support/block_stream.h"
-#include "kernels/error.h"
+#include "base/error.h"
 #include "tests/dist/spawn.h"
 #include "tests/support/testing.h"
 

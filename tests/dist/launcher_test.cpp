@@ -13,9 +13,9 @@
 #include <sstream>
 #include <thread>
 
+#include "base/error.h"
 #include "dist/env.h"
 #include "dist/restart_policy.h"
-#include "kernels/error.h"
 #include "tests/dist/spawn.h"
 #include "tests/support/sanitizers.h"
 #include "tests/support/testing.h"

@@ -7,7 +7,7 @@
 
 #include "dist/nccl_group.h"
 #include "tests/support/block_stream.h"
-#include "kernels/error.h"
+#include "base/error.h"
 #include "tests/support/testing.h"
 
 using kestrel::testing::error_of;

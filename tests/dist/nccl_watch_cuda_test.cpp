@@ -8,9 +8,9 @@
 #include <chrono>
 #include <thread>
 
+#include "base/error.h"
 #include "dist/nccl_group.h"
 #include "engine/cuda_graph.h"
-#include "kernels/error.h"
 #include "tests/support/block_stream.h"
 #include "tests/support/testing.h"
 

@@ -10,8 +10,8 @@
 #include <iostream>
 #include <thread>
 
+#include "base/error.h"
 #include "dist/env.h"
-#include "kernels/error.h"
 #include "tests/dist/spawn.h"
 #include "tests/support/testing.h"
 

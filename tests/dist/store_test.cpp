@@ -5,8 +5,8 @@
 #include <cstdlib>
 #include <thread>
 
+#include "base/error.h"
 #include "dist/env.h"
-#include "kernels/error.h"
 #include "tests/dist/spawn.h"
 #include "tests/support/testing.h"
 

@@ -9,8 +9,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "base/error.h"
 #include "engine/json.h"
-#include "kernels/error.h"
 #include "tests/support/testing.h"
 
 namespace kestrel::dist {

@@ -21,7 +21,7 @@
 #include <thread>
 #include <vector>
 
-#include "kernels/error.h"
+#include "base/error.h"
 
 using namespace kestrel;
 namespace fs = std::filesystem;

@@ -7,9 +7,9 @@
 
 #include <thread>
 
+#include "base/error.h"
 #include "engine/stream.h"
 #include "engine/tensor.h"
-#include "kernels/error.h"
 
 namespace kestrel {
 namespace {

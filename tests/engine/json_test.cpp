@@ -6,7 +6,7 @@
 #include <cmath>
 #include <string>
 
-#include "kernels/error.h"
+#include "base/error.h"
 
 using namespace kestrel;
 

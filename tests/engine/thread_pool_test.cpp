@@ -10,7 +10,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "kernels/error.h"
+#include "base/error.h"
 
 using namespace kestrel;
 

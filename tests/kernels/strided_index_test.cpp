@@ -8,7 +8,7 @@
 #include <random>
 #include <vector>
 
-#include "kernels/error.h"
+#include "base/error.h"
 
 using namespace kestrel;
 using kernels::StridedLayout;

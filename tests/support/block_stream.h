@@ -6,8 +6,8 @@
 #include <chrono>
 #include <thread>
 
+#include "base/error.h"
 #include "engine/stream.h"
-#include "kernels/error.h"
 
 namespace kestrel::testing {
 

@@ -4,8 +4,8 @@
 #include <filesystem>
 #include <random>
 
+#include "base/error.h"
 #include "engine/autograd.h"
-#include "kernels/error.h"
 
 namespace kestrel::testing {
 

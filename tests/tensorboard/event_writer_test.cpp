@@ -12,7 +12,7 @@
 #include <fstream>
 #include <regex>
 
-#include "kernels/error.h"
+#include "base/error.h"
 #include "tests/support/cli.h"
 #include "tests/tensorboard/event_file.h"
 

@@ -9,7 +9,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "kernels/error.h"
+#include "base/error.h"
 #include "tests/support/cli.h"
 
 using namespace kestrel;

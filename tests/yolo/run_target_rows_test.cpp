@@ -3,8 +3,8 @@
 // --rect) and is the same for every rank that sees the same records.
 #include <gtest/gtest.h>
 
+#include "yolo/batch_prep.h"
 #include "yolo/loss.h"
-#include "yolo/train_support.h"
 
 namespace kestrel::yolo {
 namespace {

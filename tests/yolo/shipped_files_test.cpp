@@ -7,7 +7,7 @@
 
 #include <fstream>
 
-#include "kernels/error.h"
+#include "base/error.h"
 #include "tests/support/testing.h"
 
 using namespace kestrel;

@@ -6,7 +6,7 @@
 
 #include <gtest/gtest.h>
 
-#include "kernels/error.h"
+#include "base/error.h"
 
 namespace kestrel::yolo {
 namespace {

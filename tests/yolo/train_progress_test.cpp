@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/error.h"
+#include "base/error.h"
 
 using namespace kestrel;
 using namespace kestrel::yolo;

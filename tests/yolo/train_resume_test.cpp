@@ -19,7 +19,6 @@
 #include <fstream>
 
 #include "layers/conv.h"
-#include "yolo/train_support.h"
 
 using namespace kestrel;
 using namespace kestrel::yolo;

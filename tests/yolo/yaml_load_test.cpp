@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "kernels/error.h"
+#include "base/error.h"
 #include "tests/support/testing.h"
 
 using namespace kestrel;

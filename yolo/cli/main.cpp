@@ -3,7 +3,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/error.h"
+#include "base/error.h"
 #include "yolo/cli/args.h"
 #include "yolo/cli/commands.h"
 

@@ -8,12 +8,12 @@
 #include <filesystem>
 #include <sstream>
 
+#include "base/error.h"
 #include "dist/device_plan.h"
 #include "dist/env.h"
 #include "dist/grad_compress.h"
 #include "dist/launcher.h"
 #include "dist/restart_policy.h"
-#include "kernels/error.h"
 #include "yolo/checkpoint.h"
 #include "yolo/cli/args.h"
 #include "yolo/cli/commands.h"

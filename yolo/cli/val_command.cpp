@@ -8,8 +8,8 @@
 #include "yolo/cli/inference_model.h"
 #include "yolo/console.h"
 #include "yolo/data/dataset_config.h"
+#include "yolo/data_argument.h"
 #include "yolo/run_dir.h"
-#include "yolo/train_support.h"
 #include "yolo/validator.h"
 
 namespace kestrel::cli {

@@ -5,7 +5,7 @@
 #include <numbers>
 #include <opencv2/imgproc.hpp>
 
-#include "kernels/error.h"
+#include "base/error.h"
 #include "yolo/data/augment.h"
 #include "yolo/data/mosaic_warp.h"
 

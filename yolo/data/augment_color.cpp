@@ -4,7 +4,7 @@
 #include <numbers>
 #include <opencv2/imgproc.hpp>
 
-#include "kernels/error.h"
+#include "base/error.h"
 #include "yolo/data/augment.h"
 
 namespace kestrel::yolo::data {

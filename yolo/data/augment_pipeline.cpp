@@ -4,8 +4,8 @@
 #include <opencv2/imgproc.hpp>
 #include <sstream>
 
+#include "base/error.h"
 #include "engine/thread_pool.h"
-#include "kernels/error.h"
 #include "yolo/data/rect_batches.h"
 
 namespace kestrel::yolo::data {

@@ -9,7 +9,7 @@
 #include <sstream>
 #include <thread>
 
-#include "kernels/error.h"
+#include "base/error.h"
 #include "yolo/data/label_cache.h"
 #include "yolo/yaml_load.h"
 

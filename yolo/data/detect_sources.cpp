@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "kernels/error.h"
+#include "base/error.h"
 #include "yolo/data/dataset_config.h"
 
 namespace kestrel::yolo::data {

@@ -5,7 +5,7 @@
 #include <sstream>
 #include <string>
 
-#include "kernels/error.h"
+#include "base/error.h"
 
 namespace kestrel::yolo::data {
 

@@ -12,8 +12,8 @@
 #include <new>
 #include <system_error>
 
+#include "base/error.h"
 #include "engine/atomic_file.h"
-#include "kernels/error.h"
 
 namespace kestrel::yolo::data {
 namespace {

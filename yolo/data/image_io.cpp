@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <opencv2/imgproc.hpp>
 
-#include "kernels/error.h"
+#include "base/error.h"
 #include "yolo/data/image_codec.h"
 
 namespace kestrel::yolo::data {

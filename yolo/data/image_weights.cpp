@@ -1,6 +1,6 @@
 #include "yolo/data/image_weights.h"
 
-#include "kernels/error.h"
+#include "base/error.h"
 #include "yolo/data/numpy_sum.h"
 
 namespace kestrel::yolo::data {

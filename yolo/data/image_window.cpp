@@ -1,6 +1,6 @@
 #include "yolo/data/image_window.h"
 
-#include "kernels/error.h"
+#include "base/error.h"
 
 #if KESTREL_HAVE_HIGHGUI
 #include <opencv2/highgui.hpp>

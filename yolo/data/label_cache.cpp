@@ -8,8 +8,8 @@
 #include <iterator>
 #include <type_traits>
 
+#include "base/error.h"
 #include "engine/atomic_file.h"
-#include "kernels/error.h"
 #include "yolo/data/image_codec.h"
 
 namespace kestrel::yolo::data {

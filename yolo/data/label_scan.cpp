@@ -8,7 +8,7 @@
 #include <fstream>
 #include <iterator>
 
-#include "kernels/error.h"
+#include "base/error.h"
 #include "yolo/data/image_codec.h"
 
 namespace kestrel::yolo::data {

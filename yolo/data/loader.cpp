@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "kernels/error.h"
+#include "base/error.h"
 #include "yolo/data/quad_collate.h"
 
 namespace kestrel::yolo::data {

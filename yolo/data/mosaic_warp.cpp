@@ -8,7 +8,7 @@
 #include <emmintrin.h>
 #include <vector>
 
-#include "kernels/error.h"
+#include "base/error.h"
 #include "yolo/data/augment.h"
 
 namespace kestrel::yolo::data {

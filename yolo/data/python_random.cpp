@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "kernels/error.h"
+#include "base/error.h"
 
 namespace kestrel::yolo::data {
 namespace {

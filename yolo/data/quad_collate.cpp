@@ -3,7 +3,7 @@
 #include <cstring>
 #include <vector>
 
-#include "kernels/error.h"
+#include "base/error.h"
 
 namespace kestrel::yolo::data {
 namespace {

@@ -3,8 +3,8 @@
 #include <numeric>
 #include <utility>
 
+#include "base/error.h"
 #include "engine/random.h"
-#include "kernels/error.h"
 
 namespace kestrel::yolo::data {
 namespace {

@@ -14,7 +14,7 @@
 #include "engine/random.h"
 #include "engine/thread_pool.h"
 #include "engine/atomic_file.h"
-#include "kernels/error.h"
+#include "base/error.h"
 #include "yolo/data/image_codec.h"
 
 namespace kestrel::yolo::data {

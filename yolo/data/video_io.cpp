@@ -3,7 +3,7 @@
 #include <cctype>
 #include <filesystem>
 
-#include "kernels/error.h"
+#include "base/error.h"
 
 #if KESTREL_HAVE_VIDEOIO
 #include <opencv2/videoio.hpp>

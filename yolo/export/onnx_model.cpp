@@ -7,7 +7,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "kernels/error.h"
+#include "base/error.h"
 
 namespace kestrel::yolo {
 

@@ -9,7 +9,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "kernels/error.h"
+#include "base/error.h"
 #include "tests/support/testing.h"
 
 using namespace kestrel;

@@ -6,7 +6,7 @@
 #include <random>
 #include <unistd.h>
 
-#include "kernels/error.h"
+#include "base/error.h"
 #include "yolo/data/augment_pipeline.h"
 #include "yolo/data/image_codec.h"
 

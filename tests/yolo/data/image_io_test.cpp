@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/error.h"
+#include "base/error.h"
 #include "yolo/data/image_codec.h"
 
 namespace fs = std::filesystem;

@@ -9,7 +9,7 @@
 #include <random>
 #include <unistd.h>
 
-#include "kernels/error.h"
+#include "base/error.h"
 #include "tests/support/testing.h"
 #include "yolo/data/image_codec.h"
 #include "yolo/data/quad_collate.h"

@@ -8,7 +8,7 @@
 #include <numeric>
 #include <set>
 
-#include "kernels/error.h"
+#include "base/error.h"
 #include "tests/support/testing.h"
 
 using namespace kestrel;

@@ -8,7 +8,7 @@
 
 #include <filesystem>
 
-#include "kernels/error.h"
+#include "base/error.h"
 
 using namespace kestrel;
 using namespace kestrel::yolo::data;

@@ -1,6 +1,6 @@
-#include "kernels/dtype.h"
+#include "base/dtype.h"
 
-#include "kernels/error.h"
+#include "base/error.h"
 
 namespace kestrel {
 

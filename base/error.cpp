@@ -1,4 +1,4 @@
-#include "kernels/error.h"
+#include "base/error.h"
 
 #include <cstring>
 
