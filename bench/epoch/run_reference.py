@@ -7,26 +7,11 @@ bench/pytorch/reference_shims.py let v7.0 run on PyTorch 2.x, numpy 2.x and offl
 import os
 import runpy
 import sys
-import types
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pytorch"))
 import reference_shims  # noqa: E402
 
-try:
-    import tensorboard  # noqa: F401
-except ImportError:
-    stub = types.ModuleType("torch.utils.tensorboard")
-
-    class SummaryWriter:
-        def __init__(self, *args, **kwargs):
-            pass
-
-        def __getattr__(self, name):
-            return lambda *args, **kwargs: None
-
-    stub.SummaryWriter = SummaryWriter
-    sys.modules["torch.utils.tensorboard"] = stub
-
+reference_shims.stub_tensorboard()
 reference_shims.apply(os.getcwd())
 sys.argv = ["train.py"] + sys.argv[1:]
 runpy.run_path("train.py", run_name="__main__")

@@ -89,6 +89,26 @@ def _offline(yolov5_dir):
     applied.extend(["check_requirements", "check_git_info", "check_font", "check_amp"])
 
 
+def stub_tensorboard():
+    """A no-op torch.utils.tensorboard.SummaryWriter where the tensorboard package is missing
+    (Debian ships none, and train.py imports it unconditionally): only the event files go."""
+    try:
+        import tensorboard  # noqa: F401
+    except ImportError:
+        import types
+        stub = types.ModuleType("torch.utils.tensorboard")
+
+        class SummaryWriter:
+            def __init__(self, *args, **kwargs):
+                pass
+
+            def __getattr__(self, name):
+                return lambda *args, **kwargs: None
+
+        stub.SummaryWriter = SummaryWriter
+        sys.modules["torch.utils.tensorboard"] = stub
+
+
 def apply(yolov5_dir):
     """Patches the Python stack, then the reference's network checks; call before importing
     train.py, models or utils from `yolov5_dir`."""

@@ -123,21 +123,7 @@ def val(weights, data, imgsz, batch, conf, save_dir, augment=False):
 
 def train_resume(data, cfg, imgsz, batch, epochs, keep, out):
     import shutil
-    import types
-    try:
-        import tensorboard  # noqa: F401
-    except ImportError:  # Debian ships none, and train.py imports it unconditionally
-        stub = types.ModuleType('torch.utils.tensorboard')
-
-        class SummaryWriter:
-            def __init__(self, *args, **kwargs):
-                pass
-
-            def __getattr__(self, name):
-                return lambda *args, **kwargs: None
-
-        stub.SummaryWriter = SummaryWriter
-        sys.modules['torch.utils.tensorboard'] = stub
+    reference_shims.stub_tensorboard()  # Debian ships no tensorboard, train.py imports it
     import train as reference_train
     from utils.callbacks import Callbacks
     out = Path(out).resolve()
