@@ -22,6 +22,7 @@
 #include "dist/launcher.h"
 #include "engine/safetensors.h"
 #include "tests/dist/spawn.h"
+#include "tests/dist/multihost_common.h"
 #include "tests/support/netns_hosts.h"
 #include "tests/support/testing.h"
 #include "tests/yolo/training_state.h"
@@ -36,22 +37,9 @@ using kestrel::testing::LinkShape;
 using kestrel::testing::NetnsHosts;
 using kestrel::testing::wait_exit;
 
-#define SKIP_WITHOUT_NETNS()                                              \
-  if (const std::string why = NetnsHosts::unavailable(); !why.empty()) \
-  GTEST_SKIP() << why
-
-constexpr const char* kPort = "29500";  // each host has ports of its own: no clash with other jobs
-
-std::string read_file(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-void expect_nothing_left() {
-  EXPECT_TRUE(NetnsHosts::namespaces_of(::getpid()).empty()) << "a namespace of this test is left";
-}
+using kestrel::testing::expect_nothing_left;
+using kestrel::testing::read_file;
+constexpr const char* kPort = kestrel::testing::kMultihostPort;
 
 size_t result_rows(const fs::path& csv) {
   std::stringstream in(read_file(csv));
