@@ -59,9 +59,15 @@ const BilinearTable& bilinear_table() {
 // The canvas as a function of its pixel: a tile's pixel or the grey pad.
 struct Canvas {
   struct Tile {
-    const uint8_t* data;  // the tile's pixel (0, 0) moved by (dx, dy): canvas (x, y) is at
-    size_t step;          // data + y * step + 3 * x
+    const uint8_t* data;  // the tile's pixel (0, 0), at canvas (dx, dy)
+    size_t step;
+    int dx, dy;
     int x1, y1, x2, y2;
+    // Canvas pixel (x, y) of this tile; offsets are taken from `data` itself, never from a base
+    // moved outside the tile's allocation.
+    const uint8_t* at(int x, int y) const {
+      return data + static_cast<ptrdiff_t>(y - dy) * static_cast<ptrdiff_t>(step) + 3 * (x - dx);
+    }
   };
   Tile tiles[4];
   int size, xc, yc;
@@ -74,7 +80,7 @@ struct Canvas {
       return grey;
     const Tile& t = quadrant(x, y);
     if (x < t.x1 || x >= t.x2 || y < t.y1 || y >= t.y2) return grey;
-    return t.data + static_cast<ptrdiff_t>(y) * t.step + 3 * x;
+    return t.at(x, y);
   }
 };
 
@@ -86,7 +92,7 @@ void canvas_row(const Canvas& c, int r, int lo, int n, uint8_t* buf) {
     const Canvas::Tile& t = c.tiles[q];
     const int x1 = std::max(t.x1, lo), x2 = std::min(t.x2, lo + n);
     if (r < t.y1 || r >= t.y2 || x2 <= x1) continue;
-    std::memcpy(buf + 3 * (x1 - lo), t.data + static_cast<ptrdiff_t>(r) * t.step + 3 * x1,
+    std::memcpy(buf + 3 * (x1 - lo), t.at(x1, r),
                 3 * static_cast<size_t>(x2 - x1));
   }
 }
@@ -194,8 +200,7 @@ cv::Mat warp_mosaic_affine(const std::array<cv::Mat, 4>& tiles,
     KESTREL_CHECK(t.type() == CV_8UC3 && t.cols >= p.x2 - p.dx && t.rows >= p.y2 - p.dy,
                   "warp_mosaic_affine: tile ", i, " (", t.cols, "x", t.rows,
                   ") does not cover its placement");
-    canvas.tiles[i] = {t.data - static_cast<ptrdiff_t>(p.dy) * t.step - 3 * p.dx, t.step,
-                       p.x1, p.y1, p.x2, p.y2};
+    canvas.tiles[i] = {t.data, t.step, p.dx, p.dy, p.x1, p.y1, p.x2, p.y2};
   }
   // cv::warpAffine maps output to source through the inverse of M, inverted this way.
   double m[6] = {M(0, 0), M(0, 1), M(0, 2), M(1, 0), M(1, 1), M(1, 2)};
@@ -244,7 +249,7 @@ cv::Mat warp_mosaic_affine(const std::array<cv::Mat, 4>& tiles,
       const uint8_t *p00, *p01, *p10, *p11;
       const Canvas::Tile& t = canvas.quadrant(sx, sy);
       if (sx >= t.x1 && sx + 1 < t.x2 && sy >= t.y1 && sy + 1 < t.y2) {  // inside one tile
-        p00 = t.data + static_cast<ptrdiff_t>(sy) * t.step + 3 * sx;
+        p00 = t.at(sx, sy);
         p01 = p00 + 3, p10 = p00 + t.step, p11 = p10 + 3;
       } else {  // across a seam, the pad or the canvas edge: each tap on its own
         p00 = canvas.pixel(sx, sy), p01 = canvas.pixel(sx + 1, sy);
