@@ -24,9 +24,8 @@ void ProcessGroup::wait_for_all_ranks(const std::string& phase, std::chrono::mil
     store_->wait({key + "/open"}, limit);
   } catch (const Error& e) {
     KESTREL_FAIL("rank ", rank_, ": not every rank reached the end of '", phase, "' within ",
-                 format_duration(limit),
-                 ": a rank is stuck or died (see its log); if rank 0 only needs longer, raise "
-                 "--dist-phase-timeout. (", e.what(), ")");
+                 format_duration(limit), ": ", e.what(),
+                 ". If no rank left and rank 0 only needs longer, raise --dist-phase-timeout.");
   }
 }
 

@@ -111,6 +111,20 @@ std::string quote_keys(const std::vector<std::string>& keys) {
   return s;
 }
 
+// A peer whose host vanishes (power, a cut link) closes nothing: without probes a connection to
+// it looks alive for hours. Keep-alive probes after 10 s of silence, and a 30 s bound on unacked
+// data, turn that into a closed connection within about half a minute; a live host's kernel
+// answers the probes however long its process computes.
+void keep_alive(int fd) {
+  int one = 1, idle = 10, interval = 5, count = 4;
+  unsigned user_timeout_ms = 30000;
+  ::setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
+  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
+  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof interval);
+  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof count);
+  ::setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout_ms, sizeof user_timeout_ms);
+}
+
 // A connected TCP socket to host:port, or -1 with `error` set when this attempt failed. The
 // connect itself is bounded by the deadline (a silent remote host would otherwise block minutes).
 // `silent` says whether the host itself gave no sign of life (timeout, unreachable), as opposed to
@@ -145,14 +159,17 @@ int try_connect(const sockaddr_in& addr, Clock::time_point deadline, std::string
   ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
   int one = 1;
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  keep_alive(fd);
   return fd;
 }
 
 // Says which attempt this client belongs to. False (fd closed, `error` set) when the store serves
 // another attempt or does not reply; `answered` notes that a store did reply.
-bool greet(int& fd, int generation, Clock::time_point deadline, std::string& error, bool& answered) {
+bool greet(int& fd, int generation, int rank, Clock::time_point deadline, std::string& error,
+           bool& answered) {
   Frame reply;
-  const ReadStatus status = send_all(fd, encode({uint8_t(Command::Hello), {std::to_string(generation)}}))
+  const ReadStatus status = send_all(fd, encode({uint8_t(Command::Hello),
+                                                 {std::to_string(generation), std::to_string(rank)}}))
                                 ? read_frame(fd, reply, &deadline)
                                 : ReadStatus::Closed;
   if (status == ReadStatus::Ok && reply.code == kReplyOk) return true;
@@ -180,6 +197,12 @@ std::string format_duration(milliseconds d) {
 
 // One thread accepts connections, one thread per connection serves its requests; requests that
 // wait for keys sleep on a condition variable until a set/add provides them.
+//
+// A rank whose connection closes has left the job: its process exited or died, or its host is
+// unreachable (the keep-alive probes gave up). From then on a wait that its keys do not already
+// satisfy fails at once, naming that rank and its host, instead of lasting its whole limit (three
+// hours for a phase): every wait of a data-parallel job needs every rank. A job that ends normally
+// leaves no such wait, since every rank passes the last phase before any exits.
 class StoreServer {
  public:
   StoreServer(int port, int generation) : generation_(generation) {
@@ -236,7 +259,9 @@ class StoreServer {
       lock.unlock();
       int one = 1;
       ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-      if (!welcome(fd)) {
+      keep_alive(fd);
+      Peer peer;
+      if (!welcome(fd, peer)) {
         ::close(fd);
         continue;
       }
@@ -246,30 +271,61 @@ class StoreServer {
         return;
       }
       client_fds_.push_back(fd);
-      handlers_.emplace_back([this, fd] { serve(fd); });
+      handlers_.emplace_back([this, fd, peer] { serve(fd, peer); });
     }
   }
 
-  // A client's first frame must be a Hello of this store's generation, within a second; a client
-  // of another attempt is told which attempt this store serves and turned away. Checked before a
-  // connection gets a thread, so that clients retrying against the wrong store cost nothing.
-  bool welcome(int fd) {
+  // A connected rank: which one, and the address it connects from.
+  struct Peer {
+    int rank = -1;
+    std::string host;
+  };
+
+  // A client's first frame must be a Hello of this store's generation, with its rank, within a
+  // second; a client of another attempt is told which attempt this store serves and turned away.
+  // Checked before a connection gets a thread, so that clients retrying against the wrong store
+  // cost nothing.
+  bool welcome(int fd, Peer& peer) {
     Frame hello;
     const auto deadline = Clock::now() + milliseconds(1000);
     if (read_frame(fd, hello, &deadline) != ReadStatus::Ok) return false;
     const std::string ours = std::to_string(generation_);
-    const bool ok = static_cast<Command>(hello.code) == Command::Hello && hello.args.size() == 1 &&
-                    hello.args[0] == ours;
+    bool ok = static_cast<Command>(hello.code) == Command::Hello && hello.args.size() == 2 &&
+              hello.args[0] == ours;
+    if (ok) {
+      const std::string& r = hello.args[1];
+      auto [end, ec] = std::from_chars(r.data(), r.data() + r.size(), peer.rank);
+      ok = ec == std::errc() && end == r.data() + r.size() && peer.rank >= 0;
+      sockaddr_in addr{};
+      socklen_t len = sizeof addr;
+      char text[INET_ADDRSTRLEN] = "?";
+      if (::getpeername(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0)
+        ::inet_ntop(AF_INET, &addr.sin_addr, text, sizeof text);
+      peer.host = text;
+    }
     return send_all(fd, encode({ok ? kReplyOk : kReplyError, {ours}})) && ok;
   }
 
-  void serve(int fd) {
+  void serve(int fd, const Peer& peer) {
     Frame req;
     while (read_frame(fd, req, nullptr) == ReadStatus::Ok) {
       Frame reply = handle(req);
       if (reply.code == kReplyError && reply.args.empty()) return;  // stopping
-      if (!send_all(fd, encode(reply))) return;
+      if (!send_all(fd, encode(reply))) break;
     }
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (stopping_) return;
+    left_.push_back(peer);
+    changed_.notify_all();
+  }
+
+  std::string describe_left() const {
+    std::string ranks;
+    for (size_t i = 0; i < left_.size(); ++i)
+      ranks += str(i ? ", " : "", "rank ", left_[i].rank, " (host ", left_[i].host, ")");
+    return str(ranks, left_.size() == 1 ? " has" : " have",
+               " left the job: the connection to the rendezvous store closed, so the process "
+               "exited or was killed, or its host became unreachable; see that rank's log");
   }
 
   bool has_all(const std::vector<std::string>& keys) const {
@@ -300,8 +356,11 @@ class StoreServer {
       return {kReplyOk, {data_[req.args[0]]}};
     }
     if (command == C::Get || command == C::Wait) {
-      changed_.wait(lock, [&] { return stopping_ || has_all(req.args); });
-      if (stopping_) return {kReplyError, {}};
+      changed_.wait(lock, [&] { return stopping_ || has_all(req.args) || !left_.empty(); });
+      if (!has_all(req.args)) {
+        if (stopping_) return {kReplyError, {}};
+        return {kReplyError, {describe_left()}};
+      }
       if (command == C::Get && req.args.size() == 1) return {kReplyOk, {data_[req.args[0]]}};
       return {kReplyOk, {}};
     }
@@ -317,6 +376,7 @@ class StoreServer {
   bool stopping_ = false;
   std::vector<int> client_fds_;
   std::vector<std::thread> handlers_;
+  std::vector<Peer> left_;  // ranks whose connection closed, in the order they left
 };
 
 // --- the client side ---------------------------------------------------------------------------
@@ -348,7 +408,7 @@ TcpStore::TcpStore(const std::string& master_addr, int port, bool is_host, int r
   bool answered = false;  // some store replied (of another attempt): the host is there
   bool silent = false;    // the last attempt found no sign of the host
   while ((fd_ = try_connect(addr, deadline, error, silent)) < 0 ||
-         !greet(fd_, generation, deadline, error, answered)) {
+         !greet(fd_, generation, rank, deadline, error, answered)) {
     if (Clock::now() >= deadline) break;
     std::this_thread::sleep_for(milliseconds(50));
   }
@@ -390,9 +450,10 @@ std::vector<std::string> TcpStore::request(uint8_t command, const std::vector<st
                 endpoint(), "; a peer may have died or not started; see its log");
   KESTREL_CHECK(status == ReadStatus::Ok, "rank ", rank_,
                 ": lost the connection to the rendezvous store at ", endpoint(), " during ", what,
-                "; rank 0 hosts the store: did it exit? see its log");
-  KESTREL_CHECK(reply.code == kReplyOk, "rank ", rank_, ": the rendezvous store refused ", what,
-                ": ", reply.args.empty() ? std::string("shutting down") : reply.args[0]);
+                "; rank 0 hosts the store: did it exit, or is its host unreachable? see its log");
+  KESTREL_CHECK(reply.code == kReplyOk, "rank ", rank_, ": the rendezvous store at ", endpoint(),
+                " could not serve ", what, ": ",
+                reply.args.empty() ? std::string("it is shutting down") : reply.args[0]);
   return reply.args;
 }
 

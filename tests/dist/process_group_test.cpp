@@ -99,6 +99,19 @@ TEST(PhaseWorker, DISABLED_RankZeroDyingFailsTheOthersAtOnce) {
   EXPECT_NE(msg.find("'validation'"), std::string::npos) << msg;
 }
 
+// Rank 2 dies before the phase: ranks 0 and 1 are told at once, with the rank named, not after
+// the phase's limit (the start-up hang of a multi-node run whose other node died).
+TEST(PhaseWorker, DISABLED_ADeadRankFailsTheOthersAtOnce) {
+  auto pg = worker_group();
+  if (pg->rank() == 2) std::raise(SIGKILL);
+  const auto start = Clock::now();
+  const std::string msg = error_of([&] { pg->wait_for_all_ranks("caching labels", 60s); });
+  std::cerr << "the expected error: " << msg << std::endl;
+  EXPECT_LT(seconds_since(start), 10.0);
+  EXPECT_NE(msg.find("not every rank reached the end of 'caching labels'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("rank 2 (host 127.0.0.1) has left the job"), std::string::npos) << msg;
+}
+
 // --- tests -------------------------------------------------------------------------------------
 
 TEST(WaitForAllRanks, ARankZeroPhaseLongerThanTheCollectiveTimeoutDoesNotAbort) {
@@ -124,6 +137,14 @@ TEST(WaitForAllRanks, RankZeroDyingIsReportedAtOnce) {
                                           2, testing::free_port());
   EXPECT_TRUE(results[0].killed_by(SIGKILL)) << testing::describe(results);
   EXPECT_TRUE(results[1].ok()) << testing::describe(results);
+}
+
+TEST(WaitForAllRanks, ADeadRankIsReportedAtOnce) {
+  const auto results = testing::run_ranks("PhaseWorker.DISABLED_ADeadRankFailsTheOthersAtOnce", 3,
+                                          testing::free_port());
+  EXPECT_TRUE(results[0].ok()) << testing::describe(results);
+  EXPECT_TRUE(results[1].ok()) << testing::describe(results);
+  EXPECT_TRUE(results[2].killed_by(SIGKILL)) << testing::describe(results);
 }
 
 TEST(WaitForAllRanks, TheDefaultTimeoutIsTheReferences) {

@@ -110,6 +110,32 @@ TEST(TcpStore, HostGoingAwayFailsWaitingClients) {
   EXPECT_NE(msg.find("lost the connection"), std::string::npos) << msg;
 }
 
+// A rank whose connection closes (its process exited or died, or keep-alive found its host gone)
+// fails the waits its keys do not satisfy at once, naming it and its host, however long their
+// limit; a wait that is already satisfied still succeeds.
+TEST(TcpStore, ARankLeavingFailsTheWaitsItCouldNeverSatisfy) {
+  const int port = testing::free_port();
+  TcpStore host("127.0.0.1", port, true, 0, 60000ms);
+  TcpStore rank1("127.0.0.1", port, false, 1, 60000ms);
+  auto rank2 = std::make_unique<TcpStore>("127.0.0.1", port, false, 2, 60000ms);
+  rank2->set("from-2", "x");
+  std::thread leave([&] {
+    std::this_thread::sleep_for(300ms);
+    rank2.reset();
+  });
+  const auto start = Clock::now();
+  const std::string pending = error_of([&] { rank1.wait({"never"}, 60000ms); });  // waiting as it leaves
+  leave.join();
+  EXPECT_LT(seconds_since(start), 5.0);  // not the 60 s limit
+  EXPECT_NE(pending.find("rank 1: the rendezvous store at 127.0.0.1:"), std::string::npos) << pending;
+  EXPECT_NE(pending.find("rank 2 (host 127.0.0.1) has left the job"), std::string::npos) << pending;
+
+  const std::string later = error_of([&] { host.get("never"); });  // asked after it left
+  EXPECT_NE(later.find("rank 2 (host 127.0.0.1) has left the job"), std::string::npos) << later;
+  TcpStore rank1_again("127.0.0.1", port, false, 1, 60000ms);  // the first one's connection broke
+  EXPECT_EQ(rank1_again.get("from-2"), "x");  // satisfied waits are unaffected
+}
+
 // Worker: every rank publishes a key, bumps a counter, and reads everyone else's key.
 // After a restart, a rank of the new attempt that finds the old attempt's store still up (its host
 // has not noticed the failure yet) is turned away and keeps trying until the new store is there.
