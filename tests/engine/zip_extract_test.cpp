@@ -4,6 +4,7 @@
 // destination are refused with nothing left behind.
 #include "engine/zip_extract.h"
 
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -129,6 +130,27 @@ TEST_F(ZipExtract, RefusesADestinationThatExists) {
   EXPECT_NE(e.find("already exists"), std::string::npos) << e;
   EXPECT_FALSE(fs::exists(dir_ / "out/coco/images"));
   EXPECT_EQ(left_in_out(), std::vector<std::string>{"coco"});
+}
+
+// An unpack that was killed leaves its folder `data.unzip.tmp.<pid>.<n>`: the next unpack of the
+// same archive removes it once that process is gone, and leaves a live process's folder alone.
+TEST_F(ZipExtract, RemovesTheFolderOfAKilledUnpack) {
+  const pid_t dead = ::fork();
+  if (dead == 0) ::_exit(0);
+  ASSERT_GT(dead, 0);
+  ::waitpid(dead, nullptr, 0);
+  const fs::path killed = dir_ / "out" / ("data.unzip.tmp." + std::to_string(dead) + ".0");
+  const fs::path running = dir_ / "out" / ("data.unzip.tmp." + std::to_string(::getppid()) + ".3");
+  const fs::path other = dir_ / "out" / ("other.unzip.tmp." + std::to_string(dead) + ".0");
+  for (const fs::path& p : {killed, running, other}) {
+    fs::create_directories(p / "coco/images");
+    kestrel::write_file_atomic((p / "coco/images/half.jpg").string(), "partial");
+  }
+  kestrel::unzip_file(archive({{"coco/images/a.jpg", "x"}}), (dir_ / "out").string());
+  EXPECT_FALSE(fs::exists(killed));
+  EXPECT_TRUE(fs::exists(running)) << "the folder of an unpack that is still running";
+  EXPECT_TRUE(fs::exists(other)) << "another archive's folder";
+  EXPECT_EQ(read_all(dir_ / "out/coco/images/a.jpg"), "x");
 }
 
 TEST_F(ZipExtract, ReadsADeflatedEntryInPieces) {
