@@ -91,6 +91,7 @@ class Trainer {
   // given with --exist-ok or --resume, stays as it was found).
   void discard_new_run_directory();
   void load_data();
+  void say_train_scan();  // train_scan_lines_, once
   void build_model();
   void build_optimization();
   void restore();
@@ -130,6 +131,10 @@ class Trainer {
   data::DatasetSplit train_split_;
   DatasetFingerprint train_index_;  // of train_split_'s records, for checkpoints and --resume
   std::string cfg_text_;
+  // Said in the reference's order (after the optimizer line and the loaders), though found earlier:
+  // the train split's scan and warnings, and AutoAnchor's report.
+  std::vector<std::string> train_scan_lines_;
+  std::string autoanchor_report_;
   std::shared_ptr<DetectionModel> model_, ema_model_;
   int max_stride_ = 32;  // the model's largest stride, at least 32 (train.py's gs)
   std::unique_ptr<Optimizer> optimizer_;

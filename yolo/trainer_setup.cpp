@@ -138,11 +138,17 @@ void Trainer::load_data() {
   if (rank_.main()) train_split_ = data::load_split(*dataset_config_, "train", dataset_config_->nc, options_.single_cls, true);
   wait_for_rank0(rank_, "the train label cache");  // rank 0 builds it, the others then read it
   if (!rank_.main()) train_split_ = data::load_split(*dataset_config_, "train", dataset_config_->nc, options_.single_cls, true);
-  out_->line("train: ", train_split_.summary);
   train_index_ = dataset_fingerprint(train_split_.records);
-  for (const auto& w : train_split_.warnings) out_->line("train: ", w);
+  train_scan_lines_ = {train_split_.summary};
+  train_scan_lines_.insert(train_scan_lines_.end(), train_split_.warnings.begin(), train_split_.warnings.end());
+  if (train_split_.records.empty()) say_train_scan();
   KESTREL_CHECK(!train_split_.records.empty(), "no usable training images in ", dataset_config_->yaml_path,
                 ": check the `train` entry and the label files");
+}
+
+void Trainer::say_train_scan() {
+  for (const std::string& l : train_scan_lines_) out_->line("train: ", l);
+  train_scan_lines_.clear();
 }
 
 void Trainer::build_model() {
@@ -216,7 +222,7 @@ void Trainer::build_model() {
   // AutoAnchor on rank 0, before the weights are shared.
   if (rank_.main() && !options_.noautoanchor && !resume_) {
     Generator anchor_gen(options_.seed, 7);
-    out_->raw(check_anchors(train_split_.records, model_->detect(), hyp_.anchor_t, options_.img_size, anchor_gen));
+    autoanchor_report_ = check_anchors(train_split_.records, model_->detect(), hyp_.anchor_t, options_.img_size, anchor_gen);
   }
   if (rank_.main() && plots() && !resume_) {
     plot_labels(train_split_.records, names_, save_dir_ + "/labels.jpg");
@@ -256,6 +262,7 @@ void Trainer::build_optimization() {
   optimizer_ = std::make_unique<Optimizer>(
       smart_optimizer(*model_, parse_optimizer_kind(options_.optimizer), hyp_.lr0, hyp_.momentum, wd));
   out_->line(out_->colour("optimizer: "), optimizer_->describe());
+  say_train_scan();
 
   const int batch = options_.batch_size / rank_.world;
   data::PipelineOptions popt;
@@ -326,6 +333,8 @@ void Trainer::build_optimization() {
     validator_ = std::make_unique<Validator>(val_split.records, names_, num_classes_, vopt, device_, max_stride_);
     validator_->set_console(&*out_);
   }
+  out_->raw(autoanchor_report_);  // the reference checks the anchors once both loaders exist
+  autoanchor_report_.clear();
   wait_for_rank0(rank_, "the val label cache");
   if (!options_.trace.empty()) trace_ = std::make_unique<dist::TraceWriter>(rank_.rank);
   TrainStepParts parts;

@@ -3,7 +3,9 @@
 // and export's echo, then "Fusing layers... " and the fused model's summary. Piped output is plain
 // text; on a terminal the prefixes are blue and bold, as the reference's colorstr.
 #include <filesystem>
+#include <fstream>
 #include <string>
+#include <vector>
 
 #include "tests/support/cli.h"
 #include "tests/support/testing.h"
@@ -62,6 +64,37 @@ TEST(StartupLines, TrainEchoesOptionsHyperparametersAndTheModelTable) {
   EXPECT_NE(r.out.find("[128, 128, 1, False]"), std::string::npos) << "Python's spelling: " << r.out;
   EXPECT_EQ(r.out.find("\x1b["), std::string::npos) << "piped output is plain text";
   fs::remove_all(project);
+}
+
+// train.py's order after the model: the optimizer, the train loader's scan, the val loader's, then
+// AutoAnchor (which needs the loader's labels), then the sizes and the start.
+TEST(StartupLines, TrainSaysTheLoadersAndAutoAnchorInTheReferencesOrder) {
+  const fs::path dir = scratch("order");
+  fs::create_directories(dir / "images");
+  fs::create_directories(dir / "labels");
+  for (int i = 0; i < 4; ++i) {  // four grey images with a box each: the final validation is quick
+    const std::string name = "im" + std::to_string(i);
+    kestrel::yolo::data::write_png((dir / "images" / (name + ".png")).string(),
+                                   cv::Mat(64, 64, CV_8UC3, cv::Scalar(114, 114, 114)));
+    std::ofstream((dir / "labels" / (name + ".txt")).string()) << "0 0.5 0.5 0.4 0.3\n";
+  }
+  std::ofstream(dir / "four.yaml") << "path: " << dir.string() << "\ntrain: images\nval: images\nnames: ['box']\n";
+  const auto r = run_kestrel("train --cfg models/yolov5n.yaml --data " + (dir / "four.yaml").string() +
+                             " --epochs 1 --img 64 --batch-size 4 --device cpu --workers 1 --noplots --no-tensorboard "
+                             "--nosave --project " + (dir / "runs").string());
+  ASSERT_EQ(r.code, 0) << r.out;
+  const std::vector<std::string> order = {" summary: 214 layers", "optimizer: SGD", "train: Scanning",
+                                          "val: Scanning", "AutoAnchor: ", "Image sizes 64 train",
+                                          "Starting training for 1 epochs"};
+  size_t last = 0;
+  for (const std::string& line : order) {
+    const size_t here = at(r.out, line);
+    ASSERT_NE(here, std::string::npos) << "no '" << line << "' in: " << r.out;
+    EXPECT_GT(here, last) << "'" << line << "' is out of order: " << r.out;
+    last = here;
+  }
+  EXPECT_EQ(r.out.find("train: Scanning", at(r.out, "train: Scanning") + 1), std::string::npos) << "said once: " << r.out;
+  fs::remove_all(dir);
 }
 
 TEST(StartupLines, ValDetectAndExportEchoTheirFlagsThenTheFusedModel) {
