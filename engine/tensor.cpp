@@ -227,7 +227,6 @@ kernels::StridedLayout layout_of(const Tensor& t) {
 // already overwritten, and cudaMemcpyAsync is undefined for overlapping memory (memmove is fine).
 void copy_same_device(const Tensor& dst, const Tensor& src) {
   const Device dev = dst.device();
-  DeviceGuard guard(dev);
   if (dst.numel() == 0) return;
   auto staged = [&] {
     const Tensor copy = Tensor::empty(src.shape(), src.dtype(), dev);

@@ -72,8 +72,8 @@ std::vector<Tensor> nms_cuda(const Tensor& pred, const kernels::NmsShape& s,
 }
 
 // The CPU reference, one image at a time (on the pool's threads when there is one).
-std::vector<Tensor> nms_cpu(const Tensor& pred, const kernels::NmsShape& s,
-                            const kernels::NmsParams& p, ThreadPool* pool) {
+std::vector<Tensor> nms_host(const Tensor& pred, const kernels::NmsShape& s,
+                             const kernels::NmsParams& p, ThreadPool* pool) {
   std::vector<float> rows(s.batch * p.max_det * 6);
   std::vector<int32_t> counts(s.batch);
   const kernels::NmsShape one{1, s.boxes, s.no};
@@ -125,7 +125,7 @@ std::vector<Tensor> non_max_suppression(const Tensor& prediction, const NmsOptio
   p.class_allowed = allowed.empty() ? nullptr : allowed.data();
   if (s.batch == 0) return {};
   return ops::launch(
-      pred.device(), [&] { return nms_cpu(pred, s, p, pool); },
+      pred.device(), [&] { return nms_host(pred, s, p, pool); },
       [&](cudaStream_t stream) { return nms_cuda(pred, s, p, allowed, stream); });
 }
 
