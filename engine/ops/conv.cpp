@@ -106,13 +106,21 @@ void cudnn_pass(ConvPass pass, DType t, const Conv2dShape& s, const Conv2dParams
 // asleep while oneDNN's OpenMP threads (OMP_NUM_THREADS) do the work.
 bool use_dnnl(const Tensor& t) { return t.device().is_cpu() && t.dtype() == DType::F32; }
 
+// A backward pass's checks of the output gradient dy and the other operand (w for data, x for
+// filter); the pass's geometry.
+Conv2dShape checked_backward(const char* op, const Tensor& dy, const Tensor& other,
+                             const Shape& x_shape, const Shape& w_shape, const Conv2dParams& p) {
+  check_compatible(op, other, dy, false);
+  const Conv2dShape s = conv_shape(x_shape, w_shape, p);
+  check_kernel_dtype(op, other);
+  check_output_grad(op, dy, s);
+  return s;
+}
+
 // dx for backward-data; wv names the filter's contents for oneDNN's reordered-filter cache.
 Tensor backward_data(const Tensor& dy_, const Tensor& w_, const Shape& x_shape,
                      const Conv2dParams& p, WeightVersion wv) {
-  check_compatible("conv2d backward-data", dy_, w_, false);
-  const Conv2dShape s = conv_shape(x_shape, w_.shape(), p);
-  check_kernel_dtype("conv2d backward-data", w_);
-  check_output_grad("conv2d backward-data", dy_, s);
+  const Conv2dShape s = checked_backward("conv2d backward-data", dy_, w_, x_shape, w_.shape(), p);
   Tensor dy = dense(dy_), w = dense(w_);
   Tensor dx = Tensor::empty(x_shape, w.dtype(), w.device());
   launch(
@@ -135,10 +143,8 @@ Tensor backward_data(const Tensor& dy_, const Tensor& w_, const Shape& x_shape,
 // dw; on oneDNN also the bias gradient into *db (when db is not null), from the same pass.
 Tensor backward_filter(const Tensor& x_, const Tensor& dy_, const Shape& weight_shape,
                        const Conv2dParams& p, Tensor* db) {
-  check_compatible("conv2d backward-filter", x_, dy_, false);
-  const Conv2dShape s = conv_shape(x_.shape(), weight_shape, p);
-  check_kernel_dtype("conv2d backward-filter", x_);
-  check_output_grad("conv2d backward-filter", dy_, s);
+  const Conv2dShape s =
+      checked_backward("conv2d backward-filter", dy_, x_, x_.shape(), weight_shape, p);
   Tensor x = dense(x_), dy = dense(dy_);
   Tensor dw = Tensor::empty(weight_shape, x.dtype(), x.device());
   launch(
