@@ -1,6 +1,6 @@
 #include "dist/grad_compress.h"
 
-#include "engine/ops/common.h"
+#include "engine/ops/launch.h"
 #include "base/error.h"
 #include "kernels/grad_compress.h"
 
@@ -36,22 +36,30 @@ DType grad_compress_dtype(GradCompress c) {
 
 void compress_gradients(const Tensor& grad, const Tensor& wire, int world) {
   check_pair(grad, wire, "compress_gradients");
-  if (grad.device().is_cpu())
-    return kernels::grad_compress_cpu(grad.data<float>(), wire.data_ptr(), wire.dtype(),
-                                      grad.numel(), world);
-  DeviceGuard guard(grad.device());
-  kernels::grad_compress_cuda(grad.data<float>(), wire.data_ptr(), wire.dtype(), grad.numel(),
-                              world, ops::stream_of(grad));
+  ops::launch(
+      grad.device(),
+      [&] {
+        kernels::grad_compress_cpu(grad.data<float>(), wire.data_ptr(), wire.dtype(), grad.numel(),
+                                   world);
+      },
+      [&](cudaStream_t s) {
+        kernels::grad_compress_cuda(grad.data<float>(), wire.data_ptr(), wire.dtype(),
+                                    grad.numel(), world, s);
+      });
 }
 
 void decompress_gradients(const Tensor& wire, const Tensor& grad) {
   check_pair(grad, wire, "decompress_gradients");
-  if (grad.device().is_cpu())
-    return kernels::grad_decompress_cpu(wire.data_ptr(), wire.dtype(), grad.data<float>(),
-                                        grad.numel());
-  DeviceGuard guard(grad.device());
-  kernels::grad_decompress_cuda(wire.data_ptr(), wire.dtype(), grad.data<float>(), grad.numel(),
-                                ops::stream_of(grad));
+  ops::launch(
+      grad.device(),
+      [&] {
+        kernels::grad_decompress_cpu(wire.data_ptr(), wire.dtype(), grad.data<float>(),
+                                     grad.numel());
+      },
+      [&](cudaStream_t s) {
+        kernels::grad_decompress_cuda(wire.data_ptr(), wire.dtype(), grad.data<float>(),
+                                      grad.numel(), s);
+      });
 }
 
 }  // namespace kestrel::dist

@@ -2,31 +2,18 @@
 
 #include "engine/autograd.h"
 #include "engine/ops/batchnorm.h"
-#include "engine/ops/common.h"
-#include "engine/stream.h"
-#include "kernels/batchnorm.h"
 
 namespace kestrel::dist {
 namespace {
 
 using namespace ops::bn_steps;
-using ops::stream_of;
 
 // The ranks' moments gathered and merged into one packed buffer covering the global batch.
 Tensor global_moments(const Tensor& local, int64_t channels, ProcessGroup& group) {
   const int64_t ranks = group.size();
   Tensor gathered = Tensor::empty({ranks * local.numel()}, local.dtype(), local.device());
   group.all_gather(gathered, local)->wait();
-  Tensor merged = Tensor::empty_like(local);
-  if (local.device().is_cpu()) {
-    kernels::batch_norm_merge_moments_cpu(local.dtype(), ranks, channels, gathered.data_ptr(),
-                                          merged.data_ptr());
-  } else {
-    DeviceGuard guard(local.device());
-    kernels::batch_norm_merge_moments_cuda(ranks, channels, gathered.data<float>(),
-                                           merged.data<float>(), stream_of(local));
-  }
-  return merged;
+  return merge_moments(gathered, ranks, channels);
 }
 
 struct SyncBatchNormBackward : autograd::Node {

@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "engine/stream.h"
+#include "engine/ops/launch.h"
 #include "kernels/random.h"
 
 namespace kestrel {
@@ -45,19 +45,20 @@ void Generator::fill(const Tensor& t, const char* what, bool normal, philox::Uni
   const int64_t n = t.numel();
   const kernels::PhiloxPosition at{seed_, stream_, offset_};
   float* out = dst.data<float>();
-  if (t.device().is_cpu()) {
-    if (normal)
-      kernels::normal_cpu(at, mean, stddev, out, n);
-    else
-      kernels::uniform_cpu(at, u, out, n);
-  } else {
-    DeviceGuard guard(t.device());
-    cudaStream_t s = current_stream(t.device()).handle();
-    if (normal)
-      kernels::normal_cuda(at, mean, stddev, out, n, s);
-    else
-      kernels::uniform_cuda(at, u, out, n, s);
-  }
+  ops::launch(
+      t.device(),
+      [&] {
+        if (normal)
+          kernels::normal_cpu(at, mean, stddev, out, n);
+        else
+          kernels::uniform_cpu(at, u, out, n);
+      },
+      [&](cudaStream_t s) {
+        if (normal)
+          kernels::normal_cuda(at, mean, stddev, out, n, s);
+        else
+          kernels::uniform_cuda(at, u, out, n, s);
+      });
   if (!dst.is_same(t)) t.copy_(dst);
   offset_ += kernels::philox_blocks_for(n);
   lane_ = 4;

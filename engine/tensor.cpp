@@ -8,6 +8,7 @@
 #include "engine/autograd.h"
 #include "engine/cuda_graph.h"
 #include "engine/host_sync.h"
+#include "engine/ops/launch.h"
 #include "kernels/cast.h"
 #include "kernels/copy.h"
 #include "kernels/cuda_check.h"
@@ -226,7 +227,6 @@ kernels::StridedLayout layout_of(const Tensor& t) {
 // already overwritten, and cudaMemcpyAsync is undefined for overlapping memory (memmove is fine).
 void copy_same_device(const Tensor& dst, const Tensor& src) {
   const Device dev = dst.device();
-  DeviceGuard guard(dev);
   if (dst.numel() == 0) return;
   auto staged = [&] {
     const Tensor copy = Tensor::empty(src.shape(), src.dtype(), dev);
@@ -238,25 +238,25 @@ void copy_same_device(const Tensor& dst, const Tensor& src) {
     const auto* d = static_cast<const char*>(dst.data_ptr());
     const auto* s = static_cast<const char*>(src.data_ptr());
     if (d == s) return;
-    if (dev.is_cpu()) {
-      std::memmove(dst.data_ptr(), src.data_ptr(), bytes);
-    } else if (d < s + bytes && s < d + bytes) {
-      staged();
-    } else {
-      KESTREL_CUDA_CHECK(cudaMemcpyAsync(dst.data_ptr(), src.data_ptr(), bytes,
-                                         cudaMemcpyDeviceToDevice, current_stream(dev).handle()));
-    }
+    ops::launch(
+        dev, [&] { std::memmove(dst.data_ptr(), src.data_ptr(), bytes); },
+        [&](cudaStream_t stream) {
+          if (d < s + bytes && s < d + bytes) return staged();  // memmove's overlap, by hand
+          KESTREL_CUDA_CHECK(cudaMemcpyAsync(dst.data_ptr(), src.data_ptr(), bytes,
+                                             cudaMemcpyDeviceToDevice, stream));
+        });
     return;
   }
   const kernels::StridedLayout dl = layout_of(dst), sl = layout_of(src);
   if (kernels::same_view(dst.data_ptr(), dl, src.data_ptr(), sl)) return;
   if (kernels::copy_overlaps(dst.data_ptr(), dl, src.data_ptr(), sl, dst.element_size()))
     return staged();
-  if (dev.is_cpu())
-    kernels::copy_strided_cpu(dst.element_size(), src.data_ptr(), sl, dst.data_ptr(), dl);
-  else
-    kernels::copy_strided_cuda(dst.element_size(), src.data_ptr(), sl, dst.data_ptr(), dl,
-                               current_stream(dev).handle());
+  ops::launch(
+      dev, [&] { kernels::copy_strided_cpu(dst.element_size(), src.data_ptr(), sl, dst.data_ptr(), dl); },
+      [&](cudaStream_t stream) {
+        kernels::copy_strided_cuda(dst.element_size(), src.data_ptr(), sl, dst.data_ptr(), dl,
+                                   stream);
+      });
 }
 
 // A contiguous tensor with src's values in dtype `dt`, on src's device.
@@ -268,13 +268,11 @@ Tensor contiguous_as(const Tensor& src, DType dt) {
   }
   if (dt == src.dtype()) return c;
   Tensor out = Tensor::empty(src.shape(), dt, src.device());
-  if (src.device().is_cpu()) {
-    kernels::cast_cpu(c.data_ptr(), c.dtype(), out.data_ptr(), dt, c.numel());
-  } else {
-    DeviceGuard guard(src.device());
-    kernels::cast_cuda(c.data_ptr(), c.dtype(), out.data_ptr(), dt, c.numel(),
-                       current_stream(src.device()).handle());
-  }
+  ops::launch(
+      src.device(), [&] { kernels::cast_cpu(c.data_ptr(), c.dtype(), out.data_ptr(), dt, c.numel()); },
+      [&](cudaStream_t stream) {
+        kernels::cast_cuda(c.data_ptr(), c.dtype(), out.data_ptr(), dt, c.numel(), stream);
+      });
   return out;
 }
 
@@ -329,9 +327,11 @@ void Tensor::copy_(const Tensor& src, bool non_blocking) const {
 void Tensor::fill_(double value) const {
   KESTREL_NEED_DEFINED();
   if (is_contiguous()) {
-    if (device().is_cpu()) return kernels::fill_cpu(data_ptr(), dtype(), numel(), value);
-    DeviceGuard guard(device());
-    return kernels::fill_cuda(data_ptr(), dtype(), numel(), value, current_stream(device()).handle());
+    return ops::launch(
+        device(), [&] { kernels::fill_cpu(data_ptr(), dtype(), numel(), value); },
+        [&](cudaStream_t stream) {
+          kernels::fill_cuda(data_ptr(), dtype(), numel(), value, stream);
+        });
   }
   Tensor tmp = Tensor::full(shape(), value, dtype(), device());
   copy_same_device(*this, tmp);

@@ -4,6 +4,7 @@
 
 #include "engine/autograd.h"
 #include "engine/ops/concat.h"
+#include "engine/ops/launch.h"
 #include "kernels/detect.h"
 
 namespace kestrel::layers {
@@ -56,14 +57,14 @@ Tensor Detect::decode(const std::vector<Tensor>& raw) const {
     for (int64_t k = 0; k < 2 * na; ++k)
       px[k] = static_cast<float>(anchor_units[i * 2 * na + k] * strides[i]);
     Tensor out = Tensor::empty_like(r);
-    if (r.device().is_cpu()) {
-      kernels::detect_decode_cpu(r.dtype(), r.data_ptr(), out.data_ptr(), s, px.data());
-    } else {
-      Tensor px_dev = Tensor::from_vector(px, {2 * na}, r.device());
-      DeviceGuard guard(r.device());
-      kernels::detect_decode_cuda(r.dtype(), r.data_ptr(), out.data_ptr(), s, px_dev.data<float>(),
-                                  current_stream(r.device()).handle());
-    }
+    ops::launch(
+        r.device(),
+        [&] { kernels::detect_decode_cpu(r.dtype(), r.data_ptr(), out.data_ptr(), s, px.data()); },
+        [&](cudaStream_t stream) {
+          const Tensor px_dev = Tensor::from_vector(px, {2 * na}, r.device());
+          kernels::detect_decode_cuda(r.dtype(), r.data_ptr(), out.data_ptr(), s,
+                                      px_dev.data<float>(), stream);
+        });
     levels.push_back(out.reshape({s.batch, s.na * s.ny * s.nx, s.no}));
   }
   return ops::concat(levels, 1);

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "engine/ops/common.h"
+#include "engine/ops/launch.h"
 #include "engine/ops/concat.h"
 #include "kernels/tta.h"
 
@@ -41,12 +41,11 @@ Tensor tta_scale_image(const Tensor& x_, double ratio, int64_t gs, bool flip_lr)
   s.padded_w = size.padded_w;
   s.flip_lr = flip_lr;
   Tensor y = Tensor::empty({s.n, s.padded_h, s.padded_w, s.c}, x.dtype(), x.device());
-  if (x.device().is_cpu()) {
-    kernels::tta_scale_cpu(x.dtype(), x.data_ptr(), y.data_ptr(), s);
-  } else {
-    DeviceGuard guard(x.device());
-    kernels::tta_scale_cuda(x.dtype(), x.data_ptr(), y.data_ptr(), s, ops::stream_of(x));
-  }
+  ops::launch(
+      x.device(), [&] { kernels::tta_scale_cpu(x.dtype(), x.data_ptr(), y.data_ptr(), s); },
+      [&](cudaStream_t stream) {
+        kernels::tta_scale_cuda(x.dtype(), x.data_ptr(), y.data_ptr(), s, stream);
+      });
   return y;
 }
 
@@ -57,12 +56,11 @@ Tensor tta_descale(const Tensor& boxes, double scale, bool flip_lr, int64_t img_
   Tensor p = boxes.is_contiguous() ? boxes.clone() : boxes.contiguous();
   const int64_t rows = p.size(0) * p.size(1), no = p.size(2);
   const auto w = static_cast<double>(img_w);
-  if (p.device().is_cpu()) {
-    kernels::tta_descale_cpu(p.dtype(), p.data_ptr(), rows, no, scale, flip_lr, w);
-  } else {
-    DeviceGuard guard(p.device());
-    kernels::tta_descale_cuda(p.dtype(), p.data_ptr(), rows, no, scale, flip_lr, w, ops::stream_of(p));
-  }
+  ops::launch(
+      p.device(), [&] { kernels::tta_descale_cpu(p.dtype(), p.data_ptr(), rows, no, scale, flip_lr, w); },
+      [&](cudaStream_t s) {
+        kernels::tta_descale_cuda(p.dtype(), p.data_ptr(), rows, no, scale, flip_lr, w, s);
+      });
   return p;
 }
 

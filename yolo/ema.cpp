@@ -1,7 +1,7 @@
 #include "yolo/ema.h"
 
 #include "engine/autograd.h"
-#include "engine/stream.h"
+#include "engine/ops/launch.h"
 #include "yolo/optimizer.h"
 
 namespace kestrel::yolo {
@@ -75,13 +75,9 @@ void ModelEma::issue_update(layers::Module& model, const Tensor& skip) {
                 device.str(), ", got ", skip.describe());
   const float* skip_flag = skip.defined() ? skip.data<float>() : nullptr;
   int64_t* count = updates_.data<int64_t>();
-  if (device.is_cuda()) {
-    DeviceGuard guard(device);  // the launch goes to the current device
-    kernels::ema_update_cuda(dtype, list, ramp_, count, current_stream(device).handle(),
-                             skip_flag);
-  } else {
-    kernels::ema_update_cpu(dtype, list, ramp_, count, skip_flag);
-  }
+  ops::launch(
+      device, [&] { kernels::ema_update_cpu(dtype, list, ramp_, count, skip_flag); },
+      [&](cudaStream_t s) { kernels::ema_update_cuda(dtype, list, ramp_, count, s, skip_flag); });
 }
 
 }  // namespace kestrel::yolo

@@ -4,9 +4,8 @@
 #include <limits>
 
 #include "engine/autograd.h"
-#include "engine/ops/common.h"
+#include "engine/ops/launch.h"
 #include "engine/ops/elementwise.h"
-#include "engine/stream.h"
 
 namespace kestrel::yolo {
 namespace {
@@ -68,13 +67,11 @@ void GradScaler::unscale(Optimizer& optimizer) {
   const Device at = grads.front().device();
   const DType dtype = grads.front().dtype();
   place(at);
-  if (at.is_cpu()) {
-    kernels::unscale_cpu(dtype, list, scale_.data<float>(), found_inf_.data<float>());
-    return;
-  }
-  DeviceGuard guard(at);
-  kernels::unscale_cuda(dtype, list, scale_.data<float>(), found_inf_.data<float>(),
-                        ops::stream_of(at));
+  ops::launch(
+      at, [&] { kernels::unscale_cpu(dtype, list, scale_.data<float>(), found_inf_.data<float>()); },
+      [&](cudaStream_t s) {
+        kernels::unscale_cuda(dtype, list, scale_.data<float>(), found_inf_.data<float>(), s);
+      });
 }
 
 bool GradScaler::step(Optimizer& optimizer, const Tensor& skip) {
@@ -90,13 +87,11 @@ bool GradScaler::step(Optimizer& optimizer, const Tensor& skip) {
                   "GradScaler::step: the skip flag must be a one-element float32 tensor on ",
                   skip_.device().str(), " (the parameters' device), got ", skip.describe());
   const Device at = skip_.device();
-  if (at.is_cpu()) {
-    kernels::combine_skip_cpu(flag_ptr(skip), found_inf_.data<float>(), skip_.data<float>());
-  } else {
-    DeviceGuard guard(at);
-    kernels::combine_skip_cuda(flag_ptr(skip), found_inf_.data<float>(), skip_.data<float>(),
-                               ops::stream_of(at));
-  }
+  ops::launch(
+      at, [&] { kernels::combine_skip_cpu(flag_ptr(skip), found_inf_.data<float>(), skip_.data<float>()); },
+      [&](cudaStream_t s) {
+        kernels::combine_skip_cuda(flag_ptr(skip), found_inf_.data<float>(), skip_.data<float>(), s);
+      });
   stepped_ = true;
   optimizer.step(skip_);
   return true;
@@ -106,15 +101,17 @@ void GradScaler::update() {
   if (!enabled_) return;
   KESTREL_CHECK(stepped_, "GradScaler::update needs a step() first");
   const Device at = scale_.device();
-  if (at.is_cpu()) {
-    kernels::update_scale_cpu(scale_.data<float>(), tracker_.data<int32_t>(),
-                              skipped_.data<int64_t>(), found_inf_.data<float>(), schedule_);
-  } else {
-    DeviceGuard guard(at);
-    kernels::update_scale_cuda(scale_.data<float>(), tracker_.data<int32_t>(),
-                               skipped_.data<int64_t>(), found_inf_.data<float>(), schedule_,
-                               ops::stream_of(at));
-  }
+  ops::launch(
+      at,
+      [&] {
+        kernels::update_scale_cpu(scale_.data<float>(), tracker_.data<int32_t>(),
+                                  skipped_.data<int64_t>(), found_inf_.data<float>(), schedule_);
+      },
+      [&](cudaStream_t s) {
+        kernels::update_scale_cuda(scale_.data<float>(), tracker_.data<int32_t>(),
+                                   skipped_.data<int64_t>(), found_inf_.data<float>(), schedule_,
+                                   s);
+      });
   unscaled_ = stepped_ = false;
 }
 

@@ -5,7 +5,7 @@
 
 #include "engine/profiler.h"
 #include "engine/autograd.h"
-#include "engine/stream.h"
+#include "engine/ops/common.h"
 #include "kernels/yolo_loss.h"
 
 namespace kestrel::yolo {
@@ -68,21 +68,24 @@ struct YoloLossBackward : autograd::Node {
       ptrs.push_back(out.back().data_ptr());
     }
     const Tensor& g = grads[0];
-    if (s.device.is_cpu()) {
-      // A CPU scalar, read by this CPU kernel's driver (no device to wait for).
-      const double gv = g.defined() ? load_as_double(g.contiguous().data_ptr(), g.dtype(), 0) : 1.0;
-      kernels::yolo_loss_backward_cpu(s.dtype, s.config, s.levels.data(),
-                                      s.buffers<double>().data(), nl,
-                                      s.summary.data<double>(), gv, ptrs.data());
-    } else {
-      DeviceGuard guard(s.device);
-      const Tensor gf = g.defined() ? g.to(s.device).to(DType::F32).contiguous()
-                                    : Tensor::ones({}, DType::F32, s.device);
-      kernels::yolo_loss_backward_cuda(s.dtype, s.config, s.levels.data(),
-                                       s.buffers<float>().data(), nl, s.summary.data<double>(),
-                                       gf.data<float>(), ptrs.data(),
-                                       current_stream(s.device).handle());
-    }
+    ops::launch(
+        s.device,
+        [&] {
+          // A CPU scalar, read by this CPU kernel's driver (no device to wait for).
+          const double gv =
+              g.defined() ? load_as_double(g.contiguous().data_ptr(), g.dtype(), 0) : 1.0;
+          kernels::yolo_loss_backward_cpu(s.dtype, s.config, s.levels.data(),
+                                          s.buffers<double>().data(), nl,
+                                          s.summary.data<double>(), gv, ptrs.data());
+        },
+        [&](cudaStream_t stream) {
+          const Tensor gf = g.defined() ? g.to(s.device).to(DType::F32).contiguous()
+                                        : Tensor::ones({}, DType::F32, s.device);
+          kernels::yolo_loss_backward_cuda(s.dtype, s.config, s.levels.data(),
+                                           s.buffers<float>().data(), nl,
+                                           s.summary.data<double>(), gf.data<float>(),
+                                           ptrs.data(), stream);
+        });
     return out;
   }
   void release_saved() override { state.reset(); }
@@ -95,9 +98,7 @@ void check_inputs(const std::vector<Tensor>& preds, const Tensor& targets, int64
                 " prediction levels for a ", nl, "-level Detect head; pass Detect's raw outputs");
   const Tensor& p0 = preds[0];
   const DType dt = p0.dtype();
-  const bool dtype_ok = p0.device().is_cpu() ? (dt == DType::F32 || dt == DType::F64)
-                                             : (dt == DType::F32 || dt == DType::F16 || dt == DType::BF16);
-  KESTREL_CHECK(dtype_ok, "ComputeLoss: predictions of dtype ", dtype_name(dt), " on ",
+  KESTREL_CHECK(ops::kernel_float_dtype(p0.device(), dt), "ComputeLoss: predictions of dtype ", dtype_name(dt), " on ",
                 p0.device().str(), " are not supported; use float32 or float64 on the CPU and "
                 "float32, float16 or bfloat16 on CUDA");
   for (const Tensor& p : preds) {
@@ -197,20 +198,22 @@ DeviceLoss ComputeLoss::forward(const std::vector<Tensor>& preds, const Tensor& 
   Tensor total = Tensor::empty({}, total_dtype, st->device);
   st->summary = Tensor::empty({kernels::kSummarySize}, DType::F64, st->device);
   const int nl = static_cast<int>(nl_);
-  if (cpu) {
-    kernels::yolo_loss_forward_cpu(st->dtype, c, st->levels.data(), st->buffers<double>().data(),
-                                   nl, targets.data<float>(), st->summary.data<double>(),
-                                   total.data_ptr());
-  } else {
-    DeviceGuard guard(st->device);
-    Tensor ws = Tensor::empty(
-        {static_cast<int64_t>(kernels::yolo_loss_cuda_workspace_bytes(c, st->levels.data(), nl))},
-        DType::U8, st->device);
-    kernels::yolo_loss_forward_cuda(st->dtype, c, st->levels.data(), st->buffers<float>().data(),
-                                    nl, targets.data<float>(), st->summary.data<double>(),
-                                    total.data<float>(), ws.data_ptr(),
-                                    current_stream(st->device).handle());
-  }
+  ops::launch(
+      st->device,
+      [&] {
+        kernels::yolo_loss_forward_cpu(st->dtype, c, st->levels.data(),
+                                       st->buffers<double>().data(), nl, targets.data<float>(),
+                                       st->summary.data<double>(), total.data_ptr());
+      },
+      [&](cudaStream_t stream) {
+        Tensor ws = Tensor::empty({static_cast<int64_t>(kernels::yolo_loss_cuda_workspace_bytes(
+                                      c, st->levels.data(), nl))},
+                                  DType::U8, st->device);
+        kernels::yolo_loss_forward_cuda(st->dtype, c, st->levels.data(),
+                                        st->buffers<float>().data(), nl, targets.data<float>(),
+                                        st->summary.data<double>(), total.data<float>(),
+                                        ws.data_ptr(), stream);
+      });
 
   if (auto node = autograd::make_node<YoloLossBackward>(preds)) {
     node->state = st;

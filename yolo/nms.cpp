@@ -7,8 +7,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "engine/device.h"
-#include "engine/stream.h"
+#include "engine/ops/launch.h"
 #include "kernels/nms.h"
 
 namespace kestrel::yolo {
@@ -28,11 +27,11 @@ std::vector<Tensor> split_rows(const std::vector<float>& rows, const std::vector
   return result;
 }
 
+// Runs inside ops::launch's CUDA form for pred's device, on its stream.
 std::vector<Tensor> nms_cuda(const Tensor& pred, const kernels::NmsShape& s,
-                             kernels::NmsParams p, const std::vector<uint8_t>& allowed) {
+                             kernels::NmsParams p, const std::vector<uint8_t>& allowed,
+                             cudaStream_t stream) {
   const Device dev = pred.device();
-  DeviceGuard guard(dev);
-  const cudaStream_t stream = current_stream(dev).handle();
   Tensor allowed_dev;
   if (!allowed.empty()) {
     allowed_dev = Tensor::from_vector(allowed, {static_cast<int64_t>(allowed.size())}, dev);
@@ -72,6 +71,24 @@ std::vector<Tensor> nms_cuda(const Tensor& pred, const kernels::NmsShape& s,
                     out_counts.to(Device::cpu()).to_vector<int32_t>(), p.max_det);
 }
 
+// The CPU reference, one image at a time (on the pool's threads when there is one).
+std::vector<Tensor> nms_host(const Tensor& pred, const kernels::NmsShape& s,
+                             const kernels::NmsParams& p, ThreadPool* pool) {
+  std::vector<float> rows(s.batch * p.max_det * 6);
+  std::vector<int32_t> counts(s.batch);
+  const kernels::NmsShape one{1, s.boxes, s.no};
+  const size_t image_bytes = s.boxes * s.no * pred.element_size();
+  auto image = [&](int64_t b) {
+    kernels::nms_cpu(pred.dtype(), static_cast<const char*>(pred.data_ptr()) + b * image_bytes,
+                     one, p, rows.data() + b * p.max_det * 6, counts.data() + b);
+  };
+  if (pool != nullptr)
+    pool->parallel_for(0, s.batch, image);
+  else
+    for (int64_t b = 0; b < s.batch; ++b) image(b);
+  return split_rows(rows, counts, p.max_det);
+}
+
 }  // namespace
 
 std::vector<Tensor> non_max_suppression(const Tensor& prediction, const NmsOptions& o,
@@ -107,21 +124,9 @@ std::vector<Tensor> non_max_suppression(const Tensor& prediction, const NmsOptio
   p.max_nms = o.max_nms;
   p.class_allowed = allowed.empty() ? nullptr : allowed.data();
   if (s.batch == 0) return {};
-  if (pred.device().is_cuda()) return nms_cuda(pred, s, p, allowed);
-
-  std::vector<float> rows(s.batch * p.max_det * 6);
-  std::vector<int32_t> counts(s.batch);
-  const kernels::NmsShape one{1, s.boxes, s.no};
-  const size_t image_bytes = s.boxes * s.no * pred.element_size();
-  auto image = [&](int64_t b) {
-    kernels::nms_cpu(pred.dtype(), static_cast<const char*>(pred.data_ptr()) + b * image_bytes,
-                     one, p, rows.data() + b * p.max_det * 6, counts.data() + b);
-  };
-  if (pool != nullptr)
-    pool->parallel_for(0, s.batch, image);
-  else
-    for (int64_t b = 0; b < s.batch; ++b) image(b);
-  return split_rows(rows, counts, p.max_det);
+  return ops::launch(
+      pred.device(), [&] { return nms_host(pred, s, p, pool); },
+      [&](cudaStream_t stream) { return nms_cuda(pred, s, p, allowed, stream); });
 }
 
 }  // namespace kestrel::yolo

@@ -9,15 +9,12 @@
 #include "engine/profiler.h"
 #include "engine/autograd.h"
 #include "engine/cuda_graph.h"
-#include "engine/ops/common.h"
+#include "engine/ops/launch.h"
 #include "engine/stream.h"
 #include "layers/conv.h"
 
 namespace kestrel::yolo {
 namespace {
-
-// The caller holds a DeviceGuard for d: a launch goes to the current device, and the default
-// stream's handle (nullptr) means the current device's stream.
 
 // The device and dtype of a non-empty list's first tensor.
 struct ListPlace {
@@ -192,12 +189,9 @@ void Optimizer::issue_sgd(size_t gi, const float* skip) {
   const auto* hyper = reinterpret_cast<const kernels::GroupHyper*>(hyper_.data<double>()) + gi;
   const kernels::SgdConfig cfg{g.weight_decay, /*nesterov=*/true};
   const ListPlace at = place_of(cols[0]);
-  if (at.device.is_cuda()) {
-    DeviceGuard guard(at.device);
-    kernels::sgd_step_cuda(at.dtype, list, hyper, cfg, ops::stream_of(at.device), skip);
-  } else {
-    kernels::sgd_step_cpu(at.dtype, list, hyper, cfg, skip);
-  }
+  ops::launch(
+      at.device, [&] { kernels::sgd_step_cpu(at.dtype, list, hyper, cfg, skip); },
+      [&](cudaStream_t s) { kernels::sgd_step_cuda(at.dtype, list, hyper, cfg, s, skip); });
 }
 
 void Optimizer::issue_adam(size_t gi, const float* skip) {
@@ -220,12 +214,9 @@ void Optimizer::issue_adam(size_t gi, const float* skip) {
   const auto* hyper = reinterpret_cast<const kernels::GroupHyper*>(hyper_.data<double>()) + gi;
   const kernels::AdamConfig cfg{0.999, 1e-8, g.weight_decay, kind_ == OptimizerKind::AdamW};
   const ListPlace at = place_of(cols[0]);
-  if (at.device.is_cuda()) {
-    DeviceGuard guard(at.device);
-    kernels::adam_step_cuda(at.dtype, list, hyper, cfg, ops::stream_of(at.device), skip);
-  } else {
-    kernels::adam_step_cpu(at.dtype, list, hyper, cfg, skip);
-  }
+  ops::launch(
+      at.device, [&] { kernels::adam_step_cpu(at.dtype, list, hyper, cfg, skip); },
+      [&](cudaStream_t s) { kernels::adam_step_cuda(at.dtype, list, hyper, cfg, s, skip); });
 }
 
 void Optimizer::zero_grad(bool set_to_none) {
@@ -240,12 +231,9 @@ void Optimizer::zero_grad(bool set_to_none) {
   for (const auto& [dtype, grads] : by_dtype) {
     const kernels::TensorList list = make_tensor_list({grads}, "zero_grad");
     const ListPlace at = place_of(grads);
-    if (at.device.is_cuda()) {
-      DeviceGuard guard(at.device);
-      kernels::zero_cuda(at.dtype, list, ops::stream_of(at.device));
-    } else {
-      kernels::zero_cpu(at.dtype, list);
-    }
+    ops::launch(
+        at.device, [&] { kernels::zero_cpu(at.dtype, list); },
+        [&](cudaStream_t s) { kernels::zero_cuda(at.dtype, list, s); });
   }
 }
 
@@ -362,16 +350,18 @@ Tensor grad_norm(const std::vector<Tensor>& params) {
   if (grads.empty()) return Tensor::zeros({});
   const ListPlace at = place_of(grads);
   const kernels::TensorList list = make_tensor_list({grads}, "gradient norm");
-  if (at.device.is_cpu()) {
-    const double norm = kernels::global_norm_cpu(at.dtype, list);
-    return Tensor::scalar(at.dtype == DType::F64 ? norm : static_cast<float>(norm), at.dtype);
-  }
-  DeviceGuard guard(at.device);
-  Tensor workspace = Tensor::empty({kernels::norm_partial_count(list)}, DType::F64, at.device);
-  Tensor norm = Tensor::empty({}, DType::F32, at.device);
-  kernels::global_norm_cuda(at.dtype, list, workspace.data<double>(), norm.data<float>(),
-                            ops::stream_of(at.device));
-  return norm;
+  return ops::launch(
+      at.device,
+      [&] {
+        const double norm = kernels::global_norm_cpu(at.dtype, list);
+        return Tensor::scalar(at.dtype == DType::F64 ? norm : static_cast<float>(norm), at.dtype);
+      },
+      [&](cudaStream_t s) {
+        Tensor workspace = Tensor::empty({kernels::norm_partial_count(list)}, DType::F64, at.device);
+        Tensor norm = Tensor::empty({}, DType::F32, at.device);
+        kernels::global_norm_cuda(at.dtype, list, workspace.data<double>(), norm.data<float>(), s);
+        return norm;
+      });
 }
 
 Tensor clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
@@ -382,17 +372,19 @@ Tensor clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
   if (grads.empty()) return norm;
   const ListPlace at = place_of(grads);
   const kernels::TensorList list = make_tensor_list({grads}, "gradient clipping");
-  if (at.device.is_cuda()) {
-    DeviceGuard guard(at.device);
-    kernels::clip_scale_cuda(at.dtype, list, norm.data<float>(), max_norm, ops::stream_of(at.device));
-    return norm;
-  }
-  // A CPU scalar, read by this CPU path directly (no device to wait for).
-  const double coef = at.dtype == DType::F64
-                          ? kernels::clip_coef<double>(*norm.data<double>(), max_norm)
-                          : kernels::clip_coef<float>(*norm.data<float>(),
-                                                      static_cast<float>(max_norm));
-  kernels::scale_cpu(at.dtype, list, coef);
+  ops::launch(
+      at.device,
+      [&] {
+        // A CPU scalar, read by this CPU path directly (no device to wait for).
+        const double coef = at.dtype == DType::F64
+                                ? kernels::clip_coef<double>(*norm.data<double>(), max_norm)
+                                : kernels::clip_coef<float>(*norm.data<float>(),
+                                                            static_cast<float>(max_norm));
+        kernels::scale_cpu(at.dtype, list, coef);
+      },
+      [&](cudaStream_t s) {
+        kernels::clip_scale_cuda(at.dtype, list, norm.data<float>(), max_norm, s);
+      });
   return norm;
 }
 
@@ -401,12 +393,14 @@ Tensor scale_grads(const std::vector<Tensor>& params, double factor) {
   if (grads.empty()) return Tensor::zeros({});
   const ListPlace at = place_of(grads);
   const kernels::TensorList list = make_tensor_list({grads}, "gradient scaling");
-  if (at.device.is_cpu())
-    return Tensor::scalar(kernels::scale_cpu(at.dtype, list, factor) ? 1.0 : 0.0);
-  DeviceGuard guard(at.device);
-  Tensor flag = Tensor::zeros({}, DType::F32, at.device);
-  kernels::scale_cuda(at.dtype, list, factor, flag.data<float>(), ops::stream_of(at.device));
-  return flag;
+  return ops::launch(
+      at.device,
+      [&] { return Tensor::scalar(kernels::scale_cpu(at.dtype, list, factor) ? 1.0 : 0.0); },
+      [&](cudaStream_t s) {
+        Tensor flag = Tensor::zeros({}, DType::F32, at.device);
+        kernels::scale_cuda(at.dtype, list, factor, flag.data<float>(), s);
+        return flag;
+      });
 }
 
 }  // namespace kestrel::yolo

@@ -1,6 +1,7 @@
 #include "yolo/step_status.h"
 
 #include "engine/host_sync.h"
+#include "engine/ops/launch.h"
 #include "kernels/step_flags.h"
 #include "kernels/yolo_loss.h"
 
@@ -23,15 +24,13 @@ void StepStatusQueue::push(int64_t batch, const Tensor& summary, const Tensor& r
   e.batch = batch;
   e.to_host = to_host;
   e.flags = Tensor::empty({kernels::kStepFlags}, DType::F32, device_);
-  if (device_.is_cpu()) {
-    kernels::step_flags_cpu(summary.data<double>() + kernels::kSummaryBox,
-                            requests.data<float>(), e.flags.data<float>());
-  } else {
-    DeviceGuard guard(device_);
-    kernels::step_flags_cuda(summary.data<double>() + kernels::kSummaryBox,
-                             requests.data<float>(), e.flags.data<float>(),
-                             current_stream(device_).handle());
-  }
+  const double* losses = summary.data<double>() + kernels::kSummaryBox;
+  ops::launch(
+      device_,
+      [&] { kernels::step_flags_cpu(losses, requests.data<float>(), e.flags.data<float>()); },
+      [&](cudaStream_t s) {
+        kernels::step_flags_cuda(losses, requests.data<float>(), e.flags.data<float>(), s);
+      });
   e.losses = summary.slice(0, kernels::kSummaryBox, kernels::kSummaryBox + 3);
   if (rank_.world > 1) e.work = rank_.group->all_reduce(e.flags, dist::ReduceOp::Sum);
   entries_.push_back(std::move(e));

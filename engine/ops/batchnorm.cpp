@@ -28,13 +28,12 @@ Tensor local_moments(const Tensor& x) {
   const BatchNormShape s = shape_of(x);
   Tensor moments = Tensor::empty({kernels::moments_size(s.channels)}, param_dtype(x.dtype()),
                                  x.device());
-  if (x.device().is_cpu()) {
-    kernels::batch_norm_stats_cpu(x.dtype(), x.data_ptr(), s, moments.data_ptr());
-  } else {
-    DeviceGuard guard(x.device());
-    kernels::batch_norm_stats_cuda(x.dtype(), x.data_ptr(), s, moments.data<float>(),
-                                   workspace_for(s, x.device()).data<float>(), stream_of(x));
-  }
+  launch(
+      x.device(), [&] { kernels::batch_norm_stats_cpu(x.dtype(), x.data_ptr(), s, moments.data_ptr()); },
+      [&](cudaStream_t stream) {
+        kernels::batch_norm_stats_cuda(x.dtype(), x.data_ptr(), s, moments.data<float>(),
+                                       workspace_for(s, x.device()).data<float>(), stream);
+      });
   return moments;
 }
 
@@ -43,15 +42,38 @@ Tensor normalize(const Tensor& x, const Tensor& mean, const Tensor& var, const T
   const BatchNormShape s = shape_of(x);
   Tensor y = Tensor::empty_like(x);
   if (x.numel() == 0) return y;
-  if (x.device().is_cpu()) {
-    kernels::batch_norm_forward_cpu(x.dtype(), x.data_ptr(), s, mean.data_ptr(), var.data_ptr(),
-                                    weight.data_ptr(), bias.data_ptr(), eps, y.data_ptr());
-  } else {
-    DeviceGuard guard(x.device());
-    kernels::batch_norm_forward_cuda(x.dtype(), x.data_ptr(), s, f32(mean), f32(var), f32(weight),
-                                     f32(bias), eps, y.data_ptr(), stream_of(x));
-  }
+  launch(
+      x.device(),
+      [&] {
+        kernels::batch_norm_forward_cpu(x.dtype(), x.data_ptr(), s, mean.data_ptr(), var.data_ptr(),
+                                        weight.data_ptr(), bias.data_ptr(), eps, y.data_ptr());
+      },
+      [&](cudaStream_t stream) {
+        kernels::batch_norm_forward_cuda(x.dtype(), x.data_ptr(), s, f32(mean), f32(var),
+                                         f32(weight), f32(bias), eps, y.data_ptr(), stream);
+      });
   return y;
+}
+
+Tensor merge_moments(const Tensor& gathered, int64_t ranks, int64_t channels) {
+  KESTREL_CHECK(ranks >= 1 && gathered.is_contiguous() &&
+                    gathered.numel() == ranks * kernels::moments_size(channels),
+                "batch_norm merge_moments: expected ", ranks, " packed moments of ", channels,
+                " channels (", ranks * kernels::moments_size(channels), " values), got ",
+                gathered.describe());
+  Tensor merged = Tensor::empty({kernels::moments_size(channels)}, gathered.dtype(),
+                                gathered.device());
+  launch(
+      gathered.device(),
+      [&] {
+        kernels::batch_norm_merge_moments_cpu(gathered.dtype(), ranks, channels,
+                                              gathered.data_ptr(), merged.data_ptr());
+      },
+      [&](cudaStream_t stream) {
+        kernels::batch_norm_merge_moments_cuda(ranks, channels, gathered.data<float>(),
+                                               merged.data<float>(), stream);
+      });
+  return merged;
 }
 
 void update_running(const Tensor& moments, double momentum, const Tensor& running_mean,
@@ -63,17 +85,18 @@ void update_running(const Tensor& moments, double momentum, const Tensor& runnin
                   "batch_norm: num_batches_tracked must be one int64 on ", moments.device().str(),
                   " (the statistics' device), got ", batches_tracked.describe());
   int64_t* counter = batches_tracked.defined() ? batches_tracked.data<int64_t>() : nullptr;
-  if (moments.device().is_cpu()) {
-    kernels::batch_norm_update_running_cpu(moments.dtype(), channels, moments.data_ptr(), momentum,
-                                           running_mean.data_ptr(), running_var.data_ptr(),
-                                           counter);
-  } else {
-    DeviceGuard guard(moments.device());
-    kernels::batch_norm_update_running_cuda(channels, f32(moments), momentum,
-                                            running_mean.data<float>(),
-                                            running_var.data<float>(), counter,
-                                            stream_of(moments));
-  }
+  launch(
+      moments.device(),
+      [&] {
+        kernels::batch_norm_update_running_cpu(moments.dtype(), channels, moments.data_ptr(),
+                                               momentum, running_mean.data_ptr(),
+                                               running_var.data_ptr(), counter);
+      },
+      [&](cudaStream_t stream) {
+        kernels::batch_norm_update_running_cuda(channels, f32(moments), momentum,
+                                                running_mean.data<float>(),
+                                                running_var.data<float>(), counter, stream);
+      });
 }
 
 // [sum(dy)[C], sum(dy * xhat)[C]]
@@ -81,16 +104,19 @@ Tensor backward_reduce(const Tensor& dy, const Tensor& x, const Tensor& mean, co
                        double eps) {
   const BatchNormShape s = shape_of(x);
   Tensor sums = Tensor::empty({2 * s.channels}, mean.dtype(), x.device());
-  if (x.device().is_cpu()) {
-    kernels::batch_norm_backward_reduce_cpu(x.dtype(), dy.data_ptr(), x.data_ptr(), s,
-                                            mean.data_ptr(), var.data_ptr(), eps, sums.data_ptr());
-  } else {
-    DeviceGuard guard(x.device());
-    kernels::batch_norm_backward_reduce_cuda(x.dtype(), dy.data_ptr(), x.data_ptr(), s, f32(mean),
-                                             f32(var), eps, sums.data<float>(),
-                                             workspace_for(s, x.device()).data<float>(),
-                                             stream_of(x));
-  }
+  launch(
+      x.device(),
+      [&] {
+        kernels::batch_norm_backward_reduce_cpu(x.dtype(), dy.data_ptr(), x.data_ptr(), s,
+                                                mean.data_ptr(), var.data_ptr(), eps,
+                                                sums.data_ptr());
+      },
+      [&](cudaStream_t stream) {
+        kernels::batch_norm_backward_reduce_cuda(x.dtype(), dy.data_ptr(), x.data_ptr(), s,
+                                                 f32(mean), f32(var), eps, sums.data<float>(),
+                                                 workspace_for(s, x.device()).data<float>(),
+                                                 stream);
+      });
   return sums;
 }
 
@@ -100,17 +126,19 @@ Tensor backward_apply(const Tensor& dy, const Tensor& x, const Tensor& mean, con
   const BatchNormShape s = shape_of(x);
   Tensor dx = Tensor::empty_like(x);
   if (x.numel() == 0) return dx;
-  if (x.device().is_cpu()) {
-    kernels::batch_norm_backward_apply_cpu(
-        x.dtype(), dy.data_ptr(), x.data_ptr(), s, mean.data_ptr(), var.data_ptr(),
-        weight.data_ptr(), eps, sums.defined() ? sums.data_ptr() : nullptr,
-        count.defined() ? count.data_ptr() : nullptr, dx.data_ptr());
-  } else {
-    DeviceGuard guard(x.device());
-    kernels::batch_norm_backward_apply_cuda(x.dtype(), dy.data_ptr(), x.data_ptr(), s, f32(mean),
-                                            f32(var), f32(weight), eps, f32(sums), f32(count),
-                                            dx.data_ptr(), stream_of(x));
-  }
+  launch(
+      x.device(),
+      [&] {
+        kernels::batch_norm_backward_apply_cpu(
+            x.dtype(), dy.data_ptr(), x.data_ptr(), s, mean.data_ptr(), var.data_ptr(),
+            weight.data_ptr(), eps, sums.defined() ? sums.data_ptr() : nullptr,
+            count.defined() ? count.data_ptr() : nullptr, dx.data_ptr());
+      },
+      [&](cudaStream_t stream) {
+        kernels::batch_norm_backward_apply_cuda(x.dtype(), dy.data_ptr(), x.data_ptr(), s,
+                                                f32(mean), f32(var), f32(weight), eps, f32(sums),
+                                                f32(count), dx.data_ptr(), stream);
+      });
   return dx;
 }
 
@@ -176,15 +204,7 @@ void check_args(const Tensor& x, const Tensor& weight, const Tensor& bias,
   KESTREL_CHECK(x.defined(), "batch_norm: the input is undefined");
   KESTREL_CHECK(x.dim() == 4, "batch_norm: expected an NHWC input [N, H, W, C], got ",
                 x.describe(), "; reshape it to 4 dimensions");
-  const DType t = x.dtype();
-  if (x.device().is_cpu())
-    KESTREL_CHECK(t == DType::F32 || t == DType::F64,
-                  "batch_norm on the CPU supports float32 and float64 input, got ", x.describe(),
-                  "; cast with .to(DType::F32)");
-  else
-    KESTREL_CHECK(t == DType::F32 || t == DType::F16 || t == DType::BF16,
-                  "batch_norm on CUDA supports float32, float16 and bfloat16 input, got ",
-                  x.describe());
+  check_kernel_dtype("batch_norm", x);
   KESTREL_CHECK(x.size(3) > 0, "batch_norm: the input ", x.describe(), " has no channels");
   check_param(weight, "weight", x);
   check_param(bias, "bias", x);

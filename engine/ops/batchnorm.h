@@ -33,6 +33,9 @@ void check_args(const Tensor& x, const Tensor& weight, const Tensor& bias,
                 const Tensor& running_mean, const Tensor& running_var, bool training,
                 double momentum, double eps);
 Tensor local_moments(const Tensor& x);
+// The moments of `ranks` ranks, gathered end to end ([ranks * (1 + 2C)]), merged into the packed
+// moments of their union (counts added, means and variances combined without cancellation).
+Tensor merge_moments(const Tensor& gathered, int64_t ranks, int64_t channels);
 // The statistics a forward pass normalises with. Training: the batch's mean and biased variance
 // (slices of one moments buffer) and its row count, after updating the running statistics.
 // Eval: copies of the running statistics (later training steps change those in place, and a

@@ -2,6 +2,7 @@
 
 #include "engine/autograd.h"
 #include "engine/ops/batchnorm.h"
+#include "engine/ops/launch.h"
 #include "engine/ops/elementwise.h"
 #include "engine/profiler.h"
 #include "kernels/batchnorm_silu.h"
@@ -56,14 +57,10 @@ struct BatchNormSiluBackward : autograd::Node {
   std::string name() const override { return "BatchNormSiluBackward"; }
 };
 
-}  // namespace
-
-Tensor batch_norm_silu(const Tensor& x_, const Tensor& weight_, const Tensor& bias_,
-                       const Tensor& running_mean, const Tensor& running_var, bool training,
-                       double momentum, double eps, const Tensor& batches_tracked) {
-  if (!x_.device().is_cpu())
-    return silu(batch_norm(x_, weight_, bias_, running_mean, running_var, training, momentum, eps,
-                           batches_tracked));
+// The CPU's fused forward, recording BatchNormSiluBackward.
+Tensor fused_cpu(const Tensor& x_, const Tensor& weight_, const Tensor& bias_,
+                 const Tensor& running_mean, const Tensor& running_var, bool training,
+                 double momentum, double eps, const Tensor& batches_tracked) {
   const profiler::Scope timed("BatchNormSilu", profiler::Phase::Forward);
   bn_steps::check_args(x_, weight_, bias_, running_mean, running_var, training, momentum, eps);
   const Tensor x = x_.contiguous(), weight = weight_.contiguous(), bias = bias_.contiguous();
@@ -85,6 +82,24 @@ Tensor batch_norm_silu(const Tensor& x_, const Tensor& weight_, const Tensor& bi
     autograd::set_history(y, node);
   }
   return y;
+}
+
+}  // namespace
+
+Tensor batch_norm_silu(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                       const Tensor& running_mean, const Tensor& running_var, bool training,
+                       double momentum, double eps, const Tensor& batches_tracked) {
+  // CUDA runs the two ops, each with its own kernels and backward.
+  return launch(
+      x.device(),
+      [&] {
+        return fused_cpu(x, weight, bias, running_mean, running_var, training, momentum, eps,
+                         batches_tracked);
+      },
+      [&](cudaStream_t) {
+        return silu(batch_norm(x, weight, bias, running_mean, running_var, training, momentum, eps,
+                               batches_tracked));
+      });
 }
 
 }  // namespace kestrel::ops

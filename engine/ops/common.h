@@ -1,9 +1,8 @@
-// Small helpers every op uses: argument checks and the stream to launch on.
+// Small helpers every op uses: argument checks, and (from launch.h) the dispatch to the CPU or
+// CUDA kernel with the stream to launch on.
 #pragma once
-#include <cuda_runtime.h>
-
 #include "engine/autograd.h"
-#include "engine/stream.h"
+#include "engine/ops/launch.h"
 #include "engine/tensor.h"
 
 namespace kestrel::ops {
@@ -11,8 +10,11 @@ namespace kestrel::ops {
 // Same device and dtype (and shape unless same_shape=false); the message names the op.
 void check_compatible(const char* op, const Tensor& a, const Tensor& b, bool same_shape = true);
 
-// The current stream of a device, or of t's device (nullptr on the CPU): where ops launch.
-inline cudaStream_t stream_of(Device d) { return current_stream(d).handle(); }
-inline cudaStream_t stream_of(const Tensor& t) { return stream_of(t.device()); }
+// The floating dtypes the op kernels of a device take: float32 and float64 (the reference) on
+// the CPU; float32, float16 and bfloat16 on CUDA.
+bool kernel_float_dtype(Device d, DType t);
+// t is defined and of such a dtype; otherwise a kestrel::Error naming op, the device's dtypes
+// and the fix.
+void check_kernel_dtype(const char* op, const Tensor& t);
 
 }  // namespace kestrel::ops

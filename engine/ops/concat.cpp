@@ -9,12 +9,9 @@ namespace {
 
 // Copies a row block between buffers on `like`'s device, on its current stream.
 void copy_block(const Tensor& like, const void* src, void* dst, const kernels::RowBlock& block) {
-  if (like.device().is_cpu()) {
-    kernels::copy_rows_cpu(like.element_size(), src, dst, block);
-  } else {
-    DeviceGuard guard(like.device());
-    kernels::copy_rows_cuda(like.element_size(), src, dst, block, stream_of(like));
-  }
+  launch(
+      like.device(), [&] { kernels::copy_rows_cpu(like.element_size(), src, dst, block); },
+      [&](cudaStream_t s) { kernels::copy_rows_cuda(like.element_size(), src, dst, block, s); });
 }
 
 // Each input is an [outer, inner] matrix occupying columns [offset, offset + inner) of the

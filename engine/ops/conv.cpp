@@ -47,17 +47,6 @@ Conv2dShape conv_shape(const Shape& x, const Shape& w, const Conv2dParams& p) {
   return s;
 }
 
-void check_dtype(const char* op, const Tensor& t) {
-  if (t.device().is_cpu())
-    KESTREL_CHECK(t.dtype() == DType::F32 || t.dtype() == DType::F64, op,
-                  " on the CPU supports float32 and float64, got ", t.describe(),
-                  "; cast with .to(DType::F32)");
-  else
-    KESTREL_CHECK(t.dtype() == DType::F32 || t.dtype() == DType::F16 || t.dtype() == DType::BF16,
-                  op, " on CUDA supports float32, float16 and bfloat16, got ", t.describe(),
-                  "; cast with .to(dtype)");
-}
-
 void check_output_grad(const char* op, const Tensor& dy, const Conv2dShape& s) {
   const Shape expected{s.n, s.out_h(), s.out_w(), s.o};
   KESTREL_CHECK(dy.shape() == expected, op, ": the output gradient must be ", shape_str(expected),
@@ -77,10 +66,10 @@ Tensor dense(const Tensor& t) {
 
 // The algorithm for a pass of this configuration (buffer order as in kernels/conv2d.h): from the
 // cache, or from a timed search on these very buffers, which overwrites `out`, the first time the
-// configuration is seen. The caller holds a DeviceGuard for dev.
+// configuration is seen. Runs inside ops::launch's CUDA form for dev, on its stream.
 kernels::Conv2dAlgo cudnn_algo(ConvPass pass, DType t, const Conv2dShape& s,
                                const Conv2dParams& p, Device dev, const void* in0,
-                               const void* in1, void* out) {
+                               const void* in1, void* out, cudaStream_t stream) {
   if (std::optional<kernels::Conv2dAlgo> cached =
           kernels::conv2d_cached_algo_cuda(pass, t, s, p.allow_tf32))
     return *cached;
@@ -92,26 +81,24 @@ kernels::Conv2dAlgo cudnn_algo(ConvPass pass, DType t, const Conv2dShape& s,
   }
   return kernels::conv2d_find_algo_cuda(pass, t, s, p.allow_tf32, in0, in1, out,
                                         scratch.defined() ? scratch.data_ptr() : nullptr,
-                                        scratch.defined() ? kSearchWorkspaceBytes : 0,
-                                        current_stream(dev).handle());
+                                        scratch.defined() ? kSearchWorkspaceBytes : 0, stream);
 }
 
 void run_cudnn(ConvPass pass, DType t, const Conv2dShape& s, const kernels::Conv2dAlgo& algo,
-               Device dev, const void* in0, const void* in1, void* out, bool accumulate) {
+               Device dev, const void* in0, const void* in1, void* out, bool accumulate,
+               cudaStream_t stream) {
   Tensor workspace;
   if (algo.workspace_bytes > 0)
     workspace = Tensor::empty({int64_t(algo.workspace_bytes)}, DType::U8, dev);
   kernels::conv2d_run_cuda(pass, t, s, algo, in0, in1, out, accumulate,
-                           workspace.defined() ? workspace.data_ptr() : nullptr,
-                           current_stream(dev).handle());
+                           workspace.defined() ? workspace.data_ptr() : nullptr, stream);
 }
 
 // A backward pass on CUDA: no accumulation, so the search may scribble on `out` first.
 void cudnn_pass(ConvPass pass, DType t, const Conv2dShape& s, const Conv2dParams& p, Device dev,
-                const void* in0, const void* in1, void* out) {
-  DeviceGuard guard(dev);
-  const kernels::Conv2dAlgo algo = cudnn_algo(pass, t, s, p, dev, in0, in1, out);
-  run_cudnn(pass, t, s, algo, dev, in0, in1, out, false);
+                const void* in0, const void* in1, void* out, cudaStream_t stream) {
+  const kernels::Conv2dAlgo algo = cudnn_algo(pass, t, s, p, dev, in0, in1, out, stream);
+  run_cudnn(pass, t, s, algo, dev, in0, in1, out, false, stream);
 }
 
 // The CPU runs float32 through oneDNN and float64 through the im2col + OpenBLAS reference (the
@@ -119,44 +106,63 @@ void cudnn_pass(ConvPass pass, DType t, const Conv2dShape& s, const Conv2dParams
 // asleep while oneDNN's OpenMP threads (OMP_NUM_THREADS) do the work.
 bool use_dnnl(const Tensor& t) { return t.device().is_cpu() && t.dtype() == DType::F32; }
 
+// A backward pass's checks of the output gradient dy and the other operand (w for data, x for
+// filter); the pass's geometry.
+Conv2dShape checked_backward(const char* op, const Tensor& dy, const Tensor& other,
+                             const Shape& x_shape, const Shape& w_shape, const Conv2dParams& p) {
+  check_compatible(op, other, dy, false);
+  const Conv2dShape s = conv_shape(x_shape, w_shape, p);
+  check_kernel_dtype(op, other);
+  check_output_grad(op, dy, s);
+  return s;
+}
+
 // dx for backward-data; wv names the filter's contents for oneDNN's reordered-filter cache.
 Tensor backward_data(const Tensor& dy_, const Tensor& w_, const Shape& x_shape,
                      const Conv2dParams& p, WeightVersion wv) {
-  check_compatible("conv2d backward-data", dy_, w_, false);
-  const Conv2dShape s = conv_shape(x_shape, w_.shape(), p);
-  check_dtype("conv2d backward-data", w_);
-  check_output_grad("conv2d backward-data", dy_, s);
+  const Conv2dShape s = checked_backward("conv2d backward-data", dy_, w_, x_shape, w_.shape(), p);
   Tensor dy = dense(dy_), w = dense(w_);
   Tensor dx = Tensor::empty(x_shape, w.dtype(), w.device());
-  if (use_dnnl(w))
-    kernels::conv2d_backward_data_dnnl(s, dy.data<float>(), w.data<float>(), wv, dx.data<float>());
-  else if (w.device().is_cpu())
-    kernels::conv2d_backward_data_cpu(w.dtype(), s, dy.data_ptr(), w.data_ptr(), dx.data_ptr());
-  else
-    cudnn_pass(ConvPass::BackwardData, w.dtype(), s, p, w.device(), dy.data_ptr(), w.data_ptr(),
-               dx.data_ptr());
+  launch(
+      w.device(),
+      [&] {
+        if (use_dnnl(w))
+          kernels::conv2d_backward_data_dnnl(s, dy.data<float>(), w.data<float>(), wv,
+                                             dx.data<float>());
+        else
+          kernels::conv2d_backward_data_cpu(w.dtype(), s, dy.data_ptr(), w.data_ptr(),
+                                            dx.data_ptr());
+      },
+      [&](cudaStream_t stream) {
+        cudnn_pass(ConvPass::BackwardData, w.dtype(), s, p, w.device(), dy.data_ptr(),
+                   w.data_ptr(), dx.data_ptr(), stream);
+      });
   return dx;
 }
 
 // dw; on oneDNN also the bias gradient into *db (when db is not null), from the same pass.
 Tensor backward_filter(const Tensor& x_, const Tensor& dy_, const Shape& weight_shape,
                        const Conv2dParams& p, Tensor* db) {
-  check_compatible("conv2d backward-filter", x_, dy_, false);
-  const Conv2dShape s = conv_shape(x_.shape(), weight_shape, p);
-  check_dtype("conv2d backward-filter", x_);
-  check_output_grad("conv2d backward-filter", dy_, s);
+  const Conv2dShape s =
+      checked_backward("conv2d backward-filter", dy_, x_, x_.shape(), weight_shape, p);
   Tensor x = dense(x_), dy = dense(dy_);
   Tensor dw = Tensor::empty(weight_shape, x.dtype(), x.device());
-  if (use_dnnl(x)) {
-    if (db) *db = Tensor::empty({s.o}, x.dtype(), x.device());
-    kernels::conv2d_backward_filter_dnnl(s, x.data<float>(), dy.data<float>(), dw.data<float>(),
-                                         db ? db->data<float>() : nullptr);
-  } else if (x.device().is_cpu()) {
-    kernels::conv2d_backward_filter_cpu(x.dtype(), s, x.data_ptr(), dy.data_ptr(), dw.data_ptr());
-  } else {
-    cudnn_pass(ConvPass::BackwardFilter, x.dtype(), s, p, x.device(), x.data_ptr(),
-               dy.data_ptr(), dw.data_ptr());
-  }
+  launch(
+      x.device(),
+      [&] {
+        if (use_dnnl(x)) {
+          if (db) *db = Tensor::empty({s.o}, x.dtype(), x.device());
+          kernels::conv2d_backward_filter_dnnl(s, x.data<float>(), dy.data<float>(),
+                                               dw.data<float>(), db ? db->data<float>() : nullptr);
+        } else {
+          kernels::conv2d_backward_filter_cpu(x.dtype(), s, x.data_ptr(), dy.data_ptr(),
+                                              dw.data_ptr());
+        }
+      },
+      [&](cudaStream_t stream) {
+        cudnn_pass(ConvPass::BackwardFilter, x.dtype(), s, p, x.device(), x.data_ptr(),
+                   dy.data_ptr(), dw.data_ptr(), stream);
+      });
   if (db && !db->defined()) *db = conv2d_backward_bias(dy);
   return dw;
 }
@@ -192,7 +198,7 @@ Tensor conv2d(const Tensor& x_, const Tensor& w_, const Tensor& b_, const Conv2d
   const profiler::Scope timed("Conv2d", profiler::Phase::Forward);
   check_compatible("conv2d", x_, w_, false);
   const Conv2dShape s = conv_shape(x_.shape(), w_.shape(), p);
-  check_dtype("conv2d", x_);
+  check_kernel_dtype("conv2d", x_);
   if (b_.defined()) {
     check_compatible("conv2d (bias)", x_, b_, false);
     KESTREL_CHECK(b_.dim() == 1 && b_.size(0) == s.o, "conv2d: the bias must be [", s.o,
@@ -207,23 +213,27 @@ Tensor conv2d(const Tensor& x_, const Tensor& w_, const Tensor& b_, const Conv2d
   // buffers rewritten in place, and a stale filter can never be read.
   const WeightVersion wv =
       use_dnnl(x) ? kernels::conv2d_dnnl_new_weight_version() : kernels::kUncachedWeights;
-  if (use_dnnl(x)) {
-    kernels::conv2d_forward_dnnl(s, x.data<float>(), w.data<float>(), wv,
-                                 b.defined() ? b.data<float>() : nullptr, y.data<float>());
-  } else if (x.device().is_cpu()) {
-    kernels::conv2d_forward_cpu(x.dtype(), s, x.data_ptr(), w.data_ptr(),
-                                b.defined() ? b.data_ptr() : nullptr, y.data_ptr());
-  } else {
-    DeviceGuard guard(x.device());
-    const kernels::Conv2dAlgo algo = cudnn_algo(ConvPass::Forward, x.dtype(), s, p, x.device(),
-                                                x.data_ptr(), w.data_ptr(), y.data_ptr());
-    // The bias goes in first and the convolution accumulates onto it after the search.
-    if (b.defined())
-      kernels::conv2d_fill_bias_cuda(x.dtype(), s.n * s.out_h() * s.out_w(), s.o, b.data_ptr(),
-                                     y.data_ptr(), stream_of(y));
-    run_cudnn(ConvPass::Forward, x.dtype(), s, algo, x.device(), x.data_ptr(), w.data_ptr(),
-              y.data_ptr(), b.defined());
-  }
+  launch(
+      x.device(),
+      [&] {
+        if (use_dnnl(x))
+          kernels::conv2d_forward_dnnl(s, x.data<float>(), w.data<float>(), wv,
+                                       b.defined() ? b.data<float>() : nullptr, y.data<float>());
+        else
+          kernels::conv2d_forward_cpu(x.dtype(), s, x.data_ptr(), w.data_ptr(),
+                                      b.defined() ? b.data_ptr() : nullptr, y.data_ptr());
+      },
+      [&](cudaStream_t stream) {
+        const kernels::Conv2dAlgo algo =
+            cudnn_algo(ConvPass::Forward, x.dtype(), s, p, x.device(), x.data_ptr(), w.data_ptr(),
+                       y.data_ptr(), stream);
+        // The bias goes in first and the convolution accumulates onto it after the search.
+        if (b.defined())
+          kernels::conv2d_fill_bias_cuda(x.dtype(), s.n * s.out_h() * s.out_w(), s.o, b.data_ptr(),
+                                         y.data_ptr(), stream);
+        run_cudnn(ConvPass::Forward, x.dtype(), s, algo, x.device(), x.data_ptr(), w.data_ptr(),
+                  y.data_ptr(), b.defined(), stream);
+      });
   if (auto node = autograd::make_node<Conv2dBackward>({&x_, &w_, &b_})) {
     node->params = p;
     node->x_shape = x_.shape();
@@ -250,19 +260,22 @@ Tensor conv2d_backward_bias(const Tensor& dy_) {
   KESTREL_CHECK(dy_.defined() && dy_.dim() == 4,
                 "conv2d backward-bias: the output gradient must be 4-D NHWC, got ",
                 dy_.defined() ? dy_.describe() : "an undefined tensor");
-  check_dtype("conv2d backward-bias", dy_);
+  check_kernel_dtype("conv2d backward-bias", dy_);
   Tensor dy = dense(dy_);
   const int64_t rows = dy.size(0) * dy.size(1) * dy.size(2), channels = dy.size(3);
   Tensor db = Tensor::empty({channels}, dy.dtype(), dy.device());
-  if (dy.device().is_cpu()) {
-    kernels::conv2d_backward_bias_cpu(dy.dtype(), rows, channels, dy.data_ptr(), db.data_ptr());
-  } else {
-    DeviceGuard guard(dy.device());
-    Tensor partials = Tensor::empty({kernels::conv2d_bias_grad_partials(rows, channels)},
-                                    DType::F32, dy.device());
-    kernels::conv2d_backward_bias_cuda(dy.dtype(), rows, channels, dy.data_ptr(), db.data_ptr(),
-                                       partials.data<float>(), stream_of(dy));
-  }
+  launch(
+      dy.device(),
+      [&] {
+        kernels::conv2d_backward_bias_cpu(dy.dtype(), rows, channels, dy.data_ptr(),
+                                          db.data_ptr());
+      },
+      [&](cudaStream_t stream) {
+        Tensor partials = Tensor::empty({kernels::conv2d_bias_grad_partials(rows, channels)},
+                                        DType::F32, dy.device());
+        kernels::conv2d_backward_bias_cuda(dy.dtype(), rows, channels, dy.data_ptr(),
+                                           db.data_ptr(), partials.data<float>(), stream);
+      });
   return db;
 }
 
@@ -270,12 +283,16 @@ std::string conv2d_algorithm(ConvPass pass, const Tensor& x, const Tensor& weigh
                              const Conv2dParams& p) {
   check_compatible("conv2d_algorithm", x, weight, false);
   const Conv2dShape s = conv_shape(x.shape(), weight.shape(), p);
-  if (use_dnnl(x)) return kernels::conv2d_dnnl_implementation(pass, s);
-  if (x.device().is_cpu()) return "im2col_gemm";
-  DeviceGuard guard(x.device());
-  std::optional<kernels::Conv2dAlgo> algo =
-      kernels::conv2d_cached_algo_cuda(pass, x.dtype(), s, p.allow_tf32);
-  return algo ? algo->name : "";
+  return launch(
+      x.device(),
+      [&]() -> std::string {
+        return use_dnnl(x) ? kernels::conv2d_dnnl_implementation(pass, s) : "im2col_gemm";
+      },
+      [&](cudaStream_t) -> std::string {
+        std::optional<kernels::Conv2dAlgo> algo =
+            kernels::conv2d_cached_algo_cuda(pass, x.dtype(), s, p.allow_tf32);
+        return algo ? algo->name : "";
+      });
 }
 
 }  // namespace kestrel::ops

@@ -10,31 +10,39 @@ namespace {
 using kernels::Binary;
 using kernels::Unary;
 
+// out = a op b elementwise; all three contiguous, alike in shape, dtype and device.
+void binary_into(Binary op, const Tensor& a, const Tensor& b, const Tensor& out, double alpha) {
+  launch(
+      a.device(),
+      [&] {
+        kernels::binary_cpu(op, a.dtype(), a.data_ptr(), b.data_ptr(), out.data_ptr(), a.numel(),
+                            alpha);
+      },
+      [&](cudaStream_t s) {
+        kernels::binary_cuda(op, a.dtype(), a.data_ptr(), b.data_ptr(), out.data_ptr(), a.numel(),
+                             alpha, s);
+      });
+}
+
 Tensor binary_raw(Binary op, const Tensor& a_, const Tensor& b_, double alpha = 1.0) {
   const profiler::Scope timed("Elementwise", profiler::Phase::Forward);
   check_compatible("elementwise op", a_, b_);
   Tensor a = a_.contiguous(), b = b_.contiguous();
   Tensor out = Tensor::empty_like(a);
-  if (a.device().is_cpu()) {
-    kernels::binary_cpu(op, a.dtype(), a.data_ptr(), b.data_ptr(), out.data_ptr(), a.numel(), alpha);
-  } else {
-    DeviceGuard guard(a.device());
-    kernels::binary_cuda(op, a.dtype(), a.data_ptr(), b.data_ptr(), out.data_ptr(), a.numel(), alpha,
-                         stream_of(a));
-  }
+  binary_into(op, a, b, out, alpha);
   return out;
 }
 
 Tensor scale_raw(const Tensor& a_, double scale) {
   Tensor a = a_.contiguous();
   Tensor out = Tensor::empty_like(a);
-  if (a.device().is_cpu()) {
-    kernels::affine_scalar_cpu(a.dtype(), a.data_ptr(), out.data_ptr(), a.numel(), scale, 0.0);
-  } else {
-    DeviceGuard guard(a.device());
-    kernels::affine_scalar_cuda(a.dtype(), a.data_ptr(), out.data_ptr(), a.numel(), scale, 0.0,
-                                stream_of(a));
-  }
+  launch(
+      a.device(),
+      [&] { kernels::affine_scalar_cpu(a.dtype(), a.data_ptr(), out.data_ptr(), a.numel(), scale, 0.0); },
+      [&](cudaStream_t s) {
+        kernels::affine_scalar_cuda(a.dtype(), a.data_ptr(), out.data_ptr(), a.numel(), scale, 0.0,
+                                    s);
+      });
   return out;
 }
 
@@ -74,14 +82,16 @@ struct UnaryBackward : autograd::Node {
     Tensor s = saved.unpack();
     Tensor dy = g[0].contiguous();
     Tensor dx = Tensor::empty_like(s);
-    if (s.device().is_cpu()) {
-      kernels::unary_backward_cpu(op, s.dtype(), s.data_ptr(), dy.data_ptr(), dx.data_ptr(),
-                                  s.numel());
-    } else {
-      DeviceGuard guard(s.device());
-      kernels::unary_backward_cuda(op, s.dtype(), s.data_ptr(), dy.data_ptr(), dx.data_ptr(),
-                                   s.numel(), stream_of(s));
-    }
+    launch(
+        s.device(),
+        [&] {
+          kernels::unary_backward_cpu(op, s.dtype(), s.data_ptr(), dy.data_ptr(), dx.data_ptr(),
+                                      s.numel());
+        },
+        [&](cudaStream_t stream) {
+          kernels::unary_backward_cuda(op, s.dtype(), s.data_ptr(), dy.data_ptr(), dx.data_ptr(),
+                                       s.numel(), stream);
+        });
     return {dx};
   }
   void release_saved() override { saved.release(); }
@@ -92,12 +102,11 @@ Tensor unary(Unary op, const Tensor& x_) {
   const profiler::Scope timed(op == Unary::Silu ? "Silu" : "Sigmoid", profiler::Phase::Forward);
   Tensor x = x_.contiguous();
   Tensor y = Tensor::empty_like(x);
-  if (x.device().is_cpu()) {
-    kernels::unary_forward_cpu(op, x.dtype(), x.data_ptr(), y.data_ptr(), x.numel());
-  } else {
-    DeviceGuard guard(x.device());
-    kernels::unary_forward_cuda(op, x.dtype(), x.data_ptr(), y.data_ptr(), x.numel(), stream_of(x));
-  }
+  launch(
+      x.device(), [&] { kernels::unary_forward_cpu(op, x.dtype(), x.data_ptr(), y.data_ptr(), x.numel()); },
+      [&](cudaStream_t s) {
+        kernels::unary_forward_cuda(op, x.dtype(), x.data_ptr(), y.data_ptr(), x.numel(), s);
+      });
   if (auto node = autograd::make_node<UnaryBackward>({&x_}, op)) {
     node->saved = autograd::SavedTensor(op == Unary::Silu ? x : y);
     autograd::set_history(y, node);
@@ -148,14 +157,7 @@ void add_(const Tensor& dst, const Tensor& src_) {
   check_compatible("add_", dst, src_);
   KESTREL_CHECK(dst.is_contiguous(), "add_: destination must be contiguous, got ", dst.describe());
   Tensor src = src_.contiguous();
-  if (dst.device().is_cpu()) {
-    kernels::binary_cpu(Binary::Add, dst.dtype(), dst.data_ptr(), src.data_ptr(), dst.data_ptr(),
-                        dst.numel(), 1.0);
-  } else {
-    DeviceGuard guard(dst.device());
-    kernels::binary_cuda(Binary::Add, dst.dtype(), dst.data_ptr(), src.data_ptr(), dst.data_ptr(),
-                         dst.numel(), 1.0, stream_of(dst));
-  }
+  binary_into(Binary::Add, dst, src, dst, 1.0);
 }
 
 }  // namespace kestrel::ops

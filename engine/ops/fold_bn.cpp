@@ -1,5 +1,6 @@
 #include "engine/ops/fold_bn.h"
 
+#include "engine/ops/batchnorm.h"
 #include "engine/ops/common.h"
 #include "engine/profiler.h"
 #include "kernels/fold_bn.h"
@@ -16,7 +17,7 @@ FoldedConv fold_batch_norm(const Tensor& w_, const Tensor& gamma_, const Tensor&
     KESTREL_CHECK(p->defined() && p->dim() == 1 && p->size(0) == o && p->device() == w_.device(),
                   "fold_batch_norm: BatchNorm parameters and statistics must be [", o, "] on ",
                   w_.device().str(), ", got ", p->defined() ? p->describe() : std::string("an undefined tensor"));
-    KESTREL_CHECK(p->dtype() == (w_.device().is_cpu() ? w_.dtype() : DType::F32),
+    KESTREL_CHECK(p->dtype() == bn_steps::param_dtype(w_.dtype()),
                   "fold_batch_norm: parameter dtype ", dtype_name(p->dtype()), " does not fit weights ",
                   w_.describe());
   }
@@ -24,14 +25,17 @@ FoldedConv fold_batch_norm(const Tensor& w_, const Tensor& gamma_, const Tensor&
   const Tensor mean = mean_.contiguous(), var = var_.contiguous();
   const kernels::FoldBnShape s{o, w.numel() / std::max<int64_t>(o, 1), eps};
   FoldedConv out{Tensor::empty(w.shape(), w.dtype(), w.device()), Tensor::empty({o}, gamma.dtype(), w.device())};
-  if (w.device().is_cpu()) {
-    kernels::fold_bn_cpu(w.dtype(), s, w.data_ptr(), gamma.data_ptr(), beta.data_ptr(), mean.data_ptr(),
-                         var.data_ptr(), out.weight.data_ptr(), out.bias.data_ptr());
-  } else {
-    DeviceGuard guard(w.device());
-    kernels::fold_bn_cuda(w.dtype(), s, w.data_ptr(), gamma.data<float>(), beta.data<float>(), mean.data<float>(),
-                          var.data<float>(), out.weight.data_ptr(), out.bias.data<float>(), stream_of(w));
-  }
+  launch(
+      w.device(),
+      [&] {
+        kernels::fold_bn_cpu(w.dtype(), s, w.data_ptr(), gamma.data_ptr(), beta.data_ptr(), mean.data_ptr(),
+                             var.data_ptr(), out.weight.data_ptr(), out.bias.data_ptr());
+      },
+      [&](cudaStream_t stream) {
+        kernels::fold_bn_cuda(w.dtype(), s, w.data_ptr(), gamma.data<float>(), beta.data<float>(),
+                              mean.data<float>(), var.data<float>(), out.weight.data_ptr(),
+                              out.bias.data<float>(), stream);
+      });
   return out;
 }
 

@@ -12,12 +12,11 @@ Tensor transpose_images(const Tensor& x_, const Shape& out_shape, int64_t rows, 
   Tensor x = x_.contiguous();
   Tensor y = Tensor::empty(out_shape, x.dtype(), x.device());
   const kernels::TransposeShape s{x.size(0), rows, cols};
-  if (x.device().is_cpu()) {
-    kernels::transpose_batched_cpu(x.element_size(), x.data_ptr(), y.data_ptr(), s);
-  } else {
-    DeviceGuard guard(x.device());
-    kernels::transpose_batched_cuda(x.element_size(), x.data_ptr(), y.data_ptr(), s, stream_of(x));
-  }
+  launch(
+      x.device(), [&] { kernels::transpose_batched_cpu(x.element_size(), x.data_ptr(), y.data_ptr(), s); },
+      [&](cudaStream_t stream) {
+        kernels::transpose_batched_cuda(x.element_size(), x.data_ptr(), y.data_ptr(), s, stream);
+      });
   return y;
 }
 
@@ -76,14 +75,16 @@ Tensor images_to_input(const Tensor& images_, DType dtype, double scale) {
                 dtype_name(dtype));
   Tensor images = images_.contiguous();
   Tensor out = Tensor::empty(images.shape(), dtype, images.device());
-  if (images.device().is_cpu()) {
-    kernels::images_to_input_cpu(images.data<uint8_t>(), dtype, out.data_ptr(), images.numel(),
-                                 scale);
-  } else {
-    DeviceGuard guard(images.device());
-    kernels::images_to_input_cuda(images.data<uint8_t>(), dtype, out.data_ptr(), images.numel(),
-                                  scale, stream_of(images));
-  }
+  launch(
+      images.device(),
+      [&] {
+        kernels::images_to_input_cpu(images.data<uint8_t>(), dtype, out.data_ptr(), images.numel(),
+                                     scale);
+      },
+      [&](cudaStream_t s) {
+        kernels::images_to_input_cuda(images.data<uint8_t>(), dtype, out.data_ptr(),
+                                      images.numel(), scale, s);
+      });
   return out;
 }
 

@@ -15,14 +15,16 @@ struct MaxPool2dBackward : autograd::Node {
     Tensor w = window.unpack();
     const auto& s = geometry;
     Tensor dx = Tensor::empty({s.n, s.h, s.w, s.c}, dy.dtype(), dy.device());
-    if (dy.device().is_cpu()) {
-      kernels::maxpool2d_backward_cpu(dy.dtype(), dy.data_ptr(), w.data<uint8_t>(), dx.data_ptr(),
-                                      s);
-    } else {
-      DeviceGuard guard(dy.device());
-      kernels::maxpool2d_backward_cuda(dy.dtype(), dy.data_ptr(), w.data<uint8_t>(), dx.data_ptr(),
-                                       s, stream_of(dy));
-    }
+    launch(
+        dy.device(),
+        [&] {
+          kernels::maxpool2d_backward_cpu(dy.dtype(), dy.data_ptr(), w.data<uint8_t>(),
+                                          dx.data_ptr(), s);
+        },
+        [&](cudaStream_t stream) {
+          kernels::maxpool2d_backward_cuda(dy.dtype(), dy.data_ptr(), w.data<uint8_t>(),
+                                           dx.data_ptr(), s, stream);
+        });
     return {dx};
   }
   void release_saved() override { window.release(); }
@@ -68,13 +70,11 @@ Tensor max_pool2d(const Tensor& x_, int64_t kernel, int64_t stride, int64_t padd
   Tensor window;
   if (autograd::needs_grad({&x_})) window = Tensor::empty(y.shape(), DType::U8, x.device());
   uint8_t* window_ptr = window.defined() ? window.data<uint8_t>() : nullptr;
-  if (x.device().is_cpu()) {
-    kernels::maxpool2d_forward_cpu(x.dtype(), x.data_ptr(), y.data_ptr(), window_ptr, g);
-  } else {
-    DeviceGuard guard(x.device());
-    kernels::maxpool2d_forward_cuda(x.dtype(), x.data_ptr(), y.data_ptr(), window_ptr, g,
-                                    stream_of(x));
-  }
+  launch(
+      x.device(), [&] { kernels::maxpool2d_forward_cpu(x.dtype(), x.data_ptr(), y.data_ptr(), window_ptr, g); },
+      [&](cudaStream_t s) {
+        kernels::maxpool2d_forward_cuda(x.dtype(), x.data_ptr(), y.data_ptr(), window_ptr, g, s);
+      });
   if (auto node = autograd::make_node<MaxPool2dBackward>({&x_})) {
     node->geometry = g;
     node->window = autograd::SavedTensor(window);

@@ -96,18 +96,6 @@ KernelInput kernel_input(const Tensor& x_, const std::vector<bool>& mask) {
   return {x.permute(order).contiguous(), s};
 }
 
-void check_dtype(const char* op, const Tensor& x) {
-  KESTREL_CHECK(x.defined(), op, ": undefined input");
-  const DType t = x.dtype();
-  if (x.device().is_cpu())
-    KESTREL_CHECK(t == DType::F32 || t == DType::F64, op, " on the CPU supports float32 and ",
-                  "float64, got ", x.describe(), "; cast with .to(DType::F32) first");
-  else
-    KESTREL_CHECK(t == DType::F32 || t == DType::F16 || t == DType::BF16, op,
-                  " on CUDA supports float32, float16 and bfloat16, got ", x.describe(),
-                  "; cast with .to(DType::F32) first");
-}
-
 // The gradient of out = scale * sum(x over the masked dims): scale * g broadcast back over them.
 struct SumBackward : autograd::Node {
   Shape input_shape;
@@ -128,7 +116,7 @@ struct SumBackward : autograd::Node {
 
 Tensor reduce(const char* op, const Tensor& x, const std::vector<int64_t>& dims, bool keepdim,
               bool average) {
-  check_dtype(op, x);
+  check_kernel_dtype(op, x);
   const std::vector<bool> mask = reduced_mask(op, x, dims);
   Shape kept_shape, out_shape;
   int64_t count = 1;
@@ -143,16 +131,16 @@ Tensor reduce(const char* op, const Tensor& x, const std::vector<int64_t>& dims,
 
   KernelInput in = kernel_input(x, mask);
   Tensor out = Tensor::empty(out_shape, x.dtype(), x.device());
-  if (x.device().is_cpu()) {
-    kernels::sum_cpu(x.dtype(), in.data.data_ptr(), out.data_ptr(), in.shape, scale);
-  } else {
-    DeviceGuard guard(x.device());
-    const size_t bytes = kernels::sum_cuda_workspace_bytes(in.shape);
-    Tensor workspace;
-    if (bytes > 0) workspace = Tensor::empty({static_cast<int64_t>(bytes)}, DType::U8, x.device());
-    kernels::sum_cuda(x.dtype(), in.data.data_ptr(), out.data_ptr(), in.shape, scale,
-                      bytes > 0 ? workspace.data_ptr() : nullptr, stream_of(x));
-  }
+  launch(
+      x.device(), [&] { kernels::sum_cpu(x.dtype(), in.data.data_ptr(), out.data_ptr(), in.shape, scale); },
+      [&](cudaStream_t s) {
+        const size_t bytes = kernels::sum_cuda_workspace_bytes(in.shape);
+        Tensor workspace;
+        if (bytes > 0)
+          workspace = Tensor::empty({static_cast<int64_t>(bytes)}, DType::U8, x.device());
+        kernels::sum_cuda(x.dtype(), in.data.data_ptr(), out.data_ptr(), in.shape, scale,
+                          bytes > 0 ? workspace.data_ptr() : nullptr, s);
+      });
   if (auto node = autograd::make_node<SumBackward>({&x})) {
     node->input_shape = x.shape();
     node->kept_shape = kept_shape;

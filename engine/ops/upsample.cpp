@@ -16,14 +16,16 @@ struct Upsample2xBackward : autograd::Node {
   std::vector<Tensor> apply(std::vector<Tensor>& g) override {
     Tensor dy = g[0].contiguous();
     Tensor dx = Tensor::empty(input_shape, dy.dtype(), dy.device());
-    if (dy.device().is_cpu()) {
-      kernels::upsample2x_backward_cpu(dy.dtype(), dy.data_ptr(), dx.data_ptr(),
-                                       geometry(input_shape));
-    } else {
-      DeviceGuard guard(dy.device());
-      kernels::upsample2x_backward_cuda(dy.dtype(), dy.data_ptr(), dx.data_ptr(),
-                                        geometry(input_shape), stream_of(dy));
-    }
+    launch(
+        dy.device(),
+        [&] {
+          kernels::upsample2x_backward_cpu(dy.dtype(), dy.data_ptr(), dx.data_ptr(),
+                                           geometry(input_shape));
+        },
+        [&](cudaStream_t s) {
+          kernels::upsample2x_backward_cuda(dy.dtype(), dy.data_ptr(), dx.data_ptr(),
+                                            geometry(input_shape), s);
+        });
     return {dx};
   }
   std::string name() const override { return "Upsample2xBackward"; }
@@ -39,13 +41,13 @@ Tensor upsample_nearest2x(const Tensor& x_) {
   Tensor x = x_.contiguous();
   const Shape& s = x.shape();
   Tensor y = Tensor::empty({s[0], 2 * s[1], 2 * s[2], s[3]}, x.dtype(), x.device());
-  if (x.device().is_cpu()) {
-    kernels::upsample2x_forward_cpu(x.element_size(), x.data_ptr(), y.data_ptr(), geometry(s));
-  } else {
-    DeviceGuard guard(x.device());
-    kernels::upsample2x_forward_cuda(x.element_size(), x.data_ptr(), y.data_ptr(), geometry(s),
-                                     stream_of(x));
-  }
+  launch(
+      x.device(),
+      [&] { kernels::upsample2x_forward_cpu(x.element_size(), x.data_ptr(), y.data_ptr(), geometry(s)); },
+      [&](cudaStream_t stream) {
+        kernels::upsample2x_forward_cuda(x.element_size(), x.data_ptr(), y.data_ptr(), geometry(s),
+                                         stream);
+      });
   if (auto node = autograd::make_node<Upsample2xBackward>({&x_})) {
     node->input_shape = s;
     autograd::set_history(y, node);
