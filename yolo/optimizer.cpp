@@ -174,16 +174,25 @@ void Optimizer::issue_step(const Tensor& skip) {
   }
 }
 
-void Optimizer::issue_sgd(size_t gi, const float* skip) {
+Optimizer::Stepping Optimizer::stepping(size_t gi, int state_columns) const {
   const ParamGroup& g = groups_[gi];
-  std::vector<std::vector<Tensor>> cols(3);
+  Stepping out;
+  out.cols.resize(2 + state_columns);
   for (size_t k = 0; k < g.params.size(); ++k) {
     std::vector<Tensor> grad = gradients_of({g.params[k].tensor});
     if (grad.empty()) continue;
-    cols[0].push_back(g.params[k].tensor);
-    cols[1].push_back(grad[0]);
-    cols[2].push_back(state_[gi][k].a);
+    out.cols[0].push_back(g.params[k].tensor);
+    out.cols[1].push_back(grad[0]);
+    out.cols[2].push_back(state_[gi][k].a);
+    if (state_columns > 1) out.cols[3].push_back(state_[gi][k].b);
+    out.index.push_back(k);
   }
+  return out;
+}
+
+void Optimizer::issue_sgd(size_t gi, const float* skip) {
+  const ParamGroup& g = groups_[gi];
+  const std::vector<std::vector<Tensor>> cols = stepping(gi, 1).cols;
   if (cols[0].empty()) return;
   const kernels::TensorList list = make_tensor_list(cols, "SGD step");
   const auto* hyper = reinterpret_cast<const kernels::GroupHyper*>(hyper_.data<double>()) + gi;
@@ -196,19 +205,12 @@ void Optimizer::issue_sgd(size_t gi, const float* skip) {
 
 void Optimizer::issue_adam(size_t gi, const float* skip) {
   const ParamGroup& g = groups_[gi];
-  std::vector<std::vector<Tensor>> cols(4);
+  const Stepping st = stepping(gi, 2);
+  const std::vector<std::vector<Tensor>>& cols = st.cols;
+  if (cols[0].empty()) return;
   std::vector<int64_t*> counts;
   int64_t* group_counts = counts_[gi].data<int64_t>();
-  for (size_t k = 0; k < g.params.size(); ++k) {
-    std::vector<Tensor> grad = gradients_of({g.params[k].tensor});
-    if (grad.empty()) continue;
-    cols[0].push_back(g.params[k].tensor);
-    cols[1].push_back(grad[0]);
-    cols[2].push_back(state_[gi][k].a);
-    cols[3].push_back(state_[gi][k].b);
-    counts.push_back(group_counts + k);
-  }
-  if (cols[0].empty()) return;
+  for (size_t k : st.index) counts.push_back(group_counts + k);
   kernels::TensorList list = make_tensor_list(cols, "Adam step");
   list.counts = counts;
   const auto* hyper = reinterpret_cast<const kernels::GroupHyper*>(hyper_.data<double>()) + gi;

@@ -101,6 +101,13 @@ class Optimizer {
   std::string describe() const;
 
  private:
+  // The group's parameters that have a gradient, as the multi-tensor kernels' columns: parameter,
+  // gradient, then `state_columns` of state (a, b); `index` is each one's place in the group.
+  struct Stepping {
+    std::vector<std::vector<Tensor>> cols;
+    std::vector<size_t> index;
+  };
+  Stepping stepping(size_t group, int state_columns) const;
   void issue_sgd(size_t group, const float* skip);
   void issue_adam(size_t group, const float* skip);
   Tensor free_staging();

@@ -148,11 +148,7 @@ namespace {
 
 using namespace bn_steps;
 
-struct BatchNormBackward : autograd::Node {
-  autograd::SavedTensor x, weight, mean, var;
-  autograd::SavedTensor count;  // training only: the rows the batch statistics cover
-  double eps = 0;
-
+struct BatchNormBackward : autograd::Node, SavedForward {
   std::vector<Tensor> apply(std::vector<Tensor>& g) override {
     const Tensor xs = x.unpack(), w = weight.unpack(), mu = mean.unpack(), v = var.unpack();
     const Tensor n = count.unpack();
@@ -169,13 +165,7 @@ struct BatchNormBackward : autograd::Node {
                                      next_edges[2].fn != nullptr);
     return {dx, d.weight, d.bias};
   }
-  void release_saved() override {
-    x.release();
-    weight.release();
-    mean.release();
-    var.release();
-    count.release();
-  }
+  void release_saved() override { release(); }
   std::string name() const override { return "BatchNormBackward"; }
 };
 
@@ -218,6 +208,23 @@ void check_args(const Tensor& x, const Tensor& weight, const Tensor& bias,
                 "; use a larger batch or eval mode");
 }
 
+void SavedForward::save(const Tensor& x_in, const Tensor& weight_in, const Statistics& st, double eps_in) {
+  x = autograd::SavedTensor(x_in);
+  weight = autograd::SavedTensor(weight_in);
+  mean = autograd::SavedTensor(st.mean);
+  var = autograd::SavedTensor(st.var);
+  count = autograd::SavedTensor(st.count);
+  eps = eps_in;
+}
+
+void SavedForward::release() {
+  x.release();
+  weight.release();
+  mean.release();
+  var.release();
+  count.release();
+}
+
 Tensor checked_grad(const Tensor& grad, const Tensor& x, const char* op) {
   Tensor dy = grad.contiguous();
   KESTREL_CHECK(dy.dtype() == x.dtype() && dy.shape() == x.shape(), op, " backward: gradient ",
@@ -252,12 +259,7 @@ Tensor batch_norm(const Tensor& x_, const Tensor& weight_, const Tensor& bias_,
   Tensor y = x.numel() > 0 ? normalize(x, st.mean, st.var, weight, bias, eps)
                            : Tensor::empty_like(x);
   if (auto node = autograd::make_node<BatchNormBackward>({&x_, &weight_, &bias_})) {
-    node->x = autograd::SavedTensor(x);
-    node->weight = autograd::SavedTensor(weight);
-    node->mean = autograd::SavedTensor(st.mean);
-    node->var = autograd::SavedTensor(st.var);
-    node->count = autograd::SavedTensor(st.count);
-    node->eps = eps;
+    node->save(x, weight, st, eps);
     autograd::set_history(y, node);
   }
   return y;

@@ -1,5 +1,6 @@
 // Batch normalisation of NHWC activations, per channel over N, H and W.
 #pragma once
+#include "engine/autograd.h"
 #include "engine/tensor.h"
 #include "kernels/batchnorm.h"
 
@@ -56,6 +57,15 @@ Tensor backward_reduce(const Tensor& dy, const Tensor& x, const Tensor& mean, co
 // sums and count undefined: eval-mode statistics, constants for the gradient.
 Tensor backward_apply(const Tensor& dy, const Tensor& x, const Tensor& mean, const Tensor& var,
                       const Tensor& weight, double eps, const Tensor& sums, const Tensor& count);
+// What a batch-norm backward node keeps of its forward pass: x, the weight, the statistics it
+// normalised with and eps.
+struct SavedForward {
+  autograd::SavedTensor x, weight, mean, var;
+  autograd::SavedTensor count;  // training only: the rows the batch statistics cover
+  double eps = 0;
+  void save(const Tensor& x_in, const Tensor& weight_in, const Statistics& st, double eps_in);
+  void release();
+};
 // A backward node's checks of the incoming gradient: dy, made contiguous, of x's dtype and shape.
 Tensor checked_grad(const Tensor& grad, const Tensor& x, const char* op);
 // The weight and bias gradients as slices of backward_reduce's sums (undefined where not wanted).

@@ -12,10 +12,8 @@ namespace {
 
 kernels::BatchNormShape shape_of(const Tensor& x) { return {x.numel() / x.size(3), x.size(3)}; }
 
-struct BatchNormSiluBackward : autograd::Node {
-  autograd::SavedTensor x, weight, bias, mean, var;
-  autograd::SavedTensor count;  // training only: the rows the batch statistics cover
-  double eps = 0;
+struct BatchNormSiluBackward : autograd::Node, bn_steps::SavedForward {
+  autograd::SavedTensor bias;  // silu'(z) needs z, so the bias too
 
   std::vector<Tensor> apply(std::vector<Tensor>& grads) override {
     const Tensor xs = x.unpack(), w = weight.unpack(), b = bias.unpack();
@@ -47,12 +45,8 @@ struct BatchNormSiluBackward : autograd::Node {
     return {dx, d.weight, d.bias};
   }
   void release_saved() override {
-    x.release();
-    weight.release();
+    release();
     bias.release();
-    mean.release();
-    var.release();
-    count.release();
   }
   std::string name() const override { return "BatchNormSiluBackward"; }
 };
@@ -72,13 +66,8 @@ Tensor fused_cpu(const Tensor& x_, const Tensor& weight_, const Tensor& bias_,
                                          st.var.data_ptr(), weight.data_ptr(), bias.data_ptr(),
                                          eps, y.data_ptr());
   if (auto node = autograd::make_node<BatchNormSiluBackward>({&x_, &weight_, &bias_})) {
-    node->x = autograd::SavedTensor(x);
-    node->weight = autograd::SavedTensor(weight);
+    node->save(x, weight, st, eps);
     node->bias = autograd::SavedTensor(bias);
-    node->mean = autograd::SavedTensor(st.mean);
-    node->var = autograd::SavedTensor(st.var);
-    node->count = autograd::SavedTensor(st.count);
-    node->eps = eps;
     autograd::set_history(y, node);
   }
   return y;
