@@ -56,9 +56,15 @@ using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 // 4 MB sits in the middle of the good range. Re-measure with NCCL on GPUs, where latency and
 // bandwidth differ, before trusting it there (--bucket-cap-mb overrides it).
 inline constexpr double kDefaultBucketCapMb = 4.0;
+// The first and the last bucket in backward's order hold at most this much (BucketPlan's edge
+// buckets; PyTorch's DDP keeps its first bucket to 1 MiB as well). Measured on 2 ranks over links
+// shaped to 0.2-1 Gbit/s (docs/distributed.md): with 4 MB buckets yolov5n's gradient fell into
+// 3.8 + 3.4 MB, and the 3.4 MB bucket, ready only when backward ended, stayed exposed whole.
+inline constexpr double kDefaultEdgeBucketCapMb = 1.0;
 
 struct ReducerOptions {
   double bucket_cap_mb = kDefaultBucketCapMb;
+  double edge_bucket_cap_mb = kDefaultEdgeBucketCapMb;  // 0: edge buckets off (all up to the cap)
   bool overlap = true;          // false: every bucket is launched in finalize() (--no-overlap)
   bool rebuild_buckets = true;  // re-lay out once from the first step's arrival order
   // Record each step's timeline (ready/launch/done times; the trainer's --trace). Off, a step
