@@ -4,12 +4,16 @@
 # no netem, so no delay is added), one `overlap worker` rank in each (Gloo over the veth, one
 # OpenMP thread per rank). Each worker runs, for every bucket cap of $BUCKETS (MB), the model's
 # forward + backward with the Reducer's overlap off and on, $STEPS timed steps each, then the same
-# buckets all-reduced alone (no compute) $ALONE times. Repeats the whole sweep $REPS times, the
-# rates in a rotated order each time, so machine load hits every setting alike. Writes
-#   $OUT/<rate>/rep<k>/{timeline,alone,profile_w2}.csv and trace_cap<C>.json (rank 0),
-# then `overlap bandwidth` summarises: medians and spread over the repetitions, overlap efficiency,
-# the simulator calibrated on $CALIBRATE and its predictions for the other rates, and the plots
-# (into $PLOTS when set). Removes the namespaces it made, also when interrupted.
+# buckets all-reduced alone (no compute) $ALONE times. $EDGES lists the Reducer's edge bucket caps
+# to compare (MB; 0: no edge buckets, the layout before them; 1: the default). Repeats the whole
+# sweep $REPS times, the rates in a rotated order each time and the edge settings alternating, so
+# machine load hits every setting alike. Writes
+#   $OUT/edge<E>/<rate>/rep<k>/{timeline,alone,profile_w2}.csv, trace_cap<C>.json (rank 0) and
+#   timeline_rank1.csv,
+# then `overlap bandwidth` summarises each edge setting: medians and spread over the repetitions,
+# overlap efficiency, the simulator calibrated on $CALIBRATE and its predictions for the other
+# rates, and the plots (into $PLOTS/edge<E> when set). Removes the namespaces it made, also when
+# interrupted.
 #   sudo bench/dist/overlap_bandwidth.sh            # defaults below; about 25 minutes here
 set -u
 RATES=${RATES:-"1gbit 500mbit 200mbit 100mbit"}
@@ -21,6 +25,7 @@ MODEL=${MODEL:-yolov5n}
 IMG=${IMG:-128}
 BATCH=${BATCH:-2}
 CALIBRATE=${CALIBRATE:-1gbit}
+EDGES=${EDGES:-"0 1"}
 OUT=${OUT:-overlap_bandwidth_out}
 PLOTS=${PLOTS:-}
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -46,11 +51,11 @@ shape() {  # burst: at least one 1 ms of tokens at the rate (tbf needs >= rate/H
   done
 }
 
-run() {  # rate, repetition
-  local dir="$OUT/$1/rep$2" port=$((29800 + RANDOM % 150)) p0 p1 e0 e1
+run() {  # rate, repetition, edge bucket cap
+  local dir="$OUT/edge$3/$1/rep$2" port=$((29800 + RANDOM % 150)) p0 p1 e0 e1
   rm -rf "$dir"; mkdir -p "$dir"
   local args=(worker --model "$MODEL" --img-size "$IMG" --batch-size "$BATCH" --steps "$STEPS" --warmup 1
-              --buckets "$BUCKETS" --alone-reps "$ALONE" --out "$dir")
+              --buckets "$BUCKETS" --alone-reps "$ALONE" --edge-bucket-mb "$3" --out "$dir")
   for r in 0 1; do
     local ns=$a; [[ $r == 1 ]] && ns=$b
     (cd "$root" && ip netns exec "$ns" env OMP_NUM_THREADS=1 RANK=$r WORLD_SIZE=2 LOCAL_RANK=0 \
@@ -59,17 +64,21 @@ run() {  # rate, repetition
   done
   wait "$p0"; e0=$?; wait "$p1"; e1=$?
   if [[ $e0 != 0 || $e1 != 0 ]]; then
-    echo "rate $1, repetition $2: failed ($e0, $e1)"; tail -n 3 "$dir/rank0.log" "$dir/rank1.log"; exit 1
+    echo "rate $1, repetition $2, edge $3: failed ($e0, $e1)"; tail -n 3 "$dir/rank0.log" "$dir/rank1.log"; exit 1
   fi
-  echo "rate $1, repetition $2: done ($(date +%T))"
+  echo "rate $1, repetition $2, edge $3 MB: done ($(date +%T))"
 }
 
 read -r -a rates <<<"$RATES"
+read -r -a edges <<<"$EDGES"
 for rep in $(seq "$REPS"); do
   for i in "${!rates[@]}"; do
     rate=${rates[$(( (i + rep - 1) % ${#rates[@]} ))]}
     shape "$rate"
-    run "$rate" "$rep"
+    for j in "${!edges[@]}"; do run "$rate" "$rep" "${edges[$(( (j + rep + i) % ${#edges[@]} ))]}"; done
   done
 done
-"$overlap" bandwidth --runs "$OUT" --calibrate "$CALIBRATE" ${PLOTS:+--plots "$PLOTS"}
+for e in "${edges[@]}"; do
+  echo; echo "## edge buckets $e MB"; echo
+  "$overlap" bandwidth --runs "$OUT/edge$e" --calibrate "$CALIBRATE" --edge-bucket-mb "$e" ${PLOTS:+--plots "$PLOTS/edge$e"}
+done

@@ -18,6 +18,7 @@ struct Repetition {
   int rep = 0;
   std::string dir;
   std::vector<TimelineRow> timeline;
+  std::vector<TimelineRow> peer_timeline;  // rank 1's (timeline_rank1.csv), empty when absent
   std::vector<AloneRow> alone;
   Profile profile;
 };
@@ -33,7 +34,13 @@ struct SettingSummary {
   int reps = 0;
   Spread step_us, pre_us, backward_us, exposed_us, alone_us;
   Spread efficiency;  // overlap on only (bandwidth_model.h's definition, per repetition)
+  // From both ranks' timelines (bandwidth_model.h's pair_medians); both_ranks is false without them.
+  bool both_ranks = false;
+  Spread peer_late_us, exposed_after_last_us;
+  Spread efficiency_after_last;  // overlap efficiency from the later backward's end
   double predicted_step_us = 0, predicted_alone_us = 0;
+  // With each repetition's own measured compute (bandwidth_model.h's with_compute), the median.
+  double predicted_matched_step_us = 0;
 };
 
 struct BandwidthReport {

@@ -79,6 +79,36 @@ RunMedians run_medians(const std::vector<TimelineRow>& rows, double cap_mb, bool
   return m;
 }
 
+PairMedians pair_medians(const std::vector<TimelineRow>& rank0, const std::vector<TimelineRow>& rank1,
+                         double cap_mb, bool overlap) {
+  auto steps = [&](const std::vector<TimelineRow>& rows) {
+    std::map<int, const TimelineRow*> out;
+    for (const TimelineRow& r : rows)
+      if (r.cap_mb == cap_mb && r.overlap == overlap && r.start_us > 0) out[r.step] = &r;
+    return out;
+  };
+  const auto a = steps(rank0), b = steps(rank1);
+  std::vector<double> late, last_backward, exposed;
+  for (const auto& [step, r0] : a) {
+    const auto it = b.find(step);
+    if (it == b.end()) continue;
+    const TimelineRow* r1 = it->second;
+    const double end0 = r0->start_us + r0->pre_us + r0->backward_us;
+    const double end1 = r1->start_us + r1->pre_us + r1->backward_us;
+    const double fin = std::max(r0->start_us + r0->pre_us + r0->finalize_us, r1->start_us + r1->pre_us + r1->finalize_us);
+    late.push_back(end1 - end0);
+    last_backward.push_back(end1 > end0 ? r1->backward_us : r0->backward_us);
+    exposed.push_back(std::max(0.0, fin - std::max(end0, end1)));
+  }
+  PairMedians m;
+  if (late.empty()) return m;
+  m.found = true;
+  m.peer_late_us = median(late);
+  m.last_backward_us = median(last_backward);
+  m.exposed_after_last_us = median(exposed);
+  return m;
+}
+
 double alone_median_us(const std::vector<AloneRow>& rows, double cap_mb) {
   std::map<int, double> per_rep;
   for (const AloneRow& r : rows)
@@ -86,6 +116,16 @@ double alone_median_us(const std::vector<AloneRow>& rows, double cap_mb) {
   std::vector<double> totals;
   for (const auto& [rep, us] : per_rep) totals.push_back(us);
   return median(totals);
+}
+
+Profile with_compute(const Profile& profile, double pre_us, double backward_us) {
+  KESTREL_CHECK(profile.backward_us > 0 && backward_us > 0 && pre_us >= 0,
+                "with_compute: backward times must be > 0 and the forward time >= 0");
+  Profile p = profile;
+  p.pre_us = pre_us;
+  p.backward_us = backward_us;
+  for (GradEvent& g : p.grads) g.ready_us *= backward_us / profile.backward_us;
+  return p;
 }
 
 double relative_error(double predicted, double measured) {

@@ -50,9 +50,28 @@ struct RunMedians {
   double exposed_us = 0;   // the wait for gradients after backward (finalize)
 };
 RunMedians run_medians(const std::vector<TimelineRow>& rows, double cap_mb, bool overlap);
+// Both ranks' timelines of the same run (2 ranks; one steady clock on one machine): per step,
+// how much later rank 1's backward ended than rank 0's (negative: earlier), and the wait left once
+// the later of the two backwards had ended: the communication proper, without the time rank 0
+// spent waiting for a slower peer. Medians over the steps; found is false without start times.
+struct PairMedians {
+  bool found = false;
+  double peer_late_us = 0;
+  double last_backward_us = 0;        // backward of the rank whose backward ended last
+  double exposed_after_last_us = 0;   // latest finalize end - latest backward end
+};
+PairMedians pair_medians(const std::vector<TimelineRow>& rank0, const std::vector<TimelineRow>& rank1,
+                         double cap_mb, bool overlap);
+
 // The buckets of one cap all-reduced alone: the median over repetitions of their summed times;
 // 0 when alone.csv has no row for the cap.
 double alone_median_us(const std::vector<AloneRow>& rows, double cap_mb);
+
+// The profile with its compute replaced by a run's own: forward and loss take pre_us, backward
+// backward_us, and every gradient arrives at the same share of backward as in the profile. The
+// simulator then predicts only the communication: the protocol that separates the link model's
+// error from the compute that a shared machine gives one run and not another.
+Profile with_compute(const Profile& profile, double pre_us, double backward_us);
 
 // (predicted - measured) / measured.
 double relative_error(double predicted, double measured);

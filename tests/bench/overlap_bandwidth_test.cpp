@@ -91,6 +91,28 @@ TEST(RunMedians, PerStepColumnsOnceEachOverTheSteps) {
   EXPECT_FALSE(run_medians(rows, 8, true).found);
 }
 
+TEST(PairMedians, SeparatesWaitingForThePeerFromCommunication) {
+  // Step 0: rank 1's backward ends 30 us after rank 0's, both finalize by 140 (rank 0 started at
+  // 1000, backward from 1010 to 1110, finalize until 1140): 10 us exposed after both backwards.
+  // Step 1: rank 1 ends 20 earlier; rank 0's backward is the later one.
+  auto at = [](int step, double start, double backward, double finalize) {
+    TimelineRow r = row(4, true, step, 0, backward, finalize, 0);
+    r.start_us = start;
+    return r;
+  };
+  const std::vector<TimelineRow> rank0{at(0, 1000, 100, 140), at(1, 5000, 100, 105)};
+  const std::vector<TimelineRow> rank1{at(0, 1000, 130, 140), at(1, 5000, 80, 105)};
+  const PairMedians m = pair_medians(rank0, rank1, 4, true);
+  ASSERT_TRUE(m.found);
+  EXPECT_DOUBLE_EQ(m.peer_late_us, 5);              // median of 30 and -20
+  EXPECT_DOUBLE_EQ(m.exposed_after_last_us, 7.5);   // median of 10 and 5
+  EXPECT_DOUBLE_EQ(m.last_backward_us, 115);        // median of 130 (rank 1) and 100 (rank 0)
+  EXPECT_FALSE(pair_medians(rank0, {}, 4, true).found);
+  std::vector<TimelineRow> old = rank0;  // files without start times
+  for (TimelineRow& r : old) r.start_us = 0;
+  EXPECT_FALSE(pair_medians(old, rank1, 4, true).found);
+}
+
 TEST(AloneMedian, SumsBucketsPerRepetition) {
   const std::vector<AloneRow> rows{{2, 4, 0, 0, 100, 10}, {2, 4, 0, 1, 100, 15}, {2, 4, 1, 0, 100, 30},
                                    {2, 4, 1, 1, 100, 40}, {2, 4, 2, 0, 100, 12}, {2, 4, 2, 1, 100, 14},
@@ -98,6 +120,20 @@ TEST(AloneMedian, SumsBucketsPerRepetition) {
   EXPECT_DOUBLE_EQ(alone_median_us(rows, 4), 26);  // totals 25, 70, 26
   EXPECT_DOUBLE_EQ(alone_median_us(rows, 1), 99);
   EXPECT_DOUBLE_EQ(alone_median_us(rows, 2), 0);
+}
+
+TEST(WithCompute, StretchesArrivalsToTheRunsBackward) {
+  Profile p;
+  p.pre_us = 100;
+  p.backward_us = 1000;
+  p.grads = {{250, 8}, {1000, 4}};
+  const Profile q = with_compute(p, 50, 2000);
+  EXPECT_DOUBLE_EQ(q.pre_us, 50);
+  EXPECT_DOUBLE_EQ(q.backward_us, 2000);
+  EXPECT_DOUBLE_EQ(q.grads[0].ready_us, 500);
+  EXPECT_DOUBLE_EQ(q.grads[1].ready_us, 2000);
+  EXPECT_EQ(q.grads[0].bytes, 8);
+  EXPECT_THROW(with_compute(p, 50, 0), Error);
 }
 
 TEST(RelativeError, SignedShareOfTheMeasurement) {
