@@ -24,6 +24,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "base/error.h"
@@ -129,16 +130,6 @@ void simulate_from(Flags& f, const kestrel::bench::overlap::Link& fallback) {
   std::printf("wrote %s\n", t.csv_path.c_str());
 }
 
-// The step of one repetition whose step time is the median (a typical step, not a stalled one).
-int typical_step(const std::vector<TimelineRow>& rows, double cap_mb) {
-  std::vector<std::pair<double, int>> steps;
-  for (const TimelineRow& r : rows)
-    if (r.cap_mb == cap_mb && r.overlap && r.bucket == 0) steps.emplace_back(r.step_us, r.step);
-  KESTREL_CHECK(!steps.empty(), "overlap bandwidth: no overlapped steps at a cap of ", cap_mb, " MB");
-  std::sort(steps.begin(), steps.end());
-  return steps[steps.size() / 2].second;
-}
-
 int bandwidth(Flags& f) {
   KESTREL_CHECK(f.count("runs") && f.count("calibrate"),
                 "overlap bandwidth: give --runs DIR (bench/dist/overlap_bandwidth.sh's OUT) and --calibrate RATE");
@@ -152,16 +143,24 @@ int bandwidth(Flags& f) {
   const double cap = f.count("plot-cap") ? number("plot-cap", f["plot-cap"]) : 4.0;
   plot_step_vs_bandwidth(report, cap, dir + "/overlap_step_vs_bandwidth.png");
   plot_overlap_vs_bucket(report, dir + "/overlap_vs_bucket.png");
-  const std::string rate = f.count("timeline-rate") ? f["timeline-rate"] : f["calibrate"];
+  // The timeline: of all overlapped steps at that rate and cap, the one whose wait for gradients is
+  // the median (a typical step, not a stalled one).
+  const double rate = parse_rate_bits(f.count("timeline-rate") ? f["timeline-rate"] : f["calibrate"]);
+  std::vector<std::tuple<double, const Repetition*, int>> steps;
   for (const Repetition& r : reps)
-    if (r.rate_bits == parse_rate_bits(rate)) {
-      const int step = typical_step(r.timeline, cap);
-      char title[160];
-      std::snprintf(title, sizeof title, "One overlapped step at %s, %g MB buckets (%s, step %d)", r.rate.c_str(), cap,
-                    std::filesystem::path(r.dir).filename().c_str(), step);
-      plot_step_timeline(r.timeline, cap, step, title, dir + "/overlap_step_timeline.png");
-      break;
-    }
+    if (r.rate_bits == rate)
+      for (const TimelineRow& row : r.timeline)
+        if (row.cap_mb == cap && row.overlap && row.bucket == 0)
+          steps.emplace_back(row.finalize_us - row.backward_us, &r, row.step);
+  KESTREL_CHECK(!steps.empty(), "overlap bandwidth: no overlapped steps at ", rate / 1e6, " Mbit/s and ", cap,
+                " MB to draw");
+  std::sort(steps.begin(), steps.end(),
+            [](const auto& a, const auto& b) { return std::get<0>(a) < std::get<0>(b); });
+  const auto& [wait, r, step] = steps[steps.size() / 2];
+  char title[160];
+  std::snprintf(title, sizeof title, "One overlapped step at %s, %g MB buckets (%s, step %d)", r->rate.c_str(), cap,
+                std::filesystem::path(r->dir).filename().c_str(), step);
+  plot_step_timeline(r->timeline, r->peer_timeline, cap, step, title, dir + "/overlap_step_timeline.png");
   std::printf("\nwrote %s/summary.csv and the plots in %s\n", f["runs"].c_str(), dir.c_str());
   return 0;
 }

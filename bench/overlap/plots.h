@@ -14,9 +14,10 @@ namespace kestrel::bench::overlap {
 void plot_step_vs_bandwidth(const BandwidthReport& report, double cap_mb, const std::string& png_path);
 // Overlap efficiency (median and range over repetitions) against the bucket cap, one line per rate.
 void plot_overlap_vs_bucket(const BandwidthReport& report, const std::string& png_path);
-// One step of timeline.csv (cap, overlap on): forward, backward and the wait on the compute row,
-// each bucket's all-reduce (launch to done) on the communication row, readiness as ticks.
-void plot_step_timeline(const std::vector<TimelineRow>& rows, double cap_mb, int step, const std::string& title,
-                        const std::string& png_path);
+// One step of timeline.csv (cap, overlap on): forward, backward and the wait on rank 0's compute
+// row, each bucket's all-reduce (launch to done) on the communication row, readiness as ticks;
+// rank 1's compute below where peer_rows (timeline_rank1.csv) has the step with start times.
+void plot_step_timeline(const std::vector<TimelineRow>& rows, const std::vector<TimelineRow>& peer_rows,
+                        double cap_mb, int step, const std::string& title, const std::string& png_path);
 
 }  // namespace kestrel::bench::overlap
