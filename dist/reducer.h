@@ -57,10 +57,13 @@ using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 // bandwidth differ, before trusting it there (--bucket-cap-mb overrides it).
 inline constexpr double kDefaultBucketCapMb = 4.0;
 // The first and the last bucket in backward's order hold at most this much (BucketPlan's edge
-// buckets; PyTorch's DDP keeps its first bucket to 1 MiB as well). Measured on 2 ranks over links
-// shaped to 0.2-1 Gbit/s (docs/distributed.md): with 4 MB buckets yolov5n's gradient fell into
-// 3.8 + 3.4 MB, and the 3.4 MB bucket, ready only when backward ended, stayed exposed whole.
-inline constexpr double kDefaultEdgeBucketCapMb = 1.0;
+// buckets). Measured on 2 ranks over links shaped to 0.1-1 Gbit/s (docs/distributed.md, Overlap
+// where bandwidth is the bottleneck): without them 4 MB buckets cut yolov5n's 7.5 MB gradient into
+// 3.8 + 3.4 MB, and the 3.4 MB bucket, ready only when backward ended, stayed exposed whole
+// (overlap efficiency 52-54 %; 0-5 % with one bucket at 8-25 MB). 0.25 MiB edges gave 84-97 % at
+// 0.5-1 Gbit/s for caps of 1-25 MB (96-97 % at 4 MB), 1 MiB edges (PyTorch DDP's first bucket)
+// 84-98 %, the smaller edge ahead at caps of 2-8 MB.
+inline constexpr double kDefaultEdgeBucketCapMb = 0.25;
 
 struct ReducerOptions {
   double bucket_cap_mb = kDefaultBucketCapMb;

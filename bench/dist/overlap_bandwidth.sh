@@ -5,7 +5,7 @@
 # OpenMP thread per rank). Each worker runs, for every bucket cap of $BUCKETS (MB), the model's
 # forward + backward with the Reducer's overlap off and on, $STEPS timed steps each, then the same
 # buckets all-reduced alone (no compute) $ALONE times. $EDGES lists the Reducer's edge bucket caps
-# to compare (MB; 0: no edge buckets, the layout before them; 1: the default). Repeats the whole
+# to compare (MB; 0: no edge buckets, the layout before them; 0.25: the default). Repeats the whole
 # sweep $REPS times, the rates in a rotated order each time and the edge settings alternating, so
 # machine load hits every setting alike. Writes
 #   $OUT/edge<E>/<rate>/rep<k>/{timeline,alone,profile_w2}.csv, trace_cap<C>.json (rank 0) and
@@ -14,7 +14,7 @@
 # overlap efficiency, the simulator calibrated on $CALIBRATE and its predictions for the other
 # rates, and the plots (into $PLOTS/edge<E> when set). Removes the namespaces it made, also when
 # interrupted.
-#   sudo bench/dist/overlap_bandwidth.sh            # defaults below; about 25 minutes here
+#   sudo bench/dist/overlap_bandwidth.sh            # defaults below; about 37 minutes here
 set -u
 RATES=${RATES:-"1gbit 500mbit 200mbit 100mbit"}
 BUCKETS=${BUCKETS:-1,2,4,8,25}
@@ -25,7 +25,7 @@ MODEL=${MODEL:-yolov5n}
 IMG=${IMG:-128}
 BATCH=${BATCH:-2}
 CALIBRATE=${CALIBRATE:-1gbit}
-EDGES=${EDGES:-"0 1"}
+EDGES=${EDGES:-"0 0.25 1"}
 OUT=${OUT:-overlap_bandwidth_out}
 PLOTS=${PLOTS:-}
 root=$(cd "$(dirname "$0")/../.." && pwd)

@@ -10,7 +10,7 @@
 //                                  tables, DIR/summary.csv, the simulator's error, PNG plots
 // Common flags: --model yolov5n --img-size 128 --batch-size 2 (per rank) --steps 6 --warmup 1
 //   --buckets 1,2,4,8,25 (MB) --out overlap_out --nproc-list 2,3 --master-port P
-//   --edge-bucket-mb 1 (the Reducer's first and last bucket cap; 0: off) --alone-reps 0 (worker:
+//   --edge-bucket-mb 0.25 (the Reducer's first and last bucket cap; 0: off) --alone-reps 0 (worker:
 //   time the buckets all-reduced with no compute, that many times per cap)
 // Network (simulate/all; default: the link fitted to this machine's measurements):
 //   --intra-gbps --inter-gbps (GB/s) --alpha-intra-us --alpha-inter-us --gpus-per-node 8

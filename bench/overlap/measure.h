@@ -27,7 +27,7 @@ struct MeasureOptions {
   std::vector<double> caps_mb{1, 2, 4, 8, 25};
   std::string out_dir = "overlap_out";
   int alone_reps = 0;
-  double edge_bucket_mb = 1.0;  // dist::ReducerOptions::edge_bucket_cap_mb (0: off)
+  double edge_bucket_mb = 0.25;  // dist::ReducerOptions::edge_bucket_cap_mb (0: off)
 };
 
 // Runs inside a process started with RANK / WORLD_SIZE / MASTER_* set (dist::launch_workers).
