@@ -14,7 +14,7 @@
 # overlap efficiency, the simulator calibrated on $CALIBRATE and its predictions for the other
 # rates, and the plots (into $PLOTS/edge<E> when set). Removes the namespaces it made, also when
 # interrupted.
-#   sudo bench/dist/overlap_bandwidth.sh            # defaults below; about 37 minutes here
+#   sudo bench/dist/overlap_bandwidth.sh            # defaults below; about 40 minutes here
 set -u
 RATES=${RATES:-"1gbit 500mbit 200mbit 100mbit"}
 BUCKETS=${BUCKETS:-1,2,4,8,25}
