@@ -35,6 +35,9 @@ struct Reducer::State {
   int64_t cap_bytes() const {
     return std::max<int64_t>(1, static_cast<int64_t>(options.bucket_cap_mb * 1024.0 * 1024.0));
   }
+  int64_t edge_bytes() const {
+    return static_cast<int64_t>(options.edge_bucket_cap_mb * 1024.0 * 1024.0);
+  }
 
   // New flat buffers in plan's layout; each parameter's gradient moves into its view (values kept).
   void lay_out(BucketPlan new_plan) {
@@ -132,7 +135,8 @@ struct Reducer::State {
     }
     std::vector<int> new_order;
     for (int64_t p : order_t.to_vector<int64_t>()) new_order.push_back(static_cast<int>(p));
-    if (new_order != plan->order) lay_out(BucketPlan::build(infos, new_order, cap_bytes()));
+    if (new_order != plan->order)
+      lay_out(BucketPlan::build(infos, new_order, cap_bytes(), edge_bytes()));
   }
 };
 
@@ -142,6 +146,8 @@ Reducer::Reducer(const NamedTensors& params, std::shared_ptr<ProcessGroup> group
   KESTREL_CHECK(group, "reducer: no process group");
   KESTREL_CHECK(options.bucket_cap_mb > 0, "reducer: --bucket-cap-mb must be positive, got ",
                 options.bucket_cap_mb);
+  KESTREL_CHECK(options.edge_bucket_cap_mb >= 0, "reducer: the edge bucket cap must not be negative, got ",
+                options.edge_bucket_cap_mb, " MB");
   State& s = *state_;
   s.group = std::move(group);
   s.options = options;
@@ -163,7 +169,7 @@ Reducer::Reducer(const NamedTensors& params, std::shared_ptr<ProcessGroup> group
                 " tensors requires grad; nothing to synchronise");
   std::vector<int> order;
   for (int p = static_cast<int>(s.params.size()) - 1; p >= 0; --p) order.push_back(p);
-  s.lay_out(BucketPlan::build(s.infos, order, s.cap_bytes()));
+  s.lay_out(BucketPlan::build(s.infos, order, s.cap_bytes(), s.edge_bytes()));
   zero_grad();
   std::weak_ptr<State> weak = state_;
   for (size_t p = 0; p < s.params.size(); ++p)

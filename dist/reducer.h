@@ -56,9 +56,18 @@ using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 // 4 MB sits in the middle of the good range. Re-measure with NCCL on GPUs, where latency and
 // bandwidth differ, before trusting it there (--bucket-cap-mb overrides it).
 inline constexpr double kDefaultBucketCapMb = 4.0;
+// The first and the last bucket in backward's order hold at most this much (BucketPlan's edge
+// buckets). Measured on 2 ranks over links shaped to 0.1-1 Gbit/s (docs/distributed.md, Overlap
+// where bandwidth is the bottleneck): without them 4 MB buckets cut yolov5n's 7.5 MB gradient into
+// 3.8 + 3.4 MB, and the 3.4 MB bucket, ready only when backward ended, stayed exposed whole
+// (overlap efficiency 52-54 %; 0-5 % with one bucket at 8-25 MB). 0.25 MiB edges gave 84-97 % at
+// 0.5-1 Gbit/s for caps of 1-25 MB (96-97 % at 4 MB), 1 MiB edges (PyTorch DDP's first bucket)
+// 84-98 %, the smaller edge ahead at caps of 2-8 MB.
+inline constexpr double kDefaultEdgeBucketCapMb = 0.25;
 
 struct ReducerOptions {
   double bucket_cap_mb = kDefaultBucketCapMb;
+  double edge_bucket_cap_mb = kDefaultEdgeBucketCapMb;  // 0: edge buckets off (all up to the cap)
   bool overlap = true;          // false: every bucket is launched in finalize() (--no-overlap)
   bool rebuild_buckets = true;  // re-lay out once from the first step's arrival order
   // Record each step's timeline (ready/launch/done times; the trainer's --trace). Off, a step

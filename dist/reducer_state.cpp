@@ -7,9 +7,12 @@
 namespace kestrel::dist {
 
 BucketPlan BucketPlan::build(const std::vector<ParamInfo>& params, const std::vector<int>& order,
-                             int64_t cap_bytes) {
+                             int64_t cap_bytes, int64_t edge_bytes) {
   KESTREL_CHECK(cap_bytes > 0, "reducer: the bucket cap must be positive, got ", cap_bytes,
                 " bytes");
+  KESTREL_CHECK(edge_bytes >= 0, "reducer: the edge bucket cap must not be negative, got ",
+                edge_bytes, " bytes");
+  const int64_t edge = edge_bytes > 0 ? std::min(edge_bytes, cap_bytes) : cap_bytes;
   KESTREL_CHECK(order.size() == params.size(), "reducer: a layout order of ", order.size(),
                 " entries for ", params.size(), " parameters");
   std::vector<bool> seen(params.size(), false);
@@ -25,7 +28,23 @@ BucketPlan BucketPlan::build(const std::vector<ParamInfo>& params, const std::ve
   for (const ParamInfo& p : params) groups = std::max(groups, p.group + 1);
   plan.group_numel.assign(groups, 0);
   std::vector<int> open(groups, -1);  // the bucket each group is filling
-  for (int p : order) {
+  // Where each group's last bucket begins: the longest tail of its parameters in `order` within
+  // the edge cap (at least its last parameter); -1 without edge buckets.
+  std::vector<int> tail_start(groups, -1);
+  if (edge < cap_bytes) {
+    std::vector<int64_t> tail_bytes(groups, 0);
+    std::vector<bool> closed(groups, false);
+    for (int i = static_cast<int>(order.size()) - 1; i >= 0; --i) {
+      const ParamInfo& info = params[order[i]];
+      if (closed[info.group]) continue;
+      tail_bytes[info.group] += info.numel * info.element_size;
+      if (tail_start[info.group] >= 0 && tail_bytes[info.group] > edge) closed[info.group] = true;
+      else tail_start[info.group] = i;
+    }
+  }
+  std::vector<bool> first(groups, true);  // the group's first bucket is still open
+  for (size_t i = 0; i < order.size(); ++i) {
+    const int p = order[i];
     const ParamInfo& info = params[p];
     KESTREL_CHECK(info.element_size > 0 && kGradAlignBytes % info.element_size == 0,
                   "reducer: parameter ", p, " has elements of ", info.element_size,
@@ -33,8 +52,10 @@ BucketPlan BucketPlan::build(const std::vector<ParamInfo>& params, const std::ve
     const int64_t align = kGradAlignBytes / info.element_size;  // in elements
     const int64_t start = (plan.group_numel[info.group] + align - 1) / align * align;
     int& b = open[info.group];
-    if (b < 0 ||
-        (start + info.numel - plan.buckets[b].offset) * info.element_size > cap_bytes) {
+    const int64_t limit = first[info.group] ? edge : cap_bytes;
+    if (b < 0 || static_cast<int>(i) == tail_start[info.group] ||
+        (start + info.numel - plan.buckets[b].offset) * info.element_size > limit) {
+      if (b >= 0) first[info.group] = false;
       b = static_cast<int>(plan.buckets.size());
       plan.buckets.push_back({info.group, start, 0, 0, {}});
     }

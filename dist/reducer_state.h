@@ -37,6 +37,11 @@ inline constexpr int64_t kGradAlignBytes = 256;
 // buckets that span at most cap_bytes, padding included (a parameter larger than the cap gets a
 // bucket of its own). Buckets are numbered in order of their first parameter, so launching them
 // in index order follows `order`.
+// Edge buckets (edge_bytes < cap_bytes): each group's first bucket spans at most edge_bytes, and
+// its last parameters in `order`, as many as fit in edge_bytes (at least one), get a bucket of
+// their own. In arrival order the first bucket is then ready, and its all-reduce under way, early
+// in backward, and the bucket that can only start when backward ends is small: where bandwidth
+// is short, that last all-reduce is what stays exposed (docs/distributed.md, overlap).
 struct BucketPlan {
   std::vector<Bucket> buckets;
   std::vector<ParamSlot> slots;      // indexed by parameter
@@ -44,7 +49,7 @@ struct BucketPlan {
   std::vector<int> order;
 
   static BucketPlan build(const std::vector<ParamInfo>& params, const std::vector<int>& order,
-                          int64_t cap_bytes);
+                          int64_t cap_bytes, int64_t edge_bytes = 0);  // 0: no edge buckets
 };
 
 // Per-step readiness: counts each bucket's missing gradients and hands out buckets to launch,

@@ -82,7 +82,7 @@ Chart::Chart(cv::Mat& canvas, cv::Rect frame, const std::string& title, double x
            font * 1.25, Align::kCentre, Align::kStart);
   const int gap = std::max(3, text_size("0", font).height / 2);
   const std::vector<double> xt = style.x_ticks ? nice_ticks(x0_, x1_, style.max_ticks, style.integer_x) : std::vector<double>{};
-  const std::vector<double> yt = nice_ticks(y0_, y1_, style.max_ticks);
+  const std::vector<double> yt = style.y_ticks ? nice_ticks(y0_, y1_, style.max_ticks) : std::vector<double>{};
   for (double v : yt) {
     const int y = to_pixel(x0_, v).y;
     cv::line(canvas_, {area_.x, y}, {area_.x + area_.width, y}, kGrid, 1);

@@ -22,6 +22,7 @@ struct ChartStyle {
   int max_ticks = 5;
   bool integer_x = false;   // integer x ticks (epochs)
   bool x_ticks = true;      // false: the caller labels the x axis itself (class names)
+  bool y_ticks = true;      // false: the caller labels the y axis itself (timeline rows)
 };
 
 // A rectangular plot area inside a larger canvas, mapping data coordinates to pixels.

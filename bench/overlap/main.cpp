@@ -5,25 +5,35 @@
 //   overlap measure --nproc N      one measurement (appends to <out>/timeline.csv)
 //   overlap validate               fit the ring model, predict the measured runs, print the error
 //   overlap simulate [network]     scaling table from <out>/profile_w<first of --nproc-list>.csv
+//   overlap bandwidth --runs DIR --calibrate 1gbit [--plots DIR] [--plot-cap 4] [--timeline-rate R]
+//                                  summarise bench/dist/overlap_bandwidth.sh's runs (shaped links):
+//                                  tables, DIR/summary.csv, the simulator's error, PNG plots
 // Common flags: --model yolov5n --img-size 128 --batch-size 2 (per rank) --steps 6 --warmup 1
 //   --buckets 1,2,4,8,25 (MB) --out overlap_out --nproc-list 2,3 --master-port P
+//   --edge-bucket-mb 0.25 (the Reducer's first and last bucket cap; 0: off) --alone-reps 0 (worker:
+//   time the buckets all-reduced with no compute, that many times per cap)
 // Network (simulate/all; default: the link fitted to this machine's measurements):
 //   --intra-gbps --inter-gbps (GB/s) --alpha-intra-us --alpha-inter-us --gpus-per-node 8
 //   --compute-scale 1 (multiplies measured compute times, e.g. for a faster device)
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <map>
 #include <set>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "base/error.h"
+#include "bench/overlap/bandwidth.h"
 #include "bench/overlap/measure.h"
+#include "bench/overlap/plots.h"
 #include "bench/overlap/report.h"
 #include "dist/launcher.h"
+#include "dist/reducer.h"
 
 namespace {
 
@@ -65,6 +75,12 @@ MeasureOptions measure_options(Flags& f) {
   o.caps_mb = number_list("buckets", f["buckets"]);
   for (double cap : o.caps_mb) KESTREL_CHECK(cap > 0, "overlap --buckets: sizes must be > 0 MB, got ", cap);
   o.out_dir = f["out"];
+  o.alone_reps = f.count("alone-reps") ? integer(f, "alone-reps") : 0;
+  o.edge_bucket_mb = f.count("edge-bucket-mb") ? number("edge-bucket-mb", f["edge-bucket-mb"])
+                                               : kestrel::dist::kDefaultEdgeBucketCapMb;
+  KESTREL_CHECK(o.edge_bucket_mb >= 0, "overlap --edge-bucket-mb: must be >= 0 (0: no edge buckets), got ",
+                o.edge_bucket_mb);
+  KESTREL_CHECK(o.alone_reps >= 0, "overlap --alone-reps: must be >= 0, got ", o.alone_reps);
   KESTREL_CHECK(o.steps > 0 && o.warmup >= 0 && o.batch > 0 && o.img_size > 0,
                 "overlap: --steps, --batch-size and --img-size must be > 0, --warmup >= 0");
   return o;
@@ -80,7 +96,8 @@ int measure(Flags& f, int nproc) {
   l.log_dir = f["out"];
   std::filesystem::create_directories(l.log_dir);
   l.command = {kestrel::dist::current_executable().string(), "worker"};
-  for (const char* k : {"model", "img-size", "batch-size", "steps", "warmup", "buckets", "out"}) {
+  for (const char* k : {"model", "img-size", "batch-size", "steps", "warmup", "buckets", "out", "edge-bucket-mb"}) {
+    if (!f.count(k)) continue;
     l.command.push_back(std::string("--") + k);
     l.command.push_back(f[k]);
   }
@@ -113,6 +130,41 @@ void simulate_from(Flags& f, const kestrel::bench::overlap::Link& fallback) {
   std::printf("wrote %s\n", t.csv_path.c_str());
 }
 
+int bandwidth(Flags& f) {
+  KESTREL_CHECK(f.count("runs") && f.count("calibrate"),
+                "overlap bandwidth: give --runs DIR (bench/dist/overlap_bandwidth.sh's OUT) and --calibrate RATE");
+  const std::vector<Repetition> reps = load_runs(f["runs"]);
+  const BandwidthReport report = bandwidth_report(reps, f["calibrate"], measure_options(f).edge_bucket_mb);
+  print_bandwidth_report(report);
+  write_bandwidth_csv(report, f["runs"] + "/summary.csv");
+  if (!f.count("plots")) return 0;
+  const std::string dir = f["plots"];
+  std::filesystem::create_directories(dir);
+  const double cap = f.count("plot-cap") ? number("plot-cap", f["plot-cap"]) : 4.0;
+  plot_step_vs_bandwidth(report, cap, dir + "/overlap_step_vs_bandwidth.png");
+  plot_overlap_vs_bucket(report, dir + "/overlap_vs_bucket.png");
+  // The timeline: of all overlapped steps at that rate and cap, the one whose wait for gradients is
+  // the median (a typical step, not a stalled one).
+  const double rate = parse_rate_bits(f.count("timeline-rate") ? f["timeline-rate"] : f["calibrate"]);
+  std::vector<std::tuple<double, const Repetition*, int>> steps;
+  for (const Repetition& r : reps)
+    if (r.rate_bits == rate)
+      for (const TimelineRow& row : r.timeline)
+        if (row.cap_mb == cap && row.overlap && row.bucket == 0)
+          steps.emplace_back(row.finalize_us - row.backward_us, &r, row.step);
+  KESTREL_CHECK(!steps.empty(), "overlap bandwidth: no overlapped steps at ", rate / 1e6, " Mbit/s and ", cap,
+                " MB to draw");
+  std::sort(steps.begin(), steps.end(),
+            [](const auto& a, const auto& b) { return std::get<0>(a) < std::get<0>(b); });
+  const auto& [wait, r, step] = steps[steps.size() / 2];
+  char title[160];
+  std::snprintf(title, sizeof title, "One overlapped step at %s, %g MB buckets (%s, step %d)", r->rate.c_str(), cap,
+                std::filesystem::path(r->dir).filename().c_str(), step);
+  plot_step_timeline(r->timeline, r->peer_timeline, cap, step, title, dir + "/overlap_step_timeline.png");
+  std::printf("\nwrote %s/summary.csv and the plots in %s\n", f["runs"].c_str(), dir.c_str());
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -132,12 +184,15 @@ int main(int argc, char** argv) {
       static const std::set<std::string> known{
           "model",     "img-size",   "batch-size", "steps",          "warmup",         "buckets",
           "out",       "nproc-list", "nproc",      "master-port",    "intra-gbps",     "inter-gbps",
-          "profile",   "gpus-per-node",            "alpha-intra-us", "alpha-inter-us", "compute-scale"};
+          "profile",   "gpus-per-node",            "alpha-intra-us", "alpha-inter-us", "compute-scale",
+          "alone-reps", "runs",      "calibrate",  "plots",          "plot-cap",       "timeline-rate",
+          "edge-bucket-mb"};
       KESTREL_CHECK(known.count(a.substr(2)), "overlap: unknown flag ", a,
                     " (see the comment at the top of bench/overlap/main.cpp)");
       f[a.substr(2)] = argv[++i];
     }
     if (command == "worker") return run_measure_worker(measure_options(f));
+    if (command == "bandwidth") return bandwidth(f);
     measure_options(f);  // checks the flags before anything starts
     const std::string timeline = f["out"] + "/timeline.csv";
     if (command == "measure") return measure(f, f.count("nproc") ? integer(f, "nproc") : 2);
@@ -152,7 +207,7 @@ int main(int argc, char** argv) {
       simulate_from(f, measured ? fit_measured_link(read_timeline_csv(timeline)) : Link{});
       return 0;
     }
-    KESTREL_CHECK(command == "all", "overlap: unknown command '", command, "'; use all, measure, validate or simulate");
+    KESTREL_CHECK(command == "all", "overlap: unknown command '", command, "'; use all, measure, validate, simulate or bandwidth");
     std::filesystem::remove(timeline);  // a fresh measurement: validate reads every row
     for (double n : number_list("nproc-list", f["nproc-list"]))
       if (const int rc = measure(f, static_cast<int>(n)); rc != 0) return rc;

@@ -70,6 +70,29 @@ double exposed_us(const dist::StepTimeline& t) {
   return last_done - t.backward_end_us;
 }
 
+// The buckets of one layout all-reduced back to back with nothing else running, `reps` times after
+// a barrier each; rank 0 appends one row per bucket and repetition to `csv`. Each bucket's time
+// runs from its predecessor's finish, as on the Reducer's single communication thread.
+void time_alone(dist::ProcessGroup& group, const std::vector<int64_t>& bucket_bytes, int reps, int world,
+                double cap, std::ostream* csv) {
+  std::vector<Tensor> buffers;
+  for (int64_t bytes : bucket_bytes) buffers.push_back(Tensor::zeros({bytes / 4}, DType::F32));
+  for (int r = -1; r < reps; ++r) {  // r = -1: warm-up, not recorded
+    group.barrier()->synchronize();
+    std::vector<std::shared_ptr<dist::Work>> works;
+    const double t0 = dist::now_us();
+    for (const Tensor& b : buffers) works.push_back(group.all_reduce(b, dist::ReduceOp::Average));
+    double previous = t0;
+    for (size_t i = 0; i < works.size(); ++i) {
+      works[i]->synchronize();
+      const double done = dist::now_us();
+      if (csv && r >= 0)
+        *csv << world << ',' << cap << ',' << r << ',' << i << ',' << bucket_bytes[i] << ',' << done - previous << '\n';
+      previous = done;
+    }
+  }
+}
+
 }  // namespace
 
 int run_measure_worker(const MeasureOptions& o) {
@@ -78,16 +101,27 @@ int run_measure_worker(const MeasureOptions& o) {
   auto group = dist::init_process_group("gloo", dopt, Device::cpu());
   const bool main_rank = dopt.rank == 0;
   const yolo::ModelConfig mcfg = yolo::load_model_config(model_path(o.model));
-  if (main_rank) fs::create_directories(o.out_dir);
-  const std::string csv_path = o.out_dir + "/timeline.csv";
+  fs::create_directories(o.out_dir);
+  // Every rank its own timeline: comparing the ranks' clock readings (one steady clock on one
+  // machine) shows when a collective waited for the other rank rather than for the wire.
+  const std::string csv_path = o.out_dir + (main_rank ? "/timeline.csv" : "/timeline_rank" + std::to_string(dopt.rank) + ".csv");
   std::ofstream csv;
-  if (main_rank) {
+  {
     const bool fresh = !fs::exists(csv_path);
     csv.open(csv_path, std::ios::app);
     KESTREL_CHECK(csv, "overlap: cannot write ", csv_path);
     if (fresh)
       csv << "world,cap_mb,overlap,step,step_us,pre_us,backward_us,finalize_us,bucket,bytes,num_params,ready_us,"
-             "launch_us,done_us\n";
+             "launch_us,done_us,start_us\n";
+  }
+
+  const std::string alone_path = o.out_dir + "/alone.csv";
+  std::ofstream alone;
+  if (main_rank && o.alone_reps > 0) {
+    const bool fresh = !fs::exists(alone_path);
+    alone.open(alone_path, std::ios::app);
+    KESTREL_CHECK(alone, "overlap: cannot write ", alone_path);
+    if (fresh) alone << "world,cap_mb,rep,bucket,bytes,us\n";
   }
 
   bool profile_written = false;
@@ -109,6 +143,7 @@ int run_measure_worker(const MeasureOptions& o) {
       }
       dist::ReducerOptions ropt;
       ropt.bucket_cap_mb = cap;
+      ropt.edge_bucket_cap_mb = o.edge_bucket_mb;
       ropt.overlap = overlap;
       dist::Reducer reducer(named, group, ropt);
       const int nc = static_cast<int>(model.detect().nc);
@@ -117,6 +152,7 @@ int run_measure_worker(const MeasureOptions& o) {
       const auto [images, targets] = random_batch(o.batch, o.img_size, nc, 1000 + dopt.rank);
 
       std::vector<double> step_us, pre_us, bwd_us, fin_us, comm_us, exposed, eff, dist_eff;
+      dist::TraceWriter trace(dopt.rank);
       for (int s = 0; s < o.warmup + o.steps; ++s) {
         const double t0 = dist::now_us();
         std::vector<Tensor> preds = model.forward(ops::images_to_input(images, DType::F32));
@@ -141,17 +177,28 @@ int run_measure_worker(const MeasureOptions& o) {
         eff.push_back(comm_us.back() > 0 ? std::clamp(1.0 - exposed.back() / comm_us.back(), 0.0, 1.0) : 1.0);
         dist_eff.push_back(dist::overlap_efficiency(tl));  // what `kestrel train` logs
         log->steps.push_back(log->ready_us);
-        if (!main_rank) continue;
         for (size_t b = 0; b < tl.buckets.size(); ++b) {
           const dist::BucketTiming& bt = tl.buckets[b];
           csv << dopt.world_size << ',' << cap << ',' << overlap << ',' << s - o.warmup << ',' << step_us.back()
               << ',' << pre << ',' << bwd_us.back() << ',' << fin_us.back() << ',' << b << ',' << bt.bytes << ','
               << bt.num_params << ',' << bt.ready_us - b0 << ',' << bt.launch_us - b0 << ',' << bt.done_us - b0
-              << '\n';
+              << ',' << std::fixed << t0 << std::defaultfloat << '\n';
         }
+        if (main_rank) trace.add(tl);
+      }
+      csv.flush();
+      if (overlap && o.alone_reps > 0) {
+        std::vector<int64_t> sizes;
+        for (const dist::BucketTiming& b : reducer.last_timeline().buckets) sizes.push_back(b.bytes);
+        time_alone(*group, sizes, o.alone_reps, dopt.world_size, cap, main_rank ? &alone : nullptr);
+        if (main_rank) alone.flush();
       }
       if (!main_rank) continue;
-      csv.flush();
+      if (overlap) {
+        std::ostringstream name;
+        name << o.out_dir << "/trace_cap" << cap << ".json";
+        trace.write(name.str());
+      }
       std::printf(
           "{\"bench\":\"overlap\",\"world\":%d,\"model\":\"%s\",\"img_size\":%d,\"batch_per_rank\":%d,\"cap_mb\":%g,"
           "\"overlap\":%s,\"buckets\":%zu,\"steps\":%d,\"step_ms\":%.3f,\"forward_loss_ms\":%.3f,\"backward_ms\":%.3f,"
@@ -193,7 +240,8 @@ std::vector<TimelineRow> read_timeline_csv(const std::string& path) {
     std::stringstream ss(line);
     std::vector<std::string> f;
     for (std::string cell; std::getline(ss, cell, ',');) f.push_back(cell);
-    KESTREL_CHECK(f.size() == 14, path, ": expected 14 columns, got ", f.size(), " in '", line, "'");
+    KESTREL_CHECK(f.size() == 14 || f.size() == 15, path, ": expected 14 or 15 columns, got ", f.size(), " in '",
+                  line, "'");
     TimelineRow r;
     r.world = std::stoi(f[0]);
     r.cap_mb = std::stod(f[1]);
@@ -208,7 +256,26 @@ std::vector<TimelineRow> read_timeline_csv(const std::string& path) {
     r.ready_us = std::stod(f[11]);
     r.launch_us = std::stod(f[12]);
     r.done_us = std::stod(f[13]);
+    if (f.size() == 15) r.start_us = std::stod(f[14]);
     rows.push_back(r);
+  }
+  return rows;
+}
+
+std::vector<AloneRow> read_alone_csv(const std::string& path) {
+  std::ifstream in(path);
+  KESTREL_CHECK(in, "overlap: cannot read '", path, "'; run `overlap worker` with --alone-reps > 0 first");
+  std::string line;
+  std::getline(in, line);  // header
+  std::vector<AloneRow> rows;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    std::stringstream ss(line);
+    std::vector<std::string> f;
+    for (std::string cell; std::getline(ss, cell, ',');) f.push_back(cell);
+    KESTREL_CHECK(f.size() == 6, path, ": expected 6 columns, got ", f.size(), " in '", line, "'");
+    rows.push_back({std::stoi(f[0]), std::stod(f[1]), std::stoi(f[2]), std::stoi(f[3]), std::stoll(f[4]),
+                    std::stod(f[5])});
   }
   return rows;
 }

@@ -22,28 +22,36 @@ double ring_allreduce_us(int64_t bytes, int world_size, const Link& link) {
   return 2.0 * (n - 1) / n * static_cast<double>(bytes) / link.bytes_per_us + 2.0 * (n - 1) * link.alpha_us;
 }
 
-std::vector<SimBucket> make_buckets(const std::vector<GradEvent>& grads, int64_t cap_bytes) {
+std::vector<SimBucket> make_buckets(const std::vector<GradEvent>& grads, int64_t cap_bytes, int64_t edge_bytes) {
   KESTREL_CHECK(cap_bytes > 0, "make_buckets: the bucket cap must be > 0 bytes, got ", cap_bytes);
-  std::vector<SimBucket> out;
-  SimBucket open;
-  bool has_open = false;
-  for (const GradEvent& g : grads) {
-    open.bytes += g.bytes;
-    open.ready_us = has_open ? std::max(open.ready_us, g.ready_us) : g.ready_us;
-    has_open = true;
-    if (open.bytes >= cap_bytes) {
-      out.push_back(open);
-      open = SimBucket{};
-      has_open = false;
-    }
+  KESTREL_CHECK(edge_bytes >= 0, "make_buckets: the edge bucket cap must be >= 0 bytes, got ", edge_bytes);
+  const int64_t edge = edge_bytes > 0 ? std::min(edge_bytes, cap_bytes) : cap_bytes;
+  // The last gradients, as many as fit in the edge cap (at least one), form the last bucket.
+  size_t tail = grads.size();
+  if (edge < cap_bytes) {
+    int64_t bytes = 0;
+    while (tail > 0 && (tail == grads.size() || bytes + grads[tail - 1].bytes <= edge)) bytes += grads[--tail].bytes;
   }
-  if (has_open) out.push_back(open);
+  std::vector<SimBucket> out;
+  for (size_t i = 0; i < grads.size(); ++i) {
+    const GradEvent& g = grads[i];
+    // As dist::BucketPlan::build: a gradient that would take the open bucket past its cap (the
+    // edge cap for the first bucket) opens a new one (one larger than the cap gets a bucket of its
+    // own), and so does the first gradient of the tail.
+    const bool first_open = out.size() == 1;
+    if (out.empty() || i == tail || out.back().bytes + g.bytes > (first_open ? edge : cap_bytes))
+      out.push_back(SimBucket{0, g.ready_us, 0, 0});
+    SimBucket& open = out.back();
+    open.bytes += g.bytes;
+    open.ready_us = std::max(open.ready_us, g.ready_us);
+  }
   return out;
 }
 
-Prediction simulate(const Profile& profile, int64_t cap_bytes, int world_size, const Link& link, bool overlap) {
+Prediction simulate(const Profile& profile, int64_t cap_bytes, int world_size, const Link& link, bool overlap,
+                    int64_t edge_bytes) {
   Prediction p;
-  p.buckets = make_buckets(profile.grads, cap_bytes);
+  p.buckets = make_buckets(profile.grads, cap_bytes, edge_bytes);
   double channel_free = 0, launched_ready = 0;
   for (SimBucket& b : p.buckets) {
     // Buckets launch in order: a bucket that is ready early still waits for its predecessors.

@@ -3,7 +3,7 @@
 // without overlap, the scaling efficiency for N ranks and the best bucket size.
 //
 // Model (the Reducer's behaviour, dist/reducer.h): gradients are grouped in arrival order into
-// buckets of at least `cap` bytes; a bucket launches once its last gradient is in and every
+// buckets of at most `cap` bytes (a larger gradient alone); a bucket launches once its last gradient is in and every
 // earlier bucket has launched; collectives run one after another on one communication channel.
 // Without overlap every bucket launches when backward ends. Compute is unaffected by
 // communication (true for GPUs with a separate comm stream; on a CPU, Gloo competes with backward
@@ -56,9 +56,12 @@ struct SimBucket {
   double end_us = 0;
 };
 
-// Consecutive gradients in arrival order, a bucket closed once it holds >= cap_bytes (the last one
-// may be smaller); ready when its last gradient is.
-std::vector<SimBucket> make_buckets(const std::vector<GradEvent>& grads, int64_t cap_bytes);
+// Consecutive gradients in arrival order, as dist::BucketPlan lays them out: a gradient that would
+// take the open bucket past cap_bytes opens a new one (one larger than the cap sits alone; the
+// Reducer's 256-byte alignment padding is left out); ready when its last gradient is. With
+// edge_bytes > 0, BucketPlan's edge buckets: the first bucket holds at most edge_bytes, and the
+// last gradients that fit in edge_bytes (at least one) form the last bucket.
+std::vector<SimBucket> make_buckets(const std::vector<GradEvent>& grads, int64_t cap_bytes, int64_t edge_bytes = 0);
 
 struct Prediction {
   double step_us = 0;      // pre + max(backward, last collective's end) + post
@@ -68,8 +71,10 @@ struct Prediction {
   std::vector<SimBucket> buckets;
 };
 
-// Schedules the buckets of `profile` (cap in bytes) over world_size ranks.
-Prediction simulate(const Profile& profile, int64_t cap_bytes, int world_size, const Link& link, bool overlap);
+// Schedules the buckets of `profile` (cap and edge cap in bytes, as make_buckets) over world_size
+// ranks.
+Prediction simulate(const Profile& profile, int64_t cap_bytes, int world_size, const Link& link, bool overlap,
+                    int64_t edge_bytes = 0);
 
 // Weak scaling (fixed per-rank batch): single-rank step time / N-rank step time.
 double scaling_efficiency(const Profile& profile, int64_t cap_bytes, int world_size, const Network& net,

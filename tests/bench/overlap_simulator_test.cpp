@@ -36,6 +36,54 @@ TEST(MakeBuckets, GroupsInArrivalOrderUpToTheCap) {
   EXPECT_DOUBLE_EQ(b[1].ready_us, 40);
 }
 
+TEST(MakeBuckets, NeverPassesTheCapAsTheReducer) {
+  // dist::BucketPlan opens a new bucket when a gradient would take the open one past the cap; a
+  // gradient larger than the cap sits alone.
+  const std::vector<GradEvent> grads{{1, 200}, {2, 300}, {3, 200}, {4, 900}, {5, 100}};
+  const auto b = make_buckets(grads, 600);
+  ASSERT_EQ(b.size(), 4u);
+  EXPECT_EQ(b[0].bytes, 500);
+  EXPECT_DOUBLE_EQ(b[0].ready_us, 2);
+  EXPECT_EQ(b[1].bytes, 200);
+  EXPECT_EQ(b[2].bytes, 900);
+  EXPECT_EQ(b[3].bytes, 100);
+  EXPECT_DOUBLE_EQ(b[3].ready_us, 5);
+}
+
+TEST(MakeBuckets, EdgeBucketsAsTheReducer) {
+  // dist::BucketPlan's edge buckets: the first bucket within the edge cap, the last gradients that
+  // fit in it a bucket of their own.
+  std::vector<GradEvent> grads;
+  for (int i = 0; i < 8; ++i) grads.push_back({10.0 * (i + 1), 256});
+  const auto b = make_buckets(grads, 1024, 512);
+  ASSERT_EQ(b.size(), 3u);
+  EXPECT_EQ(b[0].bytes, 512);
+  EXPECT_DOUBLE_EQ(b[0].ready_us, 20);
+  EXPECT_EQ(b[1].bytes, 1024);
+  EXPECT_DOUBLE_EQ(b[1].ready_us, 60);
+  EXPECT_EQ(b[2].bytes, 512);
+  EXPECT_DOUBLE_EQ(b[2].ready_us, 80);
+  EXPECT_EQ(make_buckets(grads, 1024, 0).size(), 2u);
+  grads.push_back({90, 1200});  // larger than the edge cap: the last bucket alone
+  const auto c = make_buckets(grads, 1024, 512);
+  ASSERT_EQ(c.size(), 4u);
+  EXPECT_EQ(c[2].bytes, 512);
+  EXPECT_EQ(c[3].bytes, 1200);
+}
+
+TEST(Simulate, SmallLastBucketExposesLess) {
+  // Most bytes arrive early, the last gradient at the end of backward: without edge buckets the
+  // early bytes wait in the last bucket until backward ends.
+  Profile p;
+  p.backward_us = 10000;
+  p.grads = {{1000, 3000}, {2000, 3000}, {9999, 100}};
+  const Link link{0, 1.0};
+  const Prediction plain = simulate(p, 4000, 2, link, true);
+  const Prediction edge = simulate(p, 4000, 2, link, true, 1000);
+  EXPECT_DOUBLE_EQ(plain.exposed_us, 3100 - 1);  // 3000 + 100 bytes start at 9999
+  EXPECT_DOUBLE_EQ(edge.exposed_us, 100 - 1);    // only the last 100 bytes
+}
+
 Profile even_profile() {
   // Backward of 1000 us producing ten 100-byte gradients at 100, 200, ..., 1000 us.
   Profile p;

@@ -127,6 +127,41 @@ TEST(BucketPlanTest, PacksGroupsInOrderAlignedAndCutsAtTheCap) {
   EXPECT_THROW(BucketPlan::build({{4, 3, 0}}, {0}, 96), Error);  // 3-byte elements
 }
 
+TEST(BucketPlanTest, EdgeBucketsKeepTheFirstAndTheLastBucketSmall) {
+  // Eight float32 parameters of 256 bytes (no padding), laid out 0..7: cap 1024 bytes holds four,
+  // the edge cap 512 two.
+  const std::vector<ParamInfo> eight(8, ParamInfo{64, 4, 0});
+  const std::vector<int> order{0, 1, 2, 3, 4, 5, 6, 7};
+  auto layout = [](const BucketPlan& plan) {
+    std::vector<std::vector<int>> out;
+    for (const Bucket& b : plan.buckets) out.push_back(b.params);
+    return out;
+  };
+  using L = std::vector<std::vector<int>>;
+  EXPECT_EQ(layout(BucketPlan::build(eight, order, 1024)), L({{0, 1, 2, 3}, {4, 5, 6, 7}}));
+  EXPECT_EQ(layout(BucketPlan::build(eight, order, 1024, 512)), L({{0, 1}, {2, 3, 4, 5}, {6, 7}}));
+  // An edge cap at or above the cap changes nothing.
+  EXPECT_EQ(layout(BucketPlan::build(eight, order, 1024, 1024)), L({{0, 1, 2, 3}, {4, 5, 6, 7}}));
+  EXPECT_EQ(layout(BucketPlan::build(eight, order, 1024, 4096)), L({{0, 1, 2, 3}, {4, 5, 6, 7}}));
+  // A last parameter larger than the edge cap is the last bucket alone.
+  std::vector<ParamInfo> big_last = eight;
+  big_last.push_back({300, 4, 0});
+  std::vector<int> order9 = order;
+  order9.push_back(8);
+  EXPECT_EQ(layout(BucketPlan::build(big_last, order9, 1024, 512)),
+            L({{0, 1}, {2, 3, 4, 5}, {6, 7}, {8}}));
+  // Everything within the edge cap: one bucket.
+  EXPECT_EQ(layout(BucketPlan::build({{64, 4, 0}, {64, 4, 0}}, {1, 0}, 1024, 512)), L({{1, 0}}));
+  // Per dtype group: each group has its own first and last bucket.
+  std::vector<ParamInfo> two_groups = eight;
+  for (int i = 0; i < 4; ++i) two_groups.push_back({32, 8, 1});  // float64, 256 bytes each
+  std::vector<int> order12 = order;
+  for (int i = 8; i < 12; ++i) order12.push_back(i);
+  EXPECT_EQ(layout(BucketPlan::build(two_groups, order12, 1024, 512)),
+            L({{0, 1}, {2, 3, 4, 5}, {6, 7}, {8, 9}, {10, 11}}));
+  EXPECT_THROW(BucketPlan::build(eight, order, 1024, -1), Error);
+}
+
 // Any sizes, dtypes and order: every parameter and bucket starts on a 256-byte boundary,
 // parameters never overlap and sit inside their bucket, buckets of a group follow each other, and
 // a bucket spans at most the cap unless it holds a single parameter.

@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# DDP overlap where bandwidth is the bottleneck (root only): two network namespaces joined by a
+# veth pair, both ends shaped to each rate of $RATES with tc tbf (bandwidth only: this kernel has
+# no netem, so no delay is added), one `overlap worker` rank in each (Gloo over the veth, one
+# OpenMP thread per rank). Each worker runs, for every bucket cap of $BUCKETS (MB), the model's
+# forward + backward with the Reducer's overlap off and on, $STEPS timed steps each, then the same
+# buckets all-reduced alone (no compute) $ALONE times. $EDGES lists the Reducer's edge bucket caps
+# to compare (MB; 0: no edge buckets, the layout before them; 0.25: the default). Repeats the whole
+# sweep $REPS times, the rates in a rotated order each time and the edge settings alternating, so
+# machine load hits every setting alike. Writes
+#   $OUT/edge<E>/<rate>/rep<k>/{timeline,alone,profile_w2}.csv, trace_cap<C>.json (rank 0) and
+#   timeline_rank1.csv,
+# then `overlap bandwidth` summarises each edge setting: medians and spread over the repetitions,
+# overlap efficiency, the simulator calibrated on $CALIBRATE and its predictions for the other
+# rates, and the plots (into $PLOTS/edge<E> when set). Removes the namespaces it made, also when
+# interrupted.
+#   sudo bench/dist/overlap_bandwidth.sh            # defaults below; about 40 minutes here
+set -u
+RATES=${RATES:-"1gbit 500mbit 200mbit 100mbit"}
+BUCKETS=${BUCKETS:-1,2,4,8,25}
+REPS=${REPS:-3}
+STEPS=${STEPS:-6}
+ALONE=${ALONE:-5}
+MODEL=${MODEL:-yolov5n}
+IMG=${IMG:-128}
+BATCH=${BATCH:-2}
+CALIBRATE=${CALIBRATE:-1gbit}
+EDGES=${EDGES:-"0 0.25 1"}
+OUT=${OUT:-overlap_bandwidth_out}
+PLOTS=${PLOTS:-}
+root=$(cd "$(dirname "$0")/../.." && pwd)
+overlap=${OVERLAP:-$root/build/overlap}
+[[ $(id -u) == 0 ]] || { echo "overlap_bandwidth.sh: needs root (ip netns, tc)"; exit 1; }
+[[ -x $overlap ]] || { echo "overlap_bandwidth.sh: no $overlap; build the 'overlap' target first"; exit 1; }
+a=kov$$a b=kov$$b
+cleanup() { ip netns del "$a" 2>/dev/null; ip netns del "$b" 2>/dev/null; }
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+ip netns add "$a" && ip netns add "$b" || exit 1
+ip link add "v$a" type veth peer name "v$b" || exit 1
+ip link set "v$a" netns "$a"; ip link set "v$b" netns "$b"
+ip -n "$a" addr add 10.213.8.1/24 dev "v$a"; ip -n "$b" addr add 10.213.8.2/24 dev "v$b"
+for n in "$a" "$b"; do ip -n "$n" link set lo up; ip -n "$n" link set "v$n" up; done
+
+shape() {  # burst: at least one 1 ms of tokens at the rate (tbf needs >= rate/HZ), 64 KB minimum
+  local rate=$1 bits burst
+  bits=${rate%bit}; bits=$(numfmt --from=si "${bits^^}") || exit 1
+  burst=$(( bits / 8 / 1000 > 65536 ? bits / 8 / 1000 : 65536 ))
+  for n in "$a" "$b"; do
+    tc -n "$n" qdisc replace dev "v$n" root tbf rate "$rate" burst "$burst" latency 100ms || exit 1
+  done
+}
+
+run() {  # rate, repetition, edge bucket cap
+  local dir="$OUT/edge$3/$1/rep$2" port=$((29800 + RANDOM % 150)) p0 p1 e0 e1
+  rm -rf "$dir"; mkdir -p "$dir"
+  local args=(worker --model "$MODEL" --img-size "$IMG" --batch-size "$BATCH" --steps "$STEPS" --warmup 1
+              --buckets "$BUCKETS" --alone-reps "$ALONE" --edge-bucket-mb "$3" --out "$dir")
+  for r in 0 1; do
+    local ns=$a; [[ $r == 1 ]] && ns=$b
+    (cd "$root" && ip netns exec "$ns" env OMP_NUM_THREADS=1 RANK=$r WORLD_SIZE=2 LOCAL_RANK=0 \
+       MASTER_ADDR=10.213.8.1 MASTER_PORT=$port "$overlap" "${args[@]}" >"$dir/rank$r.log" 2>&1) &
+    if [[ $r == 0 ]]; then p0=$!; else p1=$!; fi
+  done
+  wait "$p0"; e0=$?; wait "$p1"; e1=$?
+  if [[ $e0 != 0 || $e1 != 0 ]]; then
+    echo "rate $1, repetition $2, edge $3: failed ($e0, $e1)"; tail -n 3 "$dir/rank0.log" "$dir/rank1.log"; exit 1
+  fi
+  echo "rate $1, repetition $2, edge $3 MB: done ($(date +%T))"
+}
+
+read -r -a rates <<<"$RATES"
+read -r -a edges <<<"$EDGES"
+for rep in $(seq "$REPS"); do
+  for i in "${!rates[@]}"; do
+    rate=${rates[$(( (i + rep - 1) % ${#rates[@]} ))]}
+    shape "$rate"
+    for j in "${!edges[@]}"; do run "$rate" "$rep" "${edges[$(( (j + rep + i) % ${#edges[@]} ))]}"; done
+  done
+done
+for e in "${edges[@]}"; do
+  echo; echo "## edge buckets $e MB"; echo
+  "$overlap" bandwidth --runs "$OUT/edge$e" --calibrate "$CALIBRATE" --edge-bucket-mb "$e" ${PLOTS:+--plots "$PLOTS/edge$e"}
+done
