@@ -53,7 +53,7 @@ fi
 
 # Which of the requested packages are missing or at another version (pip would reinstall a
 # pinned one, and --upgrade-strategy cannot be used with --no-deps).
-missing=$("$venv/bin/python" - "${packages[@]}" <<'EOF'
+mapfile -t missing < <("$venv/bin/python" - "${packages[@]}" <<'EOF'
 import sys
 from importlib import metadata
 for spec in sys.argv[1:]:
@@ -67,10 +67,9 @@ for spec in sys.argv[1:]:
         print(spec)
 EOF
 )
-if [[ -n $missing ]]; then
-  echo "install-bench-venv: installing" $missing
-  # shellcheck disable=SC2086  # one package per word
-  "$venv/bin/pip" install --quiet --disable-pip-version-check --no-deps --no-compile $missing
+if ((${#missing[@]})); then
+  echo "install-bench-venv: installing ${missing[*]}"
+  "$venv/bin/pip" install --quiet --disable-pip-version-check --no-deps --no-compile "${missing[@]}"
 else
   echo "install-bench-venv: all ${#packages[@]} packages present"
 fi
