@@ -44,7 +44,15 @@ def _python_stack():
     try:
         import IPython  # noqa: F401
     except ImportError:
-        _stub_module("IPython", display=lambda *a, **k: None)
+        # models/common.py does `from IPython.display import display`: a package with that submodule.
+        def display(*args, **kwargs):
+            return None
+
+        _stub_module("IPython.display", display=display)
+        # matplotlib asks a loaded IPython for its shell: None, as outside a notebook.
+        _stub_module("IPython", display=sys.modules["IPython.display"], __path__=[],
+                     get_ipython=lambda: None)
+        applied.pop()  # one entry for the pair
 
     import numpy as np
     if not hasattr(np, "trapz"):

@@ -19,8 +19,13 @@ start and end only, as the loss values are read once at the end.
 
 --yolov5 is a checkout of ultralytics/yolov5 v7.0 kept outside this repository (it is imported,
 never copied). Needs PyTorch, torchvision, OpenCV, pandas, matplotlib, seaborn, PyYAML, tqdm and
-psutil (Debian's python3-* packages, or the GPU machine's own Python). The run-time shims of
-reference_shims.py let v7.0 import on PyTorch 2.x and numpy 2.x.
+psutil (Debian's python3-* packages, or the GPU machine's own Python). For PyPI's newest PyTorch
+(2.15), scripts/install-bench-venv.sh makes /opt/kestrel-bench with all of them:
+
+    LD_LIBRARY_PATH=/usr/local/cuda/lib64 /opt/kestrel-bench/bin/python \
+        bench/pytorch/train_step_reference.py --yolov5 /tmp/yolov5 --amp bf16 ...
+
+The run-time shims of reference_shims.py let v7.0 import on PyTorch 2.x and numpy 2.x.
 """
 import argparse
 import json
