@@ -167,7 +167,8 @@ void remove_killed_unpacks(const fs::path& dest, const std::string& stem) {
     const long pid = std::strtol(name.c_str() + prefix.size(), nullptr, 10);
     if (pid <= 0 || pid == ::getpid() || ::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;
     std::error_code ignored;  // a leftover that cannot go stays: the new unpack has its own folder
-    if (fs::remove_all(it->path(), ignored) != static_cast<std::uintmax_t>(-1) && !ignored)
+    fs::remove_all(it->path(), ignored);
+    if (!ignored)
       std::fprintf(stderr, "unzip: removed %s, left by an unpack that was killed\n", it->path().c_str());
   }
 }

@@ -24,20 +24,7 @@ using kestrel::testing::run_kestrel;
 
 namespace {
 
-struct Reference {
-  std::string python, dir;
-};
-
-// Sets `ref`, or says why the test cannot run.
-std::string find_reference(Reference& ref) {
-  ref.python = kestrel::testing::find_python({"torch", "yaml"});
-  if (ref.python.empty()) return "no Python with PyTorch and PyYAML (tried $KESTREL_PYTHON, python3, /usr/bin/python3)";
-  const char* env = std::getenv("KESTREL_REFERENCE_DIR");
-  ref.dir = env && *env ? env : "/tmp/yolov5";
-  if (!fs::exists(fs::path(ref.dir) / "models/yolo.py"))
-    return "no YOLOv5 v7.0 source tree at " + ref.dir + " (set KESTREL_REFERENCE_DIR)";
-  return "";
-}
+using kestrel::testing::Reference;
 
 fs::path scratch(const std::string& name) {
   const fs::path p = fs::temp_directory_path() / ("kestrel_converters_test_" + name + "_" + std::to_string(::getpid()));
@@ -47,7 +34,7 @@ fs::path scratch(const std::string& name) {
 }
 
 CliResult python(const Reference& ref, const std::string& script_and_args) {
-  return run_command("KESTREL_REFERENCE_DIR=" + ref.dir + " " + ref.python + " " + script_and_args);
+  return kestrel::testing::run_reference_python(ref, script_and_args);
 }
 
 CliResult fixture(const Reference& ref, const std::string& args) {
@@ -67,7 +54,7 @@ std::string noise_image(const fs::path& dir) {
 
 TEST(Converters, ReferenceCheckpointRoundTripsBitForBit) {
   Reference ref;
-  if (const std::string missing = find_reference(ref); !missing.empty()) GTEST_SKIP() << missing;
+  if (const std::string missing = kestrel::testing::find_reference(ref, {"torch", "yaml"}, "models/yolo.py"); !missing.empty()) GTEST_SKIP() << missing;
   const fs::path dir = scratch("roundtrip");
   const std::string pt = (dir / "ref.pt").string(), st = (dir / "ref.safetensors").string();
   const std::string back = (dir / "back.pt").string();
@@ -93,7 +80,7 @@ TEST(Converters, ReferenceCheckpointRoundTripsBitForBit) {
 
 TEST(Converters, KestrelCheckpointsConvertForTheReference) {
   Reference ref;
-  if (const std::string missing = find_reference(ref); !missing.empty()) GTEST_SKIP() << missing;
+  if (const std::string missing = kestrel::testing::find_reference(ref, {"torch", "yaml"}, "models/yolo.py"); !missing.empty()) GTEST_SKIP() << missing;
   const fs::path dir = scratch("kestrel");
   CliResult r = run_kestrel("train --cfg models/yolov5n.yaml --device cpu --img-size 64 --batch-size 4 --epochs 1"
                             " --workers 1 --max-batches 1 --noplots --save-period 1 --project " + dir.string());

@@ -166,23 +166,18 @@ TEST(ResumeParity, RecordedReference) {
 }
 
 TEST(ResumeParity, LiveReference) {
-  const std::string python = kestrel::testing::find_python({"torch", "yaml", "pandas", "tqdm", "cv2"});
-  if (python.empty())
-    GTEST_SKIP() << "no Python with PyTorch, PyYAML, pandas, tqdm and OpenCV (tried $KESTREL_PYTHON, python3, "
-                    "/usr/bin/python3)";
-  const char* env = std::getenv("KESTREL_REFERENCE_DIR");
-  const std::string ref = env && *env ? env : "/tmp/yolov5";
-  if (!fs::exists(fs::path(ref) / "train.py"))
-    GTEST_SKIP() << "no YOLOv5 v7.0 source tree at " << ref << " (set KESTREL_REFERENCE_DIR)";
+  kestrel::testing::Reference ref;
+  const std::string missing = kestrel::testing::find_reference(ref, {"torch", "yaml", "pandas", "tqdm", "cv2"}, "train.py");
+  if (!missing.empty()) GTEST_SKIP() << missing;
   if (!fs::exists(kCoco128 / "coco128.yaml")) GTEST_SKIP() << "coco128 not found at " << kCoco128;
 
   const fs::path dir = scratch("live");
   const std::string data = scratch_coco128(dir / "coco128");
   const fs::path out = dir / "reference";
   fs::create_directories(out);
-  const CliResult r = run_command("KESTREL_REFERENCE_DIR=" + ref + " " + python +
-                                  " tests/scripts/reference_fixture.py train_resume " + data + " " +
-                                  fs::absolute("tests/data/micro.yaml").string() + " 160 16 3 0 " + out.string());
+  const CliResult r = kestrel::testing::run_reference_python(
+      ref, "tests/scripts/reference_fixture.py train_resume " + data + " " +
+               fs::absolute("tests/data/micro.yaml").string() + " 160 16 3 0 " + out.string());
   ASSERT_EQ(r.code, 0) << r.out;
   const Results full = parse_results(read_lines(out / "full" / "results.csv"));
   const Results resume = parse_results(read_lines(out / "resume" / "results.csv"));

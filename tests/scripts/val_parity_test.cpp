@@ -110,23 +110,19 @@ void expect_recorded(const std::string& file, bool augment) {
 }
 
 void expect_live(bool augment) {
-  const std::string python = kestrel::testing::find_python({"torch", "yaml", "pandas", "tqdm", "cv2"});
-  if (python.empty())
-    GTEST_SKIP() << "no Python with PyTorch, PyYAML, pandas, tqdm and OpenCV (tried $KESTREL_PYTHON, python3, "
-                    "/usr/bin/python3)";
-  const char* env = std::getenv("KESTREL_REFERENCE_DIR");
-  const std::string ref = env && *env ? env : "/tmp/yolov5";
-  if (!fs::exists(fs::path(ref) / "val.py"))
-    GTEST_SKIP() << "no YOLOv5 v7.0 source tree at " << ref << " (set KESTREL_REFERENCE_DIR)";
+  kestrel::testing::Reference ref;
+  const std::string missing = kestrel::testing::find_reference(ref, {"torch", "yaml", "pandas", "tqdm", "cv2"}, "val.py");
+  if (!missing.empty()) GTEST_SKIP() << missing;
   if (!fs::exists(kCoco128 / "coco128.yaml")) GTEST_SKIP() << "coco128 not found at " << kCoco128;
 
   const fs::path dir = scratch(augment ? "live_augment" : "live");
   const std::string data = scratch_coco128(dir / "coco128");
   const std::string pt = (dir / "weights.pt").string();
-  CliResult r = run_command(python + " scripts/convert_to_ultralytics.py " + kWeights + " " + pt + " --yolov5 " + ref);
+  CliResult r = kestrel::testing::run_reference_python(
+      ref, std::string("scripts/convert_to_ultralytics.py ") + kWeights + " " + pt + " --yolov5 " + ref.dir);
   ASSERT_EQ(r.code, 0) << r.out;
-  r = run_command("KESTREL_REFERENCE_DIR=" + ref + " " + python + " tests/scripts/reference_fixture.py val " + pt +
-                  " " + data + " 320 32 0.001 " + dir.string() + (augment ? " augment" : ""));
+  r = kestrel::testing::run_reference_python(ref, "tests/scripts/reference_fixture.py val " + pt + " " + data +
+                                                      " 320 32 0.001 " + dir.string() + (augment ? " augment" : ""));
   ASSERT_EQ(r.code, 0) << r.out;
   AllRow reference;
   ASSERT_TRUE(parse_all_row(r.out, reference)) << "no 'all' row in the reference's output:\n" << r.out;

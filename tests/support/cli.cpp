@@ -42,4 +42,22 @@ std::string find_python(const std::vector<std::string>& modules) {
   return "";
 }
 
+std::string find_reference(Reference& ref, const std::vector<std::string>& modules, const std::string& marker) {
+  ref.python = find_python(modules);
+  if (ref.python.empty()) {
+    std::string names;
+    for (const std::string& m : modules) names += (names.empty() ? "" : ", ") + m;
+    return "no Python that imports " + names + " (tried $KESTREL_PYTHON, python3, /usr/bin/python3)";
+  }
+  const char* env = std::getenv("KESTREL_REFERENCE_DIR");
+  ref.dir = env && *env ? env : "/tmp/yolov5";
+  if (!std::filesystem::exists(std::filesystem::path(ref.dir) / marker))
+    return "no YOLOv5 v7.0 source tree at " + ref.dir + " (set KESTREL_REFERENCE_DIR)";
+  return "";
+}
+
+CliResult run_reference_python(const Reference& ref, const std::string& script_and_args) {
+  return run_command("KESTREL_REFERENCE_DIR=" + ref.dir + " " + ref.python + " " + script_and_args);
+}
+
 }  // namespace kestrel::testing

@@ -26,4 +26,15 @@ CliResult run_command(const std::string& command);
 // of `modules`; empty when none does (tests then skip, naming what is missing).
 std::string find_python(const std::vector<std::string>& modules);
 
+// What a test that runs the reference needs: a Python importing the modules it names, and the
+// reference's v7.0 source tree ($KESTREL_REFERENCE_DIR, default /tmp/yolov5).
+struct Reference {
+  std::string python, dir;
+};
+// Fills `ref`, or returns why the test cannot run (to skip with): no such Python, or no tree
+// holding `marker` (a file of it, e.g. "train.py"). Empty when the test can run.
+std::string find_reference(Reference& ref, const std::vector<std::string>& modules, const std::string& marker);
+// Runs `ref.python <script_and_args>` with $KESTREL_REFERENCE_DIR set to ref.dir.
+CliResult run_reference_python(const Reference& ref, const std::string& script_and_args);
+
 }  // namespace kestrel::testing
