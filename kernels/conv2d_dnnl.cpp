@@ -33,13 +33,13 @@ constexpr size_t kMaxCachedFilterBytes = size_t(512) << 20;
 // One configuration of one pass: the shape, the pass, and whether a bias (or its gradient) goes
 // with it.
 struct Key {
-  std::array<int64_t, 13> v;
+  std::array<int64_t, 14> v;
   auto operator<=>(const Key&) const = default;
 };
 
-Key key_of(ConvPass pass, const Conv2dShape& s, bool bias) {
+Key key_of(ConvPass pass, const Conv2dShape& s, bool bias, ConvActivation act) {
   return Key{{s.n, s.h, s.w, s.c, s.o, s.kh, s.kw, s.stride_h, s.stride_w, s.pad_h, s.pad_w,
-              int64_t(pass), int64_t(bias)}};
+              int64_t(pass), int64_t(bias), int64_t(act)}};
 }
 
 // oneDNN's logical dimensions are NCHW / OIHW whatever the layout; the tags say NHWC / OHWI.
@@ -132,23 +132,26 @@ class DnnlConv {
     return conv;
   }
 
-  const Primitive& primitive(ConvPass pass, const Conv2dShape& s, bool bias) {
+  const Primitive& primitive(ConvPass pass, const Conv2dShape& s, bool bias,
+                             ConvActivation act = ConvActivation::None) {
     std::lock_guard lock(mutex_);
-    const Key key = key_of(pass, s, bias);
+    const Key key = key_of(pass, s, bias, act);
     auto it = primitives_.find(key);
-    if (it == primitives_.end()) it = primitives_.emplace(key, build(pass, s, bias)).first;
+    if (it == primitives_.end()) it = primitives_.emplace(key, build(pass, s, bias, act)).first;
     return it->second;
   }
 
   // The filter w in the layout p reads: w itself when that is OHWI, else a reordered copy, from
-  // the cache when (w, configuration) was reordered before at the same non-zero version.
+  // the cache when (w, configuration) was reordered before at the same non-zero version. A
+  // primitive with a post-op may want another layout than the plain one: its copy is its own.
   std::shared_ptr<memory> filter(const Primitive& p, ConvPass pass, const Conv2dShape& s,
-                                 const float* w, WeightVersion version) {
+                                 const float* w, WeightVersion version,
+                                 ConvActivation act = ConvActivation::None) {
     memory user(weights_md(s, tag::ohwi), engine_, const_cast<float*>(w));
     if (!p.filter_reorder) return std::make_shared<memory>(user);
     std::lock_guard lock(mutex_);
     if (version == kUncachedWeights) return reorder(p, user, nullptr);
-    auto& entry = filters_[{w, key_of(pass, s, false)}];
+    auto& entry = filters_[{w, key_of(pass, s, false, act)}];
     entry.last_use = ++clock_;
     if (entry.version == version) {
       ++stats_.hits;
@@ -185,8 +188,18 @@ class DnnlConv {
     attr_.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   }
 
-  Primitive build(ConvPass pass, const Conv2dShape& s, bool bias) const {
+  Primitive build(ConvPass pass, const Conv2dShape& s, bool bias, ConvActivation act) const {
     const auto algo = dnnl::algorithm::convolution_direct;
+    KESTREL_CHECK(act == ConvActivation::None || pass == ConvPass::Forward,
+                  "conv2d through oneDNN: an activation post-op goes with the forward pass only");
+    // A new attribute object: primitive_attr is a handle, so a copy of attr_ would share it.
+    dnnl::primitive_attr fwd_attr;
+    fwd_attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    if (act == ConvActivation::Silu) {  // swish(x) = x * sigmoid(alpha x), alpha 1
+      dnnl::post_ops ops;
+      ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_swish, 1.0f, 0.0f);
+      fwd_attr.set_post_ops(ops);
+    }
     const memory::desc any = weights_md(s, tag::any), ohwi = weights_md(s, tag::ohwi);
     const memory::desc no_bias;
     // The backward passes are built with the forward pass as their hint, as oneDNN requires.
@@ -194,7 +207,7 @@ class DnnlConv {
         dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, algo, src_md(s), any,
                                         bias && pass == ConvPass::Forward ? bias_md(s) : no_bias,
                                         dst_md(s), strides(s), padding(s), padding(s)),
-        attr_, engine_);
+        fwd_attr, engine_);
     Primitive p;
     switch (pass) {
       case ConvPass::Forward:
@@ -290,11 +303,11 @@ void checked(ConvPass pass, const Conv2dShape& s, F f) {
 WeightVersion conv2d_dnnl_new_weight_version() { return DnnlConv::instance().new_version(); }
 
 void conv2d_forward_dnnl(const Conv2dShape& s, const float* x, const float* w, WeightVersion wv,
-                         const float* bias, float* y) {
+                         const float* bias, float* y, ConvActivation act) {
   checked(ConvPass::Forward, s, [&] {
     DnnlConv& dnnl = DnnlConv::instance();
-    const Primitive& p = dnnl.primitive(ConvPass::Forward, s, bias != nullptr);
-    const std::shared_ptr<memory> filter = dnnl.filter(p, ConvPass::Forward, s, w, wv);
+    const Primitive& p = dnnl.primitive(ConvPass::Forward, s, bias != nullptr, act);
+    const std::shared_ptr<memory> filter = dnnl.filter(p, ConvPass::Forward, s, w, wv, act);
     std::unordered_map<int, memory> args{{DNNL_ARG_SRC, wrap(src_md(s), x)},
                                          {DNNL_ARG_WEIGHTS, *filter},
                                          {DNNL_ARG_DST, wrap(dst_md(s), y)}};

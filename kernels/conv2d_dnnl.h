@@ -35,9 +35,15 @@ using WeightVersion = uint64_t;
 constexpr WeightVersion kUncachedWeights = 0;
 WeightVersion conv2d_dnnl_new_weight_version();
 
-// y = conv(x, w) + bias; bias may be null.
+// An activation applied inside the forward convolution (a oneDNN post-op, in registers as each
+// output block is written) instead of in a second pass over y. Silu is oneDNN's swish: its own exp,
+// so within a few ulp of kernels' exp_approx SiLU, not equal to it bit for bit. Inference only:
+// training keeps the pre-activation for backward and runs BN + SiLU as their own op.
+enum class ConvActivation : uint8_t { None, Silu };
+
+// y = act(conv(x, w) + bias); bias may be null.
 void conv2d_forward_dnnl(const Conv2dShape& s, const float* x, const float* w, WeightVersion wv,
-                         const float* bias, float* y);
+                         const float* bias, float* y, ConvActivation act = ConvActivation::None);
 // dx = the transposed convolution of dy with w.
 void conv2d_backward_data_dnnl(const Conv2dShape& s, const float* dy, const float* w,
                                WeightVersion wv, float* dx);

@@ -41,6 +41,19 @@ Tensor Conv2d::forward_with(const Tensor& x, Tensor w, Tensor b) {
   return y;
 }
 
+Tensor Conv2d::forward_inference(const Tensor& x, Tensor w, Tensor b, ops::ConvActivation act,
+                                 kernels::WeightVersion version) {
+  if (x.dtype() != w.dtype()) {  // mixed precision: compute in the activations' type
+    w = w.to(x.dtype());
+    if (b.defined()) b = b.to(x.dtype());
+    version = kernels::kUncachedWeights;
+  }
+  Tensor y = ops::conv2d_inference(x, w, b, ops::Conv2dParams{stride, stride, padding, padding},
+                                   act, version);
+  last_macs_ = y.numel() * in_channels * kernel * kernel;
+  return y;
+}
+
 BatchNorm2d::BatchNorm2d(int64_t channels, double eps, double momentum)
     : eps(eps), momentum(momentum) {
   weight = Tensor::ones({channels}).set_requires_grad();
@@ -74,14 +87,38 @@ Conv::Conv(int64_t c1, int64_t c2, int64_t k, int64_t s, std::optional<int64_t> 
   bn = register_module("bn", std::make_shared<BatchNorm2d>(c2, 1e-3, 0.03));
 }
 
-// Inference (eval mode without gradients) folds BN into the convolution, as the reference's val
-// and detect run a fused model: one pass over the activations fewer. Training, and eval that
-// tracks gradients, run conv -> fused BN + SiLU.
+Conv::Folded Conv::fold() const {
+  const ops::FoldedConv f = ops::fold_batch_norm(conv->weight, bn->weight, bn->bias,
+                                                 bn->running_mean, bn->running_var, bn->eps);
+  return {f.weight, f.bias, kernels::kUncachedWeights};
+}
+
+void Conv::fuse() {
+  fused_ = fold();
+  fused_->version = kernels::conv2d_dnnl_new_weight_version();
+}
+
+// Inference (eval mode without gradients) folds BN into the convolution and applies SiLU in the
+// convolution's pass, as the reference's val and detect run a fused model: two passes over the
+// activations fewer. Training, and eval that tracks gradients, run conv -> fused BN + SiLU.
 Tensor Conv::forward(const Tensor& x) {
+  if (is_training()) unfuse();  // weights are about to change
   if (is_training() || autograd::grad_enabled()) return bn->forward_silu(conv->forward(x));
-  const ops::FoldedConv f =
-      ops::fold_batch_norm(conv->weight, bn->weight, bn->bias, bn->running_mean, bn->running_var, bn->eps);
-  return ops::silu(conv->forward_with(x, f.weight, f.bias));
+  if (fused_ && fused_->weight.device() != conv->weight.device()) fuse();
+  const Folded f = fused_ ? *fused_ : fold();
+  return conv->forward_inference(x, f.weight, f.bias, ops::ConvActivation::Silu, f.version);
+}
+
+void fuse_convs(Module& m) {
+  m.visit([](Module& child) {
+    if (auto* c = dynamic_cast<Conv*>(&child)) c->fuse();
+  });
+}
+
+void unfuse_convs(Module& m) {
+  m.visit([](Module& child) {
+    if (auto* c = dynamic_cast<Conv*>(&child)) c->unfuse();
+  });
 }
 
 }  // namespace kestrel::layers

@@ -4,6 +4,7 @@
 #include <functional>
 #include <optional>
 
+#include "engine/ops/conv.h"
 #include "engine/random.h"
 #include "layers/module.h"
 
@@ -17,6 +18,10 @@ class Conv2d : public UnaryModule {
   Tensor forward(const Tensor& x) override;
   // The same convolution with other weights of this layer's shape (BN-folded ones, in eval).
   Tensor forward_with(const Tensor& x, Tensor w, Tensor b);
+  // Inference with other weights of this layer's shape and an activation in the same pass
+  // (ops::conv2d_inference; no autograd).
+  Tensor forward_inference(const Tensor& x, Tensor w, Tensor b, ops::ConvActivation act,
+                           kernels::WeightVersion version);
   std::string type_name() const override { return "torch.nn.modules.conv.Conv2d"; }
 
   // Multiply-accumulates of the last forward (for the model's GFLOPs figure).
@@ -61,8 +66,30 @@ class Conv : public UnaryModule {
   Tensor forward(const Tensor& x) override;
   std::string type_name() const override { return "models.common.Conv"; }
 
+  // Inference (eval without gradients) always runs the fused form act(conv(x, w') + b'), BN folded
+  // into w' and b'. Unfused, it folds on every forward (its weights may change between calls:
+  // an EMA model validated during training). fuse() folds once and keeps the folded copies, as
+  // the reference's model.fuse() for val.py and detect.py: the caller promises that conv's and
+  // bn's tensors no longer change in place (weight loading unfuses). A training-mode forward
+  // unfuses, and a fused layer refolds by itself when its tensors moved to another device.
+  void fuse();
+  void unfuse() { fused_.reset(); }
+  bool fused() const { return fused_.has_value(); }
+
   std::shared_ptr<Conv2d> conv;
   std::shared_ptr<BatchNorm2d> bn;
+
+ private:
+  struct Folded {
+    Tensor weight, bias;
+    kernels::WeightVersion version = kernels::kUncachedWeights;
+  };
+  Folded fold() const;
+  std::optional<Folded> fused_;
 };
+
+// fuse() / unfuse() on every Conv block in m and below.
+void fuse_convs(Module& m);
+void unfuse_convs(Module& m);
 
 }  // namespace kestrel::layers

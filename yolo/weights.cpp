@@ -5,6 +5,7 @@
 
 #include "engine/autograd.h"
 #include "engine/json.h"
+#include "layers/conv.h"
 #include "yolo/weights_file.h"
 
 namespace kestrel::yolo {
@@ -80,6 +81,7 @@ void save_weights(layers::Module& model, const std::string& path, DType dtype,
 }
 
 void load_weights(layers::Module& model, const SafetensorsFile& file, const std::string& prefix) {
+  layers::unfuse_convs(model);  // the folded copies would keep the old weights
   const std::string& path = file.path();
   std::vector<layers::StateEntry> entries = model.state_entries();
   std::vector<std::string> problems;
@@ -149,6 +151,7 @@ std::string load_inference_weights(layers::Module& model, const std::string& pat
 
 TransferResult transfer_weights(layers::Module& model, const SafetensorsFile& file,
                                 const std::vector<std::string>& exclude, const std::string& prefix) {
+  layers::unfuse_convs(model);
   const std::string& path = file.path();
   check_finite(file, path, prefix);
   TransferResult r;

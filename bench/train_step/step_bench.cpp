@@ -17,6 +17,7 @@
 #include "engine/profiler.h"
 #include "engine/random.h"
 #include "engine/stream.h"
+#include "layers/conv.h"
 #include "yolo/batch_prep.h"
 #include "yolo/data/augment_pipeline.h"
 #include "yolo/data/batch_uploader.h"
@@ -181,7 +182,10 @@ StepResult run_step_bench(const StepConfig& c) {
 
   double waited_s = 0;
   KESTREL_CHECK(!c.forward_only || !feed, "train_step --forward-only runs on resident batches; leave out --data");
-  if (c.forward_only) model.train(false);
+  if (c.forward_only) {  // as detect and val: eval, BN folded into the convolutions once
+    model.train(false);
+    layers::fuse_convs(model);
+  }
   auto step = [&] {
     if (c.forward_only) {
       autograd::NoGradGuard no_grad;

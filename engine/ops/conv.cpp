@@ -5,6 +5,7 @@
 
 #include "engine/profiler.h"
 #include "engine/ops/common.h"
+#include "engine/ops/elementwise.h"
 #include "kernels/conv2d_dnnl.h"
 
 namespace kestrel::ops {
@@ -243,6 +244,36 @@ Tensor conv2d(const Tensor& x_, const Tensor& w_, const Tensor& b_, const Conv2d
     node->w_version = wv;
     autograd::set_history(y, node);
   }
+  return y;
+}
+
+Tensor conv2d_inference(const Tensor& x_, const Tensor& w_, const Tensor& b_,
+                        const Conv2dParams& p, ConvActivation act, WeightVersion wv) {
+  KESTREL_CHECK(!autograd::grad_enabled() ||
+                    !(x_.requires_grad() || w_.requires_grad() ||
+                      (b_.defined() && b_.requires_grad())),
+                "conv2d_inference records no gradients: run it under autograd::NoGradGuard, or "
+                "use conv2d for training");
+  if (!use_dnnl(x_) || x_.dtype() != w_.dtype()) {
+    Tensor y = conv2d(x_, w_, b_, p);
+    return act == ConvActivation::Silu ? silu(y) : y;
+  }
+  const profiler::Scope timed("Conv2d", profiler::Phase::Forward);
+  check_compatible("conv2d", x_, w_, false);
+  const Conv2dShape s = conv_shape(x_.shape(), w_.shape(), p);
+  if (b_.defined()) {
+    check_compatible("conv2d (bias)", x_, b_, false);
+    KESTREL_CHECK(b_.dim() == 1 && b_.size(0) == s.o, "conv2d: the bias must be [", s.o,
+                  "] to match the weight ", w_.describe(), ", got ", b_.describe());
+  }
+  Tensor x = dense(x_), w = dense(w_), b = b_.defined() ? dense(b_) : Tensor();
+  // A copy made by dense() is a new buffer: the caller's version does not describe it.
+  if (w.data_ptr() != w_.data_ptr()) wv = kernels::kUncachedWeights;
+  Tensor y = Tensor::empty({s.n, s.out_h(), s.out_w(), s.o}, x.dtype(), x.device());
+  kernels::conv2d_forward_dnnl(s, x.data<float>(), w.data<float>(), wv,
+                               b.defined() ? b.data<float>() : nullptr, y.data<float>(),
+                               act == ConvActivation::Silu ? kernels::ConvActivation::Silu
+                                                           : kernels::ConvActivation::None);
   return y;
 }
 

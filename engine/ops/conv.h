@@ -12,6 +12,7 @@
 
 #include "engine/tensor.h"
 #include "kernels/conv2d.h"
+#include "kernels/conv2d_dnnl.h"
 
 namespace kestrel::ops {
 
@@ -25,6 +26,18 @@ struct Conv2dParams {
 
 // bias may be undefined. Gradients flow to each of x, weight, bias that requires grad.
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const Conv2dParams& p);
+
+// Inference: act(conv2d(x, weight, bias)) without autograd (refused while gradients are on and an
+// operand requires them). On the CPU in float32 the activation runs inside oneDNN's convolution
+// (a post-op: no second pass over the output; SiLU within a few ulp of ops::silu, not bit-equal);
+// elsewhere it is conv2d followed by ops::silu. weight_version is the promise of
+// kernels/conv2d_dnnl.h: a caller whose weights stay unchanged between calls (a fused model)
+// passes one version, from kernels::conv2d_dnnl_new_weight_version(), every time, and the filter is
+// reordered once; kUncachedWeights reorders it on every call.
+enum class ConvActivation { None, Silu };
+Tensor conv2d_inference(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                        const Conv2dParams& p, ConvActivation act,
+                        kernels::WeightVersion weight_version = kernels::kUncachedWeights);
 
 // The three backward passes on their own, without autograd (conv2d's backward uses them; so do
 // the benchmarks, to time each pass alone).

@@ -225,3 +225,50 @@ TEST(Conv2dDnnl, NamesItsImplementation) {
 }
 
 }  // namespace
+
+// The SiLU post-op (inference): silu of the plain convolution's output, evaluated in double,
+// within the convolution's own bound carried through silu (|silu'| < 1.1) plus a few ulp of the
+// result for oneDNN's exp. Run on a stride-2 3x3 and a 1x1 shape with a bias, where the
+// pre-activations span about -10..10 (both tails of the sigmoid).
+TEST(Conv2dDnnl, SiluPostOpIsSiluOfTheConvolution) {
+  for (const Conv2dShape& s : {shape(2, 13, 11, 24, 40, 3, 2, 1), shape(1, 9, 9, 64, 24, 1, 1, 0)}) {
+    const std::vector<float> x = random_floats(input_size(s), 11), b = random_floats(s.o, 13);
+    std::vector<float> w = random_floats(filter_size(s), 12);
+    for (float& v : w) v *= 1.5f;
+    std::vector<float> plain(output_size(s)), fused(output_size(s));
+    conv2d_forward_dnnl(s, x.data(), w.data(), kUncachedWeights, b.data(), plain.data());
+    conv2d_forward_dnnl(s, x.data(), w.data(), kUncachedWeights, b.data(), fused.data(),
+                        ConvActivation::Silu);
+    double worst = 0, lo = 0, hi = 0;
+    for (size_t i = 0; i < plain.size(); ++i) {
+      const double z = plain[i], want = z / (1.0 + std::exp(-z));
+      const double bound = 1.1 * 1e-5 * (1.0 + std::fabs(z)) + 4 * std::ldexp(std::fabs(want), -23);
+      worst = std::max(worst, std::fabs(fused[i] - want) / bound);
+      lo = std::min(lo, z), hi = std::max(hi, z);
+    }
+    EXPECT_LE(worst, 1.0) << "the fused SiLU is not silu(conv)";
+    EXPECT_LT(lo, -4.0) << "the case does not reach the sigmoid's lower tail";
+    EXPECT_GT(hi, 4.0) << "the case does not reach the sigmoid's upper tail";
+  }
+}
+
+// A SiLU primitive and a plain one of the same configuration keep separate reordered filters
+// (their layouts may differ), and a fused caller's fixed version reorders once.
+TEST(Conv2dDnnlWeightCache, PostOpPrimitivesKeepTheirOwnFilterCopy) {
+  const Conv2dShape s = shape(1, 8, 8, 16, 32, 3, 1, 1);
+  const std::vector<float> x = random_floats(input_size(s), 21), w = random_floats(filter_size(s), 22);
+  std::vector<float> plain(output_size(s)), fused(output_size(s)), again(output_size(s));
+  const WeightVersion v = conv2d_dnnl_new_weight_version();
+  conv2d_forward_dnnl(s, x.data(), w.data(), v, nullptr, plain.data());
+  const DnnlWeightCacheStats before = conv2d_dnnl_weight_cache_stats();
+  conv2d_forward_dnnl(s, x.data(), w.data(), v, nullptr, fused.data(), ConvActivation::Silu);
+  const DnnlWeightCacheStats middle = conv2d_dnnl_weight_cache_stats();
+  conv2d_forward_dnnl(s, x.data(), w.data(), v, nullptr, again.data(), ConvActivation::Silu);
+  const DnnlWeightCacheStats after = conv2d_dnnl_weight_cache_stats();
+  EXPECT_EQ(middle.reorders, before.reorders + 1) << "the SiLU primitive read the plain one's copy";
+  EXPECT_EQ(after.reorders, middle.reorders) << "a fixed version reordered the filter again";
+  EXPECT_EQ(after.hits, middle.hits + 1);
+  EXPECT_EQ(fused, again);
+  for (size_t i = 0; i < plain.size(); ++i)
+    ASSERT_NEAR(fused[i], plain[i] / (1.0 + std::exp(-double(plain[i]))), 1e-4) << i;
+}

@@ -6,6 +6,7 @@
 
 #include "engine/json.h"
 #include "engine/safetensors.h"
+#include "layers/conv.h"
 #include "yolo/augmented_inference.h"
 #include "yolo/release_weights.h"
 #include "yolo/weights_file.h"
@@ -82,7 +83,8 @@ InferenceModel load_inference_model(const std::string& weights, const std::strin
   out.model->to(device);
   out.model->train(false);
   // As the reference's attempt_load(fuse=True): inference runs with each BatchNorm folded into its
-  // convolution (layers/conv.cpp), and says so.
+  // convolution once (layers/conv.cpp), and says so.
+  layers::fuse_convs(*out.model);
   std::printf("Fusing layers... \n%s\n", out.model->summary(640, /*fused=*/true).c_str());
   return out;
 }
