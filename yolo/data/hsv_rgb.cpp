@@ -41,15 +41,22 @@ const DivisionTables& division_tables() {
 // float rounding each, as there).
 struct ChannelFloats {
   float h[256], s[256], v[256];
+  // For the AVX2 row, one gather a value instead of two: RGB2HSV_b's divisor for v in the low 20
+  // bits, the gained v above them; and the saturation gain, applied as its table is made.
+  int32_t v_sdiv[256];
+  double s_gain;
 };
 
-ChannelFloats channel_floats(const std::array<std::array<uint8_t, 256>, 3>& t) {
+ChannelFloats channel_floats(const std::array<std::array<uint8_t, 256>, 3>& t,
+                             const std::array<double, 3>& r, const DivisionTables& dt) {
   ChannelFloats f;
   for (int x = 0; x < 256; ++x) {
     f.h[x] = static_cast<float>(t[0][x]) * kHueScale;
     f.s[x] = static_cast<float>(t[1][x]) * kInv255;
     f.v[x] = static_cast<float>(t[2][x]) * kInv255;
+    f.v_sdiv[x] = dt.sdiv[x] | static_cast<int32_t>(t[2][x]) << 24;  // sdiv < 2^20
   }
+  f.s_gain = r[1];
   return f;
 }
 
@@ -152,7 +159,8 @@ __attribute__((target("avx2,fma"))) void gained_row_avx2(const uint8_t* src, uin
   const __m256i gather_24 = _mm256_setr_epi32(0, 1, 2, 4, 5, 6, 3, 7);
   const __m256i half = _mm256_set1_epi32(1 << (kHsvShift - 1)), zero = _mm256_setzero_si256();
   const __m256i i255 = _mm256_set1_epi32(255), hue_range = _mm256_set1_epi32(kHueRange);
-  const __m256 one = _mm256_set1_ps(1.0f), f255 = _mm256_set1_ps(255.0f);
+  const __m256 one = _mm256_set1_ps(1.0f), f255 = _mm256_set1_ps(255.0f), inv255 = _mm256_set1_ps(kInv255);
+  const __m256d s_gain = _mm256_set1_pd(cf.s_gain), zero_d = _mm256_setzero_pd(), max_d = _mm256_set1_pd(255.0);
   const __m256i k1 = _mm256_set1_epi32(1), k2 = _mm256_set1_epi32(2), k3 = _mm256_set1_epi32(3),
                 k4 = _mm256_set1_epi32(4), k5 = _mm256_set1_epi32(5);
   for (int x = 0; x < n; x += 8) {
@@ -165,7 +173,8 @@ __attribute__((target("avx2,fma"))) void gained_row_avx2(const uint8_t* src, uin
     // RGB2HSV_b.
     const __m256i v = _mm256_max_epi32(b, _mm256_max_epi32(g, r));
     const __m256i diff = _mm256_sub_epi32(v, _mm256_min_epi32(b, _mm256_min_epi32(g, r)));
-    const __m256i sdiv = _mm256_i32gather_epi32(dt.sdiv, v, 4);
+    const __m256i v_sdiv = _mm256_i32gather_epi32(cf.v_sdiv, v, 4);
+    const __m256i sdiv = _mm256_and_si256(v_sdiv, _mm256_set1_epi32((1 << 20) - 1));
     const __m256i s = _mm256_min_epi32(
         _mm256_srai_epi32(_mm256_add_epi32(_mm256_mullo_epi32(diff, sdiv), half), kHsvShift), i255);
     const __m256i vr = _mm256_cmpeq_epi32(v, r), vg = _mm256_cmpeq_epi32(v, g);
@@ -179,8 +188,14 @@ __attribute__((target("avx2,fma"))) void gained_row_avx2(const uint8_t* src, uin
     h = _mm256_min_epi32(_mm256_max_epi32(h, zero), i255);
     // The gained channels as HSV2RGB_b reads them, then its float steps.
     const __m256 hf = _mm256_i32gather_ps(cf.h, h, 4);
-    const __m256 sf = _mm256_i32gather_ps(cf.s, s, 4);
-    const __m256 vf = _mm256_i32gather_ps(cf.v, v, 4);
+    // The gained s as hsv_gain_tables makes it: the product in double, clipped, truncated.
+    const __m256d s_lo = _mm256_mul_pd(_mm256_cvtepi32_pd(_mm256_castsi256_si128(s)), s_gain);
+    const __m256d s_hi = _mm256_mul_pd(_mm256_cvtepi32_pd(_mm256_extracti128_si256(s, 1)), s_gain);
+    const __m256i s_gained = _mm256_inserti128_si256(
+        _mm256_castsi128_si256(_mm256_cvttpd_epi32(_mm256_min_pd(_mm256_max_pd(s_lo, zero_d), max_d))),
+        _mm256_cvttpd_epi32(_mm256_min_pd(_mm256_max_pd(s_hi, zero_d), max_d)), 1);
+    const __m256 sf = _mm256_mul_ps(_mm256_cvtepi32_ps(s_gained), inv255);
+    const __m256 vf = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(v_sdiv, 24)), inv255);
     const __m256i k = _mm256_cvttps_epi32(hf);
     const __m256 f = _mm256_sub_ps(hf, _mm256_cvtepi32_ps(k));
     const __m256 t0 = vf, t1 = _mm256_mul_ps(vf, _mm256_sub_ps(one, sf));
@@ -280,8 +295,8 @@ bool fused_hsv_gains_to_rgb(cv::Mat& image, const std::array<double, 3>& r) {
   if (image.type() != CV_8UC3 || image.cols % kBlock != 0) return false;
   const Rounding rounding = machine_rounding();
   if (rounding == Rounding::kNone) return false;
-  const ChannelFloats cf = channel_floats(hsv_gain_tables(r));
   const DivisionTables& dt = division_tables();
+  const ChannelFloats cf = channel_floats(hsv_gain_tables(r), r, dt);
   auto* row = rounding == Rounding::kFused ? gained_row_fused : gained_row_separate;
 #if defined(__x86_64__)
   static const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
