@@ -54,7 +54,8 @@ ChannelFloats channel_floats(const std::array<std::array<uint8_t, 256>, 3>& t,
     f.h[x] = static_cast<float>(t[0][x]) * kHueScale;
     f.s[x] = static_cast<float>(t[1][x]) * kInv255;
     f.v[x] = static_cast<float>(t[2][x]) * kInv255;
-    f.v_sdiv[x] = dt.sdiv[x] | static_cast<int32_t>(t[2][x]) << 24;  // sdiv < 2^20
+    // sdiv < 2^20; built unsigned, the top byte taken back with a logical shift.
+    f.v_sdiv[x] = static_cast<int32_t>(static_cast<uint32_t>(dt.sdiv[x]) | uint32_t{t[2][x]} << 24);
   }
   f.s_gain = r[1];
   return f;
