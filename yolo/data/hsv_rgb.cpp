@@ -150,18 +150,25 @@ __attribute__((target("avx2,fma"))) void gained_row_avx2(const uint8_t* src, uin
                                                          const ChannelFloats& cf,
                                                          const DivisionTables& dt) {
   // Bytes of pixels 0-3 (lane 0, from src + 0) and 4-7 (lane 1, from src + 8, so at offset 4).
-  const __m256i pick_b = _mm256_setr_epi8(0, -1, -1, -1, 3, -1, -1, -1, 6, -1, -1, -1, 9, -1, -1, -1,
-                                          4, -1, -1, -1, 7, -1, -1, -1, 10, -1, -1, -1, 13, -1, -1, -1);
-  const __m256i pick_g = _mm256_add_epi8(pick_b, _mm256_and_si256(_mm256_cmpgt_epi8(pick_b, _mm256_set1_epi8(-1)), _mm256_set1_epi8(1)));
-  const __m256i pick_r = _mm256_add_epi8(pick_g, _mm256_and_si256(_mm256_cmpgt_epi8(pick_g, _mm256_set1_epi8(-1)), _mm256_set1_epi8(1)));
+  const __m256i pick_b =
+      _mm256_setr_epi8(0, -1, -1, -1, 3, -1, -1, -1, 6, -1, -1, -1, 9, -1, -1, -1, 4, -1, -1, -1, 7,
+                       -1, -1, -1, 10, -1, -1, -1, 13, -1, -1, -1);
+  const __m256i pick_g = _mm256_add_epi8(
+      pick_b,
+      _mm256_and_si256(_mm256_cmpgt_epi8(pick_b, _mm256_set1_epi8(-1)), _mm256_set1_epi8(1)));
+  const __m256i pick_r = _mm256_add_epi8(
+      pick_g,
+      _mm256_and_si256(_mm256_cmpgt_epi8(pick_g, _mm256_set1_epi8(-1)), _mm256_set1_epi8(1)));
   // R | G << 8 | B << 16 per 32-bit lane to 12 packed bytes a 128-bit lane, then 24 contiguous.
-  const __m256i pack = _mm256_setr_epi8(0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1, -1, -1,
-                                        0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1, -1, -1);
+  const __m256i pack = _mm256_setr_epi8(0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1, -1, -1, 0,
+                                        1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1, -1, -1);
   const __m256i gather_24 = _mm256_setr_epi32(0, 1, 2, 4, 5, 6, 3, 7);
   const __m256i half = _mm256_set1_epi32(1 << (kHsvShift - 1)), zero = _mm256_setzero_si256();
   const __m256i i255 = _mm256_set1_epi32(255), hue_range = _mm256_set1_epi32(kHueRange);
-  const __m256 one = _mm256_set1_ps(1.0f), f255 = _mm256_set1_ps(255.0f), inv255 = _mm256_set1_ps(kInv255);
-  const __m256d s_gain = _mm256_set1_pd(cf.s_gain), zero_d = _mm256_setzero_pd(), max_d = _mm256_set1_pd(255.0);
+  const __m256 one = _mm256_set1_ps(1.0f), f255 = _mm256_set1_ps(255.0f),
+               inv255 = _mm256_set1_ps(kInv255);
+  const __m256d s_gain = _mm256_set1_pd(cf.s_gain), zero_d = _mm256_setzero_pd(),
+                max_d = _mm256_set1_pd(255.0);
   const __m256i k1 = _mm256_set1_epi32(1), k2 = _mm256_set1_epi32(2), k3 = _mm256_set1_epi32(3),
                 k4 = _mm256_set1_epi32(4), k5 = _mm256_set1_epi32(5);
   for (int x = 0; x < n; x += 8) {
@@ -193,7 +200,8 @@ __attribute__((target("avx2,fma"))) void gained_row_avx2(const uint8_t* src, uin
     const __m256d s_lo = _mm256_mul_pd(_mm256_cvtepi32_pd(_mm256_castsi256_si128(s)), s_gain);
     const __m256d s_hi = _mm256_mul_pd(_mm256_cvtepi32_pd(_mm256_extracti128_si256(s, 1)), s_gain);
     const __m256i s_gained = _mm256_inserti128_si256(
-        _mm256_castsi128_si256(_mm256_cvttpd_epi32(_mm256_min_pd(_mm256_max_pd(s_lo, zero_d), max_d))),
+        _mm256_castsi128_si256(
+            _mm256_cvttpd_epi32(_mm256_min_pd(_mm256_max_pd(s_lo, zero_d), max_d))),
         _mm256_cvttpd_epi32(_mm256_min_pd(_mm256_max_pd(s_hi, zero_d), max_d)), 1);
     const __m256 sf = _mm256_mul_ps(_mm256_cvtepi32_ps(s_gained), inv255);
     const __m256 vf = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(v_sdiv, 24)), inv255);
@@ -201,10 +209,10 @@ __attribute__((target("avx2,fma"))) void gained_row_avx2(const uint8_t* src, uin
     const __m256 f = _mm256_sub_ps(hf, _mm256_cvtepi32_ps(k));
     const __m256 t0 = vf, t1 = _mm256_mul_ps(vf, _mm256_sub_ps(one, sf));
     const __m256 f1 = _mm256_sub_ps(one, f);
-    const __m256 t2 = _mm256_mul_ps(vf, kFused ? _mm256_fnmadd_ps(sf, f, one)
-                                               : _mm256_sub_ps(one, _mm256_mul_ps(sf, f)));
-    const __m256 t3 = _mm256_mul_ps(vf, kFused ? _mm256_fnmadd_ps(sf, f1, one)
-                                               : _mm256_sub_ps(one, _mm256_mul_ps(sf, f1)));
+    const __m256 t2 = _mm256_mul_ps(
+        vf, kFused ? _mm256_fnmadd_ps(sf, f, one) : _mm256_sub_ps(one, _mm256_mul_ps(sf, f)));
+    const __m256 t3 = _mm256_mul_ps(
+        vf, kFused ? _mm256_fnmadd_ps(sf, f1, one) : _mm256_sub_ps(one, _mm256_mul_ps(sf, f1)));
     const __m256 lt1 = _mm256_castsi256_ps(_mm256_cmpgt_epi32(k1, k));
     const __m256 lt2 = _mm256_castsi256_ps(_mm256_cmpgt_epi32(k2, k));
     const __m256 lt3 = _mm256_castsi256_ps(_mm256_cmpgt_epi32(k3, k));
@@ -222,10 +230,14 @@ __attribute__((target("avx2,fma"))) void gained_row_avx2(const uint8_t* src, uin
     rr = _mm256_blendv_ps(rr, t2, lt2);
     rr = _mm256_blendv_ps(rr, t0, lt1);
     // * 255 truncated, saturated to 0..255 as OpenCV's packs do.
-    const __m256i ri = _mm256_min_epi32(_mm256_max_epi32(_mm256_cvttps_epi32(_mm256_mul_ps(rr, f255)), zero), i255);
-    const __m256i gi = _mm256_min_epi32(_mm256_max_epi32(_mm256_cvttps_epi32(_mm256_mul_ps(gg, f255)), zero), i255);
-    const __m256i bi = _mm256_min_epi32(_mm256_max_epi32(_mm256_cvttps_epi32(_mm256_mul_ps(bb, f255)), zero), i255);
-    const __m256i rgb = _mm256_or_si256(ri, _mm256_or_si256(_mm256_slli_epi32(gi, 8), _mm256_slli_epi32(bi, 16)));
+    const __m256i ri = _mm256_min_epi32(
+        _mm256_max_epi32(_mm256_cvttps_epi32(_mm256_mul_ps(rr, f255)), zero), i255);
+    const __m256i gi = _mm256_min_epi32(
+        _mm256_max_epi32(_mm256_cvttps_epi32(_mm256_mul_ps(gg, f255)), zero), i255);
+    const __m256i bi = _mm256_min_epi32(
+        _mm256_max_epi32(_mm256_cvttps_epi32(_mm256_mul_ps(bb, f255)), zero), i255);
+    const __m256i rgb =
+        _mm256_or_si256(ri, _mm256_or_si256(_mm256_slli_epi32(gi, 8), _mm256_slli_epi32(bi, 16)));
     const __m256i packed = _mm256_permutevar8x32_epi32(_mm256_shuffle_epi8(rgb, pack), gather_24);
     uint8_t* q = dst + 3 * x;
     _mm_storeu_si128(reinterpret_cast<__m128i*>(q), _mm256_castsi256_si128(packed));
@@ -246,7 +258,9 @@ Rounding calibrate() {
   for (int h = 0; h < kHueRange && (ok[0] || ok[1]); ++h) {
     for (int s = 0; s < 256; ++s) {
       uint8_t* p = hsv.ptr<uint8_t>(s);
-      for (int v = 0; v < 256; ++v) p[3 * v] = static_cast<uint8_t>(h), p[3 * v + 1] = static_cast<uint8_t>(s), p[3 * v + 2] = static_cast<uint8_t>(v);
+      for (int v = 0; v < 256; ++v)
+        p[3 * v] = static_cast<uint8_t>(h), p[3 * v + 1] = static_cast<uint8_t>(s),
+              p[3 * v + 2] = static_cast<uint8_t>(v);
     }
     cv::cvtColor(hsv, rgb, cv::COLOR_HSV2RGB);
     for (int s = 0; s < 256; ++s) {
@@ -292,7 +306,7 @@ std::array<std::array<uint8_t, 256>, 3> hsv_gain_tables(const std::array<double,
 
 bool fused_hsv_available() { return machine_rounding() != Rounding::kNone; }
 
-bool fused_hsv_gains_to_rgb(cv::Mat& image, const std::array<double, 3>& r) {
+bool fused_hsv_gains_to_rgb(cv::Mat& image, const std::array<double, 3>& r, bool portable) {
   if (image.type() != CV_8UC3 || image.cols % kBlock != 0) return false;
   const Rounding rounding = machine_rounding();
   if (rounding == Rounding::kNone) return false;
@@ -301,7 +315,8 @@ bool fused_hsv_gains_to_rgb(cv::Mat& image, const std::array<double, 3>& r) {
   auto* row = rounding == Rounding::kFused ? gained_row_fused : gained_row_separate;
 #if defined(__x86_64__)
   static const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  if (avx2) row = rounding == Rounding::kFused ? gained_row_avx2<true> : gained_row_avx2<false>;
+  if (avx2 && !portable)
+    row = rounding == Rounding::kFused ? gained_row_avx2<true> : gained_row_avx2<false>;
 #endif
   for (int y = 0; y < image.rows; ++y) {
     uint8_t* p = image.ptr<uint8_t>(y);
