@@ -6,30 +6,17 @@
 
 #include "base/error.h"
 #include "yolo/data/augment.h"
+#include "yolo/data/hsv_rgb.h"
 
 namespace kestrel::yolo::data {
 
 namespace {
 
-// The per-channel tables of the gains r: hue is 0..179 in OpenCV's 8-bit HSV, so it wraps;
-// saturation and value saturate. The conversions to uint8 truncate, as numpy's astype does.
-std::array<std::array<uchar, 256>, 3> hsv_tables(const std::array<double, 3>& r) {
-  std::array<std::array<uchar, 256>, 3> t;
-  for (int x = 0; x < 256; ++x) {
-    double hue = std::fmod(x * r[0], 180.0);
-    if (hue < 0) hue += 180.0;
-    t[0][x] = static_cast<uchar>(hue);
-    t[1][x] = static_cast<uchar>(std::clamp(x * r[1], 0.0, 255.0));
-    t[2][x] = static_cast<uchar>(std::clamp(x * r[2], 0.0, 255.0));
-  }
-  return t;
-}
-
 // The image in place to OpenCV's 8-bit HSV, each channel through its table (cv::LUT with a
 // 3-channel table does the same, more slowly).
 void to_gained_hsv(cv::Mat& image, const std::array<double, 3>& r) {
   KESTREL_CHECK(image.type() == CV_8UC3, "HSV augmentation: needs an 8-bit BGR image");
-  const std::array<std::array<uchar, 256>, 3> t = hsv_tables(r);
+  const std::array<std::array<uint8_t, 256>, 3> t = hsv_gain_tables(r);
   cv::cvtColor(image, image, cv::COLOR_BGR2HSV);
   for (int y = 0; y < image.rows; ++y) {
     uchar* p = image.ptr<uchar>(y);
@@ -60,6 +47,7 @@ void augment_hsv(cv::Mat& bgr, double hgain, double sgain, double vgain, Generat
 
 void to_rgb_with_hsv_gains(cv::Mat& image, const std::optional<std::array<double, 3>>& r) {
   if (r) {
+    if (fused_hsv_gains_to_rgb(image, *r)) return;  // the same bits in one pass
     to_gained_hsv(image, *r);
     cv::cvtColor(image, image, cv::COLOR_HSV2RGB);
   } else {
