@@ -4,19 +4,26 @@
 # command (start-up, dataset scan, --cache ram, one epoch, saving) for both tools.
 #
 #   bench/epoch/compare_epoch.sh --yolov5 /tmp/yolov5 --data /tmp/coco128/coco128.yaml \
-#       [--model yolov5n] [--img 320] [--batch 16] [--workers 2] [--threads 2] [--rounds 3]
+#       [--model yolov5n] [--img 320] [--batch 16] [--workers 2] [--threads 2] [--rounds 3] \
+#       [--epochs 1] [--python /usr/bin/python3] [--out FILE.jsonl]
+#
+# --python picks the reference's interpreter: Debian's PyTorch 1.13 by default, or
+# /opt/kestrel-bench/bin/python (scripts/install-bench-venv.sh) for the newest PyTorch. --out
+# appends the result line (with both tools' per-round times) to FILE.
 #
 # --yolov5 is a checkout of ultralytics/yolov5 v7.0 outside this repository (run, never copied);
 # its Python dependencies come from Debian (see bench/pytorch/train_step_reference.py). The
 # dataset yaml must use an absolute `path:` so that both tools read the same files.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
-yolov5="" data="" model=yolov5n img=320 batch=16 workers=2 threads=2 rounds=3
+yolov5="" data="" model=yolov5n img=320 batch=16 workers=2 threads=2 rounds=3 epochs=1
+python=/usr/bin/python3 out=""
 while (($#)); do
   case $1 in
     --yolov5) yolov5=$2; shift 2 ;; --data) data=$2; shift 2 ;; --model) model=$2; shift 2 ;;
     --img) img=$2; shift 2 ;; --batch) batch=$2; shift 2 ;; --workers) workers=$2; shift 2 ;;
     --threads) threads=$2; shift 2 ;; --rounds) rounds=$2; shift 2 ;;
+    --epochs) epochs=$2; shift 2 ;; --python) python=$2; shift 2 ;; --out) out=$2; shift 2 ;;
     *) echo "compare_epoch: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -30,14 +37,18 @@ seconds() { local t0 t1; t0=$(date +%s.%N); "$@" > "$scratch/log" 2>&1 || { tail
 k_times=() r_times=()
 for ((i = 0; i < rounds; ++i)); do
   k=$(cd "$root" && OMP_NUM_THREADS=$threads seconds "$kestrel" train --data "$data" --cfg "models/$model.yaml" \
-        --img-size "$img" --batch-size "$batch" --epochs 1 --workers "$workers" --cache ram --noval \
+        --img-size "$img" --batch-size "$batch" --epochs "$epochs" --workers "$workers" --cache ram --noval \
         --noplots --device cpu --project "$scratch/k" --name "r$i")
-  r=$(cd "$yolov5" && OMP_NUM_THREADS=$threads seconds /usr/bin/python3 "$root/bench/epoch/run_reference.py" --data "$data" --cfg "$model.yaml" \
-        --weights '' --img "$img" --batch-size "$batch" --epochs 1 --workers "$workers" --cache ram --noval \
+  r=$(cd "$yolov5" && OMP_NUM_THREADS=$threads seconds "$python" "$root/bench/epoch/run_reference.py" --data "$data" --cfg "$model.yaml" \
+        --weights '' --img "$img" --batch-size "$batch" --epochs "$epochs" --workers "$workers" --cache ram --noval \
         --noplots --device cpu --project "$scratch/r" --name "r$i")
   echo "round $i: kestrel ${k}s reference ${r}s"
   k_times+=("$k") r_times+=("$r")
 done
 median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
 km=$(median "${k_times[@]}") rm_=$(median "${r_times[@]}")
-echo "{\"bench\":\"epoch\",\"model\":\"$model\",\"img\":$img,\"batch\":$batch,\"workers\":$workers,\"threads\":$threads,\"kestrel_s\":$km,\"reference_s\":$rm_,\"speedup\":$(echo "scale=3; $rm_ / $km" | bc)}"
+torch_version=$("$python" -c 'import torch; print(torch.__version__)' 2>/dev/null || echo unknown)
+list() { local IFS=,; echo "[$*]"; }
+line="{\"bench\":\"epoch\",\"model\":\"$model\",\"img\":$img,\"batch\":$batch,\"epochs\":$epochs,\"workers\":$workers,\"threads\":$threads,\"torch\":\"$torch_version\",\"kestrel_s\":$km,\"reference_s\":$rm_,\"speedup\":$(echo "scale=3; $rm_ / $km" | bc),\"kestrel_runs\":$(list "${k_times[@]}"),\"reference_runs\":$(list "${r_times[@]}")}"
+echo "$line"
+[[ -z $out ]] || echo "$line" >> "$out"

@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <string>
 
+#include "base/openmp_wait.h"
+
 namespace {
 
 std::string escape(const std::string& s) {
@@ -71,6 +73,7 @@ class JsonLinesReporter : public benchmark::BenchmarkReporter {
 }  // namespace
 
 int main(int argc, char** argv) {
+  kestrel::settle_openmp_wait(argv);  // before any thread: libgomp reads it when it loads
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 2;
   JsonLinesReporter lines;

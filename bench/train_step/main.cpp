@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "base/openmp_wait.h"
 #include "bench/train_step/step_bench.h"
 
 namespace {
@@ -53,6 +54,7 @@ const char* kUsage =
 }  // namespace
 
 int main(int argc, char** argv) {
+  kestrel::settle_openmp_wait(argv);  // before any thread: libgomp reads it when it loads
   std::map<std::string, std::string> args{{"model", "yolov5s"}, {"img-size", "640"}, {"batch-size", "16"},
                                           {"amp", "off"},       {"device", "cpu"},    {"iters", "10"},
                                           {"warmup", "2"},      {"data", ""},         {"workers", "4"},

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "base/openmp_wait.h"
 #include "yolo/cli/args.h"
 #include "yolo/cli/commands.h"
 
@@ -18,6 +19,7 @@ void print_overview(FILE* out) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  kestrel::settle_openmp_wait(argv);  // before any thread: libgomp reads it when it loads
   if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
     print_overview(argc < 2 ? stderr : stdout);
     return argc < 2 ? 2 : 0;
