@@ -76,12 +76,14 @@ void AugmentPipeline::keep_decoded_images(int64_t budget_bytes) {
   decoded_ = budget_bytes > 0 ? std::make_unique<ImageCache>(size(), budget_bytes) : nullptr;
 }
 
-LoadedImage AugmentPipeline::load(int64_t index) const {
+LoadedImage AugmentPipeline::load(int64_t index, LoadBuffers* buffers, int slot) const {
   const ImageRecord& r = record(index);
   if (!cache_.empty()) return cache_[index];
   if (decoded_)
     if (std::optional<LoadedImage> kept = decoded_->find(index)) return *kept;
-  LoadedImage loaded = load_image(r.image_path, options_.img_size, options_.augment);
+  LoadedImage loaded = buffers ? load_image(r.image_path, options_.img_size, options_.augment, *buffers, slot)
+                               : load_image(r.image_path, options_.img_size, options_.augment);
+  // The cache copies an image in a thread's buffer (image_cache.h).
   if (decoded_) decoded_->offer(index, loaded);
   return loaded;
 }
@@ -105,13 +107,14 @@ AugmentPipeline::MosaicDraws AugmentPipeline::draw_mosaic(int64_t index, Generat
 }
 
 AugmentPipeline::Canvas AugmentPipeline::render_mosaic(const MosaicDraws& d, bool flip_lr,
-                                                       bool flip_ud, cv::Mat into) const {
+                                                       bool flip_ud, cv::Mat into,
+                                                       LoadBuffers* buffers) const {
   const int s = options_.img_size;
   std::array<cv::Mat, 4> tiles;
   std::array<std::vector<LabelBox>, 4> labels;
   std::array<cv::Size, 4> sizes;
   for (int k = 0; k < 4; ++k) {
-    tiles[k] = load(d.picks[k]).image;
+    tiles[k] = load(d.picks[k], buffers, k).image;
     labels[k] = records_[d.picks[k]].boxes;
     sizes[k] = tiles[k].size();
   }
@@ -143,7 +146,7 @@ std::array<int, 2> AugmentPipeline::sample_shape(int64_t index) const {
 }
 
 Sample AugmentPipeline::get(int64_t index, Generator& gen, const std::vector<int64_t>& partners,
-                            cv::Mat into) const {
+                            cv::Mat into, LoadBuffers* buffers) const {
   const ImageRecord& rec = record(index);
   const Hyp& hyp = options_.hyp;
   Sample out;
@@ -179,9 +182,10 @@ Sample AugmentPipeline::get(int64_t index, Generator& gen, const std::vector<int
     cv::Mat img;
     if (mosaic) {
       // Flips commute with mixup's per-pixel blend, so both mosaics come out flipped.
-      Canvas c = render_mosaic(first, flip_lr, flip_ud, mixup ? cv::Mat() : into);
+      // The second mosaic reloads the buffers' slots: the first's tiles are done with by then.
+      Canvas c = render_mosaic(first, flip_lr, flip_ud, mixup ? cv::Mat() : into, buffers);
       if (mixup) {
-        Canvas other = render_mosaic(second, flip_lr, flip_ud);
+        Canvas other = render_mosaic(second, flip_lr, flip_ud, cv::Mat(), buffers);
         c.image = blend(c.image, other.image, mix_ratio);
         c.boxes.insert(c.boxes.end(), other.boxes.begin(), other.boxes.end());
       }
@@ -192,7 +196,7 @@ Sample AugmentPipeline::get(int64_t index, Generator& gen, const std::vector<int
         if (flip_lr) b.x = 1.0f - b.x;
       }
     } else {
-      LoadedImage li = load(index);
+      LoadedImage li = load(index, buffers, 0);  // letterbox makes a new image of it
       const int h = li.image.rows, w = li.image.cols;
       const std::array<int, 2> shape = sample_shape(index);
       Letterboxed lb = letterbox(li.image, shape[0], shape[1], false, options_.augment,

@@ -77,15 +77,19 @@ class AugmentPipeline {
   void keep_decoded_images(int64_t budget_bytes);
   const ImageCache* decoded_images() const { return decoded_.get(); }
 
-  // The image of `index` at long side img_size (from the cache when there is one).
-  LoadedImage load(int64_t index) const;
+  // The image of `index` at long side img_size (from the cache when there is one). With
+  // `buffers`, a decoded image is made in buffers->slots[slot] (load_image in image_io.h: valid
+  // until that slot's next load).
+  LoadedImage load(int64_t index, LoadBuffers* buffers = nullptr, int slot = 0) const;
   // The sample of `index`. Thread-safe; errors name the file. A mosaic's three partners are drawn
   // from `partners` when given (--image-weights: the epoch's weighted draw, as the reference's
   // random.choices(self.indices, k=3)), else from the whole dataset.
   // When `into` is already the sample's shape (sample_shape) in 8-bit 3-channel pixels, the image
   // is made there (a batch's slot: no image of its own, no copy) and out.image shares it.
+  // `buffers`: the calling thread's memory for decoding (one per thread; the same pixels as
+  // without it, and the sample never refers to it).
   Sample get(int64_t index, Generator& gen, const std::vector<int64_t>& partners = {},
-             cv::Mat into = {}) const;
+             cv::Mat into = {}, LoadBuffers* buffers = nullptr) const;
   // The (height, width) of sample `index`'s image: the rect batch's shape, else img_size square.
   std::array<int, 2> sample_shape(int64_t index) const;
 
@@ -103,7 +107,8 @@ class AugmentPipeline {
     cv::Mat image;
     std::vector<PixelBox> boxes;
   };
-  Canvas render_mosaic(const MosaicDraws& draws, bool flip_lr, bool flip_ud, cv::Mat into = {}) const;
+  Canvas render_mosaic(const MosaicDraws& draws, bool flip_lr, bool flip_ud, cv::Mat into,
+                       LoadBuffers* buffers) const;
 
   std::vector<ImageRecord> records_;
   PipelineOptions options_;

@@ -27,8 +27,11 @@ void ImageCache::offer(int64_t index, const LoadedImage& image) {
   std::lock_guard lock(mutex_);
   LoadedImage& slot = slots_.at(static_cast<size_t>(index));
   if (!slot.image.empty() || bytes_ + size > budget_) return;
-  // A copy of its own: the caller's pixels may be a view of something larger.
-  slot = {image.image.isContinuous() ? image.image : image.image.clone(), image.h0, image.w0};
+  // A copy of its own unless the pixels are a whole image that owns (counts references to) its
+  // memory: they may be a view of something larger, or of a loader thread's reused buffer
+  // (LoadBuffers), which the thread's next image overwrites.
+  const bool own = image.image.isContinuous() && image.image.u != nullptr;
+  slot = {own ? image.image : image.image.clone(), image.h0, image.w0};
   bytes_ += size;
   ++kept_;
 }

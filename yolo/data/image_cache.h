@@ -18,7 +18,8 @@ class ImageCache {
   ImageCache(int64_t images, int64_t budget_bytes);
 
   std::optional<LoadedImage> find(int64_t index) const;
-  // Keeps the image when it fits in what is left of the budget (and is not kept yet).
+  // Keeps the image when it fits in what is left of the budget (and is not kept yet): shares its
+  // pixels when they own their memory, else keeps a copy (a view, or a loader thread's buffer).
   void offer(int64_t index, const LoadedImage& image);
 
   int64_t budget_bytes() const { return budget_; }

@@ -44,9 +44,13 @@ struct TjHandle {
 
 bool orientation_swaps_sides(int o) { return o >= 5 && o <= 8; }
 
+cv::Mat new_image(int rows, int cols, int type, PixelBuffer* into) {
+  return into ? into->image(rows, cols, type) : cv::Mat(rows, cols, type);
+}
+
 // libpng's simplified API: errors come back as return values (no longjmp through our frames).
 cv::Mat decode_png(const std::vector<uint8_t>& bytes, const std::string& path, bool header_only,
-                   ImageInfo* info) {
+                   ImageInfo* info, PixelBuffer* into = nullptr) {
   png_image image{};
   image.version = PNG_IMAGE_VERSION;
   KESTREL_CHECK(png_image_begin_read_from_memory(&image, bytes.data(), bytes.size()),
@@ -60,7 +64,7 @@ cv::Mat decode_png(const std::vector<uint8_t>& bytes, const std::string& path, b
     return {};
   }
   image.format = PNG_FORMAT_BGR;  // grey, palette, 16-bit and alpha all come out as 8-bit BGR
-  cv::Mat out(static_cast<int>(image.height), static_cast<int>(image.width), CV_8UC3);
+  cv::Mat out = new_image(static_cast<int>(image.height), static_cast<int>(image.width), CV_8UC3, into);
   KESTREL_CHECK(png_image_finish_read(&image, nullptr, out.data, 0, nullptr), "corrupt PNG '",
                 path, "': ", image.message);
   return out;
@@ -107,7 +111,7 @@ void cmyk_to_bgr(const cv::Mat& cmyk, cv::Mat& bgr) {
 }
 
 cv::Mat decode_jpeg(const std::vector<uint8_t>& bytes, const std::string& path,
-                    const ImageInfo& info, std::string* warning) {
+                    const ImageInfo& info, std::string* warning, PixelBuffer* into) {
   KESTREL_CHECK(jpeg_has_scan_data(bytes), "corrupt JPEG '", path,
                 "': the file ends right after its start-of-scan header, with no image data ",
                 "to restore; replace the file or remove it from the dataset");
@@ -119,7 +123,7 @@ cv::Mat decode_jpeg(const std::vector<uint8_t>& bytes, const std::string& path,
   const bool cmyk = colorspace == TJCS_CMYK || colorspace == TJCS_YCCK;
   const bool swapped = orientation_swaps_sides(info.exif_orientation);
   const int w = swapped ? info.height : info.width, h = swapped ? info.width : info.height;
-  cv::Mat image(h, w, CV_8UC3);
+  cv::Mat image = new_image(h, w, CV_8UC3, into);
   cv::Mat decoded = cmyk ? cv::Mat(h, w, CV_8UC4) : image;
   const int rc = tjDecompress2(tj.h, bytes.data(), bytes.size(), decoded.data, w, 0, h,
                                cmyk ? TJPF_CMYK : TJPF_BGR, TJFLAG_ACCURATEDCT);
@@ -149,13 +153,37 @@ std::string open_failure(const std::string& path, int err) {
 
 }  // namespace
 
+cv::Mat PixelBuffer::image(int rows, int cols, int type) {
+  const size_t bytes = static_cast<size_t>(rows) * static_cast<size_t>(cols) * CV_ELEM_SIZE(type);
+  if (bytes > kMaxKeptBytes) return cv::Mat(rows, cols, type);
+  if (bytes > capacity_) {
+    data_.reset();  // the old block goes first: at most one block per buffer at any time
+    capacity_ = 0;
+    data_.reset(new uint8_t[bytes]);
+    capacity_ = bytes;
+    ++allocations_;
+  }
+  return cv::Mat(rows, cols, type, data_.get());
+}
+
+void PixelBuffer::swap(PixelBuffer& other) noexcept {
+  std::swap(data_, other.data_);
+  std::swap(capacity_, other.capacity_);
+  std::swap(allocations_, other.allocations_);
+}
+
 std::vector<uint8_t> read_file_bytes(const std::string& path) {
+  std::vector<uint8_t> bytes;
+  read_file_bytes(path, bytes);
+  return bytes;
+}
+
+void read_file_bytes(const std::string& path, std::vector<uint8_t>& bytes) {
   errno = 0;
   std::ifstream in(path, std::ios::binary | std::ios::ate);
   KESTREL_CHECK(in, "cannot read '", path, "': ", open_failure(path, errno),
                 "; check the path and permissions");
   const std::streamsize n = in.tellg();
-  std::vector<uint8_t> bytes;
   try {
     bytes.resize(static_cast<size_t>(std::max<std::streamsize>(n, 0)));
   } catch (const std::bad_alloc&) {
@@ -164,7 +192,6 @@ std::vector<uint8_t> read_file_bytes(const std::string& path) {
   in.seekg(0);
   if (n > 0) in.read(reinterpret_cast<char*>(bytes.data()), n);
   KESTREL_CHECK(in.good() || n == 0, "reading '", path, "' failed");
-  return bytes;
 }
 
 int jpeg_exif_orientation(const std::vector<uint8_t>& b) {
@@ -243,12 +270,12 @@ ImageInfo probe_image(const std::vector<uint8_t>& bytes, const std::string& path
 }
 
 cv::Mat decode_image(const std::vector<uint8_t>& bytes, const std::string& path,
-                     std::string* warning) {
+                     std::string* warning, PixelBuffer* into) {
   if (warning) warning->clear();
   const ImageInfo info = probe_image(bytes, path);
   try {
-    if (info.format == ImageFormat::Png) return decode_png(bytes, path, false, nullptr);
-    return decode_jpeg(bytes, path, info, warning);
+    if (info.format == ImageFormat::Png) return decode_png(bytes, path, false, nullptr, into);
+    return decode_jpeg(bytes, path, info, warning, into);
   } catch (const std::bad_alloc&) {
     KESTREL_FAIL(out_of_memory(path, info));
   } catch (const cv::Exception& e) {
@@ -259,6 +286,11 @@ cv::Mat decode_image(const std::vector<uint8_t>& bytes, const std::string& path,
 
 cv::Mat read_image(const std::string& path, std::string* warning) {
   return decode_image(read_file_bytes(path), path, warning);
+}
+
+cv::Mat read_image(const std::string& path, std::vector<uint8_t>& file, PixelBuffer& into) {
+  read_file_bytes(path, file);
+  return decode_image(file, path, nullptr, &into);
 }
 
 void write_jpeg(const std::string& path, const cv::Mat& bgr, int quality, bool full_chroma) {

@@ -87,7 +87,8 @@ std::vector<int64_t> Loader::batch_samples(const std::vector<int64_t>& order, in
 
 std::optional<Batch> Loader::build(int64_t b, const std::vector<int64_t>& samples, int64_t epoch,
                                    const std::vector<int64_t>& partners,
-                                   const std::function<bool()>& cancelled) const {
+                                   const std::function<bool()>& cancelled,
+                                   LoadBuffers* buffers) const {
   // Every sample of a batch has the batch's shape; each is made straight into its slot.
   const int64_t n = static_cast<int64_t>(samples.size());
   const std::array<int, 2> shape = pipeline_->sample_shape(samples.front());
@@ -110,7 +111,7 @@ std::optional<Batch> Loader::build(int64_t b, const std::vector<int64_t>& sample
     if (cancelled()) return std::nullopt;
     Generator gen = sample_generator(options_.seed, options_.rank, epoch, samples[i]);
     cv::Mat slot(h, w, CV_8UC3, pixels + i * image_bytes);
-    made.push_back(pipeline_->get(samples[i], gen, partners, slot));
+    made.push_back(pipeline_->get(samples[i], gen, partners, slot, buffers));
     const Sample& s = made.back();
     KESTREL_CHECK(s.image.rows == h && s.image.cols == w, "data loader: ", s.path, " came out ",
                   s.image.cols, "x", s.image.rows, ", its batch is ", w, "x", h);
@@ -140,7 +141,7 @@ std::optional<Batch> Loader::build(int64_t b, const std::vector<int64_t>& sample
 Batch Loader::build_batch(int64_t epoch, int64_t b) const {
   KESTREL_CHECK(b >= 0 && b < len(), "data loader: batch ", b, " outside [0, ", len(), ")");
   const std::vector<int64_t> partners = order_.partners ? order_.partners(epoch) : std::vector<int64_t>();
-  return *build(b, batch_samples(checked_order(epoch), b), epoch, partners, [] { return false; });
+  return *build(b, batch_samples(checked_order(epoch), b), epoch, partners, [] { return false; }, nullptr);
 }
 
 void Loader::start_epoch(int64_t epoch, int64_t first_batch) {
@@ -169,6 +170,8 @@ void Loader::start_epoch(int64_t epoch, int64_t first_batch) {
 void Loader::work() {
   // At most workers + prefetch batches are claimed and not yet handed out.
   const int64_t window = options_.workers + options_.prefetch;
+  // This thread's decode memory, reused by every image it loads (no new pages in steady state).
+  LoadBuffers buffers;
   std::unique_lock lock(mutex_);
   for (;;) {
     work_ready_.wait(lock, [&] {
@@ -184,7 +187,7 @@ void Loader::work() {
     lock.unlock();
     Slot slot;
     try {
-      slot.batch = build(b, samples, epoch, *partners, [&] { return generation_ != generation; });
+      slot.batch = build(b, samples, epoch, *partners, [&] { return generation_ != generation; }, &buffers);
     } catch (const Error&) {
       slot.error = std::current_exception();
     } catch (const std::exception& e) {
@@ -209,7 +212,7 @@ std::optional<Batch> Loader::next() {
     ++delivered_;
     lock.unlock();
     try {
-      return build(b, samples, epoch, *partners, [] { return false; });
+      return build(b, samples, epoch, *partners, [] { return false; }, &consumer_buffers_);
     } catch (...) {
       lock.lock();
       failed_ = true;

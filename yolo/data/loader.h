@@ -108,8 +108,10 @@ class Loader {
   };
   void work();
   // Batch b from the dataset indices it holds; nullopt when `cancelled` turned true on the way.
+  // `buffers`: the building thread's own decode memory (image_io.h), or null for fresh memory.
   std::optional<Batch> build(int64_t b, const std::vector<int64_t>& samples, int64_t epoch,
-                             const std::vector<int64_t>& partners, const std::function<bool()>& cancelled) const;
+                             const std::vector<int64_t>& partners, const std::function<bool()>& cancelled,
+                             LoadBuffers* buffers) const;
   // The dataset indices of batch b of an epoch's order.
   std::vector<int64_t> batch_samples(const std::vector<int64_t>& order, int64_t b) const;
   std::vector<int64_t> checked_order(int64_t epoch) const;
@@ -132,6 +134,9 @@ class Loader {
   std::atomic<uint64_t> generation_{0};  // bumped to abandon batches being built
   std::map<int64_t, Slot> ready_;
   std::vector<std::thread> threads_;
+  // Without workers, the consumer's thread decodes (inside next()) into these; each worker thread
+  // has its own.
+  LoadBuffers consumer_buffers_;
 };
 
 }  // namespace kestrel::yolo::data

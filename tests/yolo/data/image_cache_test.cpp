@@ -34,6 +34,27 @@ TEST(ImageCache, KeepsWhatFitsTheBudgetAndNothingTwice) {
   EXPECT_THROW(cache.find(4), std::out_of_range);
 }
 
+// An image in a loader thread's reused buffer (or a view) is copied: the thread's next image
+// overwrites the buffer, the kept image stays. An image owning its memory is shared.
+TEST(ImageCache, CopiesImagesThatDoNotOwnTheirMemory) {
+  ImageCache cache(3, 1 << 20);
+  PixelBuffer buffer;
+  cv::Mat in_buffer = buffer.image(10, 10, CV_8UC3);
+  in_buffer.setTo(cv::Scalar::all(7));
+  cache.offer(0, {in_buffer, 10, 10});
+  buffer.image(10, 10, CV_8UC3).setTo(cv::Scalar::all(200));  // the thread's next image
+  ASSERT_TRUE(cache.find(0));
+  EXPECT_NE(cache.find(0)->image.data, in_buffer.data);
+  EXPECT_EQ(cv::norm(cache.find(0)->image, cv::Mat(10, 10, CV_8UC3, cv::Scalar::all(7)), cv::NORM_INF), 0);
+  const LoadedImage owned = image_of(10, 10, 5);
+  cache.offer(1, owned);
+  EXPECT_EQ(cache.find(1)->image.data, owned.image.data);
+  cv::Mat big(10, 20, CV_8UC3, cv::Scalar::all(3));
+  cache.offer(2, {big.colRange(0, 10), 10, 10});  // a view of part of an image
+  EXPECT_NE(cache.find(2)->image.data, big.data);
+  EXPECT_TRUE(cache.find(2)->image.isContinuous());
+}
+
 class ImageCachePipelineTest : public ::testing::Test {
  protected:
   void SetUp() override {

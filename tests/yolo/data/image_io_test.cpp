@@ -158,3 +158,63 @@ TEST_F(ImageIoTest, LoadImageKeepsTheOriginalSize) {
 }
 
 }  // namespace
+
+// A loader thread's buffers (LoadBuffers): the same pixels as a fresh load, the same memory on the
+// next load, and no new memory once every buffer has held the largest image.
+TEST_F(ImageIoTest, LoadBuffersAreReusedAndGiveTheSamePixels) {
+  // At img_size 64: 64x48 stays (the decoded buffer becomes the slot's), 80x40 shrinks, 30x50
+  // grows, a PNG stays, and an EXIF-turned JPEG comes out in memory of its own.
+  write_jpeg(path("a.jpg"), random_image(48, 64, 1), 90);
+  write_jpeg(path("b.jpg"), random_image(40, 80, 2), 90);
+  write_jpeg(path("c.jpg"), random_image(50, 30, 3), 90);
+  write_png(path("d.png"), random_image(64, 40, 4));
+  write_jpeg_with_orientation(path("e.jpg"), random_image(32, 64, 5), 6);
+  const std::vector<std::string> files = {path("a.jpg"), path("b.jpg"), path("c.jpg"), path("d.png"),
+                                          path("e.jpg")};
+  LoadBuffers buffers;
+  for (bool augment : {true, false}) {
+    for (int round = 0; round < 3; ++round) {
+      const int64_t before = buffers.allocations();
+      for (int slot = 0; slot < LoadBuffers::kSlots; ++slot)
+        for (const std::string& f : files) {
+          const LoadedImage fresh = load_image(f, 64, augment);
+          const LoadedImage reused = load_image(f, 64, augment, buffers, slot);
+          EXPECT_TRUE(same_pixels(fresh.image, reused.image)) << f << " slot " << slot;
+          EXPECT_EQ(fresh.h0, reused.h0);
+          EXPECT_EQ(fresh.w0, reused.w0);
+        }
+      // The first round sizes the buffers; after it nothing is allocated again.
+      if (round > 0 || !augment) EXPECT_EQ(buffers.allocations(), before) << "round " << round;
+    }
+  }
+  EXPECT_GT(buffers.allocations(), 0);
+  // A slot's next load of an image of the same size lands in the same memory, and the other
+  // slots' images stay intact meanwhile.
+  const LoadedImage first = load_image(path("b.jpg"), 64, true, buffers, 1);
+  const cv::Mat kept = first.image.clone();
+  const LoadedImage other = load_image(path("c.jpg"), 64, true, buffers, 2);
+  const LoadedImage again = load_image(path("b.jpg"), 64, true, buffers, 1);
+  EXPECT_EQ(first.image.data, again.image.data);
+  EXPECT_NE(other.image.data, again.image.data);
+  EXPECT_TRUE(same_pixels(again.image, kept));
+  EXPECT_THROW(load_image(path("a.jpg"), 64, true, buffers, LoadBuffers::kSlots), Error);
+}
+
+TEST(PixelBuffer, GrowsNeverShrinksAndLeavesHugeImagesTheirOwnMemory) {
+  PixelBuffer b;
+  cv::Mat small = b.image(10, 10, CV_8UC3);
+  EXPECT_EQ(b.allocations(), 1);
+  EXPECT_EQ(small.u, nullptr);  // a view: it owns nothing
+  cv::Mat big = b.image(20, 20, CV_8UC3);
+  EXPECT_EQ(b.allocations(), 2);
+  EXPECT_EQ(b.capacity(), 1200u);
+  cv::Mat again = b.image(10, 10, CV_8UC3);
+  EXPECT_EQ(b.allocations(), 2);
+  EXPECT_EQ(again.data, big.data);
+  const int side = 4000;  // 48 MB: above kMaxKeptBytes
+  ASSERT_GT(size_t{side} * side * 3, PixelBuffer::kMaxKeptBytes);
+  cv::Mat huge = b.image(side, side, CV_8UC3);
+  EXPECT_NE(huge.u, nullptr);
+  EXPECT_EQ(b.capacity(), 1200u);
+  EXPECT_EQ(b.allocations(), 2);
+}

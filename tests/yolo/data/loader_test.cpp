@@ -233,6 +233,35 @@ TEST_F(LoaderTest, IdenticalBatchesWhateverTheWorkerCount) {
   EXPECT_FALSE(same_batch(other_rank.build_batch(0, 0), runs[0][0]));
 }
 
+// Worker threads decode into buffers they keep (LoadBuffers): every batch equals one built with
+// fresh memory (build_batch), mosaics with mixup and letterboxed rect batches, with the decoded-
+// image cache off, on for part of the dataset (its kept images are copies of the buffers), or
+// holding everything.
+TEST_F(LoaderTest, ReusedDecodeBuffersGiveTheSameBatchesAsFreshMemory) {
+  for (int64_t budget : {int64_t{0}, int64_t{3 * 64 * 64 * 3}, int64_t{1} << 30}) {
+    for (bool augment : {true, false}) {
+      auto p = pipeline(augment, /*rect=*/!augment, 64, 0.5);
+      p->keep_decoded_images(budget);
+      const EpochOrder order = augment ? shuffled_order(p->size(), 14) : sequential_order(p->size());
+      LoaderOptions o;
+      o.batch_size = 4;
+      o.seed = 3;
+      for (int workers : {0, 2}) {
+        o.workers = workers;
+        Loader loader(p, o, order);
+        for (int64_t epoch : {0, 1}) {
+          const std::vector<Batch> got = drain(loader, epoch);
+          ASSERT_EQ(static_cast<int64_t>(got.size()), loader.len());
+          for (const Batch& b : got)
+            EXPECT_TRUE(same_batch(b, loader.build_batch(epoch, b.index)))
+                << "budget " << budget << " augment " << augment << " workers " << workers
+                << " epoch " << epoch << " batch " << b.index;
+        }
+      }
+    }
+  }
+}
+
 TEST_F(LoaderTest, WorkerErrorReachesTheConsumerNamingTheFile) {
   std::vector<ImageRecord> records = records_;
   const std::string bad = (dir_ / "broken.jpg").string();
