@@ -45,6 +45,7 @@ std::vector<bool> timed_cuts(const std::vector<ParamInfo>& params, const std::ve
   std::vector<bool> cuts(order.size(), false);
   if (!link.valid()) return cuts;
   const double per_bucket = std::max(link.per_bucket_us, kMinBucketUs);
+  const double us_per_byte = link.us_per_byte * kLinkHeadroom;
   int groups = 0;
   for (const ParamInfo& p : params) groups = std::max(groups, p.group + 1);
   for (int g = 0; g < groups; ++g) {
@@ -61,34 +62,40 @@ std::vector<bool> timed_cuts(const std::vector<ParamInfo>& params, const std::ve
       raw[k] = info.numel * info.element_size;
       before[k + 1] = before[k] + (raw[k] + kGradAlignBytes - 1) / kGradAlignBytes * kGradAlignBytes;
     }
-    // finish[k]: the earliest the link can have finished buckets covering parameters 0..k with the
-    // last bucket ending at k; count[k] buckets for it; start[k] that last bucket's first parameter.
+    // finish[k][c]: the earliest the link can have finished c + 1 buckets covering parameters
+    // 0..k, the last one ending at k; start[k][c] that last bucket's first parameter.
     const double inf = std::numeric_limits<double>::infinity();
-    std::vector<double> finish(m, inf);
-    std::vector<int64_t> count(m, 0);
-    std::vector<size_t> start(m, 0);
+    std::vector<std::vector<double>> finish(m, std::vector<double>(m, inf));
+    std::vector<std::vector<size_t>> start(m, std::vector<size_t>(m, 0));
     for (size_t k = 0; k < m; ++k) {
       double ready = -inf;
       for (size_t k0 = k + 1; k0-- > 0;) {
         const int64_t span = before[k] - before[k0] + raw[k];
         if (k0 < k && span > cap_bytes) break;
         ready = std::max(ready, arrival_us[order[pos[k0]]]);
-        const double free_at = k0 > 0 ? finish[k0 - 1] : 0.0;
-        const int64_t buckets = (k0 > 0 ? count[k0 - 1] : 0) + 1;
-        const double end =
-            std::max(ready, free_at) + per_bucket + static_cast<double>(span) * link.us_per_byte;
-        const double tie = 1e-9 * std::max(1.0, std::abs(end));
-        if (end < finish[k] - tie || (std::abs(end - finish[k]) <= tie && buckets < count[k])) {
-          finish[k] = end;
-          count[k] = buckets;
-          start[k] = k0;
+        const double cost = per_bucket + static_cast<double>(span) * us_per_byte;
+        for (size_t c = k0 == 0 ? 0 : 1; c <= k0; ++c) {  // c buckets before this one
+          const double free_at = c == 0 ? 0.0 : finish[k0 - 1][c - 1];
+          const double end = std::max(ready, free_at) + cost;
+          if (end < finish[k][c]) {
+            finish[k][c] = end;
+            start[k][c] = k0;
+          }
         }
       }
     }
+    // The fewest buckets within the tolerance of the earliest finish.
+    double latest = 0;
+    for (size_t k = 0; k < m; ++k) latest = std::max(latest, arrival_us[order[pos[k]]]);
+    const double best = *std::min_element(finish[m - 1].begin(), finish[m - 1].end());
+    const double tolerance = std::max(per_bucket, kFinishTolerance * latest);
+    size_t c = 0;
+    while (finish[m - 1][c] > best + tolerance) ++c;
     for (size_t k = m; k > 0;) {
-      const size_t k0 = start[k - 1];
+      const size_t k0 = start[k - 1][c];
       cuts[pos[k0]] = true;
       k = k0;
+      if (k > 0) --c;
     }
   }
   return cuts;

@@ -1,6 +1,7 @@
 // The timed bucket layout (dist/timed_layout.h): the link estimate from a step's timeline, and the
 // cuts: deterministic, never above the cap, one group at a time, unused parameters included, and
-// never worse in the link model than the cap's own layout (the dynamic programme is exact).
+// never worse in the link model than the cap's own layout beyond the tolerance traded for fewer
+// buckets (the dynamic programme is exact).
 #include "dist/timed_layout.h"
 
 #include <gtest/gtest.h>
@@ -13,8 +14,8 @@
 namespace kestrel::dist {
 namespace {
 
-// When the last bucket's all-reduce ends in the model timed_cuts minimises (one link, buckets in
-// index order, each from its last gradient's arrival or the link's previous finish).
+// When the last bucket's all-reduce ends in timed_cuts' model (one link, buckets in index order,
+// each from its last gradient's arrival or the link's previous finish, the rate with headroom).
 double model_finish(const BucketPlan& plan, const std::vector<double>& arrival,
                     const LinkEstimate& link) {
   double free_at = 0;
@@ -22,9 +23,15 @@ double model_finish(const BucketPlan& plan, const std::vector<double>& arrival,
     double ready = 0;
     for (int p : b.params) ready = std::max(ready, arrival[p]);
     free_at = std::max(ready, free_at) + std::max(link.per_bucket_us, kMinBucketUs) +
-              static_cast<double>(b.bytes) * link.us_per_byte;
+              static_cast<double>(b.bytes) * link.us_per_byte * kLinkHeadroom;
   }
   return free_at;
+}
+
+// How far from the earliest finish timed_cuts may stay to save buckets.
+double tolerance(const std::vector<double>& arrival, const LinkEstimate& link) {
+  return std::max(std::max(link.per_bucket_us, kMinBucketUs),
+                  kFinishTolerance * *std::max_element(arrival.begin(), arrival.end()));
 }
 
 struct Case {
@@ -68,13 +75,14 @@ TEST(LinkEstimateTest, RateFromTheBusyLinkAndPerBucketCostFromTheLaunchGaps) {
 
 TEST(TimedCutsTest, SplitsTheLateLargeBucketThatTheCapLeavesWhole) {
   // 8 parameters of 64 KiB arriving every 1 ms of an 8 ms backward; the link moves 64 KiB in
-  // 0.8 ms. One bucket (the cap's layout) finishes at 8 + 0.1 + 6.4 ms; cut by time, each piece
-  // is all-reduced while backward goes on and only the last one is left after it.
+  // 0.4 ms, planned as 0.8 ms (kLinkHeadroom). One bucket (the cap's layout) finishes at
+  // 8 + 0.1 + 6.4 ms; cut by time, each piece is all-reduced while backward goes on and only the
+  // last one is left after it (within the tolerance of the best: 0.1 ms).
   std::vector<ParamInfo> params(8, {16384, 4, 0});
   std::vector<int> order = {7, 6, 5, 4, 3, 2, 1, 0};
   std::vector<double> arrival(8);
   for (int i = 0; i < 8; ++i) arrival[order[i]] = 1000.0 * (i + 1);
-  const LinkEstimate link{800.0 / 65536.0, 100.0};
+  const LinkEstimate link{400.0 / 65536.0, 100.0};
   const int64_t cap = 25 << 20;
   const std::vector<bool> cuts = timed_cuts(params, order, arrival, link, cap);
   const BucketPlan timed = BucketPlan::build(params, order, cap, 0, cuts);
@@ -82,7 +90,7 @@ TEST(TimedCutsTest, SplitsTheLateLargeBucketThatTheCapLeavesWhole) {
   ASSERT_EQ(whole.buckets.size(), 1u);
   EXPECT_GT(timed.buckets.size(), 1u);
   EXPECT_NEAR(model_finish(whole, arrival, link), 8000 + 100 + 6400, 1e-6);
-  EXPECT_LE(model_finish(timed, arrival, link), 8000 + 100 + 800 + 1e-6);
+  EXPECT_LE(model_finish(timed, arrival, link), 8000 + 100 + 800 + tolerance(arrival, link) + 1e-6);
   // Where a bucket's fixed cost is longer than backward (10 ms), one bucket stays best.
   const LinkEstimate fast{1e-6, 10000.0};
   const BucketPlan one =
@@ -107,7 +115,7 @@ TEST(TimedCutsTest, DeterministicWithinTheCapAndNeverWorseThanTheCapsLayout) {
       for (bool cut : cuts) starts += cut;
       EXPECT_EQ(starts, static_cast<int>(timed.buckets.size()));
       EXPECT_LE(model_finish(timed, c.arrival, link),
-                model_finish(by_bytes, c.arrival, link) + 1e-3);
+                model_finish(by_bytes, c.arrival, link) + tolerance(c.arrival, link) + 1e-3);
     }
   }
 }
