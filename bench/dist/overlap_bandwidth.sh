@@ -33,6 +33,7 @@ CALIBRATE=${CALIBRATE:-1gbit}
 EDGES=${EDGES:-"0.25"}
 LAYOUTS=${LAYOUTS:-"bytes timed"}
 OUT=${OUT:-overlap_bandwidth_out}
+BURST_MIN=${BURST_MIN:-131072}  # bytes: tbf must hold a 64 KB GSO packet (docs/distributed.md)
 PLOTS=${PLOTS:-}
 root=$(cd "$(dirname "$0")/../.." && pwd)
 overlap=${OVERLAP:-$root/build/overlap}
@@ -48,10 +49,10 @@ ip link set "v$a" netns "$a"; ip link set "v$b" netns "$b"
 ip -n "$a" addr add 10.213.8.1/24 dev "v$a"; ip -n "$b" addr add 10.213.8.2/24 dev "v$b"
 for n in "$a" "$b"; do ip -n "$n" link set lo up; ip -n "$n" link set "v$n" up; done
 
-shape() {  # burst: at least one 1 ms of tokens at the rate (tbf needs >= rate/HZ), 64 KB minimum
+shape() {  # burst: at least one 1 ms of tokens at the rate (tbf needs >= rate/HZ), $BURST_MIN minimum
   local rate=$1 bits burst
   bits=${rate%bit}; bits=$(numfmt --from=si "${bits^^}") || exit 1
-  burst=$(( bits / 8 / 1000 > 65536 ? bits / 8 / 1000 : 65536 ))
+  burst=$(( bits / 8 / 1000 > BURST_MIN ? bits / 8 / 1000 : BURST_MIN ))
   for n in "$a" "$b"; do
     tc -n "$n" qdisc replace dev "v$n" root tbf rate "$rate" burst "$burst" latency 100ms || exit 1
   done
