@@ -94,6 +94,6 @@ done
 for s in "${settings[@]}"; do
   e=${s%%:*} l=${s##*:}
   echo; echo "## edge buckets $e MB, $l layout"; echo
-  "$overlap" bandwidth --runs "$OUT/edge${e}_$l" --calibrate "$CALIBRATE" --edge-bucket-mb "$e" \
+  "$overlap" bandwidth --runs "$OUT/edge${e}_$l" --calibrate "$CALIBRATE" --edge-bucket-mb "$e" --bucket-layout "$l" \
     ${PLOTS:+--plots "$PLOTS/edge${e}_$l"}
 done

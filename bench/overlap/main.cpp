@@ -140,7 +140,8 @@ int bandwidth(Flags& f) {
   KESTREL_CHECK(f.count("runs") && f.count("calibrate"),
                 "overlap bandwidth: give --runs DIR (bench/dist/overlap_bandwidth.sh's OUT) and --calibrate RATE");
   const std::vector<Repetition> reps = load_runs(f["runs"]);
-  const BandwidthReport report = bandwidth_report(reps, f["calibrate"], measure_options(f).edge_bucket_mb);
+  const MeasureOptions o = measure_options(f);
+  const BandwidthReport report = bandwidth_report(reps, f["calibrate"], o.edge_bucket_mb, o.timed_buckets);
   print_bandwidth_report(report);
   write_bandwidth_csv(report, f["runs"] + "/summary.csv");
   if (!f.count("plots")) return 0;
