@@ -216,7 +216,7 @@ class SlowLinkGroup : public ProcessGroup {
   double free_at_ = 0;
 };
 
-// The timed layout (ReducerOptions::timed_buckets) on 2 ranks over a slow link, with backward's
+// The timed layout (ReducerOptions::timed_buckets) on 2 ranks over a slow link, with rank 0's
 // gradients 3 ms apart: under a cap that holds the whole gradient (edge buckets off) the
 // arrival-order layout is one bucket; after the timing step (step 2) the cuts make several, the
 // same on both ranks, and training (6 steps) ends equal to the one-bucket layout's and to one
@@ -238,7 +238,9 @@ TEST(DdpTest, TimedBucketsTrainEqualToTheDefaultLayout) {
       options.edge_bucket_cap_mb = 0;
       options.timed_buckets = timed == 1;
       RankRun run;
-      run.hook_sleep = std::chrono::milliseconds(3);
+      // Only rank 0's gradients come 3 ms apart: rank 1's own times differ, so equal layouts show
+      // that every rank takes rank 0's cuts.
+      run.hook_sleep = std::chrono::milliseconds(rank == 0 ? 3 : 0);
       run.steps = kTimedSteps;
       got[timed][rank] = train_rank(group, options, nullptr, &run);
       layouts[timed][rank] = run.layout;
