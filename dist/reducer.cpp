@@ -5,6 +5,7 @@
 
 #include "base/error.h"
 #include "dist/reducer_state.h"
+#include "dist/timed_layout.h"
 #include "engine/autograd.h"
 
 namespace kestrel::dist {
@@ -28,6 +29,9 @@ struct Reducer::State {
   bool sync = true;
   bool armed = false;  // between prepare_for_backward() and finalize()
   bool rebuilt = false;
+  bool timed = false;  // the timed layout was made (or will never be)
+  bool clocks = false;  // this step reads the clock per bucket (record_timeline, or the timing step)
+  std::vector<double> arrival_us;  // the timing step's gradient arrivals, from backward's start
   int64_t step = 0;
   StepTimeline timeline;
   std::vector<std::string> unused;
@@ -86,11 +90,11 @@ struct Reducer::State {
     } else {
       works[b] = group->all_reduce(bucket_slice(b, flat), ReduceOp::Average);
     }
-    if (options.record_timeline) timeline.buckets[b].launch_us = now_us();
+    if (clocks) timeline.buckets[b].launch_us = now_us();
   }
 
   void poll_done() {
-    if (!options.record_timeline) return;
+    if (!clocks) return;
     const double t = now_us();
     for (size_t b = 0; b < works.size(); ++b)
       if (works[b] && timeline.buckets[b].done_us < 0 && works[b]->is_completed())
@@ -100,7 +104,7 @@ struct Reducer::State {
   void mark_ready(int p) {
     const std::vector<int> launchable = tracker->mark_ready(p);
     const int b = plan->slots[p].bucket;
-    if (options.record_timeline && tracker->bucket_ready(b))
+    if (clocks && tracker->bucket_ready(b))
       timeline.buckets[b].ready_us = now_us();
     if (options.overlap)
       for (int b : launchable) launch(b);
@@ -118,8 +122,47 @@ struct Reducer::State {
       views[p].copy_(g);
       params[p].set_grad(views[p]);
     }
+    if (timing_step()) arrival_us[p] = now_us() - timeline.backward_start_us;
     mark_ready(p);
     poll_done();
+  }
+
+  // The step whose times the timed layout is cut from: the first in the arrival-order layout.
+  bool timing_step() const {
+    return options.timed_buckets && options.rebuild_buckets && options.overlap &&
+           !device.is_cuda() && rebuilt && !timed;
+  }
+
+  // Cuts the buckets once more from the timing step's arrivals and link cost (rank 0's, broadcast).
+  void relayout_timed() {
+    const size_t n = params.size();
+    std::vector<int64_t> flags(n, 0);
+    if (group->rank() == 0) {
+      const double end = timeline.backward_end_us - timeline.backward_start_us;
+      std::vector<double> arrival(n);
+      for (size_t p = 0; p < n; ++p) arrival[p] = arrival_us[p] >= 0 ? arrival_us[p] : end;
+      const std::vector<bool> cuts =
+          timed_cuts(infos, plan->order, arrival, estimate_link(timeline), cap_bytes());
+      for (size_t i = 0; i < n; ++i) flags[i] = cuts[i] ? 1 : 0;
+    }
+    Tensor flags_t = Tensor::from_vector(flags, {static_cast<int64_t>(n)});
+    if (group->size() > 1) {
+      Tensor on_device = flags_t.to(device);
+      group->broadcast(on_device, 0)->synchronize();
+      flags_t = on_device.to(Device::cpu());
+    }
+    std::vector<bool> cuts;
+    bool any = false;
+    for (int64_t f : flags_t.to_vector<int64_t>()) {
+      cuts.push_back(f != 0);
+      any = any || f != 0;
+    }
+    if (!any) return;  // rank 0 could not measure the link: the layout stays
+    BucketPlan next = BucketPlan::build(infos, plan->order, cap_bytes(), edge_bytes(), cuts);
+    bool same = next.buckets.size() == plan->buckets.size();
+    for (size_t b = 0; same && b < next.buckets.size(); ++b)
+      same = next.buckets[b].params == plan->buckets[b].params;
+    if (!same) lay_out(std::move(next));
   }
 
   // Re-lays out the buckets once, in rank 0's arrival order (unseen parameters last).
@@ -192,6 +235,8 @@ void Reducer::prepare_for_backward() {
   s.timeline.step = s.step;
   for (const Bucket& b : s.plan->buckets)
     s.timeline.buckets.push_back({b.bytes, static_cast<int>(b.params.size())});
+  s.clocks = s.options.record_timeline || s.timing_step();
+  if (s.timing_step()) s.arrival_us.assign(s.params.size(), -1.0);
   s.timeline.backward_start_us = now_us();
   s.armed = true;
 }
@@ -217,7 +262,7 @@ void Reducer::finalize() {
     if (s.compresses(s.plan->buckets[b].group))
       decompress_gradients(s.bucket_slice(static_cast<int>(b), s.wire),
                            s.bucket_slice(static_cast<int>(b), s.flat));
-    if (s.options.record_timeline && s.timeline.buckets[b].done_us < 0 &&
+    if (s.clocks && s.timeline.buckets[b].done_us < 0 &&
         s.works[b]->is_completed())
       s.timeline.buckets[b].done_us = now_us();
   }
@@ -225,6 +270,9 @@ void Reducer::finalize() {
   if (s.options.rebuild_buckets && !s.rebuilt) {
     s.rebuilt = true;
     s.rebuild_from_arrivals();
+  } else if (s.timing_step()) {
+    s.timed = true;
+    s.relayout_timed();
   }
   s.timeline.finalize_end_us = now_us();
   ++s.step;
@@ -242,13 +290,14 @@ void Reducer::zero_grad() {
 
 Reducer::Snapshot Reducer::snapshot() const {
   const State& s = *state_;
-  return {s.sync,  s.armed,    s.rebuilt, s.step, std::make_shared<ReadyTracker>(*s.tracker),
-          s.works, s.timeline, s.unused};
+  return {s.sync,     s.armed, s.rebuilt,  s.timed,
+          s.step,     std::make_shared<ReadyTracker>(*s.tracker),
+          s.works,    s.timeline, s.unused};
 }
 
 void Reducer::restore(const Snapshot& snap) {
   State& s = *state_;
-  KESTREL_CHECK(snap.rebuilt == s.rebuilt && snap.tracker,
+  KESTREL_CHECK(snap.rebuilt == s.rebuilt && snap.timed == s.timed && snap.tracker,
                 "reducer: the gradient buckets were laid out anew since the snapshot; a step "
                 "that re-lays them out cannot be undone");
   s.sync = snap.sync;

@@ -27,6 +27,16 @@
 // bucket: small enough that the first bucket launches early in backward, large enough that
 // per-collective latency stays small (see kDefaultBucketCapMb).
 //
+// Timed buckets (ReducerOptions::timed_buckets, on by default; CPU ranks with overlap on): after
+// the second synchronised step, the first in the arrival-order layout, the buckets are cut once
+// more, now by time: rank 0 takes that step's gradient arrival times and what each bucket's
+// all-reduce cost beside backward, and cuts where a model of the link says the last all-reduce
+// ends soonest (dist/timed_layout.h), never above the cap; the cuts are broadcast, so every rank
+// gets rank 0's layout (a second host synchronisation, once). A large cap then no longer leaves
+// one big bucket that becomes ready late. The layout depends on measured times, so it can differ
+// from one run to the next: with more than 2 ranks the sums' rounding may differ with it
+// (2 ranks add two numbers, which rounds the same in any bucket).
+//
 // Parameters that got no gradient in a backward (unused in the forward) are not waited for:
 // finalize() all-reduces their gradients as they are (zero after zero_grad()) and reports them in
 // unused_parameters(). Every rank must still issue the same collectives in the same order, so a
@@ -70,6 +80,9 @@ struct ReducerOptions {
   double edge_bucket_cap_mb = kDefaultEdgeBucketCapMb;  // 0: edge buckets off (all up to the cap)
   bool overlap = true;          // false: every bucket is launched in finalize() (--no-overlap)
   bool rebuild_buckets = true;  // re-lay out once from the first step's arrival order
+  // Then cut once more from the second step's times (needs rebuild_buckets and overlap; CPU only:
+  // on CUDA the host sees when work was issued, not when it ran).
+  bool timed_buckets = true;
   // Record each step's timeline (ready/launch/done times; the trainer's --trace). Off, a step
   // takes no per-bucket clock readings and no completion polls.
   bool record_timeline = true;
@@ -101,7 +114,7 @@ class Reducer {
   // begun. Gradients and device memory are not part of it, nor the bucket layout, which a
   // snapshot taken before the first step's re-layout cannot restore (restore() refuses).
   struct Snapshot {
-    bool sync = true, armed = false, rebuilt = false;
+    bool sync = true, armed = false, rebuilt = false, timed = false;
     int64_t step = 0;
     std::shared_ptr<const ReadyTracker> tracker;
     std::vector<std::shared_ptr<Work>> works;

@@ -7,7 +7,8 @@
 namespace kestrel::dist {
 
 BucketPlan BucketPlan::build(const std::vector<ParamInfo>& params, const std::vector<int>& order,
-                             int64_t cap_bytes, int64_t edge_bytes) {
+                             int64_t cap_bytes, int64_t edge_bytes,
+                             const std::vector<bool>& cuts) {
   KESTREL_CHECK(cap_bytes > 0, "reducer: the bucket cap must be positive, got ", cap_bytes,
                 " bytes");
   KESTREL_CHECK(edge_bytes >= 0, "reducer: the edge bucket cap must not be negative, got ",
@@ -15,6 +16,8 @@ BucketPlan BucketPlan::build(const std::vector<ParamInfo>& params, const std::ve
   const int64_t edge = edge_bytes > 0 ? std::min(edge_bytes, cap_bytes) : cap_bytes;
   KESTREL_CHECK(order.size() == params.size(), "reducer: a layout order of ", order.size(),
                 " entries for ", params.size(), " parameters");
+  KESTREL_CHECK(cuts.empty() || cuts.size() == order.size(), "reducer: ", cuts.size(),
+                " bucket cuts for a layout order of ", order.size(), " entries");
   std::vector<bool> seen(params.size(), false);
   for (int p : order) {
     KESTREL_CHECK(p >= 0 && p < static_cast<int>(params.size()) && !seen[p],
@@ -53,7 +56,7 @@ BucketPlan BucketPlan::build(const std::vector<ParamInfo>& params, const std::ve
     const int64_t start = (plan.group_numel[info.group] + align - 1) / align * align;
     int& b = open[info.group];
     const int64_t limit = first[info.group] ? edge : cap_bytes;
-    if (b < 0 || static_cast<int>(i) == tail_start[info.group] ||
+    if (b < 0 || static_cast<int>(i) == tail_start[info.group] || (!cuts.empty() && cuts[i]) ||
         (start + info.numel - plan.buckets[b].offset) * info.element_size > limit) {
       if (b >= 0) first[info.group] = false;
       b = static_cast<int>(plan.buckets.size());

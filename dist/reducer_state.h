@@ -42,6 +42,8 @@ inline constexpr int64_t kGradAlignBytes = 256;
 // their own. In arrival order the first bucket is then ready, and its all-reduce under way, early
 // in backward, and the bucket that can only start when backward ends is small: where bandwidth
 // is short, that last all-reduce is what stays exposed (docs/distributed.md, overlap).
+// cuts (empty, or one entry per position of `order`): a new bucket also begins wherever it is true
+// (the timed layout's cuts, dist/timed_layout.h); the cap and the edge rules still hold.
 struct BucketPlan {
   std::vector<Bucket> buckets;
   std::vector<ParamSlot> slots;      // indexed by parameter
@@ -49,7 +51,8 @@ struct BucketPlan {
   std::vector<int> order;
 
   static BucketPlan build(const std::vector<ParamInfo>& params, const std::vector<int>& order,
-                          int64_t cap_bytes, int64_t edge_bytes = 0);  // 0: no edge buckets
+                          int64_t cap_bytes, int64_t edge_bytes = 0,  // 0: no edge buckets
+                          const std::vector<bool>& cuts = {});
 };
 
 // Per-step readiness: counts each bucket's missing gradients and hands out buckets to launch,

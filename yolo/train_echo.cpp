@@ -26,7 +26,7 @@ std::string python_value(const std::string& key, const std::string& value) {
   if (value == "null") return "None";
   if (key == "cache" && value.empty()) return "None";  // the flag's default in the reference
   if (key == "freeze" && value == "[]") return "[0]";  // freezing no layer, as the reference says it
-  if (key == "label_smoothing" || key == "bucket_cap_mb" || key == "dist_timeout" || key == "dist_phase_timeout") {
+  if (key == "label_smoothing" || key == "bucket_cap_mb" || key == "edge_bucket_mb" || key == "dist_timeout" || key == "dist_phase_timeout") {
     try {
       return python_float(std::stod(value));
     } catch (const std::exception&) {

@@ -44,6 +44,7 @@ struct TrainOptions {
   bool deterministic = false;
   std::string amp;  // "bf16" | "fp16" | "off"; "" = bf16 on sm_80+ GPUs, off on the CPU
   double bucket_cap_mb = 4.0;
+  double edge_bucket_mb = 0.25;  // dist::ReducerOptions::edge_bucket_cap_mb (0: no edge buckets)
   bool no_overlap = false;
   std::string grad_compress = "none";  // "none" | "fp16" | "bf16": DDP buckets all-reduced in 16 bits
   std::string trace;  // Chrome trace of the steps' compute and communication timelines

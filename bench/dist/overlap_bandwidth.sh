@@ -5,28 +5,35 @@
 # OpenMP thread per rank). Each worker runs, for every bucket cap of $BUCKETS (MB), the model's
 # forward + backward with the Reducer's overlap off and on, $STEPS timed steps each, then the same
 # buckets all-reduced alone (no compute) $ALONE times. $EDGES lists the Reducer's edge bucket caps
-# to compare (MB; 0: no edge buckets, the layout before them; 0.25: the default). Repeats the whole
-# sweep $REPS times, the rates in a rotated order each time and the edge settings alternating, so
-# machine load hits every setting alike. Writes
-#   $OUT/edge<E>/<rate>/rep<k>/{timeline,alone,profile_w2}.csv, trace_cap<C>.json (rank 0) and
-#   timeline_rank1.csv,
+# to compare (MB; 0: no edge buckets, the layout before them; 0.25: the default), $LAYOUTS the
+# bucket layouts (timed: the Reducer's default, cut by the second step's times; bytes: arrival
+# order and the cap only, the layout before timed buckets). $WARMUP untimed steps (2: the timed
+# layout is made after the second). Repeats the whole sweep $REPS times, the rates in a rotated
+# order each time and the edge and layout settings alternating, so machine load hits every setting
+# alike. Writes
+#   $OUT/edge<E>_<layout>/<rate>/rep<k>/{timeline,alone,profile_w2}.csv, trace_cap<C>.json (rank 0)
+#   and timeline_rank1.csv,
 # then `overlap bandwidth` summarises each edge setting: medians and spread over the repetitions,
 # overlap efficiency, the simulator calibrated on $CALIBRATE and its predictions for the other
-# rates, and the plots (into $PLOTS/edge<E> when set). Removes the namespaces it made, also when
+# rates, and the plots (into $PLOTS/edge<E>_<layout> when set). Removes the namespaces it made, also when
 # interrupted.
-#   sudo bench/dist/overlap_bandwidth.sh            # defaults below; about 40 minutes here
+#   sudo bench/dist/overlap_bandwidth.sh            # defaults below; about 25 minutes here
+#   sudo RATES="1gbit 500mbit" BUCKETS=4,8,25 EDGES=0.25 LAYOUTS="bytes timed" bench/dist/overlap_bandwidth.sh
 set -u
 RATES=${RATES:-"1gbit 500mbit 200mbit 100mbit"}
 BUCKETS=${BUCKETS:-1,2,4,8,25}
 REPS=${REPS:-3}
 STEPS=${STEPS:-6}
+WARMUP=${WARMUP:-2}
 ALONE=${ALONE:-5}
 MODEL=${MODEL:-yolov5n}
 IMG=${IMG:-128}
 BATCH=${BATCH:-2}
 CALIBRATE=${CALIBRATE:-1gbit}
-EDGES=${EDGES:-"0 0.25 1"}
+EDGES=${EDGES:-"0.25"}
+LAYOUTS=${LAYOUTS:-"bytes timed"}
 OUT=${OUT:-overlap_bandwidth_out}
+BURST_MIN=${BURST_MIN:-131072}  # bytes: tbf must hold a 64 KB GSO packet (docs/distributed.md)
 PLOTS=${PLOTS:-}
 root=$(cd "$(dirname "$0")/../.." && pwd)
 overlap=${OVERLAP:-$root/build/overlap}
@@ -42,20 +49,22 @@ ip link set "v$a" netns "$a"; ip link set "v$b" netns "$b"
 ip -n "$a" addr add 10.213.8.1/24 dev "v$a"; ip -n "$b" addr add 10.213.8.2/24 dev "v$b"
 for n in "$a" "$b"; do ip -n "$n" link set lo up; ip -n "$n" link set "v$n" up; done
 
-shape() {  # burst: at least one 1 ms of tokens at the rate (tbf needs >= rate/HZ), 64 KB minimum
+shape() {  # burst: at least one 1 ms of tokens at the rate (tbf needs >= rate/HZ), $BURST_MIN minimum
   local rate=$1 bits burst
   bits=${rate%bit}; bits=$(numfmt --from=si "${bits^^}") || exit 1
-  burst=$(( bits / 8 / 1000 > 65536 ? bits / 8 / 1000 : 65536 ))
+  burst=$(( bits / 8 / 1000 > BURST_MIN ? bits / 8 / 1000 : BURST_MIN ))
   for n in "$a" "$b"; do
     tc -n "$n" qdisc replace dev "v$n" root tbf rate "$rate" burst "$burst" latency 100ms || exit 1
   done
 }
 
-run() {  # rate, repetition, edge bucket cap
-  local dir="$OUT/edge$3/$1/rep$2" port=$((29800 + RANDOM % 150)) p0 p1 e0 e1
+run() {  # rate, repetition, "edge bucket cap:layout"
+  local edge=${3%%:*} layout=${3##*:}
+  local dir="$OUT/edge${edge}_$layout/$1/rep$2" port=$((29800 + RANDOM % 150)) p0 p1 e0 e1
   rm -rf "$dir"; mkdir -p "$dir"
-  local args=(worker --model "$MODEL" --img-size "$IMG" --batch-size "$BATCH" --steps "$STEPS" --warmup 1
-              --buckets "$BUCKETS" --alone-reps "$ALONE" --edge-bucket-mb "$3" --out "$dir")
+  local args=(worker --model "$MODEL" --img-size "$IMG" --batch-size "$BATCH" --steps "$STEPS" --warmup "$WARMUP"
+              --buckets "$BUCKETS" --alone-reps "$ALONE" --edge-bucket-mb "$edge" --bucket-layout "$layout"
+              --out "$dir")
   for r in 0 1; do
     local ns=$a; [[ $r == 1 ]] && ns=$b
     (cd "$root" && ip netns exec "$ns" env OMP_NUM_THREADS=1 RANK=$r WORLD_SIZE=2 LOCAL_RANK=0 \
@@ -64,21 +73,27 @@ run() {  # rate, repetition, edge bucket cap
   done
   wait "$p0"; e0=$?; wait "$p1"; e1=$?
   if [[ $e0 != 0 || $e1 != 0 ]]; then
-    echo "rate $1, repetition $2, edge $3: failed ($e0, $e1)"; tail -n 3 "$dir/rank0.log" "$dir/rank1.log"; exit 1
+    echo "rate $1, repetition $2, edge $edge MB, $layout layout: failed ($e0, $e1)"
+    tail -n 3 "$dir/rank0.log" "$dir/rank1.log"; exit 1
   fi
-  echo "rate $1, repetition $2, edge $3 MB: done ($(date +%T))"
+  echo "rate $1, repetition $2, edge $edge MB, $layout layout: done ($(date +%T))"
 }
 
 read -r -a rates <<<"$RATES"
 read -r -a edges <<<"$EDGES"
+read -r -a layouts <<<"$LAYOUTS"
+settings=()
+for e in "${edges[@]}"; do for l in "${layouts[@]}"; do settings+=("$e:$l"); done; done
 for rep in $(seq "$REPS"); do
   for i in "${!rates[@]}"; do
     rate=${rates[$(( (i + rep - 1) % ${#rates[@]} ))]}
     shape "$rate"
-    for j in "${!edges[@]}"; do run "$rate" "$rep" "${edges[$(( (j + rep + i) % ${#edges[@]} ))]}"; done
+    for j in "${!settings[@]}"; do run "$rate" "$rep" "${settings[$(( (j + rep + i) % ${#settings[@]} ))]}"; done
   done
 done
-for e in "${edges[@]}"; do
-  echo; echo "## edge buckets $e MB"; echo
-  "$overlap" bandwidth --runs "$OUT/edge$e" --calibrate "$CALIBRATE" --edge-bucket-mb "$e" ${PLOTS:+--plots "$PLOTS/edge$e"}
+for s in "${settings[@]}"; do
+  e=${s%%:*} l=${s##*:}
+  echo; echo "## edge buckets $e MB, $l layout"; echo
+  "$overlap" bandwidth --runs "$OUT/edge${e}_$l" --calibrate "$CALIBRATE" --edge-bucket-mb "$e" --bucket-layout "$l" \
+    ${PLOTS:+--plots "$PLOTS/edge${e}_$l"}
 done

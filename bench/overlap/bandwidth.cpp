@@ -57,7 +57,7 @@ std::vector<Repetition> load_runs(const std::string& runs_dir) {
 }
 
 BandwidthReport bandwidth_report(const std::vector<Repetition>& reps, const std::string& calibrate_rate,
-                                 double edge_bucket_mb) {
+                                 double edge_bucket_mb, bool timed) {
   const int64_t edge_bytes = static_cast<int64_t>(edge_bucket_mb * kMiB);
   BandwidthReport report;
   report.calibrate_rate = calibrate_rate;
@@ -109,7 +109,8 @@ BandwidthReport bandwidth_report(const std::vector<Repetition>& reps, const std:
           exposed.push_back(m.exposed_us);
           alone.push_back(alone_median_us(r->alone, cap));
           matched.push_back(
-              simulate(with_compute(profile, m.pre_us, m.backward_us), cap_bytes, 2, link, overlap, edge_bytes).step_us);
+              simulate(with_compute(profile, m.pre_us, m.backward_us), cap_bytes, 2, link, overlap, edge_bytes, timed)
+                  .step_us);
           if (overlap) eff.push_back(overlap_efficiency(alone.back(), m.backward_us, m.exposed_us));
           const PairMedians pm = pair_medians(r->timeline, r->peer_timeline, cap, overlap);
           if (!pm.found) continue;
@@ -133,8 +134,10 @@ BandwidthReport bandwidth_report(const std::vector<Repetition>& reps, const std:
           if (overlap) s.efficiency_after_last = spread(eff_last);
         }
         s.predicted_matched_step_us = median(matched);
-        s.predicted_step_us = simulate(profile, cap_bytes, 2, link, overlap, edge_bytes).step_us;
-        for (const SimBucket& b : make_buckets(profile.grads, cap_bytes, edge_bytes))
+        s.predicted_step_us = simulate(profile, cap_bytes, 2, link, overlap, edge_bytes, timed).step_us;
+        // The all-reduce alone times the overlapped run's buckets.
+        for (const SimBucket& b : timed ? make_timed_buckets(profile.grads, cap_bytes, edge_bytes, link, 2)
+                                        : make_buckets(profile.grads, cap_bytes, edge_bytes))
           s.predicted_alone_us += ring_allreduce_us(b.bytes, 2, link);
         report.settings.push_back(s);
       }

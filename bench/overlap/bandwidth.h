@@ -50,9 +50,10 @@ struct BandwidthReport {
 };
 // Summarises, calibrates the simulator on calibrate_rate's repetitions (their buckets alone for
 // the link, the median-backward repetition's profile for compute) and predicts every setting.
-// edge_bucket_mb: the runs' edge bucket cap (the simulator lays its buckets out as the Reducer did).
+// edge_bucket_mb: the runs' edge bucket cap, timed: whether they cut buckets by time (the
+// simulator lays its buckets out as the Reducer did).
 BandwidthReport bandwidth_report(const std::vector<Repetition>& reps, const std::string& calibrate_rate,
-                                 double edge_bucket_mb);
+                                 double edge_bucket_mb, bool timed = false);
 // Markdown tables on stdout: the measurements, and prediction against measurement.
 void print_bandwidth_report(const BandwidthReport& report);
 void write_bandwidth_csv(const BandwidthReport& report, const std::string& path);

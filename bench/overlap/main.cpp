@@ -11,7 +11,8 @@
 // Common flags: --model yolov5n --img-size 128 --batch-size 2 (per rank) --steps 6 --warmup 1
 //   --buckets 1,2,4,8,25 (MB) --out overlap_out --nproc-list 2,3 --master-port P
 //   --edge-bucket-mb 0.25 (the Reducer's first and last bucket cap; 0: off) --alone-reps 0 (worker:
-//   time the buckets all-reduced with no compute, that many times per cap)
+//   time the buckets all-reduced with no compute, that many times per cap) --bucket-layout timed
+//   (timed: the Reducer's default, cut by the second step's times; bytes: arrival order and the cap)
 // Network (simulate/all; default: the link fitted to this machine's measurements):
 //   --intra-gbps --inter-gbps (GB/s) --alpha-intra-us --alpha-inter-us --gpus-per-node 8
 //   --compute-scale 1 (multiplies measured compute times, e.g. for a faster device)
@@ -80,6 +81,10 @@ MeasureOptions measure_options(Flags& f) {
                                                : kestrel::dist::kDefaultEdgeBucketCapMb;
   KESTREL_CHECK(o.edge_bucket_mb >= 0, "overlap --edge-bucket-mb: must be >= 0 (0: no edge buckets), got ",
                 o.edge_bucket_mb);
+  const std::string layout = f.count("bucket-layout") ? f["bucket-layout"] : "timed";
+  KESTREL_CHECK(layout == "timed" || layout == "bytes", "overlap --bucket-layout: timed or bytes, got '", layout,
+                "'");
+  o.timed_buckets = layout == "timed";
   KESTREL_CHECK(o.alone_reps >= 0, "overlap --alone-reps: must be >= 0, got ", o.alone_reps);
   KESTREL_CHECK(o.steps > 0 && o.warmup >= 0 && o.batch > 0 && o.img_size > 0,
                 "overlap: --steps, --batch-size and --img-size must be > 0, --warmup >= 0");
@@ -96,7 +101,8 @@ int measure(Flags& f, int nproc) {
   l.log_dir = f["out"];
   std::filesystem::create_directories(l.log_dir);
   l.command = {kestrel::dist::current_executable().string(), "worker"};
-  for (const char* k : {"model", "img-size", "batch-size", "steps", "warmup", "buckets", "out", "edge-bucket-mb"}) {
+  for (const char* k : {"model", "img-size", "batch-size", "steps", "warmup", "buckets", "out", "edge-bucket-mb",
+                        "bucket-layout"}) {
     if (!f.count(k)) continue;
     l.command.push_back(std::string("--") + k);
     l.command.push_back(f[k]);
@@ -134,7 +140,8 @@ int bandwidth(Flags& f) {
   KESTREL_CHECK(f.count("runs") && f.count("calibrate"),
                 "overlap bandwidth: give --runs DIR (bench/dist/overlap_bandwidth.sh's OUT) and --calibrate RATE");
   const std::vector<Repetition> reps = load_runs(f["runs"]);
-  const BandwidthReport report = bandwidth_report(reps, f["calibrate"], measure_options(f).edge_bucket_mb);
+  const MeasureOptions o = measure_options(f);
+  const BandwidthReport report = bandwidth_report(reps, f["calibrate"], o.edge_bucket_mb, o.timed_buckets);
   print_bandwidth_report(report);
   write_bandwidth_csv(report, f["runs"] + "/summary.csv");
   if (!f.count("plots")) return 0;
@@ -186,7 +193,7 @@ int main(int argc, char** argv) {
           "out",       "nproc-list", "nproc",      "master-port",    "intra-gbps",     "inter-gbps",
           "profile",   "gpus-per-node",            "alpha-intra-us", "alpha-inter-us", "compute-scale",
           "alone-reps", "runs",      "calibrate",  "plots",          "plot-cap",       "timeline-rate",
-          "edge-bucket-mb"};
+          "edge-bucket-mb", "bucket-layout"};
       KESTREL_CHECK(known.count(a.substr(2)), "overlap: unknown flag ", a,
                     " (see the comment at the top of bench/overlap/main.cpp)");
       f[a.substr(2)] = argv[++i];

@@ -144,6 +144,7 @@ int run_measure_worker(const MeasureOptions& o) {
       dist::ReducerOptions ropt;
       ropt.bucket_cap_mb = cap;
       ropt.edge_bucket_cap_mb = o.edge_bucket_mb;
+      ropt.timed_buckets = o.timed_buckets;
       ropt.overlap = overlap;
       dist::Reducer reducer(named, group, ropt);
       const int nc = static_cast<int>(model.detect().nc);

@@ -28,6 +28,7 @@ struct MeasureOptions {
   std::string out_dir = "overlap_out";
   int alone_reps = 0;
   double edge_bucket_mb = 0.25;  // dist::ReducerOptions::edge_bucket_cap_mb (0: off)
+  bool timed_buckets = true;     // dist::ReducerOptions::timed_buckets
 };
 
 // Runs inside a process started with RANK / WORLD_SIZE / MASTER_* set (dist::launch_workers).

@@ -4,6 +4,8 @@
 #include <cmath>
 
 #include "base/error.h"
+#include "dist/reducer_state.h"
+#include "dist/timed_layout.h"
 
 namespace kestrel::bench::overlap {
 
@@ -48,10 +50,39 @@ std::vector<SimBucket> make_buckets(const std::vector<GradEvent>& grads, int64_t
   return out;
 }
 
+std::vector<SimBucket> make_timed_buckets(const std::vector<GradEvent>& grads, int64_t cap_bytes, int64_t edge_bytes,
+                                          const Link& link, int world_size) {
+  KESTREL_CHECK(world_size >= 2, "make_timed_buckets: needs 2 or more ranks, got ", world_size);
+  std::vector<dist::ParamInfo> params;
+  std::vector<int> order;
+  std::vector<double> arrival;
+  for (const GradEvent& g : grads) {
+    order.push_back(static_cast<int>(params.size()));
+    params.push_back({(g.bytes + 3) / 4, 4, 0});  // float32 gradients
+    arrival.push_back(g.ready_us);
+  }
+  const double n = world_size;
+  const dist::LinkEstimate measured{2.0 * (n - 1) / n / link.bytes_per_us, 2.0 * (n - 1) * link.alpha_us};
+  const dist::BucketPlan plan = dist::BucketPlan::build(
+      params, order, cap_bytes, edge_bytes, dist::timed_cuts(params, order, arrival, measured, cap_bytes));
+  std::vector<SimBucket> out;
+  for (const dist::Bucket& b : plan.buckets) {
+    SimBucket s;
+    for (int p : b.params) {
+      s.bytes += grads[p].bytes;
+      s.ready_us = std::max(s.ready_us, grads[p].ready_us);
+    }
+    out.push_back(s);
+  }
+  return out;
+}
+
 Prediction simulate(const Profile& profile, int64_t cap_bytes, int world_size, const Link& link, bool overlap,
-                    int64_t edge_bytes) {
+                    int64_t edge_bytes, bool timed) {
   Prediction p;
-  p.buckets = make_buckets(profile.grads, cap_bytes, edge_bytes);
+  p.buckets = timed && overlap && world_size > 1
+                  ? make_timed_buckets(profile.grads, cap_bytes, edge_bytes, link, world_size)
+                  : make_buckets(profile.grads, cap_bytes, edge_bytes);
   double channel_free = 0, launched_ready = 0;
   for (SimBucket& b : p.buckets) {
     // Buckets launch in order: a bucket that is ready early still waits for its predecessors.

@@ -62,6 +62,12 @@ struct SimBucket {
 // edge_bytes > 0, BucketPlan's edge buckets: the first bucket holds at most edge_bytes, and the
 // last gradients that fit in edge_bytes (at least one) form the last bucket.
 std::vector<SimBucket> make_buckets(const std::vector<GradEvent>& grads, int64_t cap_bytes, int64_t edge_bytes = 0);
+// The Reducer's timed buckets (dist/timed_layout.h) instead: cut from the gradients' arrival times
+// with this link's ring all-reduce as the link the Reducer measured (its per-message cost as the
+// per-bucket cost), then the cap and edge rules as dist::BucketPlan (padding to 256 bytes counts
+// toward the cap there; the buckets' bytes here are the gradients' own).
+std::vector<SimBucket> make_timed_buckets(const std::vector<GradEvent>& grads, int64_t cap_bytes, int64_t edge_bytes,
+                                          const Link& link, int world_size);
 
 struct Prediction {
   double step_us = 0;      // pre + max(backward, last collective's end) + post
@@ -72,9 +78,9 @@ struct Prediction {
 };
 
 // Schedules the buckets of `profile` (cap and edge cap in bytes, as make_buckets) over world_size
-// ranks.
+// ranks; timed: with overlap on, make_timed_buckets' layout (the Reducer cuts by time only then).
 Prediction simulate(const Profile& profile, int64_t cap_bytes, int world_size, const Link& link, bool overlap,
-                    int64_t edge_bytes = 0);
+                    int64_t edge_bytes = 0, bool timed = false);
 
 // Weak scaling (fixed per-rank batch): single-rank step time / N-rank step time.
 double scaling_efficiency(const Profile& profile, int64_t cap_bytes, int world_size, const Network& net,

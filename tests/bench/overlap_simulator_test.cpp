@@ -84,6 +84,27 @@ TEST(Simulate, SmallLastBucketExposesLess) {
   EXPECT_DOUBLE_EQ(edge.exposed_us, 100 - 1);    // only the last 100 bytes
 }
 
+TEST(Simulate, TimedBucketsSplitWhatTheCapLeavesWhole) {
+  // Eight 64 KiB gradients 1 ms apart over an 8 ms backward; the link moves one in 0.4 ms. Under a
+  // 25 MB cap all wait in one bucket until backward ends; cut by time (the Reducer's timed layout)
+  // most of them are all-reduced while backward goes on. Overlap off: the Reducer keeps the cap's.
+  Profile p;
+  p.backward_us = 8000;
+  for (int i = 1; i <= 8; ++i) p.grads.push_back({1000.0 * i, 65536});
+  const Link link{10, 65536.0 / 400};
+  const int64_t cap = 25 << 20;
+  const Prediction bytes = simulate(p, cap, 2, link, true);
+  const Prediction timed = simulate(p, cap, 2, link, true, 0, true);
+  ASSERT_EQ(bytes.buckets.size(), 1u);
+  EXPECT_DOUBLE_EQ(bytes.exposed_us, 8 * 400 + 20);
+  EXPECT_GT(timed.buckets.size(), 1u);
+  EXPECT_LT(timed.exposed_us, bytes.exposed_us / 2);
+  int64_t total = 0;
+  for (const SimBucket& b : timed.buckets) total += b.bytes;
+  EXPECT_EQ(total, 8 * 65536);
+  EXPECT_EQ(simulate(p, cap, 2, link, false, 0, true).buckets.size(), 1u);
+}
+
 Profile even_profile() {
   // Backward of 1000 us producing ten 100-byte gradients at 100, 200, ..., 1000 us.
   Profile p;

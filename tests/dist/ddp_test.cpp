@@ -6,10 +6,12 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <thread>
 
 #include "dist/env.h"
 #include "dist/process_group.h"
@@ -101,9 +103,9 @@ void sgd_step(const Net& net) {
   for (const auto& [name, p] : net.params) ops::add_(p, ops::mul(p.grad(), -kLr));
 }
 
-Net train_single_process(int world) {
+Net train_single_process(int world, int steps = kSteps) {
   Net net = make_net(1);
-  for (int s = 0; s < kSteps; ++s) {
+  for (int s = 0; s < steps; ++s) {
     for (const auto& [name, p] : net.params) p.set_grad(Tensor());
     loss_of(forward(net, inputs(world), nullptr), targets(world)).backward();
     sgd_step(net);
@@ -112,16 +114,28 @@ Net train_single_process(int world) {
 }
 
 // One rank's training: rank-dependent initial values, replaced by rank 0's through the broadcast.
+// Optionally: each gradient's arrival delayed by hook_sleep (backward spread out in time), more
+// steps, and the final bucket layout.
+struct RankRun {
+  std::chrono::microseconds hook_sleep{0};
+  int steps = kSteps;
+  std::vector<std::vector<std::string>> layout;
+};
+
 Net train_rank(const std::shared_ptr<ProcessGroup>& group, ReducerOptions options,
-               std::vector<StepTimeline>* timelines = nullptr) {
+               std::vector<StepTimeline>* timelines = nullptr, RankRun* run = nullptr) {
   Net net = make_net(1 + 1000 * group->rank());
   broadcast_tensors(*group, net.params);
   broadcast_tensors(*group, net.buffers);
+  if (run && run->hook_sleep.count() > 0)
+    for (auto& [name, p] : net.params)
+      p.register_grad_ready_hook(
+          [sleep = run->hook_sleep](const Tensor&) { std::this_thread::sleep_for(sleep); });
   Reducer reducer(net.params, group, options);
   const int64_t begin = group->rank() * kBatch;
   const Tensor x = inputs(group->size()).slice(0, begin, begin + kBatch).contiguous();
   const Tensor t = targets(group->size()).slice(0, begin, begin + kBatch).contiguous();
-  for (int s = 0; s < kSteps; ++s) {
+  for (int s = 0; s < (run ? run->steps : kSteps); ++s) {
     reducer.zero_grad();
     reducer.prepare_for_backward();
     loss_of(forward(net, x, group), t).backward();
@@ -131,6 +145,7 @@ Net train_rank(const std::shared_ptr<ProcessGroup>& group, ReducerOptions option
   }
   check_sync(*group, net.params, "parameters");
   check_sync(*group, net.buffers, "BN statistics");
+  if (run) run->layout = reducer.bucket_layout();
   return net;
 }
 
@@ -164,6 +179,80 @@ TEST(DdpTest, TwoRanksWithSyncBnEqualOneProcessOnTheWholeBatch) {
     for (size_t i = 0; i < want.params.size(); ++i)
       EXPECT_TRUE(all_close(got[0].params[i].second, got[1].params[i].second, 0, 0));
   }
+}
+
+// In front of the fake group, a link of fixed speed: an all-reduce's result is there at once, but
+// its Work completes only when a link carrying `us_per_byte` per byte, one collective after
+// another, would have delivered it; the Reducer's timeline sees a slow network.
+class SlowLinkGroup : public ProcessGroup {
+ public:
+  SlowLinkGroup(std::shared_ptr<ProcessGroup> inner, double us_per_byte)
+      : ProcessGroup(inner->rank(), inner->size()), inner_(std::move(inner)), us_per_byte_(us_per_byte) {}
+  std::string backend() const override { return "slow link"; }
+  std::shared_ptr<Work> all_reduce(const Tensor& t, ReduceOp op) override {
+    inner_->all_reduce(t, op)->wait();
+    free_at_ = std::max(now_us(), free_at_) + static_cast<double>(t.numel() * t.element_size()) * us_per_byte_;
+    return std::make_shared<DoneAt>(free_at_);
+  }
+  std::shared_ptr<Work> broadcast(const Tensor& t, int root) override { return inner_->broadcast(t, root); }
+  std::shared_ptr<Work> all_gather(const Tensor& out, const Tensor& in) override {
+    return inner_->all_gather(out, in);
+  }
+  std::shared_ptr<Work> barrier() override { return inner_->barrier(); }
+
+ private:
+  struct DoneAt : Work {
+    explicit DoneAt(double at) : at_(at) {}
+    void wait() override {
+      const double left = at_ - now_us();
+      if (left > 0) std::this_thread::sleep_for(std::chrono::microseconds(static_cast<int64_t>(left) + 1));
+    }
+    void synchronize() override { wait(); }
+    bool is_completed() override { return now_us() >= at_; }
+    double at_;
+  };
+  std::shared_ptr<ProcessGroup> inner_;
+  double us_per_byte_;
+  double free_at_ = 0;
+};
+
+// The timed layout (ReducerOptions::timed_buckets) on 2 ranks over a slow link, with rank 0's
+// gradients 3 ms apart: under a cap that holds the whole gradient (edge buckets off) the
+// arrival-order layout is one bucket; after the timing step (step 2) the cuts make several, the
+// same on both ranks, and training (6 steps) ends equal to the one-bucket layout's and to one
+// process on the whole batch, to the equivalence tolerance, with bitwise identical replicas.
+TEST(DdpTest, TimedBucketsTrainEqualToTheDefaultLayout) {
+  constexpr int kTimedSteps = 6;
+  const Net want = train_single_process(2, kTimedSteps);
+  std::vector<Net> got[2] = {std::vector<Net>(2), std::vector<Net>(2)};
+  std::vector<std::vector<std::vector<std::string>>> layouts[2] = {
+      std::vector<std::vector<std::vector<std::string>>>(2),
+      std::vector<std::vector<std::vector<std::string>>>(2)};
+  for (int timed : {0, 1}) {
+    SCOPED_TRACE(timed ? "timed buckets" : "arrival order only");
+    run_ranks(2, [&](std::shared_ptr<FakeGroup> fake) {
+      const int rank = fake->rank();
+      auto group = std::make_shared<SlowLinkGroup>(fake, 4.0);  // the ~5 KB gradient: ~20 ms
+      ReducerOptions options;
+      options.bucket_cap_mb = 1.0;
+      options.edge_bucket_cap_mb = 0;
+      options.timed_buckets = timed == 1;
+      RankRun run;
+      // Only rank 0's gradients come 3 ms apart: rank 1's own times differ, so equal layouts show
+      // that every rank takes rank 0's cuts.
+      run.hook_sleep = std::chrono::milliseconds(rank == 0 ? 3 : 0);
+      run.steps = kTimedSteps;
+      got[timed][rank] = train_rank(group, options, nullptr, &run);
+      layouts[timed][rank] = run.layout;
+    });
+    EXPECT_EQ(layouts[timed][0], layouts[timed][1]);
+    expect_equivalent(got[timed][0], want);
+    for (size_t i = 0; i < want.params.size(); ++i)
+      EXPECT_TRUE(all_close(got[timed][0].params[i].second, got[timed][1].params[i].second, 0, 0));
+  }
+  EXPECT_EQ(layouts[0][0].size(), 1u);
+  EXPECT_GT(layouts[1][0].size(), 1u);
+  expect_equivalent(got[1][0], got[0][0]);
 }
 
 TEST(DdpTest, BroadcastCopiesRankZeroAndChecksStructure) {

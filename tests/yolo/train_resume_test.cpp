@@ -87,6 +87,7 @@ TrainOptions unusual_options() {
   o.deterministic = true;
   o.amp = "fp16";
   o.bucket_cap_mb = 0.1 + 0.2;
+  o.edge_bucket_mb = 0.5;
   o.no_overlap = true;
   o.grad_compress = "bf16";
   o.check_sync = true;

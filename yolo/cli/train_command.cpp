@@ -74,6 +74,7 @@ const FlagTable kFlags = {
     {"master-addr", "HOST", "127.0.0.1", "address of node 0's rendezvous"},
     {"master-port", "PORT", "29500", "port of node 0's rendezvous"},
     {"bucket-cap-mb", "MB", "4", "DDP gradient bucket size"},
+    {"edge-bucket-mb", "MB", "0.25", "DDP's first and last gradient bucket at most this size (0: off)"},
     {"no-overlap", nullptr, nullptr, "all-reduce gradients after backward instead of during it"},
     {"grad-compress", "none|fp16|bf16", "none", "all-reduce DDP gradients in 16 bits (DDP's fp16/bf16_compress_hook)"},
     {"trace", "FILE", nullptr, "write a Chrome trace of each step's compute and communication"},
@@ -219,7 +220,7 @@ const Command kTrainCommand = {
     "                     [--save-period -1] [--seed 0] [--deterministic] [--amp bf16|fp16|off]\n"
     "                     [--nproc-per-node N] [--nnodes M --node-rank R --master-addr A\n"
     "                     --master-port P] [--bucket-cap-mb 4] [--no-overlap] [--trace FILE]\n"
-    "                     [--grad-compress none|fp16|bf16]\n"
+    "                     [--edge-bucket-mb 0.25] [--grad-compress none|fp16|bf16]\n"
     "                     [--dist-timeout 10800] [--dist-phase-timeout 10800] [--check-sync]\n"
     "                     [--max-restarts 0] [--evolve [300]] [--no-tensorboard]\n"
     "                     [--cuda-graph auto|on|off] [--image-weights] [--quad]\n"
@@ -310,6 +311,7 @@ int run_train(const std::vector<std::string>& raw) {
   o.deterministic = args.has("deterministic");
   o.amp = args.get("amp", "");
   o.bucket_cap_mb = args.get_double("bucket-cap-mb", o.bucket_cap_mb);
+  o.edge_bucket_mb = args.get_double("edge-bucket-mb", o.edge_bucket_mb);
   o.no_overlap = args.has("no-overlap");
   o.grad_compress = args.get("grad-compress", "none");
   if (!dist::parse_grad_compress(o.grad_compress))
@@ -335,6 +337,8 @@ int run_train(const std::vector<std::string>& raw) {
                      std::to_string(kMaxImageSize) + " pixels a side");
   if (o.label_smoothing < 0 || o.label_smoothing >= 1) throw UsageError("--label-smoothing must be in [0, 1)");
   if (o.bucket_cap_mb <= 0) throw UsageError("--bucket-cap-mb must be positive");
+  if (!(o.edge_bucket_mb >= 0))
+    throw UsageError("--edge-bucket-mb must be >= 0 (0 turns edge buckets off), got " + args.get("edge-bucket-mb", ""));
 
   const std::optional<int> nproc_flag = args.get_optional_int32("nproc-per-node");
   if (nproc_flag && *nproc_flag < 1) throw UsageError("--nproc-per-node must be >= 1");

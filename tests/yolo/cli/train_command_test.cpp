@@ -335,13 +335,28 @@ TEST(TrainCommand, ResumesARunTheReferenceStarted) {
 
 namespace {
 
+// --edge-bucket-mb (DDP's first and last bucket cap): in the help, a negative or non-numeric value
+// is a usage error before anything starts, and a valid one reaches opt.yaml (below).
+TEST(TrainCommand, EdgeBucketFlag) {
+  auto r = run("train --help");
+  EXPECT_NE(r.out.find("--edge-bucket-mb"), std::string::npos) << r.out;
+  const fs::path project = scratch("edge_bucket");
+  r = run(kTiny + " --edge-bucket-mb -1 --project " + project.string());
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("--edge-bucket-mb must be >= 0 (0 turns edge buckets off), got -1"), std::string::npos)
+      << r.out;
+  EXPECT_EQ(run(kTiny + " --edge-bucket-mb half --project " + project.string()).code, 2);
+  EXPECT_FALSE(fs::exists(project)) << "a run started";
+}
+
 // The reference's Google Cloud and W&B options are accepted, each with a note of what Kestrel
 // does instead, and the run trains on; --bucket is its own flag, not --bucket-cap-mb, and
 // --upload_dataset takes an optional value.
 TEST(TrainCommand, CloudAndWandbOptionsGetANoteAndTrainingGoesOn) {
   const fs::path project = scratch("cloud_flags");
   auto r = run(kTiny + " --batch-size 8 --no-tensorboard --bucket my-bucket --entity me --upload_dataset"
-                       " --bbox_interval 5 --artifact_alias latest --project " + project.string());
+                       " --bbox_interval 5 --artifact_alias latest --edge-bucket-mb 0.5 --project " +
+                       project.string());
   ASSERT_EQ(r.code, 0) << r.out;
   for (const char* note : {"--bucket my-bucket: Kestrel copies nothing to or from gs://my-bucket",
                            "--entity me: Kestrel has no Weights & Biases logging",
@@ -350,6 +365,7 @@ TEST(TrainCommand, CloudAndWandbOptionsGetANoteAndTrainingGoesOn) {
                            "--artifact_alias latest: Kestrel reads no W&B dataset artifacts"})
     EXPECT_NE(r.out.find(note), std::string::npos) << note << "\n" << r.out;
   EXPECT_EQ(opt_value(project / "exp", "bucket_cap_mb"), "4");
+  EXPECT_EQ(opt_value(project / "exp", "edge_bucket_mb"), "0.5");
   EXPECT_TRUE(fs::exists(project / "exp/weights/last.safetensors"));
   // A value after --upload_dataset is its own; --bucket-cap-mb alone gives no --bucket note. (The
   // run goes on to the trainer, which stops at the missing dataset.)
