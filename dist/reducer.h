@@ -27,7 +27,8 @@
 // bucket: small enough that the first bucket launches early in backward, large enough that
 // per-collective latency stays small (see kDefaultBucketCapMb).
 //
-// Timed buckets (ReducerOptions::timed_buckets, on by default; CPU ranks with overlap on): after
+// Timed buckets (ReducerOptions::timed_buckets, `kestrel train --timed-buckets`, off by default;
+// CPU ranks with overlap on): after
 // the second synchronised step, the first in the arrival-order layout, the buckets are cut once
 // more, now by time: rank 0 takes that step's gradient arrival times and what each bucket's
 // all-reduce cost beside backward, and cuts where a model of the link says the last all-reduce
@@ -35,7 +36,8 @@
 // gets rank 0's layout (a second host synchronisation, once). A large cap then no longer leaves
 // one big bucket that becomes ready late. The layout depends on measured times, so it can differ
 // from one run to the next: with more than 2 ranks the sums' rounding may differ with it
-// (2 ranks add two numbers, which rounds the same in any bucket).
+// (2 ranks add two numbers, which rounds the same in any bucket), so two runs, or a resumed run and
+// the uninterrupted one, are no longer bitwise equal there. That is why it is opt-in.
 //
 // Parameters that got no gradient in a backward (unused in the forward) are not waited for:
 // finalize() all-reduces their gradients as they are (zero after zero_grad()) and reports them in
@@ -82,7 +84,7 @@ struct ReducerOptions {
   bool rebuild_buckets = true;  // re-lay out once from the first step's arrival order
   // Then cut once more from the second step's times (needs rebuild_buckets and overlap; CPU only:
   // on CUDA the host sees when work was issued, not when it ran).
-  bool timed_buckets = true;
+  bool timed_buckets = false;
   // Record each step's timeline (ready/launch/done times; the trainer's --trace). Off, a step
   // takes no per-bucket clock readings and no completion polls.
   bool record_timeline = true;

@@ -15,9 +15,10 @@
 // Threads: oneDNN runs on OpenMP (GNU libgomp), sized by OMP_NUM_THREADS like any OpenMP program.
 // OpenBLAS is used only by the float64 reference (kernels/conv2d_cpu.cpp), so its thread pool never
 // wakes during a float32 step and the two runtimes do not compete for the cores. libgomp's workers
-// spin after each parallel region (OMP_WAIT_POLICY=active, its default, read when the library
-// loads, so only the environment can change it): on a machine whose cores are busy with other
-// work, OMP_WAIT_POLICY=passive was 2.4x faster per training step (yolov5n 320 b16, 2 threads).
+// spin after each parallel region (read from the environment when the library loads): on a
+// machine whose cores are busy with other work, OMP_WAIT_POLICY=passive was 2.4x faster per
+// training step (yolov5n 320 b16, 2 threads); Kestrel's programs start with a shorter spin
+// (base/openmp_wait.h).
 #pragma once
 #include <cstdint>
 #include <string>

@@ -53,6 +53,7 @@ std::vector<std::pair<std::string, std::string>> TrainOptions::to_pairs() const 
           {"bucket_cap_mb", number_text(bucket_cap_mb)},
           {"edge_bucket_mb", number_text(edge_bucket_mb)},
           {"no_overlap", b(no_overlap)},
+          {"timed_buckets", b(timed_buckets)},
           {"grad_compress", grad_compress},
           {"check_sync", b(check_sync)},
           {"cuda_graph", cuda_graph},

@@ -46,6 +46,7 @@ struct TrainOptions {
   double bucket_cap_mb = 4.0;
   double edge_bucket_mb = 0.25;  // dist::ReducerOptions::edge_bucket_cap_mb (0: no edge buckets)
   bool no_overlap = false;
+  bool timed_buckets = false;  // dist::ReducerOptions::timed_buckets
   std::string grad_compress = "none";  // "none" | "fp16" | "bf16": DDP buckets all-reduced in 16 bits
   std::string trace;  // Chrome trace of the steps' compute and communication timelines
   bool check_sync = false;  // compare parameters (and the BN buffer list) across ranks every step

@@ -11,7 +11,7 @@ namespace {
 
 // Options a resumed run takes from its command line: none of them changes what is computed.
 bool may_change_on_resume(const std::string& key) {
-  for (const char* k : {"device", "workers", "bucket_cap_mb", "edge_bucket_mb", "no_overlap", "check_sync", "no_tensorboard",
+  for (const char* k : {"device", "workers", "bucket_cap_mb", "edge_bucket_mb", "no_overlap", "timed_buckets", "check_sync", "no_tensorboard",
                         "cuda_graph"})
     if (key == k) return true;
   return false;
@@ -109,6 +109,7 @@ TrainOptions options_from_json(const json::Value& options, const std::string& pa
     else if (key == "bucket_cap_mb") number(o.bucket_cap_mb);
     else if (key == "edge_bucket_mb") number(o.edge_bucket_mb);
     else if (key == "no_overlap") flag(o.no_overlap);
+    else if (key == "timed_buckets") flag(o.timed_buckets);
     else if (key == "grad_compress") o.grad_compress = v;
     else if (key == "check_sync") flag(o.check_sync);
     else if (key == "cuda_graph") o.cuda_graph = v;
@@ -158,6 +159,7 @@ ResumePlan plan_resume(const TrainOptions& requested) {
   if (requested.bucket_cap_mb != defaults.bucket_cap_mb) o.bucket_cap_mb = requested.bucket_cap_mb;
   if (requested.edge_bucket_mb != defaults.edge_bucket_mb) o.edge_bucket_mb = requested.edge_bucket_mb;
   if (requested.no_overlap) o.no_overlap = true;
+  if (requested.timed_buckets) o.timed_buckets = true;
   if (requested.check_sync) o.check_sync = true;
   if (requested.cuda_graph != defaults.cuda_graph) o.cuda_graph = requested.cuda_graph;
   if (requested.no_tensorboard) o.no_tensorboard = true;

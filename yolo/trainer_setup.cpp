@@ -306,6 +306,7 @@ void Trainer::build_optimization() {
     ropt.bucket_cap_mb = options_.bucket_cap_mb;
     ropt.edge_bucket_cap_mb = options_.edge_bucket_mb;
     ropt.overlap = !options_.no_overlap;
+    ropt.timed_buckets = options_.timed_buckets;
     const std::optional<dist::GradCompress> compress = dist::parse_grad_compress(options_.grad_compress);
     KESTREL_CHECK(compress, "--grad-compress must be none, fp16 or bf16, got '", options_.grad_compress, "'");
     ropt.compress = *compress;

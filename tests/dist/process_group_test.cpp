@@ -101,14 +101,21 @@ TEST(PhaseWorker, DISABLED_RankZeroDyingFailsTheOthersAtOnce) {
 
 // Rank 2 dies before the phase: ranks 0 and 1 are told at once, with the rank named, not after
 // the phase's limit (the start-up hang of a multi-node run whose other node died).
+// Rank 2 dies once it has joined. A rank still in the group's start-up wait when that happens
+// (rank 0 waits there for every rank's 'joined' key) fails there; the others fail in the phase.
+// Either way at once, naming rank 2.
 TEST(PhaseWorker, DISABLED_ADeadRankFailsTheOthersAtOnce) {
-  auto pg = worker_group();
-  if (pg->rank() == 2) std::raise(SIGKILL);
   const auto start = Clock::now();
-  const std::string msg = error_of([&] { pg->wait_for_all_ranks("caching labels", 60s); });
+  const std::string msg = error_of([&] {
+    auto pg = worker_group();
+    if (pg->rank() == 2) std::raise(SIGKILL);
+    pg->wait_for_all_ranks("caching labels", 60s);
+  });
   std::cerr << "the expected error: " << msg << std::endl;
   EXPECT_LT(seconds_since(start), 10.0);
-  EXPECT_NE(msg.find("not every rank reached the end of 'caching labels'"), std::string::npos) << msg;
+  EXPECT_TRUE(msg.find("not every rank reached the end of 'caching labels'") != std::string::npos ||
+              msg.find("could not serve keys 'joined/") != std::string::npos)
+      << msg;
   EXPECT_NE(msg.find("rank 2 (host 127.0.0.1) has left the job"), std::string::npos) << msg;
 }
 

@@ -89,6 +89,7 @@ TrainOptions unusual_options() {
   o.bucket_cap_mb = 0.1 + 0.2;
   o.edge_bucket_mb = 0.5;
   o.no_overlap = true;
+  o.timed_buckets = true;
   o.grad_compress = "bf16";
   o.check_sync = true;
   o.cuda_graph = "off";

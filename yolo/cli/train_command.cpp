@@ -76,6 +76,7 @@ const FlagTable kFlags = {
     {"bucket-cap-mb", "MB", "4", "DDP gradient bucket size"},
     {"edge-bucket-mb", "MB", "0.25", "DDP's first and last gradient bucket at most this size (0: off)"},
     {"no-overlap", nullptr, nullptr, "all-reduce gradients after backward instead of during it"},
+    {"timed-buckets", nullptr, nullptr, "DDP on CPUs: cut gradient buckets again after step 2 by measured timing"},
     {"grad-compress", "none|fp16|bf16", "none", "all-reduce DDP gradients in 16 bits (DDP's fp16/bf16_compress_hook)"},
     {"trace", "FILE", nullptr, "write a Chrome trace of each step's compute and communication"},
     {"dist-timeout", "SECONDS", "10800", "how long a collective may take before the run fails"},
@@ -219,7 +220,7 @@ const Command kTrainCommand = {
     "                     [--label-smoothing 0.0] [--patience 100] [--freeze N|i,j,..]\n"
     "                     [--save-period -1] [--seed 0] [--deterministic] [--amp bf16|fp16|off]\n"
     "                     [--nproc-per-node N] [--nnodes M --node-rank R --master-addr A\n"
-    "                     --master-port P] [--bucket-cap-mb 4] [--no-overlap] [--trace FILE]\n"
+    "                     --master-port P] [--bucket-cap-mb 4] [--no-overlap] [--timed-buckets] [--trace FILE]\n"
     "                     [--edge-bucket-mb 0.25] [--grad-compress none|fp16|bf16]\n"
     "                     [--dist-timeout 10800] [--dist-phase-timeout 10800] [--check-sync]\n"
     "                     [--max-restarts 0] [--evolve [300]] [--no-tensorboard]\n"
@@ -313,6 +314,7 @@ int run_train(const std::vector<std::string>& raw) {
   o.bucket_cap_mb = args.get_double("bucket-cap-mb", o.bucket_cap_mb);
   o.edge_bucket_mb = args.get_double("edge-bucket-mb", o.edge_bucket_mb);
   o.no_overlap = args.has("no-overlap");
+  o.timed_buckets = args.has("timed-buckets");
   o.grad_compress = args.get("grad-compress", "none");
   if (!dist::parse_grad_compress(o.grad_compress))
     throw UsageError("--grad-compress must be none, fp16 or bf16, got '" + o.grad_compress + "'");

@@ -355,7 +355,7 @@ TEST(TrainCommand, EdgeBucketFlag) {
 TEST(TrainCommand, CloudAndWandbOptionsGetANoteAndTrainingGoesOn) {
   const fs::path project = scratch("cloud_flags");
   auto r = run(kTiny + " --batch-size 8 --no-tensorboard --bucket my-bucket --entity me --upload_dataset"
-                       " --bbox_interval 5 --artifact_alias latest --edge-bucket-mb 0.5 --project " +
+                       " --bbox_interval 5 --artifact_alias latest --edge-bucket-mb 0.5 --timed-buckets --project " +
                        project.string());
   ASSERT_EQ(r.code, 0) << r.out;
   for (const char* note : {"--bucket my-bucket: Kestrel copies nothing to or from gs://my-bucket",
@@ -366,6 +366,7 @@ TEST(TrainCommand, CloudAndWandbOptionsGetANoteAndTrainingGoesOn) {
     EXPECT_NE(r.out.find(note), std::string::npos) << note << "\n" << r.out;
   EXPECT_EQ(opt_value(project / "exp", "bucket_cap_mb"), "4");
   EXPECT_EQ(opt_value(project / "exp", "edge_bucket_mb"), "0.5");
+  EXPECT_EQ(opt_value(project / "exp", "timed_buckets"), "true");
   EXPECT_TRUE(fs::exists(project / "exp/weights/last.safetensors"));
   // A value after --upload_dataset is its own; --bucket-cap-mb alone gives no --bucket note. (The
   // run goes on to the trainer, which stops at the missing dataset.)
