@@ -193,10 +193,14 @@ struct Conv2dBackward : autograd::Node {
   std::string name() const override { return "Conv2dBackward"; }
 };
 
-}  // namespace
+// A forward convolution's checked operands: the geometry, the dense inputs and the output.
+struct ForwardOperands {
+  Conv2dShape s;
+  Tensor x, w, b, y;
+};
 
-Tensor conv2d(const Tensor& x_, const Tensor& w_, const Tensor& b_, const Conv2dParams& p) {
-  const profiler::Scope timed("Conv2d", profiler::Phase::Forward);
+ForwardOperands forward_operands(const Tensor& x_, const Tensor& w_, const Tensor& b_,
+                                 const Conv2dParams& p) {
   check_compatible("conv2d", x_, w_, false);
   const Conv2dShape s = conv_shape(x_.shape(), w_.shape(), p);
   check_kernel_dtype("conv2d", x_);
@@ -205,8 +209,18 @@ Tensor conv2d(const Tensor& x_, const Tensor& w_, const Tensor& b_, const Conv2d
     KESTREL_CHECK(b_.dim() == 1 && b_.size(0) == s.o, "conv2d: the bias must be [", s.o,
                   "] to match the weight ", w_.describe(), ", got ", b_.describe());
   }
-  Tensor x = dense(x_), w = dense(w_), b = b_.defined() ? dense(b_) : Tensor();
+  Tensor x = dense(x_);
   Tensor y = Tensor::empty({s.n, s.out_h(), s.out_w(), s.o}, x.dtype(), x.device());
+  return {s, x, dense(w_), b_.defined() ? dense(b_) : Tensor(), y};
+}
+
+}  // namespace
+
+Tensor conv2d(const Tensor& x_, const Tensor& w_, const Tensor& b_, const Conv2dParams& p) {
+  const profiler::Scope timed("Conv2d", profiler::Phase::Forward);
+  const ForwardOperands o = forward_operands(x_, w_, b_, p);
+  const Conv2dShape& s = o.s;  // named references, not a structured binding: lambdas capture them
+  const Tensor &x = o.x, &w = o.w, &b = o.b, &y = o.y;
   // Tensors carry no version counter, so nothing tells this op whether w was written since its
   // last call (the optimizer, EMA and checkpoint loading write weights in place). Every forward
   // therefore takes a fresh version: oneDNN reorders the filter once for this forward and once for
@@ -259,17 +273,11 @@ Tensor conv2d_inference(const Tensor& x_, const Tensor& w_, const Tensor& b_,
     return act == ConvActivation::Silu ? silu(y) : y;
   }
   const profiler::Scope timed("Conv2d", profiler::Phase::Forward);
-  check_compatible("conv2d", x_, w_, false);
-  const Conv2dShape s = conv_shape(x_.shape(), w_.shape(), p);
-  if (b_.defined()) {
-    check_compatible("conv2d (bias)", x_, b_, false);
-    KESTREL_CHECK(b_.dim() == 1 && b_.size(0) == s.o, "conv2d: the bias must be [", s.o,
-                  "] to match the weight ", w_.describe(), ", got ", b_.describe());
-  }
-  Tensor x = dense(x_), w = dense(w_), b = b_.defined() ? dense(b_) : Tensor();
+  const ForwardOperands o = forward_operands(x_, w_, b_, p);
+  const Conv2dShape& s = o.s;  // named references, not a structured binding: lambdas capture them
+  const Tensor &x = o.x, &w = o.w, &b = o.b, &y = o.y;
   // A copy made by dense() is a new buffer: the caller's version does not describe it.
   if (w.data_ptr() != w_.data_ptr()) wv = kernels::kUncachedWeights;
-  Tensor y = Tensor::empty({s.n, s.out_h(), s.out_w(), s.o}, x.dtype(), x.device());
   kernels::conv2d_forward_dnnl(s, x.data<float>(), w.data<float>(), wv,
                                b.defined() ? b.data<float>() : nullptr, y.data<float>(),
                                act == ConvActivation::Silu ? kernels::ConvActivation::Silu
