@@ -138,16 +138,19 @@ DistOptions resolve_dist_options(const DistFlags& flags, const EnvLookup& env) {
   o.master_port = port ? port->value : 29500;
   std::string port_src = port ? port->source : "the default port 29500";
   // torchrun's agent serves a store of its own (PyTorch's protocol) at MASTER_PORT and tells its
-  // workers so; ours then listens on the next port of the same host.
-  if (!flags.master_port && port && launcher == "torchrun" &&
-      env("TORCHELASTIC_USE_AGENT_STORE") == std::optional<std::string>("True")) {
-    ++o.master_port;
-    port_src += " + 1 (torchrun's agent serves its own store at MASTER_PORT)";
-  }
+  // workers so: rank 0 then hosts ours on a port the kernel picks and posts it there.
+  o.torch_agent_store = !flags.master_port && port && launcher == "torchrun" &&
+                        env("TORCHELASTIC_USE_AGENT_STORE") == std::optional<std::string>("True");
   o.timeout = flags.timeout;
-  if (auto restart = env("KESTREL_RESTART_COUNT")) {
-    o.restart_count = parse_int(*restart, "KESTREL_RESTART_COUNT");
-    KESTREL_CHECK(o.restart_count >= 0, "KESTREL_RESTART_COUNT must not be negative, got ", *restart);
+  // Kestrel's launcher numbers its attempts; so does torchrun (its --max-restarts).
+  std::vector<std::string> restart_vars = {"KESTREL_RESTART_COUNT"};
+  if (launcher == "torchrun") restart_vars.push_back("TORCHELASTIC_RESTART_COUNT");
+  for (const std::string& name : restart_vars) {
+    if (auto restart = env(name)) {
+      o.restart_count = parse_int(*restart, name);
+      KESTREL_CHECK(o.restart_count >= 0, name, " must not be negative, got ", *restart);
+      break;
+    }
   }
   const std::string rank_src = rank ? rank->source : "the default rank 0";
   const std::string world_src = world ? world->source : "the default world size 1";

@@ -8,10 +8,11 @@
 //     SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID; the master is the first host of
 //     SLURM_JOB_NODELIST (or SLURM_NODELIST)
 // MASTER_ADDR and MASTER_PORT override the master under every launcher (mpirun -x MASTER_ADDR=...).
-// KESTREL_RESTART_COUNT (set by kestrel's launcher) says which restart of an elastic job this is.
+// KESTREL_RESTART_COUNT (set by kestrel's launcher), or under torchrun TORCHELASTIC_RESTART_COUNT,
+// says which restart of an elastic job this is.
 // Under torchrun's agent store (TORCHELASTIC_USE_AGENT_STORE=True, torchrun's default) the agent
-// already listens on MASTER_PORT, so rank 0 hosts Kestrel's store on MASTER_PORT + 1 unless
-// --master-port names a port.
+// already listens on MASTER_PORT (PyTorch's store), so unless --master-port names a port, rank 0
+// hosts Kestrel's store on a port the kernel picks and posts it there (torch_agent_store).
 // With nothing set the process is a single-rank job.
 #pragma once
 #include <chrono>

@@ -1,9 +1,12 @@
 #include "dist/process_group.h"
 
+#include <cstdlib>
+
 #include "base/error.h"
 #include "dist/gloo_group.h"
 #include "dist/nccl_group.h"
 #include "dist/store.h"
+#include "dist/torch_store.h"
 
 namespace kestrel::dist {
 
@@ -29,6 +32,36 @@ void ProcessGroup::wait_for_all_ranks(const std::string& phase, std::chrono::mil
   }
 }
 
+namespace {
+
+// Rank 0 hosts the rendezvous store at master_addr:master_port, or, where torchrun's agent already
+// serves PyTorch's store there, on a port the kernel picks: rank 0 posts "address:port" in the
+// agent's store (its address on the route to the agent, so it need not share the agent's host) and
+// the others read it. The key names the attempt, so a restarted job never reads an old port.
+std::shared_ptr<TcpStore> open_store(const DistOptions& o) {
+  const std::chrono::milliseconds timeout = o.timeout;
+  if (!o.torch_agent_store)
+    return std::make_shared<TcpStore>(o.master_addr, o.master_port, o.rank == 0, o.rank, timeout,
+                                      o.restart_count);
+  TorchStoreClient agent(o.master_addr, o.master_port, o.rank, timeout);
+  const std::string key = "/kestrel/store/" + std::to_string(o.restart_count);
+  if (o.rank == 0) {
+    auto store = std::make_shared<TcpStore>(agent.local_address(), 0, true, 0, timeout, o.restart_count);
+    agent.set(key, agent.local_address() + ":" + std::to_string(store->port()));
+    return store;
+  }
+  const std::string where = agent.get(key);
+  const size_t colon = where.rfind(':');
+  int port = 0;
+  if (colon != std::string::npos) port = std::atoi(where.c_str() + colon + 1);
+  KESTREL_CHECK(port > 0 && port < 65536, "rank ", o.rank, ": torchrun's agent store holds '", where,
+                "' under '", key, "', not the address:port of Kestrel's store; is another program "
+                "using that key?");
+  return std::make_shared<TcpStore>(where.substr(0, colon), port, false, o.rank, timeout, o.restart_count);
+}
+
+}  // namespace
+
 std::shared_ptr<ProcessGroup> init_process_group(const std::string& backend,
                                                  const DistOptions& options, Device device) {
   KESTREL_CHECK(backend == "gloo" || backend == "nccl", "init_process_group: unknown backend '",
@@ -47,9 +80,7 @@ std::shared_ptr<ProcessGroup> init_process_group(const std::string& backend,
                 device.str(), "; use the gloo backend on the CPU");
   // A single rank needs no rendezvous, so single-process runs never bind a port.
   std::shared_ptr<TcpStore> store;
-  if (options.world_size > 1)
-    store = std::make_shared<TcpStore>(options.master_addr, options.master_port, options.rank == 0,
-                                       options.rank, options.timeout, options.restart_count);
+  if (options.world_size > 1) store = open_store(options);
   std::shared_ptr<ProcessGroup> group;
   if (backend == "nccl")
     group = std::make_shared<NcclProcessGroup>(store, options, device);

@@ -87,6 +87,9 @@ struct DistOptions {
   int master_port = 29500;
   std::chrono::seconds timeout = kDefaultTimeout;  // a dead or stuck peer fails collectives after this long
   int restart_count = 0;  // which restart of an elastic job this is (KESTREL_RESTART_COUNT): see dist/store.h
+  // torchrun's agent serves PyTorch's store at master_addr:master_port (dist/torch_store.h): rank
+  // 0 then hosts Kestrel's store on a free port and posts where through the agent's store.
+  bool torch_agent_store = false;
 };
 
 // Connects to the other ranks (rank 0 hosts the rendezvous store) and returns the group.

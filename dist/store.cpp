@@ -1,11 +1,8 @@
 #include "dist/store.h"
 
 #include <arpa/inet.h>
-#include <fcntl.h>
-#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -17,11 +14,12 @@
 #include <thread>
 
 #include "base/error.h"
+#include "dist/socket_io.h"
 
 namespace kestrel::dist {
 
-using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
+using namespace net;
 
 // Requests and replies share one frame: a one-byte code, then a count of byte strings, each
 // preceded by its 32-bit length (both ends run the same binary, so host byte order is fine).
@@ -46,40 +44,6 @@ std::string encode(const Frame& f) {
     out += a;
   }
   return out;
-}
-
-bool send_all(int fd, const std::string& bytes) {
-  size_t sent = 0;
-  while (sent < bytes.size()) {
-    ssize_t n = ::send(fd, bytes.data() + sent, bytes.size() - sent, MSG_NOSIGNAL);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    sent += static_cast<size_t>(n);
-  }
-  return true;
-}
-
-enum class ReadStatus { Ok, Closed, TimedOut };
-
-// Reads exactly n bytes; with a deadline, gives up once it passes.
-ReadStatus read_exact(int fd, char* dst, size_t n, const Clock::time_point* deadline) {
-  size_t got = 0;
-  while (got < n) {
-    if (deadline) {
-      auto left = std::chrono::duration_cast<milliseconds>(*deadline - Clock::now()).count();
-      if (left <= 0) return ReadStatus::TimedOut;
-      pollfd p{fd, POLLIN, 0};
-      int r = ::poll(&p, 1, static_cast<int>(std::min<int64_t>(left, 1 << 30)));
-      if (r < 0 && errno == EINTR) continue;
-      if (r < 0) return ReadStatus::Closed;
-      if (r == 0) return ReadStatus::TimedOut;
-    }
-    ssize_t k = ::recv(fd, dst + got, n - got, 0);
-    if (k < 0 && errno == EINTR) continue;
-    if (k <= 0) return ReadStatus::Closed;
-    got += static_cast<size_t>(k);
-  }
-  return ReadStatus::Ok;
 }
 
 ReadStatus read_frame(int fd, Frame& f, const Clock::time_point* deadline) {
@@ -109,58 +73,6 @@ std::string quote_keys(const std::vector<std::string>& keys) {
   std::string s = keys.size() == 1 ? "key " : "keys ";
   for (size_t i = 0; i < keys.size(); ++i) s += (i ? ", '" : "'") + keys[i] + "'";
   return s;
-}
-
-// A peer whose host vanishes (power, a cut link) closes nothing: without probes a connection to
-// it looks alive for hours. Keep-alive probes after 10 s of silence, and a 30 s bound on unacked
-// data, turn that into a closed connection within about half a minute; a live host's kernel
-// answers the probes however long its process computes.
-void keep_alive(int fd) {
-  int one = 1, idle = 10, interval = 5, count = 4;
-  unsigned user_timeout_ms = 30000;
-  ::setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
-  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
-  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof interval);
-  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof count);
-  ::setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout_ms, sizeof user_timeout_ms);
-}
-
-// A connected TCP socket to host:port, or -1 with `error` set when this attempt failed. The
-// connect itself is bounded by the deadline (a silent remote host would otherwise block minutes).
-// `silent` says whether the host itself gave no sign of life (timeout, unreachable), as opposed to
-// refusing the connection.
-int try_connect(const sockaddr_in& addr, Clock::time_point deadline, std::string& error, bool& silent) {
-  silent = false;
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-  if (fd < 0) {
-    error = std::strerror(errno);
-    return -1;
-  }
-  int r = ::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr);
-  if (r < 0 && errno == EINPROGRESS) {
-    auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now()).count();
-    pollfd p{fd, POLLOUT, 0};
-    if (::poll(&p, 1, static_cast<int>(std::max<int64_t>(left, 1))) == 1) {
-      int so_error = 0;
-      socklen_t len = sizeof so_error;
-      ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &so_error, &len);
-      errno = so_error;
-      r = so_error == 0 ? 0 : -1;
-    } else {
-      errno = ETIMEDOUT;
-    }
-  }
-  if (r < 0) {
-    error = std::strerror(errno);
-    silent = errno == ETIMEDOUT || errno == EHOSTUNREACH || errno == ENETUNREACH;
-    ::close(fd);
-    return -1;
-  }
-  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
-  int one = 1;
-  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  keep_alive(fd);
-  return fd;
 }
 
 // Says which attempt this client belongs to. False (fd closed, `error` set) when the store serves
@@ -225,6 +137,9 @@ class StoreServer {
     }
     KESTREL_CHECK(::listen(listen_fd_, SOMAXCONN) == 0,
                   "rendezvous store: listen() failed: ", std::strerror(errno));
+    socklen_t len = sizeof addr;
+    ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len);
+    port_ = ntohs(addr.sin_port);
     acceptor_ = std::thread([this] { accept_loop(); });
   }
 
@@ -241,6 +156,9 @@ class StoreServer {
     for (int fd : client_fds_) ::close(fd);
     ::close(listen_fd_);
   }
+
+  // The port it listens on (the one the kernel picked when asked for port 0).
+  int port() const { return port_; }
 
  private:
   void accept_loop() {
@@ -368,6 +286,7 @@ class StoreServer {
   }
 
   int generation_;
+  int port_ = 0;
   int listen_fd_ = -1;
   std::thread acceptor_;
   std::mutex mutex_;
@@ -384,22 +303,16 @@ class StoreServer {
 TcpStore::TcpStore(const std::string& master_addr, int port, bool is_host, int rank,
                    milliseconds timeout, int generation)
     : master_addr_(master_addr), port_(port), rank_(rank), timeout_(timeout) {
-  KESTREL_CHECK(port > 0 && port < 65536, "rendezvous store: master port ", port,
-                " is not a TCP port; pass --master-port in 1..65535");
+  KESTREL_CHECK((port > 0 || (is_host && port == 0)) && port < 65536, "rendezvous store: master port ",
+                port, " is not a TCP port; pass --master-port in 1..65535");
   KESTREL_CHECK(timeout.count() > 0, "rendezvous store: the timeout must be positive, got ",
                 timeout.count(), " ms");
-  if (is_host) server_ = std::make_unique<StoreServer>(port, generation);
+  if (is_host) {
+    server_ = std::make_unique<StoreServer>(port, generation);
+    port_ = server_->port();
+  }
 
-  addrinfo hints{};
-  hints.ai_family = AF_INET;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* found = nullptr;
-  int gai = ::getaddrinfo(master_addr.c_str(), nullptr, &hints, &found);
-  KESTREL_CHECK(gai == 0 && found, "rank ", rank, ": cannot resolve the master address '",
-                master_addr, "': ", ::gai_strerror(gai), "; check --master-addr (or MASTER_ADDR)");
-  sockaddr_in addr = *reinterpret_cast<sockaddr_in*>(found->ai_addr);
-  ::freeaddrinfo(found);
-  addr.sin_port = htons(static_cast<uint16_t>(port));
+  const sockaddr_in addr = resolve_master(master_addr, port_, rank);
 
   // The host may not be listening yet, or still serve the previous attempt: retry until the
   // timeout.
@@ -420,12 +333,7 @@ TcpStore::TcpStore(const std::string& master_addr, int port, bool is_host, int r
                        : std::string("; is rank 0 running, and do --master-addr/--master-port (MASTER_ADDR/"
                                      "MASTER_PORT) name it?"));
 
-  sockaddr_in local{};
-  socklen_t len = sizeof local;
-  ::getsockname(fd_, reinterpret_cast<sockaddr*>(&local), &len);
-  char text[INET_ADDRSTRLEN] = {};
-  ::inet_ntop(AF_INET, &local.sin_addr, text, sizeof text);
-  local_address_ = text;
+  local_address_ = net::local_address(fd_);
 }
 
 TcpStore::~TcpStore() {

@@ -24,8 +24,9 @@ class StoreServer;  // the host side (store.cpp)
 
 class TcpStore {
  public:
-  // is_host: this process listens on `port` (on every interface) and serves the others; every
-  // rank, the host included, then talks to the store as a client. Connecting retries until
+  // is_host: this process listens on `port` (on every interface; port 0 lets the kernel pick one,
+  // which port() then tells) and serves the others; every rank, the host included, then talks to
+  // the store as a client. Connecting retries until
   // `timeout` so ranks may start in any order.
   TcpStore(const std::string& master_addr, int port, bool is_host, int rank,
            std::chrono::milliseconds timeout, int generation = 0);
