@@ -197,17 +197,27 @@ class DnnlConv {
     fwd_attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
     if (act == ConvActivation::Silu) {  // swish(x) = x * sigmoid(alpha x), alpha 1
       dnnl::post_ops ops;
+#if DNNL_VERSION_MAJOR >= 3
+      ops.append_eltwise(dnnl::algorithm::eltwise_swish, 1.0f, 0.0f);
+#else
       ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_swish, 1.0f, 0.0f);
+#endif
       fwd_attr.set_post_ops(ops);
     }
     const memory::desc any = weights_md(s, tag::any), ohwi = weights_md(s, tag::ohwi);
     const memory::desc no_bias;
     // The backward passes are built with the forward pass as their hint, as oneDNN requires.
+    const memory::desc fwd_bias = bias && pass == ConvPass::Forward ? bias_md(s) : no_bias;
+#if DNNL_VERSION_MAJOR >= 3  // oneDNN 3 builds primitive descriptors without operation descriptors
+    const dnnl::convolution_forward::primitive_desc fwd(
+        engine_, dnnl::prop_kind::forward_training, algo, src_md(s), any, fwd_bias, dst_md(s),
+        strides(s), padding(s), padding(s), fwd_attr);
+#else
     const dnnl::convolution_forward::primitive_desc fwd(
         dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, algo, src_md(s), any,
-                                        bias && pass == ConvPass::Forward ? bias_md(s) : no_bias,
-                                        dst_md(s), strides(s), padding(s), padding(s)),
+                                        fwd_bias, dst_md(s), strides(s), padding(s), padding(s)),
         fwd_attr, engine_);
+#endif
     Primitive p;
     switch (pass) {
       case ConvPass::Forward:
@@ -216,21 +226,32 @@ class DnnlConv {
         p.implementation = fwd.impl_info_str();
         break;
       case ConvPass::BackwardData: {
+#if DNNL_VERSION_MAJOR >= 3
+        const dnnl::convolution_backward_data::primitive_desc pd(
+            engine_, algo, src_md(s), any, dst_md(s), strides(s), padding(s), padding(s), fwd, attr_);
+#else
         const dnnl::convolution_backward_data::primitive_desc pd(
             dnnl::convolution_backward_data::desc(algo, src_md(s), any, dst_md(s), strides(s),
                                                   padding(s), padding(s)),
             attr_, engine_, fwd);
+#endif
         p.conv = {dnnl::convolution_backward_data(pd), pd.scratchpad_desc()};
         p.filter = pd.weights_desc();
         p.implementation = pd.impl_info_str();
         break;
       }
       case ConvPass::BackwardFilter: {
+#if DNNL_VERSION_MAJOR >= 3
+        const dnnl::convolution_backward_weights::primitive_desc pd(
+            engine_, algo, src_md(s), any, bias ? bias_md(s) : no_bias, dst_md(s), strides(s),
+            padding(s), padding(s), fwd, attr_);
+#else
         const dnnl::convolution_backward_weights::primitive_desc pd(
             dnnl::convolution_backward_weights::desc(algo, src_md(s), any,
                                                      bias ? bias_md(s) : no_bias, dst_md(s),
                                                      strides(s), padding(s), padding(s)),
             attr_, engine_, fwd);
+#endif
         p.conv = {dnnl::convolution_backward_weights(pd), pd.scratchpad_desc()};
         p.filter = pd.diff_weights_desc();
         p.implementation = pd.impl_info_str();

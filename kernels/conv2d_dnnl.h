@@ -10,7 +10,11 @@
 // contents through the same version share one reorder, and a new version rewrites the cached copy
 // in place (no allocation). Forward and backward-data want different layouts, so each keeps its
 // own copy. Primitives are built once per configuration and cached for the life of the process;
-// scratch memory is oneDNN's own (library scratchpad mode, reused across calls).
+// their scratch memory is leased per call from a pool (user scratchpad mode).
+//
+// Versions: oneDNN 3.2 (scripts/install-onednn.sh, PyPI) where installed, else Debian's 2.6; the
+// two differ only in how primitive descriptors are built (conv2d_dnnl.cpp has both). On AVX2, 3.2
+// runs the strided 3x3 convolutions through its brgconv kernels, 2-3x faster than 2.6's.
 //
 // Threads: oneDNN runs on OpenMP (GNU libgomp), sized by OMP_NUM_THREADS like any OpenMP program.
 // OpenBLAS is used only by the float64 reference (kernels/conv2d_cpu.cpp), so its thread pool never

@@ -2,6 +2,8 @@
 # Installs the Debian packages Kestrel builds against, only those missing. Idempotent.
 # openmpi-bin is for the mpirun launcher test (tests/dist/launchers_test.cpp), not the build.
 # cuDNN, cuBLAS and NCCL come from the CUDA toolkit at /usr/local/cuda (or $CUDA_HOME).
+# oneDNN 3.2 comes from PyPI (scripts/install-onednn.sh); Debian's libdnnl-dev (2.6) stays the
+# fallback where PyPI is out of reach.
 # --sanitize also installs what scripts/sanitize.sh needs: clang 14 with its sanitizer and
 # libFuzzer runtimes (libclang-rt-14-dev ships libclang_rt.fuzzer), its OpenMP runtime, and
 # llvm-symbolizer for readable reports.
@@ -42,6 +44,8 @@ else
   "${sudo_cmd[@]}" apt-get update -qq
   "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
+
+"$(dirname "$0")/install-onednn.sh"
 
 cuda_home=${CUDA_HOME:-/usr/local/cuda}
 if [[ ! -x "$cuda_home/bin/nvcc" ]]; then
