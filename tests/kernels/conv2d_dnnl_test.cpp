@@ -224,6 +224,24 @@ TEST(Conv2dDnnl, NamesItsImplementation) {
     EXPECT_FALSE(conv2d_dnnl_implementation(pass, s).empty()) << conv_pass_name(pass);
 }
 
+// One image through a 1x1 convolution (detect and val at batch 1) runs oneDNN's jit_1x1 kernel,
+// chosen by shape (kernels/conv2d_dnnl.cpp), and still meets the float64 bound. Batches keep
+// oneDNN's first choice.
+TEST(Conv2dDnnl, OneImageOneByOneTakesJit1x1) {
+  if (!__builtin_cpu_supports("avx2")) GTEST_SKIP() << "jit_1x1 is checked on AVX2 CPUs";
+  const Case c{shape(1, 20, 20, 64, 48, 1, 1, 0), true, "1x1"};
+  EXPECT_EQ(conv2d_dnnl_implementation(ConvPass::Forward, c.s).rfind("jit_1x1", 0), 0u)
+      << conv2d_dnnl_implementation(ConvPass::Forward, c.s);
+  Data d(c);
+  std::vector<float> y(output_size(c.s));
+  conv2d_forward_dnnl(c.s, d.x.data(), d.w.data(), conv2d_dnnl_new_weight_version(), d.b.data(), y.data());
+  std::vector<double> exact(y.size()), magnitude(y.size());
+  conv2d_forward_cpu(DType::F64, c.s, widen(d.x).data(), widen(d.w).data(), widen(d.b).data(), exact.data());
+  conv2d_forward_cpu(DType::F64, c.s, widen(d.x, true).data(), widen(d.w, true).data(),
+                     widen(d.b, true).data(), magnitude.data());
+  EXPECT_TRUE(within_bound(y, exact, magnitude, c.s.patch()));
+}
+
 }  // namespace
 
 // The SiLU post-op (inference): silu of the plain convolution's output, evaluated in double,
