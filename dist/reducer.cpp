@@ -32,6 +32,7 @@ struct Reducer::State {
   bool timed = false;  // the timed layout was made (or will never be)
   bool clocks = false;  // this step reads the clock per bucket (record_timeline, or the timing step)
   std::vector<double> arrival_us;  // the timing step's gradient arrivals, from backward's start
+  std::vector<bool> cuts;          // the timed cuts of the layout in use (empty: none)
   int64_t step = 0;
   StepTimeline timeline;
   std::vector<std::string> unused;
@@ -158,6 +159,7 @@ struct Reducer::State {
       any = any || f != 0;
     }
     if (!any) return;  // rank 0 could not measure the link: the layout stays
+    this->cuts = cuts;
     BucketPlan next = BucketPlan::build(infos, plan->order, cap_bytes(), edge_bytes(), cuts);
     bool same = next.buckets.size() == plan->buckets.size();
     for (size_t b = 0; same && b < next.buckets.size(); ++b)
@@ -333,6 +335,68 @@ const StepTimeline& Reducer::last_timeline() {
 }
 
 std::vector<std::string> Reducer::unused_parameters() const { return state_->unused; }
+
+std::optional<Reducer::SettledLayout> Reducer::settled_layout() const {
+  const State& s = *state_;
+  if (!s.options.rebuild_buckets || !s.rebuilt || s.timing_step()) return std::nullopt;
+  SettledLayout out;
+  for (int p : s.plan->order) out.order.push_back(s.names[p]);
+  out.cuts = s.cuts;
+  out.bucket_cap_mb = s.options.bucket_cap_mb;
+  out.edge_bucket_cap_mb = s.options.edge_bucket_cap_mb;
+  return out;
+}
+
+bool Reducer::adopt_layout(const SettledLayout& layout) {
+  State& s = *state_;
+  KESTREL_CHECK(!s.armed && !s.rebuilt && s.step == 0,
+                "reducer: a settled layout is adopted before the first synchronised step");
+  const size_t n = s.params.size();
+  // Rank 0's layout as one tensor: [usable, order..., cuts...]; usable 0 means "lay out as usual".
+  std::vector<int64_t> packed(1 + 2 * n, 0);
+  if (s.group->rank() == 0) {
+    const bool timed_run = s.options.timed_buckets && s.options.overlap && !s.device.is_cuda();
+    bool usable = s.options.rebuild_buckets && layout.bucket_cap_mb == s.options.bucket_cap_mb &&
+                  layout.edge_bucket_cap_mb == s.options.edge_bucket_cap_mb &&
+                  layout.order.size() == n && (layout.cuts.empty() || layout.cuts.size() == n) &&
+                  (timed_run || layout.cuts.empty());
+    std::map<std::string, int> index;
+    for (size_t p = 0; p < n; ++p) index.emplace(s.names[p], static_cast<int>(p));
+    std::vector<bool> seen(n, false);
+    for (size_t i = 0; usable && i < n; ++i) {
+      auto it = index.find(layout.order[i]);
+      KESTREL_CHECK(it != index.end() && !seen[it->second], "reducer: the saved bucket layout names '",
+                    layout.order[i], "', ", it == index.end() ? "which this model has no parameter of"
+                                                              : "twice",
+                    "; the checkpoint is of another model");
+      seen[it->second] = true;
+      packed[1 + i] = it->second;
+      packed[1 + n + i] = !layout.cuts.empty() && layout.cuts[i];
+    }
+    packed[0] = usable;
+  }
+  Tensor packed_t = Tensor::from_vector(packed, {static_cast<int64_t>(packed.size())});
+  if (s.group->size() > 1) {
+    Tensor on_device = packed_t.to(s.device);
+    s.group->broadcast(on_device, 0)->synchronize();
+    packed_t = on_device.to(Device::cpu());
+  }
+  packed = packed_t.to_vector<int64_t>();
+  if (!packed[0]) return false;
+  std::vector<int> order(n);
+  std::vector<bool> cuts;
+  bool any_cut = false;
+  for (size_t i = 0; i < n; ++i) any_cut = any_cut || packed[1 + n + i] != 0;
+  for (size_t i = 0; i < n; ++i) {
+    order[i] = static_cast<int>(packed[1 + i]);
+    if (any_cut) cuts.push_back(packed[1 + n + i] != 0);
+  }
+  s.lay_out(BucketPlan::build(s.infos, order, s.cap_bytes(), s.edge_bytes(), cuts));
+  s.cuts = cuts;
+  s.rebuilt = true;
+  s.timed = true;
+  return true;
+}
 
 std::vector<std::vector<std::string>> Reducer::bucket_layout() const {
   std::vector<std::vector<std::string>> out;

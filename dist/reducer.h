@@ -36,8 +36,10 @@
 // gets rank 0's layout (a second host synchronisation, once). A large cap then no longer leaves
 // one big bucket that becomes ready late. The layout depends on measured times, so it can differ
 // from one run to the next: with more than 2 ranks the sums' rounding may differ with it
-// (2 ranks add two numbers, which rounds the same in any bucket), so two runs, or a resumed run and
-// the uninterrupted one, are no longer bitwise equal there. That is why it is opt-in.
+// (2 ranks add two numbers, which rounds the same in any bucket), so two separate runs are no
+// longer bitwise equal there. That is why it is opt-in. A resumed run is: checkpoints carry the
+// settled layout (settled_layout()), which the resumed run adopts (adopt_layout()) instead of
+// timing its own.
 //
 // Parameters that got no gradient in a backward (unused in the forward) are not waited for:
 // finalize() all-reduces their gradients as they are (zero after zero_grad()) and reports them in
@@ -46,6 +48,7 @@
 // collectives of its own after it (SyncBN layers do).
 #pragma once
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -137,6 +140,23 @@ class Reducer {
   std::vector<std::string> unused_parameters() const;  // of the last finalized step
   // Parameter names of each bucket, in launch order (for tests and logs).
   std::vector<std::vector<std::string>> bucket_layout() const;
+
+  // The bucket layout once it is settled: after the re-layout from arrival order and, with timed
+  // buckets, the timed cuts. Checkpoints carry it so that a resumed run keeps the uninterrupted
+  // run's buckets: timed cuts follow measured times, and cut anew they could round the sums of 3+
+  // ranks differently. Null until settled.
+  struct SettledLayout {
+    std::vector<std::string> order;  // parameter names, in the order the buckets take them
+    std::vector<bool> cuts;          // the timed cuts, by position in order (empty: none)
+    double bucket_cap_mb = 0, edge_bucket_cap_mb = 0;  // the caps it was laid out under
+  };
+  std::optional<SettledLayout> settled_layout() const;
+  // Before the first synchronised step, on every rank alike: lays the buckets out as `layout` (rank
+  // 0's copy, broadcast) and skips the re-layout and timing steps. Returns false and changes
+  // nothing when the layout was made under other caps or other options (no re-layout, no timed
+  // buckets where it has cuts, or the reverse), so the run lays its buckets out as usual. A layout
+  // naming other parameters is refused (the checkpoint is of another model).
+  bool adopt_layout(const SettledLayout& layout);
 
  private:
   struct State;

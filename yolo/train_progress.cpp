@@ -39,6 +39,16 @@ json::Value RunProgress::to_json() const {
     for (double m : class_maps) maps.emplace_back(m);
     out.emplace_back("class_maps", std::move(maps));
   }
+  if (bucket_layout) {
+    json::Array order, cuts;
+    for (const std::string& name : bucket_layout->order) order.emplace_back(name);
+    for (size_t i = 0; i < bucket_layout->cuts.size(); ++i)
+      if (bucket_layout->cuts[i]) cuts.emplace_back(static_cast<int64_t>(i));
+    out.emplace_back("bucket_layout", json::Object{{"order", std::move(order)},
+                                                   {"cuts", std::move(cuts)},
+                                                   {"bucket_cap_mb", json::Value(bucket_layout->bucket_cap_mb)},
+                                                   {"edge_bucket_cap_mb", json::Value(bucket_layout->edge_bucket_cap_mb)}});
+  }
   return out;
 }
 
@@ -60,6 +70,21 @@ RunProgress RunProgress::from_json(const json::Value& v, const std::string& path
   if (const json::Value* d = v.find("dataset")) p.dataset = DatasetFingerprint::from_json(*d, path);
   if (const json::Value* maps = v.find("class_maps"))
     for (const json::Value& m : maps->as_array()) p.class_maps.push_back(m.as_real());
+  if (const json::Value* b = v.find("bucket_layout")) {
+    dist::Reducer::SettledLayout layout;
+    for (const json::Value& name : field(*b, "order", path).as_array()) layout.order.push_back(name.as_string());
+    const json::Array& cuts = field(*b, "cuts", path).as_array();
+    if (!cuts.empty()) layout.cuts.assign(layout.order.size(), false);
+    for (const json::Value& c : cuts) {
+      const int64_t i = c.as_integer();
+      KESTREL_CHECK(i >= 0 && i < static_cast<int64_t>(layout.order.size()), "checkpoint '", path,
+                    "': a bucket cut at ", i, " lies outside its ", layout.order.size(), " parameters; the file is damaged");
+      layout.cuts[i] = true;
+    }
+    layout.bucket_cap_mb = field(*b, "bucket_cap_mb", path).as_real();
+    layout.edge_bucket_cap_mb = field(*b, "edge_bucket_cap_mb", path).as_real();
+    p.bucket_layout = std::move(layout);
+  }
   KESTREL_CHECK(p.epoch.next_batch >= 0 && p.epoch.seen >= 0, "checkpoint '", path,
                 "': negative batch counts in its progress; the file is damaged");
   return p;

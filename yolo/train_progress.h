@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "dist/reducer.h"
 #include "engine/json.h"
 #include "yolo/console.h"
 #include "yolo/dataset_fingerprint.h"
@@ -35,6 +36,9 @@ struct RunProgress {
   // --image-weights: the last validation's per class mAP50-95, which the next epochs' draws are
   // weighted by (empty before any validation, or without --image-weights).
   std::vector<double> class_maps;
+  // A data-parallel run's settled gradient bucket layout (dist/reducer.h), which a resumed run
+  // adopts (absent for one rank, before the layout settles, and in older checkpoints).
+  std::optional<dist::Reducer::SettledLayout> bucket_layout;
   json::Value to_json() const;
   // An empty object (a checkpoint from before this existed) gives an epoch-boundary state.
   static RunProgress from_json(const json::Value& v, const std::string& path);

@@ -91,7 +91,8 @@ void Trainer::save_checkpoint_as(const std::string& path, int64_t last_epoch, co
   info.hyp = hyp_;
   info.options = options_json(options_, cfg_text_, num_classes_, names_);
   info.progress = RunProgress{progress, nan_steps_, stopper_->state(), accumulated_, step_->window_nonfinite(),
-                              train_index_, image_weights_ ? image_weights_->maps() : std::vector<double>{}}
+                              train_index_, image_weights_ ? image_weights_->maps() : std::vector<double>{},
+                              reducer_ ? reducer_->settled_layout() : std::nullopt}
                       .to_json();
   TrainingObjects objs{model_.get(), ema_.get(), optimizer_.get(), schedule_.get(), scaler_.get()};
   save_checkpoint(path, objs, info, accumulated_ ? trainable() : PendingGradients{});

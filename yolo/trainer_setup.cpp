@@ -388,6 +388,9 @@ void Trainer::restore() {
   accumulated_ = run.accumulated;
   step_->set_window_nonfinite(run.window_nonfinite);
   if (image_weights_) image_weights_->set_maps(run.class_maps);
+  // Every rank reads the checkpoint; rank 0's layout is the one adopted (broadcast).
+  if (reducer_ && run.bucket_layout && !reducer_->adopt_layout(*run.bucket_layout))
+    out_->line("--resume: the checkpoint's gradient buckets were laid out under other bucket options; laying them out anew");
   KESTREL_CHECK(start_epoch_ < options_.epochs, resume_->path, " finished all ", options_.epochs,
                 " epochs already; nothing to resume");
   const std::string dataset_note =

@@ -139,6 +139,7 @@ TEST(ElasticRestart, AKilledWorkerIsRestartedFromTheLastCheckpoint) {
     std::this_thread::sleep_for(20ms);
   }
   ASSERT_GT(victim, 0) << "no first-epoch checkpoint with rank 1 running\n" << read_file(killed / "launcher.log");
+  const std::string first_checkpoint = read_file(run / "weights/last.safetensors");  // (the last one is stripped)
   ASSERT_EQ(::kill(victim, SIGKILL), 0);
   const std::optional<int> killed_rc = wait_job(launcher, 300s);
   const std::string log = read_file(killed / "launcher.log");
@@ -153,6 +154,10 @@ TEST(ElasticRestart, AKilledWorkerIsRestartedFromTheLastCheckpoint) {
   EXPECT_TRUE(fs::exists(killed / "rank1.attempt1.log"));
   EXPECT_TRUE(fs::exists(killed / "rank1.log"));
   EXPECT_FALSE(fs::exists(killed / "exp2")) << "the restart made a run directory of its own";
+  // The checkpoint carried the settled gradient bucket layout, and the restart adopted it.
+  EXPECT_NE(first_checkpoint.find("bucket_layout"), std::string::npos);
+  for (const char* rank_log : {"rank0.log", "rank1.log"})
+    EXPECT_EQ(read_file(killed / rank_log).find("laying them out anew"), std::string::npos) << rank_log;
 
   // The resumed run ends where the uninterrupted one does: the same rows, number for number (the
   // trainer resumes bitwise on the CPU, so even the '%20.5g' roundings agree).

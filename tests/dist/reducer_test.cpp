@@ -355,6 +355,72 @@ TEST(ReducerTest, RelaysOutBucketsOnceInTheObservedArrivalOrder) {
   });
 }
 
+// A checkpoint's settled layout (Reducer::settled_layout) adopted by a fresh Reducer: its buckets
+// are rank 0's, with the saved cuts, and no later step lays them out again (no arrival-order
+// re-layout, no timing step), so a resumed run reduces in the uninterrupted run's buckets.
+TEST(ReducerTest, AdoptsASettledLayoutAndKeepsIt) {
+  constexpr int kRanks = 2, kParams = 4;
+  run_ranks(kRanks, [&](std::shared_ptr<FakeGroup> group) {
+    Chain c = make_chain(kParams);
+    ReducerOptions options;
+    options.bucket_cap_mb = 1000.0 / (1024.0 * 1024.0);  // all four 128-byte parameters fit
+    options.edge_bucket_cap_mb = 0;
+    options.timed_buckets = true;
+    Reducer reducer(c.named, group, options);
+    EXPECT_FALSE(reducer.settled_layout());  // not settled before the first step
+    Reducer::SettledLayout saved;
+    saved.order = {"w0", "w1", "w2", "w3"};
+    saved.cuts = {false, false, true, false};  // a bucket begins at w2
+    saved.bucket_cap_mb = options.bucket_cap_mb;
+    saved.edge_bucket_cap_mb = 0;
+    if (group->rank() == 1) saved.order = {"w3", "w2", "w1", "w0"};  // rank 0's copy wins
+    ASSERT_TRUE(reducer.adopt_layout(saved));
+    using Layout = std::vector<std::vector<std::string>>;
+    const Layout want = {{"w0", "w1"}, {"w2", "w3"}};
+    EXPECT_EQ(reducer.bucket_layout(), want);
+    const std::vector<int> order = {3, 2, 1, 0};
+    for (int step = 0; step < 3; ++step) {
+      reducer.zero_grad();
+      reducer.prepare_for_backward();
+      chain_loss(c, rank_input(group->rank()), order).backward();
+      reducer.finalize();
+      EXPECT_EQ(reducer.bucket_layout(), want) << "step " << step;
+      for (int j = 0; j < kParams; ++j)
+        expect_near(c.w[j].grad().to_double_vector(), averaged_grad(c, kRanks, j));
+    }
+    EXPECT_EQ(group->broadcasts, 1);  // the adopted layout's, and nothing after
+    const std::optional<Reducer::SettledLayout> settled = reducer.settled_layout();
+    ASSERT_TRUE(settled);
+    EXPECT_EQ(settled->order, std::vector<std::string>({"w0", "w1", "w2", "w3"}));
+    EXPECT_EQ(settled->cuts, saved.cuts);
+  });
+}
+
+// A layout made under another cap is not adopted (the run lays out as usual); one naming
+// parameters the model lacks is refused.
+TEST(ReducerTest, RefusesALayoutOfOtherOptionsOrAnotherModel) {
+  run_ranks(1, [&](std::shared_ptr<FakeGroup> group) {
+    Chain c = make_chain(3);
+    {
+      Reducer reducer(c.named, group, one_param_per_bucket());
+      Reducer::SettledLayout other_cap{{"w0", "w1", "w2"}, {}, 4.0, kDefaultEdgeBucketCapMb};
+      EXPECT_FALSE(reducer.adopt_layout(other_cap));
+      EXPECT_FALSE(reducer.settled_layout());  // still to be laid out from arrivals
+    }
+    Reducer reducer(c.named, group, one_param_per_bucket());
+    const ReducerOptions o = one_param_per_bucket();
+    Reducer::SettledLayout stranger{{"w0", "conv.weight", "w2"}, {}, o.bucket_cap_mb, o.edge_bucket_cap_mb};
+    try {
+      reducer.adopt_layout(stranger);
+      ADD_FAILURE() << "a layout naming conv.weight was adopted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("'conv.weight', which this model has no parameter of"),
+                std::string::npos)
+          << e.what();
+    }
+  });
+}
+
 TEST(ReducerTest, RestoresTheViewWhenAnOptimizerResetGrad) {
   run_ranks(2, [&](std::shared_ptr<FakeGroup> group) {
     Chain c = make_chain(2);

@@ -158,6 +158,30 @@ TEST(RunProgress, ClassMapsRoundTripAndMayBeAbsent) {
   for (size_t c = 0; c < p.class_maps.size(); ++c) EXPECT_EQ(bits(back.class_maps[c]), bits(p.class_maps[c])) << c;
 }
 
+// A data-parallel run's settled bucket layout travels whole (a resumed run adopts it), is absent
+// for one rank, and a cut outside the order is refused as damage.
+TEST(RunProgress, BucketLayoutRoundTripsAndMayBeAbsent) {
+  RunProgress p = sample(0.5, 0.25, 0.125, 0.75);
+  EXPECT_FALSE(through_text(p).bucket_layout.has_value());
+  EXPECT_EQ(p.to_json().find("bucket_layout"), nullptr);
+  p.bucket_layout = dist::Reducer::SettledLayout{{"model.24.m.0.bias", "model.0.conv.weight", "model.1.bn.weight"},
+                                                 {false, true, false}, 4.0, 0.25};
+  RunProgress back = through_text(p);
+  ASSERT_TRUE(back.bucket_layout.has_value());
+  EXPECT_EQ(back.bucket_layout->order, p.bucket_layout->order);
+  EXPECT_EQ(back.bucket_layout->cuts, p.bucket_layout->cuts);
+  EXPECT_EQ(back.bucket_layout->bucket_cap_mb, 4.0);
+  EXPECT_EQ(back.bucket_layout->edge_bucket_cap_mb, 0.25);
+  p.bucket_layout->cuts.clear();  // no timed cuts: none come back
+  back = through_text(p);
+  ASSERT_TRUE(back.bucket_layout.has_value());
+  EXPECT_TRUE(back.bucket_layout->cuts.empty());
+  json::Value damaged = json::parse(R"({"next_batch": 1, "mloss": [0, 0, 0], "seen": 1, "skipped": 0,
+      "nan_steps": 0, "stopper_best_fitness": 0, "stopper_best_epoch": 0, "accumulated": false,
+      "bucket_layout": {"order": ["a", "b"], "cuts": [2], "bucket_cap_mb": 4, "edge_bucket_cap_mb": 0.25}})");
+  EXPECT_THROW(RunProgress::from_json(damaged, "ckpt.safetensors"), Error);
+}
+
 TEST(RunProgress, EmptyObjectGivesDefaults) {
   for (const json::Value& v : {json::Value(json::Object{}), json::parse("{}"), json::Value()}) {
     const RunProgress p = RunProgress::from_json(v, "old.safetensors");
