@@ -3,6 +3,7 @@
 // kernels/conv2d_dnnl.h for the contract.
 #include "kernels/conv2d_dnnl.h"
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <compare>
@@ -15,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include <dnnl.h>
 #include <dnnl.hpp>
 
 #include "base/error.h"
@@ -179,6 +181,8 @@ class DnnlConv {
     stream.wait();
   }
   WeightVersion new_version() { return ++next_version_; }
+  // Scratch for work outside oneDNN's primitives (the im2col buffer of gemm_backward_filter).
+  ScratchPool& scratch() { return scratch_; }
   DnnlWeightCacheStats stats() {
     std::lock_guard lock(mutex_);
     return stats_;
@@ -334,6 +338,59 @@ void checked(ConvPass pass, const Conv2dShape& s, F f) {
   }
 }
 
+// Backward-weights of 3x3 convolutions as one GEMM per group of images, dW (O x 9C) = dY^T (O x M)
+// . im2col(x) (M x 9C), in oneDNN's sgemm: where oneDNN 3.2 has no brgemm backward-weights kernel
+// for the CPU (AVX2: its older jit kernel, at 27-67 GFLOP/s on yolov5s's 3x3 shapes), this ran
+// them at 74-100 GFLOP/s (2.3-3.3x on the stride-2 ones, 1.5x on the stride-1 ones with 64 or
+// more input channels, alternating runs on 2 cores; docs/performance.md). With fewer channels at
+// stride 1 the direct kernel stays ahead. A choice by shape and by oneDNN's own choice, never by
+// timing, so every run computes alike.
+constexpr const char* kGemmBackwardFilter = "im2col+sgemm";
+
+bool gemm_backward_filter_wins(const Conv2dShape& s, const std::string& onednn_choice) {
+  const bool old_jit = onednn_choice.rfind("jit:", 0) == 0;  // not brgconv, not oneDNN's own gemm
+  return old_jit && s.kh == 3 && s.kw == 3 &&
+         ((s.stride_h == 2 && s.stride_w == 2) || (s.stride_h == 1 && s.stride_w == 1 && s.c >= 64));
+}
+
+void gemm_backward_filter(const Conv2dShape& s, const float* x, const float* dy, float* dw, float* db) {
+  const int64_t oh = s.out_h(), ow = s.out_w(), per_image = oh * ow, kc = s.kh * s.kw * s.c;
+  // About 8 MB of im2col at a time (at least one image), from the scratch pool.
+  const int64_t chunk = std::clamp<int64_t>((int64_t(8) << 20) / (per_image * kc * 4), 1, s.n);
+  ScratchPool::Lease lease(DnnlConv::instance().scratch(), size_t(chunk * per_image * kc) * sizeof(float));
+  float* col = static_cast<float*>(lease.data());
+  for (int64_t n0 = 0; n0 < s.n; n0 += chunk) {
+    const int64_t rows = std::min(chunk, s.n - n0) * per_image;
+#pragma omp parallel for schedule(static)
+    for (int64_t m = 0; m < rows; ++m) {
+      const int64_t n = n0 + m / per_image, r = m % per_image;
+      const int64_t y0 = (r / ow) * s.stride_h - s.pad_h, x0 = (r % ow) * s.stride_w - s.pad_w;
+      float* dst = col + m * kc;
+      for (int64_t i = 0; i < s.kh; ++i)
+        for (int64_t j = 0; j < s.kw; ++j, dst += s.c) {
+          const int64_t yy = y0 + i, xx = x0 + j;
+          if (yy < 0 || yy >= s.h || xx < 0 || xx >= s.w)
+            std::fill(dst, dst + s.c, 0.0f);
+          else
+            std::copy_n(x + ((n * s.h + yy) * s.w + xx) * s.c, s.c, dst);
+        }
+    }
+    const dnnl_status_t status = dnnl_sgemm('T', 'N', s.o, kc, rows, 1.0f, dy + n0 * per_image * s.o, s.o, col, kc,
+                                            n0 == 0 ? 0.0f : 1.0f, dw, kc);
+    KESTREL_CHECK(status == dnnl_success, "conv2d backward-weights: oneDNN's sgemm failed (status ",
+                  int(status), ")");
+  }
+  if (db) {  // each channel summed in image order by one thread: the same bits on any thread count
+    const int64_t m_all = s.n * per_image;
+#pragma omp parallel for schedule(static)
+    for (int64_t o = 0; o < s.o; ++o) {
+      float sum = 0.0f;
+      for (int64_t m = 0; m < m_all; ++m) sum += dy[m * s.o + o];
+      db[o] = sum;
+    }
+  }
+}
+
 }  // namespace
 
 WeightVersion conv2d_dnnl_new_weight_version() { return DnnlConv::instance().new_version(); }
@@ -369,6 +426,7 @@ void conv2d_backward_filter_dnnl(const Conv2dShape& s, const float* x, const flo
   checked(ConvPass::BackwardFilter, s, [&] {
     DnnlConv& dnnl = DnnlConv::instance();
     const Primitive& p = dnnl.primitive(ConvPass::BackwardFilter, s, db != nullptr);
+    if (gemm_backward_filter_wins(s, p.implementation)) return gemm_backward_filter(s, x, dy, dw, db);
     memory user = wrap(weights_md(s, tag::ohwi), dw);
     // oneDNN writes its own layout into a scratch filter, reordered into the caller's OHWI.
     memory out = p.filter_reorder ? memory(p.filter, dnnl.engine()) : user;
@@ -383,7 +441,10 @@ void conv2d_backward_filter_dnnl(const Conv2dShape& s, const float* x, const flo
 
 std::string conv2d_dnnl_implementation(ConvPass pass, const Conv2dShape& s) {
   std::string name;
-  checked(pass, s, [&] { name = DnnlConv::instance().primitive(pass, s, false).implementation; });
+  checked(pass, s, [&] {
+    name = DnnlConv::instance().primitive(pass, s, false).implementation;
+    if (pass == ConvPass::BackwardFilter && gemm_backward_filter_wins(s, name)) name = kGemmBackwardFilter;
+  });
   return name;
 }
 

@@ -56,6 +56,14 @@ Tensor chain_loss(const Chain& c, const Tensor& x, const std::vector<int>& order
   return ops::sum_all(y);
 }
 
+// One synchronised step: zeroed gradients, backward of this rank's loss, finalize.
+void synced_step(Reducer& reducer, const Chain& c, int rank, const std::vector<int>& order) {
+  reducer.zero_grad();
+  reducer.prepare_for_backward();
+  chain_loss(c, rank_input(rank), order).backward();
+  reducer.finalize();
+}
+
 std::vector<int> forward_order(int k) {
   std::vector<int> o(k);
   for (int i = 0; i < k; ++i) o[i] = i;
@@ -338,10 +346,7 @@ TEST(ReducerTest, RelaysOutBucketsOnceInTheObservedArrivalOrder) {
     // Multiplying in reverse makes backward reach w0 first.
     const std::vector<int> order = {3, 2, 1, 0};
     for (int step = 0; step < 3; ++step) {
-      reducer.zero_grad();
-      reducer.prepare_for_backward();
-      chain_loss(c, rank_input(group->rank()), order).backward();
-      reducer.finalize();
+      synced_step(reducer, c, group->rank(), order);
       // (The timed cuts after step 2 cannot change it: one parameter per bucket is the cap's.)
       EXPECT_EQ(reducer.bucket_layout(), Layout({{"w0"}, {"w1"}, {"w2"}, {"w3"}}));
       // Gradients survive the move into the new layout, and the next step fills it correctly.
@@ -380,10 +385,7 @@ TEST(ReducerTest, AdoptsASettledLayoutAndKeepsIt) {
     EXPECT_EQ(reducer.bucket_layout(), want);
     const std::vector<int> order = {3, 2, 1, 0};
     for (int step = 0; step < 3; ++step) {
-      reducer.zero_grad();
-      reducer.prepare_for_backward();
-      chain_loss(c, rank_input(group->rank()), order).backward();
-      reducer.finalize();
+      synced_step(reducer, c, group->rank(), order);
       EXPECT_EQ(reducer.bucket_layout(), want) << "step " << step;
       for (int j = 0; j < kParams; ++j)
         expect_near(c.w[j].grad().to_double_vector(), averaged_grad(c, kRanks, j));

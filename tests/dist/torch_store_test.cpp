@@ -12,13 +12,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <functional>
 #include <string>
 
-#include "base/error.h"
 #include "tests/dist/spawn.h"
+#include "tests/support/testing.h"
 
 namespace fs = std::filesystem;
+using kestrel::testing::error_of;
 using namespace std::chrono_literals;
 
 namespace kestrel::dist {
@@ -27,15 +27,6 @@ namespace {
 std::string env_or(const char* name, const std::string& fallback) {
   const char* v = std::getenv(name);
   return v && *v ? v : fallback;
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 // A Python TCPStore host: sets "a", prints its port, waits for the key Kestrel sets and prints it.

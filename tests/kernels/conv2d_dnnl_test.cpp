@@ -242,6 +242,31 @@ TEST(Conv2dDnnl, OneImageOneByOneTakesJit1x1) {
   EXPECT_TRUE(within_bound(y, exact, magnitude, c.s.patch()));
 }
 
+// Backward-weights of a 3x3 stride-2 convolution (and of a stride-1 one from 64 input channels)
+// run as im2col + sgemm where oneDNN would take its older jit kernel (AVX2), and meet the float64
+// bound with the bias gradient; a stride-1 one with few channels stays with oneDNN.
+TEST(Conv2dDnnl, ThreeByThreeBackwardWeightsTakeTheGemmWhereItWins) {
+  if (!__builtin_cpu_supports("avx2") || __builtin_cpu_supports("avx512f"))
+    GTEST_SKIP() << "the choice is checked on AVX2 CPUs without AVX-512";
+  EXPECT_EQ(conv2d_dnnl_implementation(ConvPass::BackwardFilter, shape(2, 10, 10, 16, 24, 3, 1, 1)).find("sgemm"),
+            std::string::npos);
+  for (const Conv2dShape& s : {shape(3, 13, 11, 8, 24, 3, 2, 1), shape(2, 7, 9, 64, 16, 3, 1, 1)}) {
+    EXPECT_EQ(conv2d_dnnl_implementation(ConvPass::BackwardFilter, s), "im2col+sgemm");
+    const Case c{s, true, "gemm"};
+    Data d(c);
+    std::vector<float> dw(filter_size(s)), db(s.o);
+    conv2d_backward_filter_dnnl(s, d.x.data(), d.dy.data(), dw.data(), db.data());
+    const int64_t terms = s.n * s.out_h() * s.out_w();
+    std::vector<double> exact(dw.size()), magnitude(dw.size()), db_exact(s.o), db_magnitude(s.o);
+    conv2d_backward_filter_cpu(DType::F64, s, widen(d.x).data(), widen(d.dy).data(), exact.data());
+    conv2d_backward_filter_cpu(DType::F64, s, widen(d.x, true).data(), widen(d.dy, true).data(), magnitude.data());
+    conv2d_backward_bias_cpu(DType::F64, terms, s.o, widen(d.dy).data(), db_exact.data());
+    conv2d_backward_bias_cpu(DType::F64, terms, s.o, widen(d.dy, true).data(), db_magnitude.data());
+    EXPECT_TRUE(within_bound(dw, exact, magnitude, terms));
+    EXPECT_TRUE(within_bound(db, db_exact, db_magnitude, terms));
+  }
+}
+
 }  // namespace
 
 // The SiLU post-op (inference): silu of the plain convolution's output, evaluated in double,
