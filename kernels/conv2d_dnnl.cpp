@@ -67,6 +67,21 @@ struct Runnable {
   memory::desc scratch;
 };
 
+// Backward-weights of 3x3 convolutions as one GEMM per group of images, dW (O x 9C) = dY^T (O x M)
+// . im2col(x) (M x 9C), in oneDNN's sgemm: where oneDNN 3.2 has no brgemm backward-weights kernel
+// for the CPU (AVX2: its older jit kernel, at 27-67 GFLOP/s on yolov5s's 3x3 shapes), this ran
+// them at 74-100 GFLOP/s (2.3-3.3x on the stride-2 ones, 1.5x on the stride-1 ones with 64 or
+// more input channels, alternating runs on 2 cores; docs/performance.md). With fewer channels at
+// stride 1 the direct kernel stays ahead. A choice by shape and by oneDNN's own choice, never by
+// timing, so every run computes alike.
+constexpr const char* kGemmBackwardFilter = "im2col+sgemm";
+
+bool gemm_backward_filter_wins(const Conv2dShape& s, std::string_view onednn_choice) {
+  const bool old_jit = onednn_choice.starts_with("jit:");  // not brgconv, not oneDNN's own gemm
+  return old_jit && s.kh == 3 && s.kw == 3 &&
+         ((s.stride_h == 2 && s.stride_w == 2) || (s.stride_h == 1 && s.stride_w == 1 && s.c >= 64));
+}
+
 // A built convolution with the filter layout it wants and the reorder between that layout and
 // OHWI (absent when oneDNN takes OHWI as it is).
 struct Primitive {
@@ -74,6 +89,7 @@ struct Primitive {
   memory::desc filter;  // the layout conv reads (forward, backward-data) or writes (weights)
   std::optional<Runnable> filter_reorder;  // OHWI -> filter, or filter -> OHWI for weights
   std::string implementation;
+  bool gemm = false;  // backward-weights through gemm_backward_filter instead of conv
 };
 
 // Scratch buffers for the primitives, leased to one call at a time and kept for the next: calls
@@ -274,6 +290,11 @@ class DnnlConv {
         p.conv = {dnnl::convolution_backward_weights(pd), pd.scratchpad_desc()};
         p.filter = pd.diff_weights_desc();
         p.implementation = pd.impl_info_str();
+        if (gemm_backward_filter_wins(s, p.implementation)) {
+          p.gemm = true;
+          p.implementation = kGemmBackwardFilter;
+          return p;
+        }
         if (p.filter != ohwi) p.filter_reorder = reorder_between(p.filter, ohwi);
         return p;
       }
@@ -338,21 +359,6 @@ void checked(ConvPass pass, const Conv2dShape& s, F f) {
   }
 }
 
-// Backward-weights of 3x3 convolutions as one GEMM per group of images, dW (O x 9C) = dY^T (O x M)
-// . im2col(x) (M x 9C), in oneDNN's sgemm: where oneDNN 3.2 has no brgemm backward-weights kernel
-// for the CPU (AVX2: its older jit kernel, at 27-67 GFLOP/s on yolov5s's 3x3 shapes), this ran
-// them at 74-100 GFLOP/s (2.3-3.3x on the stride-2 ones, 1.5x on the stride-1 ones with 64 or
-// more input channels, alternating runs on 2 cores; docs/performance.md). With fewer channels at
-// stride 1 the direct kernel stays ahead. A choice by shape and by oneDNN's own choice, never by
-// timing, so every run computes alike.
-constexpr const char* kGemmBackwardFilter = "im2col+sgemm";
-
-bool gemm_backward_filter_wins(const Conv2dShape& s, const std::string& onednn_choice) {
-  const bool old_jit = onednn_choice.rfind("jit:", 0) == 0;  // not brgconv, not oneDNN's own gemm
-  return old_jit && s.kh == 3 && s.kw == 3 &&
-         ((s.stride_h == 2 && s.stride_w == 2) || (s.stride_h == 1 && s.stride_w == 1 && s.c >= 64));
-}
-
 void gemm_backward_filter(const Conv2dShape& s, const float* x, const float* dy, float* dw, float* db) {
   const int64_t oh = s.out_h(), ow = s.out_w(), per_image = oh * ow, kc = s.kh * s.kw * s.c;
   // About 8 MB of im2col at a time (at least one image), from the scratch pool.
@@ -380,15 +386,7 @@ void gemm_backward_filter(const Conv2dShape& s, const float* x, const float* dy,
     KESTREL_CHECK(status == dnnl_success, "conv2d backward-weights: oneDNN's sgemm failed (status ",
                   int(status), ")");
   }
-  if (db) {  // each channel summed in image order by one thread: the same bits on any thread count
-    const int64_t m_all = s.n * per_image;
-#pragma omp parallel for schedule(static)
-    for (int64_t o = 0; o < s.o; ++o) {
-      float sum = 0.0f;
-      for (int64_t m = 0; m < m_all; ++m) sum += dy[m * s.o + o];
-      db[o] = sum;
-    }
-  }
+  if (db) conv2d_backward_bias_cpu(DType::F32, s.n * per_image, s.o, dy, db);
 }
 
 }  // namespace
@@ -426,7 +424,7 @@ void conv2d_backward_filter_dnnl(const Conv2dShape& s, const float* x, const flo
   checked(ConvPass::BackwardFilter, s, [&] {
     DnnlConv& dnnl = DnnlConv::instance();
     const Primitive& p = dnnl.primitive(ConvPass::BackwardFilter, s, db != nullptr);
-    if (gemm_backward_filter_wins(s, p.implementation)) return gemm_backward_filter(s, x, dy, dw, db);
+    if (p.gemm) return gemm_backward_filter(s, x, dy, dw, db);
     memory user = wrap(weights_md(s, tag::ohwi), dw);
     // oneDNN writes its own layout into a scratch filter, reordered into the caller's OHWI.
     memory out = p.filter_reorder ? memory(p.filter, dnnl.engine()) : user;
@@ -441,10 +439,7 @@ void conv2d_backward_filter_dnnl(const Conv2dShape& s, const float* x, const flo
 
 std::string conv2d_dnnl_implementation(ConvPass pass, const Conv2dShape& s) {
   std::string name;
-  checked(pass, s, [&] {
-    name = DnnlConv::instance().primitive(pass, s, false).implementation;
-    if (pass == ConvPass::BackwardFilter && gemm_backward_filter_wins(s, name)) name = kGemmBackwardFilter;
-  });
+  checked(pass, s, [&] { name = DnnlConv::instance().primitive(pass, s, false).implementation; });
   return name;
 }
 
