@@ -67,16 +67,25 @@ struct Runnable {
   memory::desc scratch;
 };
 
-// Backward-weights of 3x3 convolutions as one GEMM per group of images, dW (O x 9C) = dY^T (O x M)
-// . im2col(x) (M x 9C), in oneDNN's sgemm: where oneDNN 3.2 has no brgemm backward-weights kernel
-// for the CPU (AVX2: its older jit kernel, at 27-67 GFLOP/s on yolov5s's 3x3 shapes), this ran
-// them at 74-100 GFLOP/s (2.3-3.3x on the stride-2 ones, 1.5x on the stride-1 ones with 64 or
-// more input channels, alternating runs on 2 cores; docs/performance.md). With fewer channels at
-// stride 1 the direct kernel stays ahead. A choice by shape and by oneDNN's own choice, never by
-// timing, so every run computes alike.
+// Backward-weights as one GEMM per group of images, dW (O x KH*KW*C) = dY^T (O x M) . im2col(x)
+// (M x KH*KW*C), in oneDNN's sgemm, where oneDNN 3.2 has no brgemm backward-weights kernel for the
+// CPU (AVX2) and would take one of its older jit kernels:
+// - 3x3 (`jit:`, 27-67 GFLOP/s on yolov5s's shapes): the GEMM ran them at 74-100 GFLOP/s, 2.3-3.3x
+//   on the stride-2 ones, 1.5x on the stride-1 ones with 64 or more input channels; with fewer
+//   channels at stride 1 the direct kernel stays ahead.
+// - 1x1 at stride 1 without padding (`jit_1x1:`): NHWC makes x itself the M x C matrix, so the
+//   GEMM needs no im2col and runs over all images at once: 10-18 % less time summed over
+//   yolov5s's fifteen 1x1 shapes at batch 16 (docs/performance.md).
+// A choice by shape and by oneDNN's own choice, never by timing, so every run computes alike.
 constexpr const char* kGemmBackwardFilter = "im2col+sgemm";
+constexpr const char* kGemmBackwardFilter1x1 = "sgemm";
+
+bool is_pointwise(const Conv2dShape& s) {
+  return s.kh == 1 && s.kw == 1 && s.stride_h == 1 && s.stride_w == 1 && s.pad_h == 0 && s.pad_w == 0;
+}
 
 bool gemm_backward_filter_wins(const Conv2dShape& s, std::string_view onednn_choice) {
+  if (is_pointwise(s)) return onednn_choice.starts_with("jit_1x1:");
   const bool old_jit = onednn_choice.starts_with("jit:");  // not brgconv, not oneDNN's own gemm
   return old_jit && s.kh == 3 && s.kw == 3 &&
          ((s.stride_h == 2 && s.stride_w == 2) || (s.stride_h == 1 && s.stride_w == 1 && s.c >= 64));
@@ -292,7 +301,7 @@ class DnnlConv {
         p.implementation = pd.impl_info_str();
         if (gemm_backward_filter_wins(s, p.implementation)) {
           p.gemm = true;
-          p.implementation = kGemmBackwardFilter;
+          p.implementation = is_pointwise(s) ? kGemmBackwardFilter1x1 : kGemmBackwardFilter;
           return p;
         }
         if (p.filter != ohwi) p.filter_reorder = reorder_between(p.filter, ohwi);
@@ -359,10 +368,27 @@ void checked(ConvPass pass, const Conv2dShape& s, F f) {
   }
 }
 
+// The number of images whose im2col rows one GEMM takes: about 8 MB of im2col, but at least 2048
+// rows where that fits in 32 MB (a shorter reduction ran the GEMM at 60-65 GFLOP/s against 80 with
+// 1600 rows: yolov5s's 10x10 outputs, 100 rows an image), and at least one image.
+int64_t gemm_images_per_piece(const Conv2dShape& s) {
+  const int64_t per_image = s.out_h() * s.out_w(), image_bytes = per_image * s.patch() * int64_t(sizeof(float));
+  const int64_t by_bytes = (int64_t(8) << 20) / image_bytes;
+  const int64_t by_rows = std::min((int64_t(2048) + per_image - 1) / per_image, (int64_t(32) << 20) / image_bytes);
+  return std::clamp<int64_t>(std::max(by_bytes, by_rows), 1, s.n);
+}
+
 void gemm_backward_filter(const Conv2dShape& s, const float* x, const float* dy, float* dw, float* db) {
-  const int64_t oh = s.out_h(), ow = s.out_w(), per_image = oh * ow, kc = s.kh * s.kw * s.c;
-  // About 8 MB of im2col at a time (at least one image), from the scratch pool.
-  const int64_t chunk = std::clamp<int64_t>((int64_t(8) << 20) / (per_image * kc * 4), 1, s.n);
+  const int64_t oh = s.out_h(), ow = s.out_w(), per_image = oh * ow, kc = s.patch();
+  if (is_pointwise(s)) {  // x is already the (N*H*W) x C matrix
+    const dnnl_status_t status =
+        dnnl_sgemm('T', 'N', s.o, s.c, s.n * per_image, 1.0f, dy, s.o, x, s.c, 0.0f, dw, s.c);
+    KESTREL_CHECK(status == dnnl_success, "conv2d backward-weights: oneDNN's sgemm failed (status ",
+                  int(status), ")");
+    if (db) conv2d_backward_bias_cpu(DType::F32, s.n * per_image, s.o, dy, db);
+    return;
+  }
+  const int64_t chunk = gemm_images_per_piece(s);
   ScratchPool::Lease lease(DnnlConv::instance().scratch(), size_t(chunk * per_image * kc) * sizeof(float));
   float* col = static_cast<float*>(lease.data());
   for (int64_t n0 = 0; n0 < s.n; n0 += chunk) {

@@ -57,10 +57,11 @@ void conv2d_backward_data_dnnl(const Conv2dShape& s, const float* dy, const floa
 void conv2d_backward_filter_dnnl(const Conv2dShape& s, const float* x, const float* dy, float* dw,
                                  float* db);
 
-// The oneDNN implementation a pass of this configuration runs, e.g. "brgconv:avx512_core", or
-// "im2col+sgemm" for the backward-weights of 3x3 convolutions where oneDNN would take its older
-// direct jit kernel (the stride-2 ones, and stride 1 from 64 input channels): im2col in groups of
-// images and oneDNN's sgemm, 1.5-3.3x faster on AVX2 (conv2d_dnnl.cpp).
+// The oneDNN implementation a pass of this configuration runs, e.g. "brgconv:avx512_core", or,
+// for backward-weights where oneDNN would take one of its older jit kernels (conv2d_dnnl.cpp):
+// "im2col+sgemm" for 3x3 convolutions (the stride-2 ones, and stride 1 from 64 input channels;
+// im2col in groups of images and oneDNN's sgemm, 1.5-3.3x faster on AVX2), "sgemm" for 1x1 ones at
+// stride 1 without padding (one GEMM over all images, no im2col).
 std::string conv2d_dnnl_implementation(ConvPass pass, const Conv2dShape& s);
 
 // Counters of the filter cache (process-wide), for tests and benchmarks: reorders done, and

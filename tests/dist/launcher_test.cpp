@@ -141,6 +141,22 @@ TEST(LauncherWorker, DISABLED_GlooJob) {
   ASSERT_TRUE(testing::all_close(x, Tensor::full({5}, expected, DType::F64), 0.0, 0.0));
 }
 
+// Waits (up to 10 s) until each of `ranks` DISABLED_Sleep workers has written both its files: pid
+// first, then starts. A file can exist before its contents are written (an ofstream creates it,
+// and writes when it closes), so a signal sent once the files merely exist could stop a worker
+// between the two, or leave a pid file empty to read.
+bool sleep_workers_started(const fs::path& dir, int ranks) {
+  const auto deadline = Clock::now() + 10s * testing::kSanitizerSlowdown;
+  for (int rank = 0; rank < ranks; ++rank) {
+    const fs::path starts = dir / ("starts" + std::to_string(rank));
+    while (!(fs::exists(starts) && fs::file_size(starts) > 0)) {
+      if (Clock::now() > deadline) return false;
+      std::this_thread::sleep_for(20ms);
+    }
+  }
+  return true;
+}
+
 bool process_gone(const fs::path& pid_file) {
   const pid_t pid = std::stoi(read_file(pid_file));
   return ::kill(pid, 0) != 0 && errno == ESRCH;
@@ -238,10 +254,8 @@ TEST(Launcher, ForwardsSigtermAndExitsWithItsCode) {
   // The launcher runs in a child process so that the signal goes to it alone.
   const pid_t launcher = ::fork();
   if (launcher == 0) std::_Exit(launch_workers(o).exit_code);
+  ASSERT_TRUE(sleep_workers_started(dir, 2)) << "workers did not start";
   const auto start = Clock::now();
-  while (!(fs::exists(dir / "pid0") && fs::exists(dir / "pid1")) && Clock::now() - start < 10s)
-    std::this_thread::sleep_for(20ms);
-  ASSERT_TRUE(fs::exists(dir / "pid1")) << "workers did not start";
   ::kill(launcher, SIGTERM);
   int status = 0;
   ::waitpid(launcher, &status, 0);
@@ -294,10 +308,7 @@ TEST(Launcher, AnInterruptedLauncherDoesNotRestart) {
     RestartPolicy policy({o.command, dir / "project", "exp", 3});
     std::_Exit(launch_workers(o, &policy).exit_code);
   }
-  const auto start = Clock::now();
-  while (!(fs::exists(dir / "pid0") && fs::exists(dir / "pid1")) && Clock::now() - start < 10s)
-    std::this_thread::sleep_for(20ms);
-  ASSERT_TRUE(fs::exists(dir / "pid1")) << "workers did not start";
+  ASSERT_TRUE(sleep_workers_started(dir, 2)) << "workers did not start";
   ::kill(launcher, SIGINT);
   int status = 0;
   ::waitpid(launcher, &status, 0);

@@ -242,28 +242,52 @@ TEST(Conv2dDnnl, OneImageOneByOneTakesJit1x1) {
   EXPECT_TRUE(within_bound(y, exact, magnitude, c.s.patch()));
 }
 
+// dw and db of a GEMM backward-weights path against float64.
+void expect_gemm_backward_filter_within_bound(const Conv2dShape& s) {
+  const Case c{s, true, "gemm"};
+  Data d(c);
+  std::vector<float> dw(filter_size(s)), db(s.o);
+  conv2d_backward_filter_dnnl(s, d.x.data(), d.dy.data(), dw.data(), db.data());
+  const int64_t terms = s.n * s.out_h() * s.out_w();
+  std::vector<double> exact(dw.size()), magnitude(dw.size()), db_exact(s.o), db_magnitude(s.o);
+  conv2d_backward_filter_cpu(DType::F64, s, widen(d.x).data(), widen(d.dy).data(), exact.data());
+  conv2d_backward_filter_cpu(DType::F64, s, widen(d.x, true).data(), widen(d.dy, true).data(), magnitude.data());
+  conv2d_backward_bias_cpu(DType::F64, terms, s.o, widen(d.dy).data(), db_exact.data());
+  conv2d_backward_bias_cpu(DType::F64, terms, s.o, widen(d.dy, true).data(), db_magnitude.data());
+  EXPECT_TRUE(within_bound(dw, exact, magnitude, terms));
+  EXPECT_TRUE(within_bound(db, db_exact, db_magnitude, terms));
+}
+
 // Backward-weights of a 3x3 stride-2 convolution (and of a stride-1 one from 64 input channels)
 // run as im2col + sgemm where oneDNN would take its older jit kernel (AVX2), and meet the float64
-// bound with the bias gradient; a stride-1 one with few channels stays with oneDNN.
+// bound with the bias gradient; a stride-1 one with few channels stays with oneDNN. The last shape
+// (9 images of 40x40 outputs, 576-float patches: 3.7 MB of im2col an image) goes through in pieces
+// of 2 images, each accumulating onto the pieces before.
 TEST(Conv2dDnnl, ThreeByThreeBackwardWeightsTakeTheGemmWhereItWins) {
   if (!__builtin_cpu_supports("avx2") || __builtin_cpu_supports("avx512f"))
     GTEST_SKIP() << "the choice is checked on AVX2 CPUs without AVX-512";
   EXPECT_EQ(conv2d_dnnl_implementation(ConvPass::BackwardFilter, shape(2, 10, 10, 16, 24, 3, 1, 1)).find("sgemm"),
             std::string::npos);
-  for (const Conv2dShape& s : {shape(3, 13, 11, 8, 24, 3, 2, 1), shape(2, 7, 9, 64, 16, 3, 1, 1)}) {
+  for (const Conv2dShape& s : {shape(3, 13, 11, 8, 24, 3, 2, 1), shape(2, 7, 9, 64, 16, 3, 1, 1),
+                               shape(9, 40, 40, 64, 8, 3, 1, 1)}) {
     EXPECT_EQ(conv2d_dnnl_implementation(ConvPass::BackwardFilter, s), "im2col+sgemm");
-    const Case c{s, true, "gemm"};
-    Data d(c);
-    std::vector<float> dw(filter_size(s)), db(s.o);
-    conv2d_backward_filter_dnnl(s, d.x.data(), d.dy.data(), dw.data(), db.data());
-    const int64_t terms = s.n * s.out_h() * s.out_w();
-    std::vector<double> exact(dw.size()), magnitude(dw.size()), db_exact(s.o), db_magnitude(s.o);
-    conv2d_backward_filter_cpu(DType::F64, s, widen(d.x).data(), widen(d.dy).data(), exact.data());
-    conv2d_backward_filter_cpu(DType::F64, s, widen(d.x, true).data(), widen(d.dy, true).data(), magnitude.data());
-    conv2d_backward_bias_cpu(DType::F64, terms, s.o, widen(d.dy).data(), db_exact.data());
-    conv2d_backward_bias_cpu(DType::F64, terms, s.o, widen(d.dy, true).data(), db_magnitude.data());
-    EXPECT_TRUE(within_bound(dw, exact, magnitude, terms));
-    EXPECT_TRUE(within_bound(db, db_exact, db_magnitude, terms));
+    expect_gemm_backward_filter_within_bound(s);
+  }
+}
+
+// Backward-weights of a 1x1 stride-1 convolution without padding run as one sgemm over all images
+// (NHWC: x is the rows x C matrix, no im2col) where oneDNN would take its jit_1x1 kernel (AVX2),
+// and meet the float64 bound with the bias gradient; a padded or strided 1x1 stays with oneDNN.
+TEST(Conv2dDnnl, OneByOneBackwardWeightsAreOneGemm) {
+  if (!__builtin_cpu_supports("avx2") || __builtin_cpu_supports("avx512f"))
+    GTEST_SKIP() << "the choice is checked on AVX2 CPUs without AVX-512";
+  EXPECT_EQ(conv2d_dnnl_implementation(ConvPass::BackwardFilter, shape(2, 10, 10, 32, 24, 1, 2, 0)).find("sgemm"),
+            std::string::npos);
+  EXPECT_EQ(conv2d_dnnl_implementation(ConvPass::BackwardFilter, shape(2, 10, 10, 32, 24, 1, 1, 1)).find("sgemm"),
+            std::string::npos);
+  for (const Conv2dShape& s : {shape(3, 13, 11, 40, 24, 1, 1, 0), shape(2, 5, 7, 256, 255, 1, 1, 0)}) {
+    EXPECT_EQ(conv2d_dnnl_implementation(ConvPass::BackwardFilter, s), "sgemm");
+    expect_gemm_backward_filter_within_bound(s);
   }
 }
 

@@ -79,10 +79,12 @@ inline Tensor targets() {
 inline void expect_same_batch_counts(Rig& got, Rig& want) {
   const auto gb = got.model->named_buffers(), wb = want.model->named_buffers();
   ASSERT_EQ(gb.size(), wb.size());
-  for (size_t i = 0; i < wb.size(); ++i)
-    if (wb[i].second.dtype() == DType::I64)
+  for (size_t i = 0; i < wb.size(); ++i) {
+    if (wb[i].second.dtype() == DType::I64) {
       EXPECT_EQ(gb[i].second.to_vector<int64_t>(), wb[i].second.to_vector<int64_t>())
           << wb[i].first;
+    }
+  }
 }
 
 // Parameters, optimizer state (with Adam's counts), the EMA's weights and count, and the loss
