@@ -6,8 +6,8 @@
 # forward + backward with the Reducer's overlap off and on, $STEPS timed steps each, then the same
 # buckets all-reduced alone (no compute) $ALONE times. $EDGES lists the Reducer's edge bucket caps
 # to compare (MB; 0: no edge buckets, the layout before them; 0.25: the default), $LAYOUTS the
-# bucket layouts (timed: the Reducer's default, cut by the second step's times; bytes: arrival
-# order and the cap only, the layout before timed buckets). $WARMUP untimed steps (2: the timed
+# bucket layouts (timed: `--timed-buckets`, cut by the second step's times; bytes: arrival
+# order and the cap only, the default). $WARMUP untimed steps (2: the timed
 # layout is made after the second). Repeats the whole sweep $REPS times, the rates in a rotated
 # order each time and the edge and layout settings alternating, so machine load hits every setting
 # alike. Writes
