@@ -378,34 +378,40 @@ int64_t gemm_images_per_piece(const Conv2dShape& s) {
   return std::clamp<int64_t>(std::max(by_bytes, by_rows), 1, s.n);
 }
 
-void gemm_backward_filter(const Conv2dShape& s, const float* x, const float* dy, float* dw, float* db) {
-  const int64_t oh = s.out_h(), ow = s.out_w(), per_image = oh * ow, kc = s.patch();
-  if (is_pointwise(s)) {  // x is already the (N*H*W) x C matrix
-    const dnnl_status_t status =
-        dnnl_sgemm('T', 'N', s.o, s.c, s.n * per_image, 1.0f, dy, s.o, x, s.c, 0.0f, dw, s.c);
-    KESTREL_CHECK(status == dnnl_success, "conv2d backward-weights: oneDNN's sgemm failed (status ",
-                  int(status), ")");
-    if (db) conv2d_backward_bias_cpu(DType::F32, s.n * per_image, s.o, dy, db);
-    return;
+// im2col of images [n0, n0 + rows / per_image): row m holds the patch output pixel m reads, in OHWI
+// order (zeros where it falls in the padding).
+void im2col_rows(const Conv2dShape& s, const float* x, int64_t n0, int64_t rows, float* col) {
+  const int64_t ow = s.out_w(), per_image = s.out_h() * ow, kc = s.patch();
+#pragma omp parallel for schedule(static)
+  for (int64_t m = 0; m < rows; ++m) {
+    const int64_t n = n0 + m / per_image, r = m % per_image;
+    const int64_t y0 = (r / ow) * s.stride_h - s.pad_h, x0 = (r % ow) * s.stride_w - s.pad_w;
+    float* dst = col + m * kc;
+    for (int64_t i = 0; i < s.kh; ++i)
+      for (int64_t j = 0; j < s.kw; ++j, dst += s.c) {
+        const int64_t yy = y0 + i, xx = x0 + j;
+        if (yy < 0 || yy >= s.h || xx < 0 || xx >= s.w)
+          std::fill(dst, dst + s.c, 0.0f);
+        else
+          std::copy_n(x + ((n * s.h + yy) * s.w + xx) * s.c, s.c, dst);
+      }
   }
-  const int64_t chunk = gemm_images_per_piece(s);
-  ScratchPool::Lease lease(DnnlConv::instance().scratch(), size_t(chunk * per_image * kc) * sizeof(float));
-  float* col = static_cast<float*>(lease.data());
+}
+
+void gemm_backward_filter(const Conv2dShape& s, const float* x, const float* dy, float* dw, float* db) {
+  const int64_t per_image = s.out_h() * s.out_w(), kc = s.patch();
+  // A pointwise convolution's x is already the (N*H*W) x C im2col matrix: one GEMM, no copy.
+  const bool pointwise = is_pointwise(s);
+  const int64_t chunk = pointwise ? s.n : gemm_images_per_piece(s);
+  std::optional<ScratchPool::Lease> lease;
+  if (!pointwise) lease.emplace(DnnlConv::instance().scratch(), size_t(chunk * per_image * kc) * sizeof(float));
   for (int64_t n0 = 0; n0 < s.n; n0 += chunk) {
     const int64_t rows = std::min(chunk, s.n - n0) * per_image;
-#pragma omp parallel for schedule(static)
-    for (int64_t m = 0; m < rows; ++m) {
-      const int64_t n = n0 + m / per_image, r = m % per_image;
-      const int64_t y0 = (r / ow) * s.stride_h - s.pad_h, x0 = (r % ow) * s.stride_w - s.pad_w;
-      float* dst = col + m * kc;
-      for (int64_t i = 0; i < s.kh; ++i)
-        for (int64_t j = 0; j < s.kw; ++j, dst += s.c) {
-          const int64_t yy = y0 + i, xx = x0 + j;
-          if (yy < 0 || yy >= s.h || xx < 0 || xx >= s.w)
-            std::fill(dst, dst + s.c, 0.0f);
-          else
-            std::copy_n(x + ((n * s.h + yy) * s.w + xx) * s.c, s.c, dst);
-        }
+    const float* col = x;
+    if (lease) {
+      float* buffer = static_cast<float*>(lease->data());
+      im2col_rows(s, x, n0, rows, buffer);
+      col = buffer;
     }
     const dnnl_status_t status = dnnl_sgemm('T', 'N', s.o, kc, rows, 1.0f, dy + n0 * per_image * s.o, s.o, col, kc,
                                             n0 == 0 ? 0.0f : 1.0f, dw, kc);
