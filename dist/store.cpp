@@ -336,9 +336,12 @@ TcpStore::TcpStore(const std::string& master_addr, int port, bool is_host, int r
   local_address_ = net::local_address(fd_);
 }
 
+// Rank 0 stops its server before it closes its own connection: otherwise the server could see
+// rank 0's connection close first and tell the waiting ranks that rank 0 left, a race with the
+// message they should get, that the store itself is gone.
 TcpStore::~TcpStore() {
-  if (fd_ >= 0) ::close(fd_);
   server_.reset();
+  if (fd_ >= 0) ::close(fd_);
 }
 
 std::string TcpStore::endpoint() const { return str(master_addr_, ":", port_); }
