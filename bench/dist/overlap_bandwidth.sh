@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # DDP overlap where bandwidth is the bottleneck (root only): two network namespaces joined by a
-# veth pair, both ends shaped to each rate of $RATES with tc tbf (bandwidth only: this kernel has
-# no netem, so no delay is added), one `overlap worker` rank in each (Gloo over the veth, one
+# veth pair, both ends shaped to each rate of $RATES with tc tbf, one `overlap worker` rank in each
+# (Gloo over the link, one
 # OpenMP thread per rank). Each worker runs, for every bucket cap of $BUCKETS (MB), the model's
 # forward + backward with the Reducer's overlap off and on, $STEPS timed steps each, then the same
 # buckets all-reduced alone (no compute) $ALONE times. $EDGES lists the Reducer's edge bucket caps
@@ -17,6 +17,10 @@
 # overlap efficiency, the simulator calibrated on $CALIBRATE and its predictions for the other
 # rates, and the plots (into $PLOTS/edge<E>_<layout> when set). Removes the namespaces it made, also when
 # interrupted.
+# A setting of $RATES may carry a one-way delay, RATE+DELAYms (e.g. 1gbit+0.2ms). Then every
+# setting of the sweep runs over the user-space link emulator instead (build/linkem: two TAP
+# devices, rate and delay in both directions; this kernel has no netem), so that all of them share
+# one kind of link; EMULATE=1 asks for it without delays.
 #   sudo bench/dist/overlap_bandwidth.sh            # defaults below; about 25 minutes here
 #   sudo RATES="1gbit 500mbit" BUCKETS=4,8,25 EDGES=0.25 LAYOUTS="bytes timed" bench/dist/overlap_bandwidth.sh
 set -u
@@ -39,18 +43,40 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 overlap=${OVERLAP:-$root/build/overlap}
 [[ $(id -u) == 0 ]] || { echo "overlap_bandwidth.sh: needs root (ip netns, tc)"; exit 1; }
 [[ -x $overlap ]] || { echo "overlap_bandwidth.sh: no $overlap; build the 'overlap' target first"; exit 1; }
-a=kov$$a b=kov$$b
-cleanup() { ip netns del "$a" 2>/dev/null; ip netns del "$b" 2>/dev/null; }
+EMULATE=${EMULATE:-0}
+[[ $RATES == *+* ]] && EMULATE=1
+linkem=${LINKEM:-$root/build/linkem}
+[[ $EMULATE == 0 || -x $linkem ]] || { echo "overlap_bandwidth.sh: no $linkem; build the 'linkem' target first"; exit 1; }
+a=kov$$a b=kov$$b emulator=
+stop_emulator() { [[ -n $emulator ]] && kill "$emulator" 2>/dev/null && wait "$emulator" 2>/dev/null; emulator=; }
+cleanup() { stop_emulator; ip netns del "$a" 2>/dev/null; ip netns del "$b" 2>/dev/null; }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 ip netns add "$a" && ip netns add "$b" || exit 1
-ip link add "v$a" type veth peer name "v$b" || exit 1
-ip link set "v$a" netns "$a"; ip link set "v$b" netns "$b"
+
+start_emulator() {  # rate, one-way delay in ms: a linkem between the namespaces' TAP devices
+  stop_emulator
+  local ready="$OUT/.linkem-ready"
+  mkdir -p "$OUT"; rm -f "$ready"
+  "$linkem" --a "$a:v$a" --b "$b:v$b" --rate "$1" --delay-ms "$2" --ready "$ready" >>"$OUT/linkem.log" 2>&1 &
+  emulator=$!
+  for _ in $(seq 100); do [[ -e $ready ]] && return 0; kill -0 "$emulator" 2>/dev/null || break; sleep 0.05; done
+  echo "overlap_bandwidth.sh: linkem did not start; see $OUT/linkem.log"; tail -n 3 "$OUT/linkem.log"; exit 1
+}
+
+if [[ $EMULATE == 1 ]]; then
+  start_emulator 1gbit 0  # makes the persistent TAP devices, which keep their addresses from here on
+else
+  ip link add "v$a" type veth peer name "v$b" || exit 1
+  ip link set "v$a" netns "$a"; ip link set "v$b" netns "$b"
+fi
 ip -n "$a" addr add 10.213.8.1/24 dev "v$a"; ip -n "$b" addr add 10.213.8.2/24 dev "v$b"
 for n in "$a" "$b"; do ip -n "$n" link set lo up; ip -n "$n" link set "v$n" up; done
 
-shape() {  # burst: at least one 1 ms of tokens at the rate (tbf needs >= rate/HZ), $BURST_MIN minimum
-  local rate=$1 bits burst
+shape() {  # RATE or RATE+DELAYms. tbf's burst: at least 1 ms of tokens at the rate (tbf needs >= rate/HZ), $BURST_MIN minimum
+  local rate=${1%%+*} delay=0 bits burst
+  [[ $1 == *+* ]] && { delay=${1#*+}; delay=${delay%ms}; }
+  if [[ $EMULATE == 1 ]]; then start_emulator "$rate" "$delay"; return; fi
   bits=${rate%bit}; bits=$(numfmt --from=si "${bits^^}") || exit 1
   burst=$(( bits / 8 / 1000 > BURST_MIN ? bits / 8 / 1000 : BURST_MIN ))
   for n in "$a" "$b"; do

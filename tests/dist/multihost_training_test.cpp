@@ -160,19 +160,18 @@ void expect_close_weights(const fs::path& a, const fs::path& b, double atol, dou
 
 // --- training across hosts -----------------------------------------------------------------------
 
-// Two nodes over 1 Gbit/s links (with 0.5 ms of delay where the kernel has netem) train as the
-// local 2-process job does, bit for bit, and as one process on the whole batch does, to the
-// tolerance of the local DDP equivalence test (tests/dist/ddp_test.cpp: 1e-6 + 1e-5 relative):
-// summation orders differ (SyncBN statistics, gradient averaging), nothing else.
+// Two nodes over 1 Gbit/s links with 0.5 ms of delay (netem's, or the user-space link emulator's
+// where the kernel has no netem) train as the local 2-process job does, bit for bit, and as one
+// process on the whole batch does, to the tolerance of the local DDP equivalence test
+// (tests/dist/ddp_test.cpp: 1e-6 + 1e-5 relative): summation orders differ (SyncBN statistics,
+// gradient averaging), nothing else.
 TEST(MultiHost, TwoNodesTrainAsOneProcessOnTheWholeBatch) {
   SKIP_WITHOUT_NETNS();
   ASSERT_TRUE(fs::exists(kestrel_binary())) << kestrel_binary() << " is missing: build the `kestrel` target too";
   const fs::path dir = kestrel::testing::temp_dir("multihost");
   const Job job(dir);
   {
-    LinkShape link{0, 0, 1000};
-    if (NetnsHosts::netem_unavailable().empty()) link.delay_ms = 0.5;
-    NetnsHosts hosts(2, link);
+    NetnsHosts hosts(2, LinkShape{0.5, 0, 1000});
     const auto t0 = Clock::now();
     const TwoNodes run = start_two_nodes(hosts, job, dir / "nodes", 2);
     for (int n = 0; n < 2; ++n) ASSERT_EQ(wait_exit(run.node[n], 300s), 0) << read_file(run.log[n]);

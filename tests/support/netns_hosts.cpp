@@ -1,6 +1,8 @@
 #include "tests/support/netns_hosts.h"
 
 #include <fcntl.h>
+#include <poll.h>
+#include <sys/prctl.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -12,6 +14,8 @@
 #include <sstream>
 #include <stdexcept>
 #include <thread>
+
+#include "bench/linkem/link_emulator.h"
 
 extern char** environ;
 
@@ -150,6 +154,7 @@ std::string NetnsHosts::netem_unavailable() {
 
 NetnsHosts::NetnsHosts(int hosts, const LinkShape& shape) : hosts_(hosts) {
   if (hosts < 1 || hosts > 250) throw std::runtime_error("netns harness: 1..250 hosts, got " + std::to_string(hosts));
+  emulators_.assign(static_cast<size_t>(hosts), 0);
   const auto stamp = std::chrono::steady_clock::now().time_since_epoch().count() % 1000000;
   prefix_ = kPrefix + std::to_string(::getpid()) + "-" + std::to_string(stamp);
   remove_leftovers();
@@ -173,21 +178,128 @@ void NetnsHosts::create(const LinkShape& shape) {
   check({"ip", "-n", br, "link", "set", "lo", "up"});
   check({"ip", "-n", br, "link", "add", "br0", "type", "bridge"});
   check({"ip", "-n", br, "link", "set", "br0", "up"});
+  const bool emulated = wants_emulator(shape);
   for (int h = 0; h < hosts_; ++h) {
-    const std::string ns = namespace_name(h), port = bridge_port(h);
+    const std::string ns = namespace_name(h);
     check({"ip", "netns", "add", ns});
     check({"ip", "-n", ns, "link", "set", "lo", "up"});
-    // Both ends are born in their namespaces: the machine's own namespace never sees them.
-    check({"ip", "-n", br, "link", "add", port, "type", "veth", "peer", "name", "eth0", "netns", ns});
-    check({"ip", "-n", br, "link", "set", port, "master", "br0"});
-    check({"ip", "-n", br, "link", "set", port, "up"});
-    check({"ip", "-n", ns, "addr", "add", address(h) + "/24", "dev", "eth0"});
-    check({"ip", "-n", ns, "link", "set", "eth0", "up"});
+    connect(h, emulated);
     this->shape(h, shape);
   }
 }
 
+bool NetnsHosts::wants_emulator(const LinkShape& s) {
+  if (s.emulate) return true;
+  if (s.delay_ms <= 0 && s.loss_percent <= 0) return false;
+  if (netem_ < 0) netem_ = netem_unavailable().empty() ? 1 : 0;
+  return netem_ == 0;
+}
+
+void NetnsHosts::connect(int host, bool emulated) {
+  const std::string ns = namespace_name(host), br = bridge_namespace(), port = bridge_port(host);
+  if (emulated) {
+    // Persistent TAP devices, made here so that they can be configured before any emulator runs;
+    // each emulator the link gets attaches to them.
+    ::close(linkem::open_tap({ns, "eth0"}));
+    ::close(linkem::open_tap({br, port}));
+    emulators_[static_cast<size_t>(host)] = -1;
+  } else {
+    // Both ends are born in their namespaces: the machine's own namespace never sees them.
+    check({"ip", "-n", br, "link", "add", port, "type", "veth", "peer", "name", "eth0", "netns", ns});
+  }
+  check({"ip", "-n", br, "link", "set", port, "master", "br0"});
+  check({"ip", "-n", br, "link", "set", port, "up"});
+  // A fixed address per host, so that a link rebuilt as the other kind keeps it and the other
+  // hosts' neighbour caches stay right (a new one would leave them sending to the old one for
+  // seconds).
+  char mac[18];
+  std::snprintf(mac, sizeof mac, "02:00:0a:4d:00:%02x", host + 1);
+  check({"ip", "-n", ns, "link", "set", "eth0", "address", mac});
+  check({"ip", "-n", ns, "addr", "add", address(host) + "/24", "dev", "eth0"});
+  check({"ip", "-n", ns, "link", "set", "eth0", "up"});
+}
+
+void NetnsHosts::disconnect(int host) {
+  const bool emulated = this->emulated(host);
+  stop_emulator(host);
+  check({"ip", "-n", bridge_namespace(), "link", "del", bridge_port(host)});  // a veth pair goes whole
+  if (emulated) check({"ip", "-n", namespace_name(host), "link", "del", "eth0"});
+  emulators_[static_cast<size_t>(host)] = 0;
+}
+
 void NetnsHosts::shape(int host, const LinkShape& s) {
+  const bool emulated = wants_emulator(s);
+  if (emulated != this->emulated(host)) {
+    disconnect(host);
+    connect(host, emulated);
+  }
+  if (emulated) start_emulator(host, s);
+  else tc_shape(host, s);
+}
+
+// The child enters the bridge's namespace (so that deleting it kills the emulator too), attaches
+// to both TAP devices, says so through a pipe, and carries frames until killed or until the
+// devices are deleted; it dies with the harness's process.
+void NetnsHosts::start_emulator(int host, const LinkShape& s) {
+  stop_emulator(host);
+  linkem::LinkParams params;
+  params.rate_bits = s.rate_mbit * 1e6;
+  params.delay_ms = s.delay_ms;
+  params.loss_percent = s.loss_percent;
+  params.seed = static_cast<uint64_t>(host) + 1;
+  const linkem::LinkEnd host_end{namespace_name(host), "eth0"}, bridge_end{bridge_namespace(), bridge_port(host)};
+  const std::string bridge_path = "/run/netns/" + bridge_namespace();
+  int ready[2];
+  if (::pipe2(ready, O_CLOEXEC) != 0) throw std::runtime_error("netns harness: pipe() failed");
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    ::close(ready[0]);
+    try {
+      const int fd = ::open(bridge_path.c_str(), O_RDONLY | O_CLOEXEC);
+      if (fd < 0 || ::setns(fd, CLONE_NEWNET) != 0) ::_exit(126);
+      const int a = linkem::open_tap(host_end), b = linkem::open_tap(bridge_end);
+      const char ok = 1;
+      if (::write(ready[1], &ok, 1) != 1) ::_exit(1);
+      ::close(ready[1]);
+      linkem::relay(a, b, params);
+      ::_exit(0);
+    } catch (const std::exception& e) {
+      const std::string why = e.what();
+      if (::write(ready[1], why.data(), why.size()) < 0) ::_exit(1);
+      ::_exit(1);
+    }
+  }
+  ::close(ready[1]);
+  if (pid < 0) {
+    ::close(ready[0]);
+    throw std::runtime_error("netns harness: fork() failed");
+  }
+  emulators_[static_cast<size_t>(host)] = pid;
+  std::string answer;
+  pollfd p{ready[0], POLLIN, 0};
+  char buf[512];
+  while (::poll(&p, 1, 10000) > 0) {
+    const ssize_t n = ::read(ready[0], buf, sizeof buf);
+    if (n <= 0) break;
+    answer.append(buf, static_cast<size_t>(n));
+    if (answer == "\1") break;
+  }
+  ::close(ready[0]);
+  if (answer != "\1")
+    throw std::runtime_error("netns harness: the link emulator of host " + std::to_string(host) +
+                             " did not start: " + (answer.empty() ? "no answer within 10 s" : answer));
+}
+
+void NetnsHosts::stop_emulator(int host) noexcept {
+  pid_t& pid = emulators_[static_cast<size_t>(host)];
+  if (pid <= 0) return;
+  ::kill(pid, SIGKILL);
+  ::waitpid(pid, nullptr, 0);
+  pid = -1;
+}
+
+void NetnsHosts::tc_shape(int host, const LinkShape& s) {
   const std::string port = bridge_port(host);
   for (const auto& [ns, dev] : {std::pair{namespace_name(host), std::string("eth0")},
                                 std::pair{bridge_namespace(), port}}) {
@@ -255,6 +367,7 @@ std::vector<std::string> NetnsHosts::namespaces_of(pid_t pid) {
 }
 
 void NetnsHosts::remove_all() noexcept {
+  for (int h = 0; h < static_cast<int>(emulators_.size()); ++h) stop_emulator(h);
   try {
     // Hosts first: their processes die and their veth ends (with the bridge's peers) go.
     for (const std::string& ns : namespaces_starting(prefix_ + "-"))

@@ -1,11 +1,15 @@
 // Several "hosts" on one machine, for multi-host tests: each host is a network namespace with an
-// address of its own (10.77.0.1, 10.77.0.2, ... /24), joined by a veth pair to a bridge that sits
-// in a namespace of its own, so nothing touches the machine's real network. Each link can be
-// shaped with tc in both directions (tbf: rate; netem: delay and loss, where the kernel has it:
-// kernels built without CONFIG_NET_SCH_NETEM, as this project's CI machine, cannot add delay or
-// loss), and cut (`ip link set down` on the bridge's end, as if the cable were pulled).
+// address of its own (10.77.0.1, 10.77.0.2, ... /24), joined by a link to a bridge that sits in a
+// namespace of its own, so nothing touches the machine's real network. Each link is shaped in both
+// directions, and can be cut (`ip link set down` on the bridge's end, as if the cable were pulled).
+// A link is one of two kinds:
+// - a veth pair shaped with tc (tbf: rate; netem: delay and loss, where the kernel has netem);
+// - a pair of TAP devices joined by the user-space link emulator (bench/linkem: rate, delay and
+//   loss), run by a child process of the harness. A link takes this kind when it needs delay or
+//   loss and the kernel has no netem (CONFIG_NET_SCH_NETEM; this project's CI machine), or when
+//   its shape asks for it (LinkShape::emulate). shape() switches a link's kind as needed.
 //
-//   bridge namespace <prefix>-br:   br0 ── h0 ── h1 ── h2 (veth ends)
+//   bridge namespace <prefix>-br:   br0 ── h0 ── h1 ── h2 (veth or TAP ends)
 //   host namespace   <prefix>-hK:   eth0 (10.77.0.K+1/24), lo
 //
 // Needs root and iproute2 (`ip`, `tc`); unavailable() says why not, for GTEST_SKIP. Namespaces are
@@ -25,16 +29,18 @@ namespace kestrel::testing {
 
 // One direction's shaping; zeros leave that part out. Applied to both directions of a link.
 struct LinkShape {
-  double delay_ms = 0;      // netem delay (needs netem_unavailable() to be "")
-  double loss_percent = 0;  // netem loss (likewise)
-  double rate_mbit = 0;     // tbf rate
+  double delay_ms = 0;      // one way: netem delay, or the link emulator's where there is no netem
+  double loss_percent = 0;  // netem loss, likewise
+  double rate_mbit = 0;     // tbf rate, or the link emulator's
+  bool emulate = false;     // the user-space link emulator even where the kernel has netem
 };
 
 class NetnsHosts {
  public:
   // Why the harness cannot run here ("" when it can): not root, no `ip`/`tc`, or namespaces refused.
   static std::string unavailable();
-  // Why links cannot be given delay or loss here ("" when they can): the kernel lacks netem.
+  // Why tc cannot give links delay or loss here ("" when it can): the kernel lacks netem. Links
+  // then get them from the user-space link emulator.
   static std::string netem_unavailable();
 
   // Creates `hosts` (1..250) hosts, every link shaped as given. Throws std::runtime_error naming
@@ -50,8 +56,11 @@ class NetnsHosts {
   std::string namespace_name(int host) const;
   std::string bridge_namespace() const { return prefix_ + "-br"; }
 
-  // (Re)shapes both directions of a host's link; delay or loss without netem throws, saying so.
+  // (Re)shapes both directions of a host's link, rebuilding it as the other kind when it must
+  // change (its address and bridge port stay; connections through it are cut).
   void shape(int host, const LinkShape& shape);
+  // Whether the host's link is the user-space emulator's (else a veth pair shaped with tc).
+  bool emulated(int host) const { return emulators_.at(static_cast<size_t>(host)) != 0; }
   // Pulls the host's cable (its bridge port goes down) and plugs it back in.
   void cut(int host);
   void restore(int host);
@@ -70,8 +79,16 @@ class NetnsHosts {
  private:
   void create(const LinkShape& shape);
   void remove_all() noexcept;
+  bool wants_emulator(const LinkShape& shape);
+  void connect(int host, bool emulated);  // builds the link, addresses it, brings it up
+  void disconnect(int host);              // stops its emulator and deletes its devices
+  void start_emulator(int host, const LinkShape& shape);
+  void stop_emulator(int host) noexcept;
+  void tc_shape(int host, const LinkShape& shape);
 
   int hosts_;
+  int netem_ = -1;               // -1: not probed yet; 0, 1
+  std::vector<pid_t> emulators_;  // per host: its link emulator's pid (-1: stopped), 0 for a veth link
   std::string prefix_;  // kestrel-mh-<pid>-<a number from the clock>
 };
 
