@@ -8,9 +8,14 @@
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/hash_store.h>
 #include <gloo/transport/tcp/device.h>
+#include <gloo/transport/unbound_buffer.h>
+#include <gloo/types.h>
 
+#include <algorithm>
 #include <csignal>
+#include <cstring>
 #include <optional>
+#include <vector>
 
 #include "base/error.h"
 #include "engine/host_sync.h"
@@ -124,14 +129,62 @@ void sum_into(void* out, const void* a, const void* b, size_t n) {
     o[i] = from_acc<T>(static_cast<acc_t<T>>(to_acc<T>(x[i]) + to_acc<T>(y[i])));
 }
 
+// The all-reduce as one exchange: every rank sends its whole buffer to every other rank and adds
+// up what it receives, in rank order, so that every rank computes the same sum. Gloo's TCP
+// transport sends a buffer only once the peer has announced the matching receive, so each of its
+// ring's 2(n-1) steps waits a round trip; the exchange waits one in all. With 2 ranks it sends
+// the same bytes as the ring (each rank's whole buffer once), so it is used at every size there:
+// the last bucket of backward, whose all-reduce cannot hide behind anything, then waits one round
+// trip instead of two (docs/distributed.md, latency). With more ranks it sends (n-1) buffers
+// instead of 2(n-1)/n of one, so only small ones (SyncBN statistics, loss and metric sums) take it.
+constexpr uint8_t kExchangeSlotPrefix = 0x40;  // beyond Gloo's own collectives' prefixes (1-8)
+constexpr size_t kExchangeMaxBytes = 32 * 1024;
+
+bool exchange_all_reduce_fits(int world_size, size_t bytes) {
+  return world_size == 2 || bytes <= kExchangeMaxBytes;
+}
+
+template <class T>
+void exchange_all_reduce(const std::shared_ptr<gloo::Context>& ctx, T* data, size_t n, uint32_t tag) {
+  const int world = ctx->size, me = ctx->rank;
+  const size_t bytes = n * sizeof(T);
+  const auto slot = gloo::Slot::build(kExchangeSlotPrefix, tag);
+  std::vector<T> received(static_cast<size_t>(world - 1) * n);
+  std::vector<const T*> part(static_cast<size_t>(world));  // each rank's buffer, by rank
+  std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> inbound;
+  for (int r = 0; r < world; ++r) {
+    if (r == me) {
+      part[static_cast<size_t>(r)] = data;
+      continue;
+    }
+    T* into = received.data() + inbound.size() * n;
+    part[static_cast<size_t>(r)] = into;
+    inbound.push_back(ctx->createUnboundBuffer(into, bytes));
+    inbound.back()->recv(r, slot);  // announced before the sends, so the peers' data can come at once
+  }
+  auto outbound = ctx->createUnboundBuffer(data, bytes);
+  for (int r = 0; r < world; ++r)
+    if (r != me) outbound->send(r, slot);
+  const auto timeout = ctx->getTimeout();
+  for (auto& b : inbound) b->waitRecv(timeout);
+  for (int r = 1; r < world; ++r) outbound->waitSend(timeout);
+  std::vector<T> sum(part[0], part[0] + n);
+  for (size_t r = 1; r < part.size(); ++r) sum_into<T>(sum.data(), sum.data(), part[r], n);
+  std::memcpy(data, sum.data(), bytes);
+}
+
 template <class T>
 void all_reduce_typed(const std::shared_ptr<gloo::Context>& ctx, T* data, size_t n, ReduceOp op,
                       uint32_t tag) {
-  gloo::AllreduceOptions opts(ctx);
-  opts.setOutput(data, n);
-  opts.setReduceFunction(&sum_into<T>);
-  opts.setTag(tag);
-  gloo::allreduce(opts);
+  if (exchange_all_reduce_fits(ctx->size, n * sizeof(T))) {
+    exchange_all_reduce(ctx, data, n, tag);
+  } else {
+    gloo::AllreduceOptions opts(ctx);
+    opts.setOutput(data, n);
+    opts.setReduceFunction(&sum_into<T>);
+    opts.setTag(tag);
+    gloo::allreduce(opts);
+  }
   if constexpr (!std::is_integral_v<T>) {
     if (op == ReduceOp::Average)
       for (size_t i = 0; i < n; ++i)

@@ -5,7 +5,6 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <set>
 
 #include "base/error.h"
 
@@ -13,8 +12,6 @@ namespace kestrel::bench::overlap {
 namespace {
 
 namespace fs = std::filesystem;
-
-constexpr double kMiB = 1024.0 * 1024.0;
 
 double ms(double us) { return us / 1e3; }
 
@@ -30,15 +27,17 @@ std::vector<Repetition> load_runs(const std::string& runs_dir) {
   KESTREL_CHECK(fs::is_directory(runs_dir), "overlap bandwidth: no directory '", runs_dir,
                 "'; run bench/dist/overlap_bandwidth.sh (OUT=) first");
   std::vector<Repetition> out;
-  for (const auto& rate_dir : fs::directory_iterator(runs_dir)) {
-    if (!rate_dir.is_directory()) continue;
-    for (const auto& rep_dir : fs::directory_iterator(rate_dir.path())) {
+  for (const auto& setting_dir : fs::directory_iterator(runs_dir)) {
+    if (!setting_dir.is_directory()) continue;
+    for (const auto& rep_dir : fs::directory_iterator(setting_dir.path())) {
       const std::string name = rep_dir.path().filename().string();
       if (!rep_dir.is_directory() || name.rfind("rep", 0) != 0 || !fs::exists(rep_dir.path() / "timeline.csv"))
         continue;
       Repetition r;
-      r.rate = rate_dir.path().filename().string();
-      r.rate_bits = parse_rate_bits(r.rate);
+      r.rate = setting_dir.path().filename().string();
+      const LinkSetting link = parse_link_setting(r.rate);
+      r.rate_bits = link.rate_bits;
+      r.delay_us = link.delay_us;
       r.rep = std::stoi(name.substr(3));
       r.dir = rep_dir.path().string();
       r.timeline = read_timeline_csv(r.dir + "/timeline.csv");
@@ -49,104 +48,21 @@ std::vector<Repetition> load_runs(const std::string& runs_dir) {
     }
   }
   KESTREL_CHECK(!out.empty(), "overlap bandwidth: '", runs_dir,
-                "' holds no <rate>/rep<k>/timeline.csv; run bench/dist/overlap_bandwidth.sh first");
+                "' holds no <setting>/rep<k>/timeline.csv; run bench/dist/overlap_bandwidth.sh first");
   std::sort(out.begin(), out.end(), [](const Repetition& a, const Repetition& b) {
-    return a.rate_bits != b.rate_bits ? a.rate_bits > b.rate_bits : a.rep < b.rep;
+    if (a.link() != b.link()) return FastestFirst{}(a.link(), b.link());
+    return a.rep < b.rep;
   });
   return out;
 }
 
-BandwidthReport bandwidth_report(const std::vector<Repetition>& reps, const std::string& calibrate_rate,
-                                 double edge_bucket_mb, bool timed) {
-  const int64_t edge_bytes = static_cast<int64_t>(edge_bucket_mb * kMiB);
-  BandwidthReport report;
-  report.calibrate_rate = calibrate_rate;
-  const double cal_bits = parse_rate_bits(calibrate_rate);
-
-  // Calibration: every bucket all-reduced alone at the calibration rate fits the link; compute
-  // comes from the calibration repetition with the median backward (the no-overlap profile).
-  std::vector<CollectiveSample> samples;
-  std::vector<const Repetition*> cal_reps;
-  for (const Repetition& r : reps)
-    if (r.rate_bits == cal_bits) {
-      cal_reps.push_back(&r);
-      for (const AloneRow& a : r.alone) samples.push_back({a.bytes, a.world, a.us});
-    }
-  KESTREL_CHECK(!cal_reps.empty(), "overlap bandwidth --calibrate ", calibrate_rate,
-                ": no runs at that rate; measured rates are the directory names under --runs");
-  report.calibration = calibrate(samples, cal_bits);
-  std::sort(cal_reps.begin(), cal_reps.end(), [](const Repetition* a, const Repetition* b) {
-    return a->profile.backward_us < b->profile.backward_us;
-  });
-  const Profile& profile = cal_reps[cal_reps.size() / 2]->profile;
-
-  std::map<double, std::vector<const Repetition*>, std::greater<>> by_rate;
-  std::map<double, std::string> rate_names;
-  std::set<double> caps;
-  for (const Repetition& r : reps) {
-    by_rate[r.rate_bits].push_back(&r);
-    rate_names[r.rate_bits] = r.rate;
-    for (const TimelineRow& row : r.timeline) caps.insert(row.cap_mb);
-  }
-  for (const auto& [bits, group] : by_rate)
-    for (double cap : caps)
-      for (bool overlap : {false, true}) {
-        SettingSummary s;
-        s.rate = rate_names[bits];
-        s.rate_bits = bits;
-        s.cap_mb = cap;
-        s.overlap = overlap;
-        std::vector<double> step, pre, backward, exposed, alone, eff, late, exposed_last, eff_last, matched;
-        const Link link = link_at(report.calibration, bits);
-        const int64_t cap_bytes = static_cast<int64_t>(cap * kMiB);
-        for (const Repetition* r : group) {
-          const RunMedians m = run_medians(r->timeline, cap, overlap);
-          if (!m.found) continue;
-          s.buckets = m.buckets;
-          step.push_back(m.step_us);
-          pre.push_back(m.pre_us);
-          backward.push_back(m.backward_us);
-          exposed.push_back(m.exposed_us);
-          alone.push_back(alone_median_us(r->alone, cap));
-          matched.push_back(
-              simulate(with_compute(profile, m.pre_us, m.backward_us), cap_bytes, 2, link, overlap, edge_bytes, timed)
-                  .step_us);
-          if (overlap) eff.push_back(overlap_efficiency(alone.back(), m.backward_us, m.exposed_us));
-          const PairMedians pm = pair_medians(r->timeline, r->peer_timeline, cap, overlap);
-          if (!pm.found) continue;
-          late.push_back(pm.peer_late_us);
-          exposed_last.push_back(pm.exposed_after_last_us);
-          if (overlap)
-            eff_last.push_back(overlap_efficiency(alone.back(), pm.last_backward_us, pm.exposed_after_last_us));
-        }
-        if (step.empty()) continue;
-        s.reps = static_cast<int>(step.size());
-        s.step_us = spread(step);
-        s.pre_us = spread(pre);
-        s.backward_us = spread(backward);
-        s.exposed_us = spread(exposed);
-        s.alone_us = spread(alone);
-        if (overlap) s.efficiency = spread(eff);
-        s.both_ranks = late.size() == step.size();
-        if (s.both_ranks) {
-          s.peer_late_us = spread(late);
-          s.exposed_after_last_us = spread(exposed_last);
-          if (overlap) s.efficiency_after_last = spread(eff_last);
-        }
-        s.predicted_matched_step_us = median(matched);
-        s.predicted_step_us = simulate(profile, cap_bytes, 2, link, overlap, edge_bytes, timed).step_us;
-        // The all-reduce alone times the overlapped run's buckets.
-        for (const SimBucket& b : timed ? make_timed_buckets(profile.grads, cap_bytes, edge_bytes, link, 2)
-                                        : make_buckets(profile.grads, cap_bytes, edge_bytes))
-          s.predicted_alone_us += ring_allreduce_us(b.bytes, 2, link);
-        report.settings.push_back(s);
-      }
-  return report;
-}
-
 void print_bandwidth_report(const BandwidthReport& r) {
-  std::printf("simulator calibrated on %s: alpha %.0f us, all-reduce payload at %.1f %% of the tc rate\n\n",
-              r.calibrate_rate.c_str(), r.calibration.alpha_us, 100 * r.calibration.wire_efficiency);
+  const bool delays = std::any_of(r.settings.begin(), r.settings.end(), [](const SettingSummary& s) {
+    return s.delay_us > 0;
+  });
+  std::printf("simulator calibrated on %s: alpha %.0f us%s, all-reduce payload at %.1f %% of the tc rate\n\n",
+              r.calibrate_rate.c_str(), r.calibration.alpha_us, delays ? " plus 2 x the setting's one-way delay per round trip" : "",
+              100 * r.calibration.wire_efficiency);
   std::printf("Measured, ms: median over repetitions (range)\n\n");
   std::printf("| rate | cap MB | buckets | all-reduce alone | backward | step, overlap off | step, overlap on | "
               "exposed, on | overlap efficiency | peer's backward ends later by | exposed after both backwards | "
@@ -177,6 +93,7 @@ void print_bandwidth_report(const BandwidthReport& r) {
               "overlap on: predicted / measured (error) | off, own compute | on, own compute |\n"
               "|---|---|---|---|---|---|---|\n");
   std::map<std::string, std::vector<double>> errors, matched_errors;
+  std::vector<std::string> order;  // the settings' order (FastestFirst), not the names'
   for (size_t i = 0; i + 1 < r.settings.size(); i += 2) {
     const SettingSummary& off = r.settings[i];
     const SettingSummary& on = r.settings[i + 1];
@@ -185,6 +102,7 @@ void print_bandwidth_report(const BandwidthReport& r) {
     const double e_on = relative_error(on.predicted_step_us, on.step_us.median);
     const double m_off = relative_error(off.predicted_matched_step_us, off.step_us.median);
     const double m_on = relative_error(on.predicted_matched_step_us, on.step_us.median);
+    if (!errors.count(on.rate)) order.push_back(on.rate);
     errors[on.rate].push_back(std::abs(e_off));
     errors[on.rate].push_back(std::abs(e_on));
     matched_errors[on.rate].push_back(std::abs(m_off));
@@ -206,27 +124,28 @@ void print_bandwidth_report(const BandwidthReport& r) {
   };
   std::printf("\n| rate | mean abs error | max abs error | mean abs error, own compute | max, own compute |\n"
               "|---|---|---|---|---|\n");
-  for (const auto& [rate, e] : errors)
+  const LinkSetting calibration = parse_link_setting(r.calibrate_rate);
+  for (const std::string& rate : order)
     std::printf("| %s%s | %s | %s |\n", rate.c_str(),
-                parse_rate_bits(rate) == parse_rate_bits(r.calibrate_rate) ? " (calibration)" : "", stats(e).c_str(),
+                parse_link_setting(rate) == calibration ? " (calibration)" : "", stats(errors[rate]).c_str(),
                 stats(matched_errors[rate]).c_str());
 }
 
 void write_bandwidth_csv(const BandwidthReport& r, const std::string& path) {
   std::ofstream out(path);
   KESTREL_CHECK(out, "overlap bandwidth: cannot write ", path);
-  out << "rate,rate_bits,cap_mb,overlap,buckets,reps,step_ms,step_lo_ms,step_hi_ms,pre_ms,backward_ms,exposed_ms,"
-         "alone_ms,efficiency,efficiency_lo,efficiency_hi,predicted_step_ms,predicted_alone_ms,peer_late_ms,"
+  out << "rate,rate_bits,delay_ms,cap_mb,overlap,buckets,reps,step_ms,step_lo_ms,step_hi_ms,pre_ms,backward_ms,"
+         "exposed_ms,alone_ms,efficiency,efficiency_lo,efficiency_hi,predicted_step_ms,predicted_alone_ms,peer_late_ms,"
          "exposed_after_both_ms,efficiency_both,efficiency_both_lo,efficiency_both_hi,predicted_own_compute_step_ms\n";
   for (const SettingSummary& s : r.settings)
-    out << s.rate << ',' << s.rate_bits << ',' << s.cap_mb << ',' << s.overlap << ',' << s.buckets << ',' << s.reps
-        << ',' << ms(s.step_us.median) << ',' << ms(s.step_us.lo) << ',' << ms(s.step_us.hi) << ','
-        << ms(s.pre_us.median) << ',' << ms(s.backward_us.median) << ',' << ms(s.exposed_us.median) << ','
-        << ms(s.alone_us.median) << ',' << s.efficiency.median << ',' << s.efficiency.lo << ',' << s.efficiency.hi
-        << ',' << ms(s.predicted_step_us) << ',' << ms(s.predicted_alone_us) << ',' << ms(s.peer_late_us.median)
-        << ',' << ms(s.exposed_after_last_us.median) << ',' << s.efficiency_after_last.median << ','
-        << s.efficiency_after_last.lo << ',' << s.efficiency_after_last.hi << ',' << ms(s.predicted_matched_step_us)
-        << '\n';
+    out << s.rate << ',' << s.rate_bits << ',' << ms(s.delay_us) << ',' << s.cap_mb << ',' << s.overlap << ','
+        << s.buckets << ',' << s.reps << ',' << ms(s.step_us.median) << ',' << ms(s.step_us.lo) << ','
+        << ms(s.step_us.hi) << ',' << ms(s.pre_us.median) << ',' << ms(s.backward_us.median) << ','
+        << ms(s.exposed_us.median) << ',' << ms(s.alone_us.median) << ',' << s.efficiency.median << ','
+        << s.efficiency.lo << ',' << s.efficiency.hi << ',' << ms(s.predicted_step_us) << ','
+        << ms(s.predicted_alone_us) << ',' << ms(s.peer_late_us.median) << ',' << ms(s.exposed_after_last_us.median)
+        << ',' << s.efficiency_after_last.median << ',' << s.efficiency_after_last.lo << ','
+        << s.efficiency_after_last.hi << ',' << ms(s.predicted_matched_step_us) << '\n';
 }
 
 }  // namespace kestrel::bench::overlap

@@ -7,7 +7,9 @@
 //   overlap simulate [network]     scaling table from <out>/profile_w<first of --nproc-list>.csv
 //   overlap bandwidth --runs DIR --calibrate 1gbit [--plots DIR] [--plot-cap 4] [--timeline-rate R]
 //                                  summarise bench/dist/overlap_bandwidth.sh's runs (shaped links):
-//                                  tables, DIR/summary.csv, the simulator's error, PNG plots
+//                                  tables, DIR/summary.csv, the simulator's error, PNG plots; a
+//                                  setting (--calibrate, --timeline-rate) is a rate or RATE+DELAYms,
+//                                  as the directories under DIR are named (1gbit, 1gbit+0.2ms)
 // Common flags: --model yolov5n --img-size 128 --batch-size 2 (per rank) --steps 6 --warmup 1
 //   --buckets 1,2,4,8,25 (MB) --out overlap_out --nproc-list 2,3 --master-port P
 //   --edge-bucket-mb 0.25 (the Reducer's first and last bucket cap; 0: off) --alone-reps 0 (worker:
@@ -138,7 +140,8 @@ void simulate_from(Flags& f, const kestrel::bench::overlap::Link& fallback) {
 
 int bandwidth(Flags& f) {
   KESTREL_CHECK(f.count("runs") && f.count("calibrate"),
-                "overlap bandwidth: give --runs DIR (bench/dist/overlap_bandwidth.sh's OUT) and --calibrate RATE");
+                "overlap bandwidth: give --runs DIR (bench/dist/overlap_bandwidth.sh's OUT) and --calibrate SETTING "
+                "(a rate or RATE+DELAYms, e.g. 1gbit)");
   const std::vector<Repetition> reps = load_runs(f["runs"]);
   const MeasureOptions o = measure_options(f);
   const BandwidthReport report = bandwidth_report(reps, f["calibrate"], o.edge_bucket_mb, o.timed_buckets);
@@ -148,18 +151,28 @@ int bandwidth(Flags& f) {
   const std::string dir = f["plots"];
   std::filesystem::create_directories(dir);
   const double cap = f.count("plot-cap") ? number("plot-cap", f["plot-cap"]) : 4.0;
-  plot_step_vs_bandwidth(report, cap, dir + "/overlap_step_vs_bandwidth.png");
+  // A sweep of delays alone has no rate plot: its rates all carry a delay.
+  const auto no_delay = [](const SettingSummary& s) { return s.delay_us == 0; };
+  if (std::any_of(report.settings.begin(), report.settings.end(), no_delay))
+    plot_step_vs_bandwidth(report, cap, dir + "/overlap_step_vs_bandwidth.png");
+  else
+    std::printf("\nno settings without added delay: no plot against the rate\n");
+  if (!std::all_of(report.settings.begin(), report.settings.end(), no_delay) &&
+      !plot_step_vs_delay(report, cap, dir + "/overlap_step_vs_delay.png"))
+    std::printf("\nno rate measured both without delay and with one at %g MB buckets: no plot against the delay\n",
+                cap);
   plot_overlap_vs_bucket(report, dir + "/overlap_vs_bucket.png");
-  // The timeline: of all overlapped steps at that rate and cap, the one whose wait for gradients is
-  // the median (a typical step, not a stalled one).
-  const double rate = parse_rate_bits(f.count("timeline-rate") ? f["timeline-rate"] : f["calibrate"]);
+  // The timeline: of all overlapped steps at that setting and cap, the one whose wait for gradients
+  // is the median (a typical step, not a stalled one).
+  const std::string setting = f.count("timeline-rate") ? f["timeline-rate"] : f["calibrate"];
+  const LinkSetting link = parse_link_setting(setting);
   std::vector<std::tuple<double, const Repetition*, int>> steps;
   for (const Repetition& r : reps)
-    if (r.rate_bits == rate)
+    if (r.link() == link)
       for (const TimelineRow& row : r.timeline)
         if (row.cap_mb == cap && row.overlap && row.bucket == 0)
           steps.emplace_back(row.finalize_us - row.backward_us, &r, row.step);
-  KESTREL_CHECK(!steps.empty(), "overlap bandwidth: no overlapped steps at ", rate / 1e6, " Mbit/s and ", cap,
+  KESTREL_CHECK(!steps.empty(), "overlap bandwidth: no overlapped steps at ", setting, " and ", cap,
                 " MB to draw");
   std::sort(steps.begin(), steps.end(),
             [](const auto& a, const auto& b) { return std::get<0>(a) < std::get<0>(b); });

@@ -18,7 +18,7 @@ using yolo::ChartStyle;
 using yolo::LegendEntry;
 
 constexpr int kWidth = 960, kHeight = 480, kLegend = 285;
-constexpr double kFont = 0.5;
+constexpr double kFont = 0.5, kLegendFont = 0.42;
 const cv::Scalar kWhite(255, 255, 255), kGrey(150, 150, 150);
 
 ChartStyle style(bool x_ticks = true, bool y_ticks = true) {
@@ -34,14 +34,41 @@ ChartStyle style(bool x_ticks = true, bool y_ticks = true) {
 // A vertical bar from lo to hi at x: the range over repetitions.
 void range(Chart& c, double x, double lo, double hi, cv::Scalar colour) { c.line({x, x}, {lo, hi}, colour, 1); }
 
+// Settings' step times by x (ms): measured medians as a line with markers and their ranges, the
+// simulator's prediction dotted.
+void step_series(Chart& c, const std::map<double, const SettingSummary*>& by_x, cv::Scalar colour) {
+  std::vector<double> xs, measured, predicted;
+  for (const auto& [x, s] : by_x) {
+    xs.push_back(x);
+    measured.push_back(s->step_us.median / 1e3);
+    predicted.push_back(s->predicted_step_us / 1e3);
+    range(c, x, s->step_us.lo / 1e3, s->step_us.hi / 1e3, colour);
+  }
+  c.line(xs, measured, colour, 2, true);
+  c.dotted(xs, predicted, colour, 2);
+}
+
+// The width draw_legend gives these entries (at the legends' scale), drawn on a scratch canvas.
+int legend_width(const std::vector<LegendEntry>& legend) {
+  cv::Mat scratch(kHeight, 2 * kWidth, CV_8UC3, kWhite);
+  return yolo::draw_legend(scratch, legend, {0, 0}, kLegendFont).width;
+}
+
+bool has_delays(const BandwidthReport& report) {
+  return std::any_of(report.settings.begin(), report.settings.end(),
+                     [](const SettingSummary& s) { return s.delay_us > 0; });
+}
+
 }  // namespace
 
 void plot_step_vs_bandwidth(const BandwidthReport& report, double cap_mb, const std::string& png_path) {
+  // Without added delay only: a rate's settings with delays would take the same x
+  // (plot_step_vs_delay draws them).
   std::map<double, const SettingSummary*> off, on;
   for (const SettingSummary& s : report.settings)
-    if (s.cap_mb == cap_mb) (s.overlap ? on : off)[s.rate_bits / 1e6] = &s;
-  KESTREL_CHECK(!on.empty() && !off.empty(), "overlap bandwidth: no measurements at a bucket cap of ", cap_mb,
-                " MB to plot");
+    if (s.cap_mb == cap_mb && s.delay_us == 0) (s.overlap ? on : off)[s.rate_bits / 1e6] = &s;
+  KESTREL_CHECK(!on.empty() && !off.empty(), "overlap bandwidth: no measurements without added delay at a ",
+                "bucket cap of ", cap_mb, " MB to plot");
   double xmax = 0, ymax = 0;
   for (const auto& [x, s] : off) {
     xmax = std::max(xmax, x);
@@ -52,21 +79,8 @@ void plot_step_vs_bandwidth(const BandwidthReport& report, double cap_mb, const 
   std::snprintf(title, sizeof title, "Step time against link rate, %g MB buckets", cap_mb);
   const int chart_width = kWidth - kLegend;
   Chart c(canvas, {0, 0, chart_width, kHeight}, title, 0, xmax * 1.05, 0, ymax / 1e3 * 1.08, style());
-  struct Series {
-    const std::map<double, const SettingSummary*>* m;
-    cv::Scalar colour;
-  };
-  for (const Series& ser : {Series{&off, yolo::tab10(3)}, Series{&on, yolo::tab10(0)}}) {
-    std::vector<double> xs, measured, predicted;
-    for (const auto& [x, s] : *ser.m) {
-      xs.push_back(x);
-      measured.push_back(s->step_us.median / 1e3);
-      predicted.push_back(s->predicted_step_us / 1e3);
-      range(c, x, s->step_us.lo / 1e3, s->step_us.hi / 1e3, ser.colour);
-    }
-    c.line(xs, measured, ser.colour, 2, true);
-    c.dotted(xs, predicted, ser.colour, 2);
-  }
+  step_series(c, off, yolo::tab10(3));
+  step_series(c, on, yolo::tab10(0));
   std::vector<double> xs, alone, backward;
   for (const auto& [x, s] : on) {
     xs.push_back(x);
@@ -76,7 +90,7 @@ void plot_step_vs_bandwidth(const BandwidthReport& report, double cap_mb, const 
   c.line(xs, alone, kGrey, 2, true);
   c.line(xs, backward, yolo::tab10(2), 2, true);
   c.close();
-  c.x_label("link rate (tc tbf), Mbit/s");
+  c.x_label(has_delays(report) ? "link rate, Mbit/s (no added delay)" : "link rate (tc tbf), Mbit/s");
   c.y_label("ms");
   yolo::draw_legend(canvas,
                     {{"step, overlap off", yolo::tab10(3)},
@@ -85,30 +99,37 @@ void plot_step_vs_bandwidth(const BandwidthReport& report, double cap_mb, const 
                      {"on, simulated", yolo::tab10(0), 2, true},
                      {"all-reduce alone", kGrey},
                      {"backward (overlap on)", yolo::tab10(2)}},
-                    {chart_width + 6, 40}, 0.42);
+                    {chart_width + 6, 40}, kLegendFont);
   yolo::save_plot(png_path, canvas);
 }
 
 void plot_overlap_vs_bucket(const BandwidthReport& report, const std::string& png_path) {
-  std::map<double, std::vector<const SettingSummary*>, std::greater<>> by_rate;
+  std::map<LinkSetting, std::vector<const SettingSummary*>, FastestFirst> by_setting;
   std::vector<double> caps;
   for (const SettingSummary& s : report.settings)
     if (s.overlap) {
-      by_rate[s.rate_bits].push_back(&s);
+      by_setting[s.link()].push_back(&s);
       if (std::find(caps.begin(), caps.end(), s.cap_mb) == caps.end()) caps.push_back(s.cap_mb);
     }
   KESTREL_CHECK(!caps.empty(), "overlap bandwidth: no overlapped runs to plot");
   std::sort(caps.begin(), caps.end());
   // Caps at log2 positions: 1, 2, 4, 8 MB evenly spaced.
   const double x0 = std::log2(caps.front()) - 0.3, x1 = std::log2(caps.back()) + 0.3;
+  std::vector<LegendEntry> legend;
+  for (const auto& [link, settings] : by_setting) {
+    const SettingSummary& first = *settings.front();
+    char text[96];
+    std::snprintf(text, sizeof text, "%s, all-reduce %.0f ms", first.rate.c_str(), first.alone_us.median / 1e3);
+    legend.push_back({text, yolo::tab10(static_cast<int>(legend.size()))});
+  }
   cv::Mat canvas(kHeight, kWidth, CV_8UC3, kWhite);
-  const int chart_width = kWidth - kLegend;
+  // Names with a delay ("500mbit+1ms") can need a wider legend than the other plots'.
+  const int chart_width = kWidth - std::max(kLegend, legend_width(legend) + 12);
   Chart c(canvas, {0, 0, chart_width, kHeight}, "Overlap efficiency against bucket cap", x0, x1, 0, 105,
           style(false));
-  std::vector<LegendEntry> legend;
   int i = 0;
-  for (const auto& [bits, settings] : by_rate) {
-    const cv::Scalar colour = yolo::tab10(i++);
+  for (const auto& [link, settings] : by_setting) {
+    const cv::Scalar colour = legend[i++].colour;
     // Solid, with the range over repetitions: from the later backward's end (both ranks'
     // timelines); dotted: rank 0's own view, which adds waiting for a slower peer.
     std::vector<double> xs, ys, own;
@@ -122,12 +143,8 @@ void plot_overlap_vs_bucket(const BandwidthReport& report, const std::string& pn
     }
     c.line(xs, ys, colour, 2, true);
     if (settings.front()->both_ranks) c.dotted(xs, own, colour, 1);
-    const SettingSummary& first = *settings.front();
-    char text[96];
-    std::snprintf(text, sizeof text, "%s, all-reduce %.0f ms", first.rate.c_str(), first.alone_us.median / 1e3);
-    legend.push_back({text, colour});
   }
-  if (by_rate.begin()->second.front()->both_ranks) legend.push_back({"dotted: rank 0's view", kGrey, 1, true});
+  if (by_setting.begin()->second.front()->both_ranks) legend.push_back({"dotted: rank 0's view", kGrey, 1, true});
   c.line({x0, x1}, {90, 90}, kGrey, 1);
   c.close();
   for (double cap : caps) {
@@ -136,8 +153,60 @@ void plot_overlap_vs_bucket(const BandwidthReport& report, const std::string& pn
   }
   c.x_label("bucket cap, MB (--bucket-cap-mb)");
   c.y_label("overlap efficiency, %");
-  yolo::draw_legend(canvas, legend, {chart_width + 6, 40}, 0.42);
+  yolo::draw_legend(canvas, legend, {chart_width + 6, 40}, kLegendFont);
   yolo::save_plot(png_path, canvas);
+}
+
+bool plot_step_vs_delay(const BandwidthReport& report, double cap_mb, const std::string& png_path) {
+  // Per rate, overlap off and on, the settings by delay in ms.
+  struct Rate {
+    std::map<double, const SettingSummary*> off, on;
+  };
+  std::map<double, Rate, std::greater<>> rates;
+  for (const SettingSummary& s : report.settings)
+    if (s.cap_mb == cap_mb) {
+      Rate& r = rates[s.rate_bits];
+      (s.overlap ? r.on : r.off)[s.delay_us / 1e3] = &s;
+    }
+  // A rate needs its link without delay to compare with, and another delay.
+  std::erase_if(rates, [](const auto& rate) {
+    const Rate& r = rate.second;
+    return r.off.size() < 2 || r.on.size() < 2 || !r.off.count(0) || !r.on.count(0);
+  });
+  if (rates.empty()) return false;
+  double xmax = 0, ymax = 0;
+  for (const auto& [bits, r] : rates)
+    for (const auto* by_delay : {&r.off, &r.on})
+      for (const auto& [x, s] : *by_delay) {
+        xmax = std::max(xmax, x);
+        ymax = std::max({ymax, s->step_us.hi, s->predicted_step_us});
+      }
+  cv::Mat canvas(kHeight, kWidth, CV_8UC3, kWhite);
+  char title[160];
+  std::snprintf(title, sizeof title, "Step time against one-way delay, %g MB buckets", cap_mb);
+  const int chart_width = kWidth - kLegend;
+  Chart c(canvas, {0, 0, chart_width, kHeight}, title, 0, xmax * 1.05, 0, ymax / 1e3 * 1.08, style());
+  // Overlap off and on in a pair of colours per rate: the first rate in the rate plot's red and
+  // blue; tab10's grey (7) stays for the legend's note.
+  static constexpr int kPairs[][2] = {{3, 0}, {1, 9}, {5, 4}, {6, 2}};
+  std::vector<LegendEntry> legend;
+  int i = 0;
+  for (const auto& [bits, r] : rates) {
+    const int* pair = kPairs[i++ % 4];
+    const std::string& name = r.on.at(0)->rate;
+    const std::string rate = name.substr(0, name.find('+'));  // "1gbit" of "1gbit+0ms"
+    step_series(c, r.off, yolo::tab10(pair[0]));
+    step_series(c, r.on, yolo::tab10(pair[1]));
+    legend.push_back({rate + ", overlap off", yolo::tab10(pair[0])});
+    legend.push_back({rate + ", overlap on", yolo::tab10(pair[1])});
+  }
+  legend.push_back({"dotted: simulated", kGrey, 2, true});
+  c.close();
+  c.x_label("one-way delay (each direction), ms");
+  c.y_label("step, ms");
+  yolo::draw_legend(canvas, legend, {chart_width + 6, 40}, kLegendFont);
+  yolo::save_plot(png_path, canvas);
+  return true;
 }
 
 void plot_step_timeline(const std::vector<TimelineRow>& rows, const std::vector<TimelineRow>& peer_rows,

@@ -21,8 +21,11 @@ double ring_allreduce_us(int64_t bytes, int world_size, const Link& link) {
   KESTREL_CHECK(link.bytes_per_us > 0, "ring_allreduce_us: bandwidth must be > 0, got ", link.bytes_per_us);
   if (world_size == 1) return 0;
   const double n = world_size;
-  return 2.0 * (n - 1) / n * static_cast<double>(bytes) / link.bytes_per_us + 2.0 * (n - 1) * link.alpha_us;
+  return 2.0 * (n - 1) / n * static_cast<double>(bytes) / link.bytes_per_us + 2.0 * (n - 1) * link.alpha_us +
+         allreduce_round_trips(world_size) * 2.0 * link.delay_us;
 }
+
+int allreduce_round_trips(int world_size) { return world_size <= 1 ? 0 : world_size == 2 ? 1 : 2 * (world_size - 1); }
 
 std::vector<SimBucket> make_buckets(const std::vector<GradEvent>& grads, int64_t cap_bytes, int64_t edge_bytes) {
   KESTREL_CHECK(cap_bytes > 0, "make_buckets: the bucket cap must be > 0 bytes, got ", cap_bytes);
@@ -143,7 +146,7 @@ Link fit_link(const std::vector<CollectiveSample>& samples) {
   }
   KESTREL_CHECK(inv_bw > 0, "fit_link: the measured times do not grow with size (fitted 1/bandwidth ", inv_bw,
                 "); measure larger buckets");
-  return {alpha, 1.0 / inv_bw};
+  return {alpha, 1.0 / inv_bw, 0};
 }
 
 double median(std::vector<double> v) {

@@ -15,10 +15,12 @@
 
 namespace kestrel::bench::overlap {
 
-// A link's cost: alpha = per-message latency (microseconds), bandwidth in bytes per microsecond.
+// A link's cost: alpha = per-message latency (microseconds; the software's and the wire's own),
+// bandwidth in bytes per microsecond, and a one-way propagation delay on top (a long link).
 struct Link {
   double alpha_us = 0;
   double bytes_per_us = 1;
+  double delay_us = 0;
 };
 
 // A cluster: gpus_per_node ranks share a node (intra links); beyond one node the ring crosses
@@ -30,9 +32,13 @@ struct Network {
   Link link_for(int world_size) const;
 };
 
-// Ring all-reduce of `bytes` over n ranks: 2(n-1)/n * bytes / bandwidth + 2(n-1) * alpha; 0 for
-// n = 1.
+// Ring all-reduce of `bytes` over n ranks: 2(n-1)/n * bytes / bandwidth + 2(n-1) * alpha, plus
+// the link's delay for every round trip the all-reduce waits; 0 for n = 1.
 double ring_allreduce_us(int64_t bytes, int world_size, const Link& link);
+// The round trips an all-reduce of Kestrel's Gloo group waits (dist/gloo_group.cpp): 1 for 2 ranks
+// (one exchange: the notice of a posted receive, then the data), 2(n-1) for Gloo's ring (each step
+// waits for both). Each costs 2 x the link's one-way delay.
+int allreduce_round_trips(int world_size);
 
 // One gradient (or an indivisible group of them) as backward produced it.
 struct GradEvent {

@@ -1,9 +1,12 @@
-// The arithmetic of `overlap bandwidth` (bench/overlap/bandwidth_model.h): tc rates, the overlap
-// efficiency docs/distributed.md defines, per-repetition medians from timeline rows, and the
-// simulator's calibration on one link setting.
+// The arithmetic of `overlap bandwidth` (bench/overlap/bandwidth_model.h): tc rates and link
+// settings with a delay, the overlap efficiency docs/distributed.md defines, per-repetition medians
+// from timeline rows, the simulator's calibration on one link setting, and the report over
+// repetitions at several settings.
 #include "bench/overlap/bandwidth_model.h"
 
 #include <gtest/gtest.h>
+
+#include <algorithm>
 
 #include "base/error.h"
 
@@ -18,6 +21,41 @@ TEST(ParseRate, ReadsTcRates) {
   EXPECT_DOUBLE_EQ(parse_rate_bits("1000bit"), 1000);
   for (const char* bad : {"", "fast", "200", "200mb", "-1mbit", "0gbit", "mbit"})
     EXPECT_THROW(parse_rate_bits(bad), Error) << bad;
+}
+
+TEST(ParseLinkSetting, ReadsARateWithOrWithoutAOneWayDelay) {
+  const LinkSetting plain = parse_link_setting("1gbit");
+  EXPECT_DOUBLE_EQ(plain.rate_bits, 1e9);
+  EXPECT_DOUBLE_EQ(plain.delay_us, 0);
+  const LinkSetting short_delay = parse_link_setting("1gbit+0.2ms");
+  EXPECT_DOUBLE_EQ(short_delay.rate_bits, 1e9);
+  EXPECT_DOUBLE_EQ(short_delay.delay_us, 200);
+  const LinkSetting slow = parse_link_setting("200mbit+5ms");
+  EXPECT_DOUBLE_EQ(slow.rate_bits, 200e6);
+  EXPECT_DOUBLE_EQ(slow.delay_us, 5000);
+  EXPECT_EQ(parse_link_setting("1gbit+0ms"), plain);  // the same link
+  EXPECT_NE(short_delay, plain);
+  for (const char* bad : {"1gbit+", "1gbit+-1ms", "1gbit+2s", "+1ms", "1gbit+1ms+2ms", "1gbit+ms", "fast+1ms",
+                          "1gbit+1e3ms", "1gbit+infms", ""})
+    EXPECT_THROW(parse_link_setting(bad), Error) << bad;
+  try {
+    parse_link_setting("1gbit+2s");
+    FAIL();
+  } catch (const Error& e) {  // names the text and the form it should have
+    EXPECT_NE(std::string(e.what()).find("'1gbit+2s'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("1gbit+0.2ms"), std::string::npos) << e.what();
+  }
+}
+
+TEST(ParseLinkSetting, FastestRateFirstThenSmallestDelay) {
+  std::vector<LinkSetting> links;
+  for (const char* name : {"200mbit", "1gbit+5ms", "1gbit", "200mbit+1ms", "1gbit+0.2ms"})
+    links.push_back(parse_link_setting(name));
+  std::sort(links.begin(), links.end(), FastestFirst{});
+  std::vector<LinkSetting> expected;
+  for (const char* name : {"1gbit", "1gbit+0.2ms", "1gbit+5ms", "200mbit", "200mbit+1ms"})
+    expected.push_back(parse_link_setting(name));
+  EXPECT_EQ(links, expected);
 }
 
 TEST(OverlapEfficiency, HiddenShareOfWhatCouldHide) {
@@ -54,6 +92,29 @@ TEST(Calibration, RecoversLatencyAndWireShareAndScalesWithTheRate) {
   EXPECT_NEAR(slow.alpha_us, 50, 1e-6);
   EXPECT_THROW(calibrate(samples, 0), Error);
   EXPECT_THROW(link_at(c, -1), Error);
+}
+
+TEST(Calibration, OneWayDelayCostsARoundTripPerWait) {
+  const Calibration c{50, 0.8};
+  const Link far = link_at(c, 1e9, 5000);
+  EXPECT_DOUBLE_EQ(far.alpha_us, 50);
+  EXPECT_DOUBLE_EQ(far.delay_us, 5000);
+  EXPECT_DOUBLE_EQ(far.bytes_per_us, link_at(c, 1e9).bytes_per_us);
+  // 2 ranks: one exchange, one round trip (2 x 5 ms); 3 ranks: Gloo's ring, 2(n-1) = 4 steps of one
+  // round trip each.
+  EXPECT_EQ(allreduce_round_trips(1), 0);
+  EXPECT_EQ(allreduce_round_trips(2), 1);
+  EXPECT_EQ(allreduce_round_trips(3), 4);
+  const Link near = link_at(c, 1e9);
+  EXPECT_NEAR(ring_allreduce_us(1 << 20, 2, far) - ring_allreduce_us(1 << 20, 2, near), 2 * 5000, 1e-6);
+  EXPECT_NEAR(ring_allreduce_us(1 << 20, 3, far) - ring_allreduce_us(1 << 20, 3, near), 4 * 2 * 5000, 1e-6);
+  EXPECT_THROW(link_at(c, 1e9, -1), Error);
+  // Calibrated on a link with delay, the latency is the link's without it.
+  std::vector<CollectiveSample> samples;
+  for (int64_t bytes : {100000, 4000000}) samples.push_back({bytes, 2, ring_allreduce_us(bytes, 2, far)});
+  const Calibration back = calibrate(samples, 1e9, 5000);
+  EXPECT_NEAR(back.alpha_us, 50, 1e-6);
+  EXPECT_NEAR(back.wire_efficiency, 0.8, 1e-9);
 }
 
 TimelineRow row(double cap, bool overlap, int step, double step_us, double backward_us, double finalize_us,
@@ -134,6 +195,66 @@ TEST(WithCompute, StretchesArrivalsToTheRunsBackward) {
   EXPECT_DOUBLE_EQ(q.grads[1].ready_us, 2000);
   EXPECT_EQ(q.grads[0].bytes, 8);
   EXPECT_THROW(with_compute(p, 50, 0), Error);
+}
+
+// A repetition at setting `name` with cap 4 MB, overlap off and on, two steps each (steps of
+// step_us with overlap off, step_us - 100 on), and its buckets alone (4 and 2 MiB) as `link`
+// carries them.
+Repetition repetition(const std::string& name, int rep, double step_us, const Link& link) {
+  Repetition r;
+  r.rate = name;
+  const LinkSetting setting = parse_link_setting(name);
+  r.rate_bits = setting.rate_bits;
+  r.delay_us = setting.delay_us;
+  r.rep = rep;
+  for (int step = 0; step < 2; ++step)
+    for (int b = 0; b < 2; ++b) {
+      r.timeline.push_back(row(4, false, step, step_us, 1000, 1000 + step_us / 2, b));
+      r.timeline.push_back(row(4, true, step, step_us - 100, 1000, 1000 + step_us / 4, b));
+    }
+  for (const auto& [bucket, mib] : {std::pair{0, 4}, std::pair{1, 2}}) {
+    const int64_t bytes = int64_t{mib} << 20;
+    r.alone.push_back({2, 4, 0, bucket, bytes, ring_allreduce_us(bytes, 2, link)});
+  }
+  // Three 2 MiB gradients: at a 4 MB cap, buckets of 4 and 2 MiB.
+  r.profile.pre_us = 10;
+  r.profile.backward_us = 1000;
+  r.profile.grads = {{300, 2 << 20}, {600, 2 << 20}, {1000, 2 << 20}};
+  return r;
+}
+
+TEST(BandwidthReport, KeepsARateWithTwoDelaysApart) {
+  // 1 Gbit/s at 80 % with 50 us per message; the same rate 5 ms further away.
+  const Link near{50, 0.8 * 1e9 / 8 / 1e6}, far{50, near.bytes_per_us, 5000};
+  const std::vector<Repetition> reps{repetition("1gbit+5ms", 1, 90000, far), repetition("1gbit", 1, 20000, near),
+                                     repetition("1gbit+5ms", 2, 92000, far), repetition("1gbit", 2, 22000, near)};
+  const BandwidthReport report = bandwidth_report(reps, "1gbit", 0);
+  // Calibrated on the zero-delay runs only: their buckets alone give the link back exactly.
+  EXPECT_NEAR(report.calibration.alpha_us, 50, 1e-6);
+  EXPECT_NEAR(report.calibration.wire_efficiency, 0.8, 1e-9);
+  ASSERT_EQ(report.settings.size(), 4u);  // two settings x overlap off and on at one cap
+  for (int i = 0; i < 4; ++i) {
+    const SettingSummary& s = report.settings[i];
+    EXPECT_EQ(s.rate, i < 2 ? "1gbit" : "1gbit+5ms");
+    EXPECT_DOUBLE_EQ(s.rate_bits, 1e9);
+    EXPECT_DOUBLE_EQ(s.delay_us, i < 2 ? 0 : 5000);
+    EXPECT_EQ(s.overlap, i % 2 == 1);
+    EXPECT_EQ(s.reps, 2);
+  }
+  // Each group's measurements are its own.
+  EXPECT_DOUBLE_EQ(report.settings[0].step_us.median, 21000);
+  EXPECT_DOUBLE_EQ(report.settings[2].step_us.median, 91000);
+  EXPECT_DOUBLE_EQ(report.settings[2].alone_us.median,
+                   ring_allreduce_us(4 << 20, 2, far) + ring_allreduce_us(2 << 20, 2, far));
+  // Two buckets over 2 ranks, one round trip each: 2 x (2 x 5 ms).
+  const double extra = report.settings[3].predicted_alone_us - report.settings[1].predicted_alone_us;
+  EXPECT_NEAR(extra, 2 * (2 * 5000), 1e-6);
+  EXPECT_GT(report.settings[2].predicted_step_us, report.settings[0].predicted_step_us + 2 * 2 * 5000 - 1e-6);
+  // A setting with a delay calibrates to the same link; one not measured is refused.
+  EXPECT_NEAR(bandwidth_report(reps, "1gbit+5ms", 0).calibration.alpha_us, 50, 1e-6);
+  EXPECT_NEAR(bandwidth_report(reps, "1gbit+0ms", 0).calibration.alpha_us, 50, 1e-6);
+  EXPECT_THROW(bandwidth_report(reps, "1gbit+0.2ms", 0), Error);
+  EXPECT_THROW(bandwidth_report(reps, "200mbit", 0), Error);
 }
 
 TEST(RelativeError, SignedShareOfTheMeasurement) {

@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <csignal>
+#include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <thread>
@@ -93,6 +95,34 @@ TEST(GlooWorker, DISABLED_AllReduce) {
             << dtype_name(t) << " n=" << n << (op == ReduceOp::Sum ? " sum" : " average");
       }
     }
+  }
+}
+
+// Sums whose value depends on the order of the additions (floats of mixed magnitudes): every
+// rank must hold the same bits afterwards, whether the group exchanged the buffers (2 ranks, or a
+// small buffer) or ran Gloo's ring, and the sum must be right to float rounding.
+TEST(GlooWorker, DISABLED_AllReduceIsTheSameOnEveryRank) {
+  auto pg = worker_group();
+  const int world = pg->size(), rank = pg->rank();
+  for (int64_t n : {3, 1000, 300001}) {
+    Tensor x = Tensor::empty({n}, DType::F32);
+    std::vector<double> expected(static_cast<size_t>(n), 0.0);
+    for (int r = 0; r < world; ++r)
+      for (int64_t i = 0; i < n; ++i) {
+        const float v = std::ldexp(static_cast<float>((i * 37 + r * 101) % 997) / 997.0f + 0.1f,
+                                   static_cast<int>((i + 3 * r) % 40) - 20);
+        expected[static_cast<size_t>(i)] += v;
+        if (r == rank) x.data<float>()[i] = v;
+      }
+    pg->all_reduce(x)->wait();
+    for (int64_t i = 0; i < n; ++i)
+      ASSERT_NEAR(x.data<float>()[i], expected[static_cast<size_t>(i)], 1e-6 * std::abs(expected[static_cast<size_t>(i)]))
+          << "n=" << n << " i=" << i;
+    Tensor all = Tensor::zeros({world * n}, DType::F32);
+    pg->all_gather(all, x)->wait();
+    for (int r = 1; r < world; ++r)
+      ASSERT_EQ(std::memcmp(all.data<float>(), all.data<float>() + r * n, static_cast<size_t>(n) * sizeof(float)), 0)
+          << "n=" << n << ": rank " << r << " holds other bits than rank 0";
   }
 }
 
@@ -201,6 +231,16 @@ TEST(GlooWorker, DISABLED_PeerStuck) {
 
 TEST(GlooGroup, AllReduceAllTypesAndOddSizes) {
   expect_all_ok(testing::run_ranks("GlooWorker.DISABLED_AllReduce", 3, testing::free_port()));
+}
+
+// 2 ranks take the one-exchange all-reduce at every size (dist/gloo_group.cpp).
+TEST(GlooGroup, AllReduceAllTypesAndOddSizesOnTwoRanks) {
+  expect_all_ok(testing::run_ranks("GlooWorker.DISABLED_AllReduce", 2, testing::free_port()));
+}
+
+TEST(GlooGroup, AllReduceIsTheSameOnEveryRank) {
+  for (int world : {2, 3})
+    expect_all_ok(testing::run_ranks("GlooWorker.DISABLED_AllReduceIsTheSameOnEveryRank", world, testing::free_port()));
 }
 
 TEST(GlooGroup, BroadcastAllGatherBarrier) {
