@@ -48,6 +48,21 @@ void step_series(Chart& c, const std::map<double, const SettingSummary*>& by_x, 
   c.dotted(xs, predicted, colour, 2);
 }
 
+// The largest x, and the largest step time measured or predicted (us), of settings by x.
+void extend_step_bounds(const std::map<double, const SettingSummary*>& by_x, double& xmax, double& ymax) {
+  for (const auto& [x, s] : by_x) {
+    xmax = std::max(xmax, x);
+    ymax = std::max({ymax, s->step_us.hi, s->predicted_step_us});
+  }
+}
+
+// A step-time chart left of the legend: x from 0 to xmax, y in ms up to ymax (us).
+Chart step_chart(cv::Mat& canvas, const char* what, double cap_mb, double xmax, double ymax_us) {
+  char title[160];
+  std::snprintf(title, sizeof title, "%s, %g MB buckets", what, cap_mb);
+  return Chart(canvas, {0, 0, kWidth - kLegend, kHeight}, title, 0, xmax * 1.05, 0, ymax_us / 1e3 * 1.08, style());
+}
+
 // The width draw_legend gives these entries (at the legends' scale), drawn on a scratch canvas.
 int legend_width(const std::vector<LegendEntry>& legend) {
   cv::Mat scratch(kHeight, 2 * kWidth, CV_8UC3, kWhite);
@@ -70,15 +85,10 @@ void plot_step_vs_bandwidth(const BandwidthReport& report, double cap_mb, const 
   KESTREL_CHECK(!on.empty() && !off.empty(), "overlap bandwidth: no measurements without added delay at a ",
                 "bucket cap of ", cap_mb, " MB to plot");
   double xmax = 0, ymax = 0;
-  for (const auto& [x, s] : off) {
-    xmax = std::max(xmax, x);
-    ymax = std::max({ymax, s->step_us.hi, s->predicted_step_us});
-  }
+  extend_step_bounds(off, xmax, ymax);
   cv::Mat canvas(kHeight, kWidth, CV_8UC3, kWhite);
-  char title[160];
-  std::snprintf(title, sizeof title, "Step time against link rate, %g MB buckets", cap_mb);
   const int chart_width = kWidth - kLegend;
-  Chart c(canvas, {0, 0, chart_width, kHeight}, title, 0, xmax * 1.05, 0, ymax / 1e3 * 1.08, style());
+  Chart c = step_chart(canvas, "Step time against link rate", cap_mb, xmax, ymax);
   step_series(c, off, yolo::tab10(3));
   step_series(c, on, yolo::tab10(0));
   std::vector<double> xs, alone, backward;
@@ -176,16 +186,10 @@ bool plot_step_vs_delay(const BandwidthReport& report, double cap_mb, const std:
   if (rates.empty()) return false;
   double xmax = 0, ymax = 0;
   for (const auto& [bits, r] : rates)
-    for (const auto* by_delay : {&r.off, &r.on})
-      for (const auto& [x, s] : *by_delay) {
-        xmax = std::max(xmax, x);
-        ymax = std::max({ymax, s->step_us.hi, s->predicted_step_us});
-      }
+    for (const auto* by_delay : {&r.off, &r.on}) extend_step_bounds(*by_delay, xmax, ymax);
   cv::Mat canvas(kHeight, kWidth, CV_8UC3, kWhite);
-  char title[160];
-  std::snprintf(title, sizeof title, "Step time against one-way delay, %g MB buckets", cap_mb);
   const int chart_width = kWidth - kLegend;
-  Chart c(canvas, {0, 0, chart_width, kHeight}, title, 0, xmax * 1.05, 0, ymax / 1e3 * 1.08, style());
+  Chart c = step_chart(canvas, "Step time against one-way delay", cap_mb, xmax, ymax);
   // Overlap off and on in a pair of colours per rate: the first rate in the rate plot's red and
   // blue; tab10's grey (7) stays for the legend's note.
   static constexpr int kPairs[][2] = {{3, 0}, {1, 9}, {5, 4}, {6, 2}};
