@@ -1,6 +1,6 @@
-// Fused batch norm + SiLU on the CPU (see batchnorm_silu.h). The chunking, the double arithmetic
-// of BN and the chunk-ordered merge of partial sums are those of batchnorm_cpu.cpp, so the result
-// does not depend on the thread count.
+// Fused batch norm + SiLU on the CPU (see batchnorm_silu.h). The chunking, the double sums and the
+// chunk-ordered merge of partial sums are those of batchnorm_cpu.cpp, so the result does not
+// depend on the thread count; z itself is one float multiply-add per element.
 #include <type_traits>
 #include <vector>
 
@@ -15,23 +15,44 @@ namespace {
 
 using namespace bn_cpu;
 
-KESTREL_CPU_CLONES void bn_silu_f32(const float* x, int64_t rows, int64_t C, const double* mean,
-                                    const double* scale, const double* bias, float* y) {
+// y = silu(x a + b): BN's normalisation as one float multiply-add per element with per-channel
+// a = weight * invstd and b = bias - mean * a (rounded from double once), as PyTorch's CPU batch
+// norm computes it. bn_silu_f32 makes a and b per chunk: 2C numbers against 32K elements.
+KESTREL_CPU_CLONES void bn_silu_rows_f32(const float* x, int64_t rows, int64_t C, const float* a,
+                                         const float* b, float* y) {
   for (int64_t r = 0; r < rows; ++r) {
     const float* xr = x + r * C;
     float* yr = y + r * C;
 #pragma omp simd
     for (int64_t c = 0; c < C; ++c) {
-      const float z = float(batch_norm_apply_fn<double>(xr[c], mean[c], scale[c], bias[c]));
+      const float z = xr[c] * a[c] + b[c];
       yr[c] = z * sigmoid_approx(z);
     }
   }
 }
 
-// g = dy * silu'(z); sg[c] += g, sg_xmu[c] += g * (x - mean[c]); sg and sg_xmu start at zero.
+// The per-channel a and b of x a + b from BN's double constants.
+struct AffineF32 {
+  std::vector<float> a, b;
+  AffineF32(const double* mean, const double* scale, const double* bias, int64_t C) : a(C), b(C) {
+    for (int64_t c = 0; c < C; ++c) {
+      a[c] = float(scale[c]);
+      b[c] = float(bias[c] - mean[c] * scale[c]);
+    }
+  }
+};
+
+void bn_silu_f32(const float* x, int64_t rows, int64_t C, const double* mean, const double* scale,
+                 const double* bias, float* y) {
+  const AffineF32 f(mean, scale, bias, C);
+  bn_silu_rows_f32(x, rows, C, f.a.data(), f.b.data(), y);
+}
+
+// g = dy * silu'(z) with z = x a + b; sg[c] += g, sg_xmu[c] += g * (x - mean[c]); sg and sg_xmu
+// start at zero.
 KESTREL_CPU_CLONES void bn_silu_grad_sums_f32(const float* dy, const float* x, int64_t rows,
-                                              int64_t C, const double* mean, const double* scale,
-                                              const double* bias, float* g, double* sg,
+                                              int64_t C, const double* mean, const float* a,
+                                              const float* b, float* g, double* sg,
                                               double* sg_xmu) {
   for (int64_t r = 0; r < rows; ++r) {
     const float* dr = dy + r * C;
@@ -39,7 +60,7 @@ KESTREL_CPU_CLONES void bn_silu_grad_sums_f32(const float* dy, const float* x, i
     float* gr = g + r * C;
 #pragma omp simd
     for (int64_t c = 0; c < C; ++c) {
-      const float z = float(batch_norm_apply_fn<double>(xr[c], mean[c], scale[c], bias[c]));
+      const float z = xr[c] * a[c] + b[c];
       const float gv = dr[c] * silu_grad_approx(z);
       gr[c] = gv;
       sg[c] += gv;
@@ -60,11 +81,12 @@ void backward_reduce_typed(const T* dy, const T* x, BatchNormShape s, const T* m
   const int64_t C = s.channels;
   const std::vector<double> scale = channel_scale(var, weight, C, eps);
   const std::vector<double> m = to_double(mean, C), b = to_double(bias, C);
+  const AffineF32 f(m.data(), scale.data(), b.data(), C);
   const std::vector<double> total = channel_sum_pairs<T>(
       s,
       [&](auto lo, auto hi, double* sg, double* sg_xmu) {
-        bn_silu_grad_sums_f32(dy + lo * C, x + lo * C, hi - lo, C, m.data(), scale.data(),
-                              b.data(), g + lo * C, sg, sg_xmu);
+        bn_silu_grad_sums_f32(dy + lo * C, x + lo * C, hi - lo, C, m.data(), f.a.data(),
+                              f.b.data(), g + lo * C, sg, sg_xmu);
       },
       [&](int64_t i, int64_t c, double& sg, double& sg_xmu) {
         const double z = batch_norm_apply_fn<double>(x[i], m[c], scale[c], b[c]);

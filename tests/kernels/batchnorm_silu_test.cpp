@@ -117,8 +117,9 @@ TEST(BatchNormSilu, Float64EqualsTheSeparateOps) {
   }
 }
 
-// float32: the separate kernels' per-element formulas and chunked sums, so the results agree up
-// to FMA contraction (a few float32 roundings), on shapes with one chunk and with many.
+// float32: the separate kernels' chunked double sums, and z as a float multiply-add where the
+// separate batch norm computes it in double, so the results agree to a few float32 roundings, on
+// shapes with one chunk and with many.
 TEST(BatchNormSilu, Float32AgreesWithTheSeparateOps) {
   for (const Shape& shape : {Shape{2, 3, 5, 4}, Shape{4, 40, 40, 32}, Shape{2, 20, 20, 255}}) {
     for (bool training : {true, false}) {

@@ -43,8 +43,10 @@ TEST(ConvBlock, EvalWithoutGradientsFoldsBatchNormAndAgrees) {
     for (const auto& row : profiler::rows()) ran.insert(row.op);
     EXPECT_TRUE(ran.count("FoldBatchNorm") && !ran.count("BatchNorm")) << "the eval forward did not fold";
   }
-  const Tensor with_grad = block.forward(x);  // gradients on: conv, then the fused BN + SiLU
-  EXPECT_TRUE(all_close(with_grad, three_ops, 0, 0));
+  // Gradients on: conv, then the fused BN + SiLU, whose z is a float multiply-add where the
+  // separate batch norm computes it in double (kernels/batchnorm_silu.h): a float rounding apart.
+  const Tensor with_grad = block.forward(x);
+  EXPECT_TRUE(all_close(with_grad, three_ops, 1e-6, 1e-6));
   EXPECT_GT(block.conv->last_macs(), 0);
 }
 
