@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
@@ -150,6 +151,22 @@ std::string NetnsHosts::netem_unavailable() {
           "): links cannot be given delay or loss here";
   run_command({"ip", "netns", "del", probe});
   return why;
+}
+
+std::string NetnsHosts::emulator_unavailable() {
+  const int fd = ::open("/dev/net/tun", O_RDWR | O_CLOEXEC);
+  if (fd < 0)
+    return std::string("the link emulator needs /dev/net/tun (CONFIG_TUN; in a container, the device passed in): ") +
+           std::strerror(errno);
+  ::close(fd);
+  return "";
+}
+
+std::string NetnsHosts::delay_unavailable() {
+  const std::string netem = netem_unavailable();
+  if (netem.empty()) return "";
+  const std::string emulator = emulator_unavailable();
+  return emulator.empty() ? "" : netem + "; " + emulator;
 }
 
 NetnsHosts::NetnsHosts(int hosts, const LinkShape& shape) : hosts_(hosts) {

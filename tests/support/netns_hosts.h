@@ -42,6 +42,10 @@ class NetnsHosts {
   // Why tc cannot give links delay or loss here ("" when it can): the kernel lacks netem. Links
   // then get them from the user-space link emulator.
   static std::string netem_unavailable();
+  // Why the user-space link emulator cannot run here ("" when it can): no /dev/net/tun.
+  static std::string emulator_unavailable();
+  // Why links cannot be given delay or loss at all ("" when netem or the emulator can).
+  static std::string delay_unavailable();
 
   // Creates `hosts` (1..250) hosts, every link shaped as given. Throws std::runtime_error naming
   // the command and its output when a step fails (after removing what it made).
