@@ -271,7 +271,10 @@ void NetnsHosts::start_emulator(int host, const LinkShape& s) {
   const pid_t pid = ::fork();
   if (pid == 0) {
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    ::close(ready[0]);
+    // Only its pipe: an inherited write end of a test's pipe, held for the emulator's lifetime,
+    // would keep that test's reader from ever seeing end-of-file.
+    ::close_range(3, static_cast<unsigned>(ready[1]) - 1, 0);
+    ::close_range(static_cast<unsigned>(ready[1]) + 1, ~0U, 0);
     try {
       const int fd = ::open(bridge_path.c_str(), O_RDONLY | O_CLOEXEC);
       if (fd < 0 || ::setns(fd, CLONE_NEWNET) != 0) ::_exit(126);
