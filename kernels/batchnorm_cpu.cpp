@@ -27,10 +27,25 @@ namespace {
 
 using namespace bn_cpu;
 
-// s[c] += x - k[c], q[c] += (x - k[c])^2 over rows of x; s and q start at zero.
+// s[c] += x - k[c], q[c] += (x - k[c])^2 over rows of x; s and q start at zero. Four rows add
+// into s and q at a time (pairwise): the accumulators live in memory (C is not known here), and
+// with few channels reading and writing them every row cost as much as reading x.
 KESTREL_CPU_CLONES void shifted_sums_f32(const float* x, int64_t rows, int64_t C, const float* k,
                                          double* s, double* q) {
-  for (int64_t r = 0; r < rows; ++r) {
+  int64_t r = 0;
+  for (; r + 4 <= rows; r += 4) {
+    const float* x0 = x + r * C;
+    const float *x1 = x0 + C, *x2 = x1 + C, *x3 = x2 + C;
+#pragma omp simd
+    for (int64_t c = 0; c < C; ++c) {
+      const double kc = double(k[c]);
+      const double d0 = double(x0[c]) - kc, d1 = double(x1[c]) - kc, d2 = double(x2[c]) - kc,
+                   d3 = double(x3[c]) - kc;
+      s[c] += (d0 + d1) + (d2 + d3);
+      q[c] += (d0 * d0 + d1 * d1) + (d2 * d2 + d3 * d3);
+    }
+  }
+  for (; r < rows; ++r) {
     const float* xr = x + r * C;
 #pragma omp simd
     for (int64_t c = 0; c < C; ++c) {

@@ -49,12 +49,33 @@ void bn_silu_f32(const float* x, int64_t rows, int64_t C, const double* mean, co
 }
 
 // g = dy * silu'(z) with z = x a + b; sg[c] += g, sg_xmu[c] += g * (x - mean[c]); sg and sg_xmu
-// start at zero.
+// start at zero. Four rows add into the sums at a time (pairwise), as the statistics pass does
+// (batchnorm_cpu.cpp): the sums live in memory, and with few channels updating them every row
+// cost as much as the data.
 KESTREL_CPU_CLONES void bn_silu_grad_sums_f32(const float* dy, const float* x, int64_t rows,
                                               int64_t C, const double* mean, const float* a,
                                               const float* b, float* g, double* sg,
                                               double* sg_xmu) {
-  for (int64_t r = 0; r < rows; ++r) {
+  int64_t r = 0;
+  for (; r + 4 <= rows; r += 4) {
+    const float* d0 = dy + r * C;
+    const float* x0 = x + r * C;
+    float* g0 = g + r * C;
+#pragma omp simd
+    for (int64_t c = 0; c < C; ++c) {
+      double s = 0, sx = 0;
+      for (int i = 0; i < 4; ++i) {  // unrolled: i is a compile-time count
+        const float xv = x0[i * C + c];
+        const float gv = d0[i * C + c] * silu_grad_approx(xv * a[c] + b[c]);
+        g0[i * C + c] = gv;
+        s += gv;
+        sx += double(gv) * (double(xv) - mean[c]);
+      }
+      sg[c] += s;
+      sg_xmu[c] += sx;
+    }
+  }
+  for (; r < rows; ++r) {
     const float* dr = dy + r * C;
     const float* xr = x + r * C;
     float* gr = g + r * C;
