@@ -172,7 +172,13 @@ namespace {
 template <class T>
 void forward_typed(const T* x, BatchNormShape s, const T* mean, const T* var, const T* weight,
                    const T* bias, double eps, T* y) {
-  normalize_rows(x, s, mean, var, weight, bias, eps, y, normalize_f32, [](double v) { return v; });
+  const int64_t C = s.channels;
+  const std::vector<double> scale = channel_scale(var, weight, C, eps);
+  const std::vector<double> m = to_double(mean, C), b = to_double(bias, C);
+  map_rows<T>(
+      s,
+      [&](auto lo, auto hi) { normalize_f32(x + lo * C, hi - lo, C, m.data(), scale.data(), b.data(), y + lo * C); },
+      [&](int64_t i, int64_t c) { y[i] = T(batch_norm_apply_fn<double>(x[i], m[c], scale[c], b[c])); });
 }
 
 template <class T>

@@ -100,25 +100,4 @@ void write_backward_sums(const std::vector<double>& total, const T* var, int64_t
   }
 }
 
-// The forward pass y = act(normalize(x)) with the batch's (or running) statistics: float32 rows go
-// to `rows_f32(x, rows, C, mean, scale, bias, y)` (SIMD, in parallel chunks), other types apply
-// `act` to batch_norm_apply_fn's double, element by element.
-using NormalizeRowsF32 = void (*)(const float* x, int64_t rows, int64_t C, const double* mean,
-                                  const double* scale, const double* bias, float* y);
-template <class T, class Act>
-void normalize_rows(const T* x, BatchNormShape s, const T* mean, const T* var, const T* weight,
-                    const T* bias, double eps, T* y, NormalizeRowsF32 rows_f32, Act&& act) {
-  const int64_t C = s.channels;
-  const std::vector<double> scale = channel_scale(var, weight, C, eps);
-  const std::vector<double> m = to_double(mean, C), b = to_double(bias, C);
-  map_rows<T>(
-      s,
-      [&](auto lo, auto hi) {
-        rows_f32(x + lo * C, hi - lo, C, m.data(), scale.data(), b.data(), y + lo * C);
-      },
-      [&](int64_t i, int64_t c) {
-        y[i] = T(act(batch_norm_apply_fn<double>(x[i], m[c], scale[c], b[c])));
-      });
-}
-
 }  // namespace kestrel::kernels::bn_cpu

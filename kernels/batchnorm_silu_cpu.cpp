@@ -17,7 +17,7 @@ using namespace bn_cpu;
 
 // y = silu(x a + b): BN's normalisation as one float multiply-add per element with per-channel
 // a = weight * invstd and b = bias - mean * a (rounded from double once), as PyTorch's CPU batch
-// norm computes it. bn_silu_f32 makes a and b per chunk: 2C numbers against 32K elements.
+// norm computes it.
 KESTREL_CPU_CLONES void bn_silu_rows_f32(const float* x, int64_t rows, int64_t C, const float* a,
                                          const float* b, float* y) {
   for (int64_t r = 0; r < rows; ++r) {
@@ -41,12 +41,6 @@ struct AffineF32 {
     }
   }
 };
-
-void bn_silu_f32(const float* x, int64_t rows, int64_t C, const double* mean, const double* scale,
-                 const double* bias, float* y) {
-  const AffineF32 f(mean, scale, bias, C);
-  bn_silu_rows_f32(x, rows, C, f.a.data(), f.b.data(), y);
-}
 
 // g = dy * silu'(z) with z = x a + b; sg[c] += g, sg_xmu[c] += g * (x - mean[c]); sg and sg_xmu
 // start at zero. Four rows add into the sums at a time (pairwise), as the statistics pass does
@@ -93,7 +87,16 @@ KESTREL_CPU_CLONES void bn_silu_grad_sums_f32(const float* dy, const float* x, i
 template <class T>
 void forward_typed(const T* x, BatchNormShape s, const T* mean, const T* var, const T* weight,
                    const T* bias, double eps, T* y) {
-  normalize_rows(x, s, mean, var, weight, bias, eps, y, bn_silu_f32, [](double v) { return silu_fn<double>(v); });
+  const int64_t C = s.channels;
+  const std::vector<double> scale = channel_scale(var, weight, C, eps);
+  const std::vector<double> m = to_double(mean, C), b = to_double(bias, C);
+  const AffineF32 f(m.data(), scale.data(), b.data(), C);  // once, for every chunk
+  map_rows<T>(
+      s,
+      [&](auto lo, auto hi) { bn_silu_rows_f32(x + lo * C, hi - lo, C, f.a.data(), f.b.data(), y + lo * C); },
+      [&](int64_t i, int64_t c) {
+        y[i] = T(silu_fn<double>(batch_norm_apply_fn<double>(x[i], m[c], scale[c], b[c])));
+      });
 }
 
 template <class T>
