@@ -27,32 +27,46 @@ namespace {
 using dnnl::memory;
 using tag = memory::format_tag;
 constexpr memory::data_type kF32 = memory::data_type::f32;
+constexpr memory::data_type kBf16 = memory::data_type::bf16;
 
 // Reordered filters kept at most: yolov5s's filters take 28 MB in each of the forward and
 // backward-data layouts, yolov5x's 350 MB. Beyond the bound the least recently used copy goes (a
 // model too large for it is reordered on every call: slower, never wrong).
 constexpr size_t kMaxCachedFilterBytes = size_t(512) << 20;
 
-// One configuration of one pass: the shape, the pass, and whether a bias (or its gradient) goes
-// with it.
+// The operands' type: float32, or bfloat16 (x, w and dy in bfloat16; y, dx, dw and the bias in
+// float32, accumulated in float32).
+enum class Operands : uint8_t { F32, Bf16 };
+
+// One configuration of one pass: the shape, the pass, whether a bias (or its gradient) goes
+// with it, the post-op and the operands' type.
 struct Key {
-  std::array<int64_t, 14> v;
+  std::array<int64_t, 15> v;
   auto operator<=>(const Key&) const = default;
 };
 
-Key key_of(ConvPass pass, const Conv2dShape& s, bool bias, ConvActivation act) {
+Key key_of(ConvPass pass, const Conv2dShape& s, bool bias, ConvActivation act,
+           Operands operands = Operands::F32) {
   return Key{{s.n, s.h, s.w, s.c, s.o, s.kh, s.kw, s.stride_h, s.stride_w, s.pad_h, s.pad_w,
-              int64_t(pass), int64_t(bias), int64_t(act)}};
+              int64_t(pass), int64_t(bias), int64_t(act), int64_t(operands)}};
 }
 
+memory::data_type operand_type(Operands o) { return o == Operands::Bf16 ? kBf16 : kF32; }
+
 // oneDNN's logical dimensions are NCHW / OIHW whatever the layout; the tags say NHWC / OHWI.
-memory::desc activation_md(int64_t n, int64_t c, int64_t h, int64_t w) {
-  return memory::desc({n, c, h, w}, kF32, tag::nhwc);
+// Operands are x, w and dy; results (y, dx, dw) stay float32.
+memory::desc activation_md(int64_t n, int64_t c, int64_t h, int64_t w,
+                           memory::data_type t = kF32) {
+  return memory::desc({n, c, h, w}, t, tag::nhwc);
 }
-memory::desc src_md(const Conv2dShape& s) { return activation_md(s.n, s.c, s.h, s.w); }
-memory::desc dst_md(const Conv2dShape& s) { return activation_md(s.n, s.o, s.out_h(), s.out_w()); }
-memory::desc weights_md(const Conv2dShape& s, tag t) {
-  return memory::desc({s.o, s.c, s.kh, s.kw}, kF32, t);
+memory::desc src_md(const Conv2dShape& s, memory::data_type t = kF32) {
+  return activation_md(s.n, s.c, s.h, s.w, t);
+}
+memory::desc dst_md(const Conv2dShape& s, memory::data_type t = kF32) {
+  return activation_md(s.n, s.o, s.out_h(), s.out_w(), t);
+}
+memory::desc weights_md(const Conv2dShape& s, tag t, memory::data_type type = kF32) {
+  return memory::desc({s.o, s.c, s.kh, s.kw}, type, t);
 }
 memory::desc bias_md(const Conv2dShape& s) { return memory::desc({s.o}, kF32, tag::a); }
 memory::dims strides(const Conv2dShape& s) { return {s.stride_h, s.stride_w}; }
@@ -161,11 +175,13 @@ class DnnlConv {
   }
 
   const Primitive& primitive(ConvPass pass, const Conv2dShape& s, bool bias,
-                             ConvActivation act = ConvActivation::None) {
+                             ConvActivation act = ConvActivation::None,
+                             Operands operands = Operands::F32) {
     std::lock_guard lock(mutex_);
-    const Key key = key_of(pass, s, bias, act);
+    const Key key = key_of(pass, s, bias, act, operands);
     auto it = primitives_.find(key);
-    if (it == primitives_.end()) it = primitives_.emplace(key, build(pass, s, bias, act)).first;
+    if (it == primitives_.end())
+      it = primitives_.emplace(key, build(pass, s, bias, act, operands)).first;
     return it->second;
   }
 
@@ -173,13 +189,14 @@ class DnnlConv {
   // the cache when (w, configuration) was reordered before at the same non-zero version. A
   // primitive with a post-op may want another layout than the plain one: its copy is its own.
   std::shared_ptr<memory> filter(const Primitive& p, ConvPass pass, const Conv2dShape& s,
-                                 const float* w, WeightVersion version,
-                                 ConvActivation act = ConvActivation::None) {
-    memory user(weights_md(s, tag::ohwi), engine_, const_cast<float*>(w));
+                                 const void* w, WeightVersion version,
+                                 ConvActivation act = ConvActivation::None,
+                                 Operands operands = Operands::F32) {
+    memory user(weights_md(s, tag::ohwi, operand_type(operands)), engine_, const_cast<void*>(w));
     if (!p.filter_reorder) return std::make_shared<memory>(user);
     std::lock_guard lock(mutex_);
     if (version == kUncachedWeights) return reorder(p, user, nullptr);
-    auto& entry = filters_[{w, key_of(pass, s, false, act)}];
+    auto& entry = filters_[{w, key_of(pass, s, false, act, operands)}];
     entry.last_use = ++clock_;
     if (entry.version == version) {
       ++stats_.hits;
@@ -218,8 +235,13 @@ class DnnlConv {
     attr_.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   }
 
-  Primitive build(ConvPass pass, const Conv2dShape& s, bool bias, ConvActivation act) const {
+  Primitive build(ConvPass pass, const Conv2dShape& s, bool bias, ConvActivation act,
+                  Operands operands) const {
     const auto algo = dnnl::algorithm::convolution_direct;
+    // Operands in their type (x, w, dy); results, the bias and its gradient in float32.
+    const memory::data_type ot = operand_type(operands);
+    const memory::desc x_md = src_md(s, ot), dy_md = dst_md(s, ot), dx_md = src_md(s),
+                       y_md = dst_md(s);
     KESTREL_CHECK(act == ConvActivation::None || pass == ConvPass::Forward,
                   "conv2d through oneDNN: an activation post-op goes with the forward pass only");
     // A new attribute object: primitive_attr is a handle, so a copy of attr_ would share it.
@@ -234,14 +256,18 @@ class DnnlConv {
 #endif
       fwd_attr.set_post_ops(ops);
     }
-    const memory::desc any = weights_md(s, tag::any), ohwi = weights_md(s, tag::ohwi);
+    // The filter's own layouts: the operand type where the pass reads it, float32 where
+    // backward-weights writes it.
+    const memory::data_type ft = pass == ConvPass::BackwardFilter ? kF32 : ot;
+    const memory::desc any = weights_md(s, tag::any, ft), ohwi = weights_md(s, tag::ohwi, ft);
+    const memory::desc fwd_any = weights_md(s, tag::any, ot);
     const memory::desc no_bias;
     // The backward passes are built with the forward pass as their hint, as oneDNN requires.
     const memory::desc fwd_bias = bias && pass == ConvPass::Forward ? bias_md(s) : no_bias;
 #if DNNL_VERSION_MAJOR >= 3  // oneDNN 3 builds primitive descriptors without operation descriptors
     auto make_fwd = [&] {
       return dnnl::convolution_forward::primitive_desc(engine_, dnnl::prop_kind::forward_training, algo,
-                                                       src_md(s), any, fwd_bias, dst_md(s), strides(s),
+                                                       x_md, fwd_any, fwd_bias, y_md, strides(s),
                                                        padding(s), padding(s), fwd_attr);
     };
     dnnl::convolution_forward::primitive_desc fwd = make_fwd();
@@ -258,8 +284,8 @@ class DnnlConv {
     }
 #else
     const dnnl::convolution_forward::primitive_desc fwd(
-        dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, algo, src_md(s), any,
-                                        fwd_bias, dst_md(s), strides(s), padding(s), padding(s)),
+        dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, algo, x_md, fwd_any,
+                                        fwd_bias, y_md, strides(s), padding(s), padding(s)),
         fwd_attr, engine_);
 #endif
     Primitive p;
@@ -272,10 +298,10 @@ class DnnlConv {
       case ConvPass::BackwardData: {
 #if DNNL_VERSION_MAJOR >= 3
         const dnnl::convolution_backward_data::primitive_desc pd(
-            engine_, algo, src_md(s), any, dst_md(s), strides(s), padding(s), padding(s), fwd, attr_);
+            engine_, algo, dx_md, any, dy_md, strides(s), padding(s), padding(s), fwd, attr_);
 #else
         const dnnl::convolution_backward_data::primitive_desc pd(
-            dnnl::convolution_backward_data::desc(algo, src_md(s), any, dst_md(s), strides(s),
+            dnnl::convolution_backward_data::desc(algo, dx_md, any, dy_md, strides(s),
                                                   padding(s), padding(s)),
             attr_, engine_, fwd);
 #endif
@@ -287,19 +313,19 @@ class DnnlConv {
       case ConvPass::BackwardFilter: {
 #if DNNL_VERSION_MAJOR >= 3
         const dnnl::convolution_backward_weights::primitive_desc pd(
-            engine_, algo, src_md(s), any, bias ? bias_md(s) : no_bias, dst_md(s), strides(s),
+            engine_, algo, x_md, any, bias ? bias_md(s) : no_bias, dy_md, strides(s),
             padding(s), padding(s), fwd, attr_);
 #else
         const dnnl::convolution_backward_weights::primitive_desc pd(
-            dnnl::convolution_backward_weights::desc(algo, src_md(s), any,
-                                                     bias ? bias_md(s) : no_bias, dst_md(s),
+            dnnl::convolution_backward_weights::desc(algo, x_md, any,
+                                                     bias ? bias_md(s) : no_bias, dy_md,
                                                      strides(s), padding(s), padding(s)),
             attr_, engine_, fwd);
 #endif
         p.conv = {dnnl::convolution_backward_weights(pd), pd.scratchpad_desc()};
         p.filter = pd.diff_weights_desc();
         p.implementation = pd.impl_info_str();
-        if (gemm_backward_filter_wins(s, p.implementation)) {
+        if (operands == Operands::F32 && gemm_backward_filter_wins(s, p.implementation)) {
           p.gemm = true;
           p.implementation = is_pointwise(s) ? kGemmBackwardFilter1x1 : kGemmBackwardFilter;
           return p;
@@ -345,7 +371,7 @@ class DnnlConv {
   dnnl::primitive_attr attr_;  // user scratchpad mode, for every primitive
   ScratchPool scratch_;
   std::map<Key, Primitive> primitives_;  // never erased: references to entries stay valid
-  std::map<std::pair<const float*, Key>, CachedFilter> filters_;
+  std::map<std::pair<const void*, Key>, CachedFilter> filters_;
   uint64_t clock_ = 0;
   std::atomic<WeightVersion> next_version_{kUncachedWeights};
   DnnlWeightCacheStats stats_;
@@ -467,6 +493,61 @@ void conv2d_backward_filter_dnnl(const Conv2dShape& s, const float* x, const flo
     dnnl.run(p.conv, args);
     if (p.filter_reorder) dnnl.run(*p.filter_reorder, {{DNNL_ARG_FROM, out}, {DNNL_ARG_TO, user}});
   });
+}
+
+void conv2d_forward_dnnl_bf16(const Conv2dShape& s, const uint16_t* x, const uint16_t* w,
+                              const float* bias, float* y) {
+  checked(ConvPass::Forward, s, [&] {
+    DnnlConv& dnnl = DnnlConv::instance();
+    const Primitive& p = dnnl.primitive(ConvPass::Forward, s, bias != nullptr,
+                                        ConvActivation::None, Operands::Bf16);
+    const std::shared_ptr<memory> filter = dnnl.filter(p, ConvPass::Forward, s, w, kUncachedWeights,
+                                                       ConvActivation::None, Operands::Bf16);
+    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, wrap(src_md(s, kBf16), x)},
+                                         {DNNL_ARG_WEIGHTS, *filter},
+                                         {DNNL_ARG_DST, wrap(dst_md(s), y)}};
+    if (bias) args.emplace(DNNL_ARG_BIAS, wrap(bias_md(s), bias));
+    dnnl.run(p.conv, args);
+  });
+}
+
+void conv2d_backward_data_dnnl_bf16(const Conv2dShape& s, const uint16_t* dy, const uint16_t* w,
+                                    float* dx) {
+  checked(ConvPass::BackwardData, s, [&] {
+    DnnlConv& dnnl = DnnlConv::instance();
+    const Primitive& p = dnnl.primitive(ConvPass::BackwardData, s, false, ConvActivation::None,
+                                        Operands::Bf16);
+    const std::shared_ptr<memory> filter = dnnl.filter(
+        p, ConvPass::BackwardData, s, w, kUncachedWeights, ConvActivation::None, Operands::Bf16);
+    dnnl.run(p.conv, {{DNNL_ARG_DIFF_DST, wrap(dst_md(s, kBf16), dy)},
+                     {DNNL_ARG_WEIGHTS, *filter},
+                     {DNNL_ARG_DIFF_SRC, wrap(src_md(s), dx)}});
+  });
+}
+
+void conv2d_backward_filter_dnnl_bf16(const Conv2dShape& s, const uint16_t* x, const uint16_t* dy,
+                                      float* dw) {
+  checked(ConvPass::BackwardFilter, s, [&] {
+    DnnlConv& dnnl = DnnlConv::instance();
+    const Primitive& p = dnnl.primitive(ConvPass::BackwardFilter, s, false, ConvActivation::None,
+                                        Operands::Bf16);
+    memory user = wrap(weights_md(s, tag::ohwi), dw);
+    memory out = p.filter_reorder ? memory(p.filter, dnnl.engine()) : user;
+    dnnl.run(p.conv, {{DNNL_ARG_SRC, wrap(src_md(s, kBf16), x)},
+                     {DNNL_ARG_DIFF_DST, wrap(dst_md(s, kBf16), dy)},
+                     {DNNL_ARG_DIFF_WEIGHTS, out}});
+    if (p.filter_reorder) dnnl.run(*p.filter_reorder, {{DNNL_ARG_FROM, out}, {DNNL_ARG_TO, user}});
+  });
+}
+
+std::string conv2d_dnnl_implementation_bf16(ConvPass pass, const Conv2dShape& s) {
+  std::string name;
+  checked(pass, s, [&] {
+    name = DnnlConv::instance()
+               .primitive(pass, s, false, ConvActivation::None, Operands::Bf16)
+               .implementation;
+  });
+  return name;
 }
 
 std::string conv2d_dnnl_implementation(ConvPass pass, const Conv2dShape& s) {

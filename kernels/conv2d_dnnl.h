@@ -1,4 +1,5 @@
-// float32 convolutions on the CPU through oneDNN: the fast CPU path for training and inference.
+// float32 convolutions on the CPU through oneDNN (and bfloat16-operand ones, below): the fast CPU
+// path for training and inference.
 // Same geometry and buffers as the reference in kernels/conv2d.h (NHWC activations, OHWI filters,
 // contiguous), which stays the float64 reference the tests check against.
 //
@@ -56,6 +57,19 @@ void conv2d_backward_data_dnnl(const Conv2dShape& s, const float* dy, const floa
 // (oneDNN computes it in the same pass over dy).
 void conv2d_backward_filter_dnnl(const Conv2dShape& s, const float* x, const float* dy, float* dw,
                                  float* db);
+
+// The same passes on bfloat16 operands (x, w, dy: raw bfloat16 bits) with float32 accumulation and
+// float32 results (y, dx, dw; the bias is float32): the CPU's mixed precision. oneDNN offers them
+// on CPUs with AVX-512 BF16 or AMX (kernels/bf16_operands.h: cpu_bf16_support()); elsewhere
+// building the primitive fails with a kestrel::Error. The filter is reordered on every call (a
+// training step's bf16 copy of the weights is new each forward).
+void conv2d_forward_dnnl_bf16(const Conv2dShape& s, const uint16_t* x, const uint16_t* w,
+                              const float* bias, float* y);
+void conv2d_backward_data_dnnl_bf16(const Conv2dShape& s, const uint16_t* dy, const uint16_t* w,
+                                    float* dx);
+void conv2d_backward_filter_dnnl_bf16(const Conv2dShape& s, const uint16_t* x, const uint16_t* dy,
+                                      float* dw);
+std::string conv2d_dnnl_implementation_bf16(ConvPass pass, const Conv2dShape& s);
 
 // The oneDNN implementation a pass of this configuration runs, e.g. "brgconv:avx512_core", or,
 // for backward-weights where oneDNN would take one of its older jit kernels (conv2d_dnnl.cpp):

@@ -36,7 +36,9 @@ Tensor Conv2d::forward_with(const Tensor& x, Tensor w, Tensor b) {
     w = w.to(x.dtype());
     if (b.defined()) b = b.to(x.dtype());
   }
-  Tensor y = ops::conv2d(x, w, b, ops::Conv2dParams{stride, stride, padding, padding});
+  ops::Conv2dParams params{stride, stride, padding, padding};
+  params.operands = operands;
+  Tensor y = ops::conv2d(x, w, b, params);
   last_macs_ = y.numel() * in_channels * kernel * kernel;
   return y;
 }
@@ -112,6 +114,12 @@ Tensor Conv::forward(const Tensor& x) {
 void fuse_convs(Module& m) {
   m.visit([](Module& child) {
     if (auto* c = dynamic_cast<Conv*>(&child)) c->fuse();
+  });
+}
+
+void set_conv_operands(Module& m, ops::ConvOperands operands) {
+  m.visit([operands](Module& child) {
+    if (auto* c = dynamic_cast<Conv2d*>(&child)) c->operands = operands;
   });
 }
 

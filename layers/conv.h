@@ -30,6 +30,9 @@ class Conv2d : public UnaryModule {
   Tensor weight;  // [c2, k, k, c1]
   Tensor bias;    // [c2] or undefined
   int64_t in_channels, out_channels, kernel, stride, padding;
+  // What the CPU's float32 forward and backward multiply (ops::ConvOperands; --amp bf16 on the
+  // CPU). Inference (forward_inference) always runs float32.
+  ops::ConvOperands operands = ops::ConvOperands::Float32;
 
  private:
   int64_t last_macs_ = 0;
@@ -91,5 +94,7 @@ class Conv : public UnaryModule {
 // fuse() / unfuse() on every Conv block in m and below.
 void fuse_convs(Module& m);
 void unfuse_convs(Module& m);
+// Sets every Conv2d's operands in m (the CPU's mixed precision for a training model).
+void set_conv_operands(Module& m, ops::ConvOperands operands);
 
 }  // namespace kestrel::layers

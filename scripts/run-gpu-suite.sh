@@ -10,6 +10,8 @@
 #               runs it (deterministic) and at PyTorch's fastest, bf16, fp32
 #   e2e         coco128, yolov5s 640 b64, 30 epochs --noval, 8 workers: Kestrel, then the reference
 #   profile     train_step --profile, yolov5s bf16
+#   cpubf16     the host CPU's bf16 flags; train_step yolov5s 320 b16 on the CPU with --amp off, bf16
+#               (oneDNN's bf16 convolutions, where the CPU has AVX-512 BF16 or AMX) and bf16-emulated
 #   sanitizer   compute-sanitizer memcheck on each failed test, then on kernel tests while time lasts
 #
 #   run-gpu-suite.sh [--budget S] [--reference DIR] [--coco128 DIR] [--steps a,b,..]
@@ -24,7 +26,7 @@
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 out=${OUT:-$PWD/gpu-suite-results}
-budget=480 reference="" coco128="" steps=facts,tests,step,reference,e2e,profile,sanitizer only_tests="" dirs=()
+budget=480 reference="" coco128="" steps=facts,tests,step,reference,e2e,profile,cpubf16,sanitizer only_tests="" dirs=()
 while (($#)); do
   case $1 in
     --budget) budget=$2; shift 2 ;;
@@ -216,6 +218,19 @@ else
       --amp bf16 --device 0 --iters 10 --warmup 3 --profile)
     say "  $status  profile ${secs}s (profile.log in logs.tar.xz)"
   fi
+fi
+
+# The GPU host's CPU is likely to have bf16 instructions, which the development machines lack: the
+# one place to time Kestrel's CPU bf16 training and to see it agree with its float32 emulation.
+if step cpubf16 45; then
+  say "  CPU:$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2), $(nproc) threads, bf16 flags: $(grep -ow 'avx512_bf16\|amx_bf16' /proc/cpuinfo | sort -u | paste -sd' ')"
+  for amp in off bf16 bf16-emulated; do
+    read -r status secs < <(limited 40 "$logs/cpu_step_$amp.log" bin/train_step --model models/yolov5s.yaml \
+      --img-size 320 --batch-size 16 --device cpu --amp "$amp" --iters 3 --warmup 1)
+    grep -h '^{' "$logs/cpu_step_$amp.log" >>"$results"
+    line=$(grep -h '^{' "$logs/cpu_step_$amp.log" | tail -1)
+    say "  $status  cpu yolov5s 320 b16 --amp $amp  ${secs}s  $(echo "$line" | grep -o '"ms_per_step":[0-9.]*\|"loss":[0-9.e-]*\|"error":"[^"]*"' | paste -sd' ')"
+  done
 fi
 
 if step sanitizer 30; then

@@ -18,6 +18,7 @@
 #include "yolo/data/image_weights.h"
 #include "yolo/data/loader.h"
 #include "yolo/dataset_fingerprint.h"
+#include "yolo/device_choice.h"
 #include "yolo/early_stopping.h"
 #include "yolo/ema.h"
 #include "yolo/grad_scaler.h"
@@ -116,7 +117,8 @@ class Trainer {
   StopSignal stop_;
   RankInfo rank_;
   Device device_ = Device::cpu();
-  DType compute_ = DType::F32;
+  DType compute_ = DType::F32;  // the activations' type (precision_.activations)
+  Precision precision_;
   std::optional<ResumePlan> resume_;
   std::optional<Console> out_;
   std::string save_dir_, weights_dir_, last_path_, best_path_;

@@ -64,7 +64,8 @@ void Trainer::resolve_options() {
   // This rank's GPU is current on this thread from here on: nothing creates a context on GPU 0.
   if (device_.is_cuda()) KESTREL_CUDA_CHECK(cudaSetDevice(device_.index));
   if (rank_.world > 1) rank_.group = dist::init_process_group(device_.is_cuda() ? "nccl" : "gloo", dopt, device_);
-  compute_ = pick_compute_dtype(options_.amp, device_);
+  precision_ = pick_precision(options_.amp, device_);
+  compute_ = precision_.activations;
   if (resume_)
     for (const std::string& note : resume_->notes) out_->line("--resume: ", note);
   if (options_.sync_bn && rank_.world == 1)
@@ -230,6 +231,7 @@ void Trainer::build_model() {
   }
   wait_for_rank0(rank_, "AutoAnchor and label plots");
   model_->to(device_);
+  layers::set_conv_operands(*model_, precision_.conv_operands);  // the EMA model validates in float32
   if (options_.sync_bn && rank_.world > 1) {
     auto group = rank_.group;
     model_->visit([&](layers::Module& m) {
@@ -409,7 +411,7 @@ void Trainer::restore() {
 void Trainer::announce() {
   out_->line("Image sizes ", options_.img_size, " train, ", options_.img_size, " val");
   out_->line("Using ", workers_, " dataloader workers per rank, ", rank_.world, " rank", rank_.world > 1 ? "s" : "",
-             ", ", dtype_name(compute_), " compute on ", device_.str());
+             ", ", precision_.describe(), " compute on ", device_.str());
   out_->line("Logging results to ", save_dir_);
   out_->line("Starting training for ", options_.epochs, " epochs...");
 }

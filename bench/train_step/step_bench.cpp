@@ -25,6 +25,7 @@
 #include "yolo/data/loader.h"
 #include "yolo/data/sampler.h"
 #include "yolo/data/synthetic.h"
+#include "yolo/device_choice.h"
 #include "yolo/grad_scaler.h"
 #include "yolo/loss.h"
 #include "yolo/model.h"
@@ -42,13 +43,6 @@ std::string model_path(const std::string& model) {
   KESTREL_CHECK(std::filesystem::exists(under), "train_step --model: neither '", model, "' nor '", under,
                 "' exists; give a model yaml or a name such as yolov5s (run from the repository root)");
   return under;
-}
-
-DType compute_dtype(const std::string& amp, Device device) {
-  if (amp == "off") return DType::F32;
-  KESTREL_CHECK(amp == "bf16" || amp == "fp16", "train_step --amp must be bf16, fp16 or off, got '", amp, "'");
-  KESTREL_CHECK(device.is_cuda(), "train_step --amp ", amp, " needs a CUDA device; use --amp off on the CPU");
-  return amp == "bf16" ? DType::BF16 : DType::F16;
 }
 
 // Random u8 images and 4 random boxes per image, made once and kept on the device: the step then
@@ -142,7 +136,8 @@ double max_rss_mb() {
 StepResult run_step_bench(const StepConfig& c) {
   KESTREL_CHECK(c.iters > 0 && c.warmup >= 0 && c.batch > 0 && c.img_size > 0,
                 "train_step: --iters, --batch-size and --img-size must be > 0 and --warmup >= 0");
-  const DType compute = compute_dtype(c.amp, c.device);
+  const yolo::Precision precision = yolo::pick_precision(c.amp, c.device);
+  const DType compute = precision.activations;
   const yolo::ModelConfig mcfg = yolo::load_model_config(model_path(c.model));
 
   // The pipeline's stride only shapes rect batches, which training with mosaic does not use.
@@ -155,6 +150,7 @@ StepResult run_step_bench(const StepConfig& c) {
   StepResult r;
   r.gflops_per_image = model.gflops(c.img_size);
   model.to(c.device);
+  layers::set_conv_operands(model, precision.conv_operands);
   model.train(true);
 
   const yolo::Hyp hyp;

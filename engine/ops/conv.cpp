@@ -6,6 +6,7 @@
 #include "engine/profiler.h"
 #include "engine/ops/common.h"
 #include "engine/ops/elementwise.h"
+#include "kernels/bf16_operands.h"
 #include "kernels/conv2d_dnnl.h"
 
 namespace kestrel::ops {
@@ -168,15 +169,71 @@ Tensor backward_filter(const Tensor& x_, const Tensor& dy_, const Shape& weight_
   return dw;
 }
 
+// --- bfloat16 operands (ConvOperands) ---------------------------------------------------------
+
+bool cpu_has_native_bf16() {
+  static const bool native = kernels::cpu_bf16_support().native();  // fixed for the process
+  return native;
+}
+
+void check_bf16_operands(const Tensor& x, const Conv2dParams& p) {
+  KESTREL_CHECK(x.device().is_cpu() && x.dtype() == DType::F32,
+                "conv2d: bfloat16 operands are the CPU's float32 mixed precision, got ", x.describe(),
+                "; on CUDA mixed precision runs on bfloat16 activations instead");
+  KESTREL_CHECK(p.operands != ConvOperands::Bfloat16 || cpu_has_native_bf16(),
+                "conv2d: bfloat16 operands need a CPU with AVX-512 BF16 or AMX, which this one lacks; "
+                "use ConvOperands::Bfloat16Emulated to check the arithmetic, or Float32");
+}
+
+// t (dense, CPU float32) rounded to bfloat16: a BF16 tensor for oneDNN's bf16 kernels, or float32
+// holding the rounded values for the emulation.
+Tensor bf16_operand(const Tensor& t, ConvOperands o) {
+  if (o == ConvOperands::Bfloat16) {
+    Tensor q = Tensor::empty(t.shape(), DType::BF16, t.device());
+    kernels::float_to_bf16_cpu(t.data<float>(), static_cast<uint16_t*>(q.data_ptr()), t.numel());
+    return q;
+  }
+  Tensor q = Tensor::empty(t.shape(), DType::F32, t.device());
+  kernels::round_to_bf16_cpu(t.data<float>(), q.data<float>(), t.numel());
+  return q;
+}
+
+const uint16_t* bf16_bits(const Tensor& t) { return static_cast<const uint16_t*>(t.data_ptr()); }
+
+// dx from rounded operands (bf16_operand): float32.
+Tensor backward_data_bf16(const Tensor& dyq, const Tensor& wq, const Shape& x_shape,
+                          const Conv2dParams& p) {
+  if (p.operands == ConvOperands::Bfloat16Emulated)
+    return backward_data(dyq, wq, x_shape, p, kernels::kUncachedWeights);
+  const Conv2dShape s = conv_shape(x_shape, wq.shape(), p);
+  check_output_grad("conv2d backward-data", dyq, s);
+  Tensor dx = Tensor::empty(x_shape, DType::F32, wq.device());
+  kernels::conv2d_backward_data_dnnl_bf16(s, bf16_bits(dyq), bf16_bits(wq), dx.data<float>());
+  return dx;
+}
+
+// dw from rounded operands: float32.
+Tensor backward_filter_bf16(const Tensor& xq, const Tensor& dyq, const Shape& w_shape,
+                            const Conv2dParams& p) {
+  if (p.operands == ConvOperands::Bfloat16Emulated) return backward_filter(xq, dyq, w_shape, p, nullptr);
+  const Conv2dShape s = conv_shape(xq.shape(), w_shape, p);
+  check_output_grad("conv2d backward-filter", dyq, s);
+  Tensor dw = Tensor::empty(w_shape, DType::F32, xq.device());
+  kernels::conv2d_backward_filter_dnnl_bf16(s, bf16_bits(xq), bf16_bits(dyq), dw.data<float>());
+  return dw;
+}
+
 struct Conv2dBackward : autograd::Node {
   Conv2dParams params;
   Shape x_shape, w_shape;
+  // x and w as the forward multiplied them (rounded, with bfloat16 operands)
   autograd::SavedTensor x;  // kept only when the weight needs a gradient
   autograd::SavedTensor w;  // kept only when the input needs a gradient
   // The version the forward pass gave w's contents (oneDNN only), for backward-data's lookup.
   WeightVersion w_version = kernels::kUncachedWeights;
   std::vector<Tensor> apply(std::vector<Tensor>& g) override {
     Tensor dy = dense(g[0]);
+    if (params.operands != ConvOperands::Float32) return apply_bf16(dy);
     Tensor dx = next_edges[0].fn ? backward_data(dy, w.unpack(), x_shape, params, w_version)
                                  : Tensor();
     Tensor db;
@@ -185,6 +242,14 @@ struct Conv2dBackward : autograd::Node {
                                  : Tensor();
     if (next_edges[2].fn && !db.defined()) db = conv2d_backward_bias(dy);
     return {dx, dw, db};
+  }
+  // dy rounded once for both passes; the bias gradient from dy itself.
+  std::vector<Tensor> apply_bf16(const Tensor& dy) {
+    const bool data = next_edges[0].fn != nullptr, filter = next_edges[1].fn != nullptr;
+    const Tensor dyq = data || filter ? bf16_operand(dy, params.operands) : Tensor();
+    return {data ? backward_data_bf16(dyq, w.unpack(), x_shape, params) : Tensor(),
+            filter ? backward_filter_bf16(x.unpack(), dyq, w_shape, params) : Tensor(),
+            next_edges[2].fn ? conv2d_backward_bias(dy) : Tensor()};
   }
   void release_saved() override {
     x.release();
@@ -214,9 +279,33 @@ ForwardOperands forward_operands(const Tensor& x_, const Tensor& w_, const Tenso
   return {s, x, dense(w_), b_.defined() ? dense(b_) : Tensor(), y};
 }
 
+// conv2d on bfloat16 operands (ConvOperands).
+Tensor conv2d_bf16(const Tensor& x_, const Tensor& w_, const Tensor& b_, const Conv2dParams& p) {
+  const profiler::Scope timed("Conv2d", profiler::Phase::Forward);
+  const ForwardOperands o = forward_operands(x_, w_, b_, p);
+  check_bf16_operands(o.x, p);
+  const Tensor xq = bf16_operand(o.x, p.operands), wq = bf16_operand(o.w, p.operands);
+  const float* bias = o.b.defined() ? o.b.data<float>() : nullptr;
+  if (p.operands == ConvOperands::Bfloat16)
+    kernels::conv2d_forward_dnnl_bf16(o.s, bf16_bits(xq), bf16_bits(wq), bias, o.y.data<float>());
+  else
+    kernels::conv2d_forward_dnnl(o.s, xq.data<float>(), wq.data<float>(), kernels::kUncachedWeights,
+                                 bias, o.y.data<float>());
+  if (auto node = autograd::make_node<Conv2dBackward>({&x_, &w_, &b_})) {
+    node->params = p;
+    node->x_shape = x_.shape();
+    node->w_shape = w_.shape();
+    if (w_.requires_grad()) node->x = autograd::SavedTensor(xq);
+    if (x_.requires_grad()) node->w = autograd::SavedTensor(wq);
+    autograd::set_history(o.y, node);
+  }
+  return o.y;
+}
+
 }  // namespace
 
 Tensor conv2d(const Tensor& x_, const Tensor& w_, const Tensor& b_, const Conv2dParams& p) {
+  if (p.operands != ConvOperands::Float32) return conv2d_bf16(x_, w_, b_, p);
   const profiler::Scope timed("Conv2d", profiler::Phase::Forward);
   const ForwardOperands o = forward_operands(x_, w_, b_, p);
   const Conv2dShape& s = o.s;  // named references, not a structured binding: lambdas capture them
@@ -268,7 +357,7 @@ Tensor conv2d_inference(const Tensor& x_, const Tensor& w_, const Tensor& b_,
                       (b_.defined() && b_.requires_grad())),
                 "conv2d_inference records no gradients: run it under autograd::NoGradGuard, or "
                 "use conv2d for training");
-  if (!use_dnnl(x_) || x_.dtype() != w_.dtype()) {
+  if (!use_dnnl(x_) || x_.dtype() != w_.dtype() || p.operands != ConvOperands::Float32) {
     Tensor y = conv2d(x_, w_, b_, p);
     return act == ConvActivation::Silu ? silu(y) : y;
   }
@@ -325,6 +414,7 @@ std::string conv2d_algorithm(ConvPass pass, const Tensor& x, const Tensor& weigh
   return launch(
       x.device(),
       [&]() -> std::string {
+        if (p.operands == ConvOperands::Bfloat16) return kernels::conv2d_dnnl_implementation_bf16(pass, s);
         return use_dnnl(x) ? kernels::conv2d_dnnl_implementation(pass, s) : "im2col_gemm";
       },
       [&](cudaStream_t) -> std::string {

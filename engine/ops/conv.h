@@ -2,8 +2,9 @@
 // [O, KH, KW, C], optional bias [O], output NHWC [N, OH, OW, O] with
 // OH = (H + 2 * pad_h - KH) / stride_h + 1 (likewise OW).
 //
-// CPU: float32 through oneDNN (kernels/conv2d_dnnl.h), float64 through the im2col + BLAS
-// reference that the gradient checks use. CUDA: float32 / float16 / bfloat16 through cuDNN with
+// CPU: float32 through oneDNN (kernels/conv2d_dnnl.h), optionally on bfloat16 operands
+// (Conv2dParams::operands), float64 through the im2col + BLAS reference that the gradient checks
+// use. CUDA: float32 / float16 / bfloat16 through cuDNN with
 // float accumulation; the first call of a configuration times cuDNN's algorithms (a few
 // milliseconds to seconds, once per process), later calls reuse the choice and allocate nothing
 // beyond their outputs and the caching allocator's recycled workspace.
@@ -16,12 +17,25 @@
 
 namespace kestrel::ops {
 
+// What a CPU float32 convolution multiplies (the CPU's mixed precision, --amp bf16):
+// - Float32: x and w as they are.
+// - Bfloat16: x, w and, in backward, dy rounded to bfloat16 and run through oneDNN's bf16 kernels,
+//   accumulated in float32; y, dx, dw and db stay float32 (db from the float32 dy). Needs a CPU
+//   with AVX-512 BF16 or AMX (kernels::cpu_bf16_support()); refused elsewhere.
+// - Bfloat16Emulated: the same roundings, kept in float32 and run through the float32 kernels, on
+//   any CPU: the same arithmetic up to the order of the float32 sums, for checking the numbers of
+//   bf16 training where the instructions are missing (slower than Float32: three rounding passes).
+// Inputs, gradients and autograd stay float32; the op saves the rounded x and w for backward.
+enum class ConvOperands : uint8_t { Float32, Bfloat16, Bfloat16Emulated };
+
 struct Conv2dParams {
   int64_t stride_h = 1, stride_w = 1;
   int64_t pad_h = 0, pad_w = 0;
   // CUDA float32 only: let cuDNN use TF32 tensor cores (inputs rounded to a 10-bit mantissa).
   // Off by default so that float32 results match the CPU reference to float32 accuracy.
   bool allow_tf32 = false;
+  // CPU float32 only (above).
+  ConvOperands operands = ConvOperands::Float32;
 };
 
 // bias may be undefined. Gradients flow to each of x, weight, bias that requires grad.

@@ -67,7 +67,9 @@ const FlagTable kFlags = {
     {"bbox-interval", "N", "-1", "W&B box-image interval: accepted with a note (see the batch plots instead)"},
     {"artifact-alias", "A", "latest", "W&B dataset artifact version: accepted with a note (--data names the data)"},
     {"deterministic", nullptr, nullptr, "deterministic algorithms only (reproducible, slower)"},
-    {"amp", "bf16|fp16|off", nullptr, "mixed precision; default bf16 on sm_80+ GPUs, off on the CPU"},
+    {"amp", "bf16|fp16|off|bf16-emulated", nullptr,
+     "mixed precision; default bf16 on sm_80+ GPUs, off on the CPU (bf16 there: bfloat16 convolutions, "
+     "needs AVX-512 BF16 or AMX; bf16-emulated: the same numbers in float32, for checking)"},
     {"nproc-per-node", "N", "1", "start N local DDP worker processes"},
     {"nnodes", "N", "1", "number of machines in a multi-node run"},
     {"node-rank", "R", "0", "this machine's rank in a multi-node run"},
@@ -218,7 +220,8 @@ const Command kTrainCommand = {
     "                     [--single-cls] [--optimizer SGD|Adam|AdamW] [--sync-bn] [--workers 8]\n"
     "                     [--project runs/train] [--name exp] [--exist-ok] [--cos-lr]\n"
     "                     [--label-smoothing 0.0] [--patience 100] [--freeze N|i,j,..]\n"
-    "                     [--save-period -1] [--seed 0] [--deterministic] [--amp bf16|fp16|off]\n"
+    "                     [--save-period -1] [--seed 0] [--deterministic]\n"
+    "                     [--amp bf16|fp16|off|bf16-emulated]\n"
     "                     [--nproc-per-node N] [--nnodes M --node-rank R --master-addr A\n"
     "                     --master-port P] [--bucket-cap-mb 4] [--no-overlap] [--timed-buckets] [--trace FILE]\n"
     "                     [--edge-bucket-mb 0.25] [--grad-compress none|fp16|bf16]\n"
