@@ -98,6 +98,21 @@ bool is_pointwise(const Conv2dShape& s) {
   return s.kh == 1 && s.kw == 1 && s.stride_h == 1 && s.stride_w == 1 && s.pad_h == 0 && s.pad_w == 0;
 }
 
+// bf16 operands: oneDNN 3.2 runs backward-weights on AVX-512 BF16 through its older jit_bf16 kernels;
+// as one bf16 matmul (brgemm) per group of images, dW = dY^T . im2col(x), accumulated in float32,
+// they ran faster (docs/performance.md, "bfloat16 on the CPU"): pointwise and 3x3 convolutions.
+constexpr const char* kMatmulBackwardFilter = "im2col+bf16 matmul";
+constexpr const char* kMatmulBackwardFilter1x1 = "bf16 matmul";
+
+bool matmul_backward_filter_wins(const Conv2dShape& s) {
+#if DNNL_VERSION_MAJOR >= 3
+  return is_pointwise(s) || (s.kh == 3 && s.kw == 3);
+#else
+  (void)s;
+  return false;  // oneDNN 2.6's matmul API is not wired here
+#endif
+}
+
 bool gemm_backward_filter_wins(const Conv2dShape& s, std::string_view onednn_choice) {
   if (is_pointwise(s)) return onednn_choice.starts_with("jit_1x1:");
   const bool old_jit = onednn_choice.starts_with("jit:");  // not brgconv, not oneDNN's own gemm
@@ -112,7 +127,8 @@ struct Primitive {
   memory::desc filter;  // the layout conv reads (forward, backward-data) or writes (weights)
   std::optional<Runnable> filter_reorder;  // OHWI -> filter, or filter -> OHWI for weights
   std::string implementation;
-  bool gemm = false;  // backward-weights through gemm_backward_filter instead of conv
+  bool gemm = false;  // backward-weights through gemm_backward_filter (float32) or
+                      // matmul_backward_filter (bf16) instead of conv
 };
 
 // Scratch buffers for the primitives, leased to one call at a time and kept for the next: calls
@@ -211,6 +227,31 @@ class DnnlConv {
   }
 
   dnnl::engine& engine() { return engine_; }
+
+#if DNNL_VERSION_MAJOR >= 3
+  // dst (o x k, float32) (+)= a^T . b for a (rows x o) and b (rows x k), both bfloat16 row-major:
+  // backward-weights' dW = dY^T . im2col(x). accumulate adds onto dst (a sum post-op).
+  const Runnable& bf16_matmul_at_b(int64_t rows, int64_t o, int64_t k, bool accumulate) {
+    std::lock_guard lock(mutex_);
+    const std::array<int64_t, 4> key{rows, o, k, int64_t(accumulate)};
+    auto it = matmuls_.find(key);
+    if (it == matmuls_.end()) {
+      dnnl::primitive_attr attr;
+      attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+      if (accumulate) {
+        dnnl::post_ops ops;
+        ops.append_sum(1.0f);
+        attr.set_post_ops(ops);
+      }
+      const memory::desc a_t({o, rows}, kBf16, memory::dims{1, o});  // a^T: a read by columns
+      const memory::desc b({rows, k}, kBf16, memory::dims{k, 1});
+      const memory::desc dst({o, k}, kF32, memory::dims{k, 1});
+      const dnnl::matmul::primitive_desc pd(engine_, a_t, b, dst, attr);
+      it = matmuls_.emplace(key, Runnable{dnnl::matmul(pd), pd.scratchpad_desc()}).first;
+    }
+    return it->second;
+  }
+#endif
 
   // Runs r on a stream of its own (streams are per call: a CPU stream is cheap) with leased
   // scratch; returns when the results are written.
@@ -330,6 +371,11 @@ class DnnlConv {
           p.implementation = is_pointwise(s) ? kGemmBackwardFilter1x1 : kGemmBackwardFilter;
           return p;
         }
+        if (operands == Operands::Bf16 && matmul_backward_filter_wins(s)) {
+          p.gemm = true;
+          p.implementation = is_pointwise(s) ? kMatmulBackwardFilter1x1 : kMatmulBackwardFilter;
+          return p;
+        }
         if (p.filter != ohwi) p.filter_reorder = reorder_between(p.filter, ohwi);
         return p;
       }
@@ -371,6 +417,7 @@ class DnnlConv {
   dnnl::primitive_attr attr_;  // user scratchpad mode, for every primitive
   ScratchPool scratch_;
   std::map<Key, Primitive> primitives_;  // never erased: references to entries stay valid
+  std::map<std::array<int64_t, 4>, Runnable> matmuls_;  // likewise
   std::map<std::pair<const void*, Key>, CachedFilter> filters_;
   uint64_t clock_ = 0;
   std::atomic<WeightVersion> next_version_{kUncachedWeights};
@@ -397,8 +444,8 @@ void checked(ConvPass pass, const Conv2dShape& s, F f) {
 // The number of images whose im2col rows one GEMM takes: about 8 MB of im2col, but at least 2048
 // rows where that fits in 32 MB (a shorter reduction ran the GEMM at 60-65 GFLOP/s against 80 with
 // 1600 rows: yolov5s's 10x10 outputs, 100 rows an image), and at least one image.
-int64_t gemm_images_per_piece(const Conv2dShape& s) {
-  const int64_t per_image = s.out_h() * s.out_w(), image_bytes = per_image * s.patch() * int64_t(sizeof(float));
+int64_t gemm_images_per_piece(const Conv2dShape& s, int64_t element_bytes = sizeof(float)) {
+  const int64_t per_image = s.out_h() * s.out_w(), image_bytes = per_image * s.patch() * element_bytes;
   const int64_t by_bytes = (int64_t(8) << 20) / image_bytes;
   const int64_t by_rows = std::min((int64_t(2048) + per_image - 1) / per_image, (int64_t(32) << 20) / image_bytes);
   return std::clamp<int64_t>(std::max(by_bytes, by_rows), 1, s.n);
@@ -406,18 +453,19 @@ int64_t gemm_images_per_piece(const Conv2dShape& s) {
 
 // im2col of images [n0, n0 + rows / per_image): row m holds the patch output pixel m reads, in OHWI
 // order (zeros where it falls in the padding).
-void im2col_rows(const Conv2dShape& s, const float* x, int64_t n0, int64_t rows, float* col) {
+template <class T>
+void im2col_rows(const Conv2dShape& s, const T* x, int64_t n0, int64_t rows, T* col) {
   const int64_t ow = s.out_w(), per_image = s.out_h() * ow, kc = s.patch();
 #pragma omp parallel for schedule(static)
   for (int64_t m = 0; m < rows; ++m) {
     const int64_t n = n0 + m / per_image, r = m % per_image;
     const int64_t y0 = (r / ow) * s.stride_h - s.pad_h, x0 = (r % ow) * s.stride_w - s.pad_w;
-    float* dst = col + m * kc;
+    T* dst = col + m * kc;
     for (int64_t i = 0; i < s.kh; ++i)
       for (int64_t j = 0; j < s.kw; ++j, dst += s.c) {
         const int64_t yy = y0 + i, xx = x0 + j;
         if (yy < 0 || yy >= s.h || xx < 0 || xx >= s.w)
-          std::fill(dst, dst + s.c, 0.0f);
+          std::fill(dst, dst + s.c, T(0));
         else
           std::copy_n(x + ((n * s.h + yy) * s.w + xx) * s.c, s.c, dst);
       }
@@ -446,6 +494,32 @@ void gemm_backward_filter(const Conv2dShape& s, const float* x, const float* dy,
   }
   if (db) conv2d_backward_bias_cpu(DType::F32, s.n * per_image, s.o, dy, db);
 }
+
+#if DNNL_VERSION_MAJOR >= 3
+// gemm_backward_filter's bfloat16 twin: dW (float32) = sum over pieces of dY^T . im2col(x), each
+// piece's matmul accumulating onto the last (bfloat16 zeros are 0).
+void matmul_backward_filter(const Conv2dShape& s, const uint16_t* x, const uint16_t* dy, float* dw) {
+  DnnlConv& dnnl = DnnlConv::instance();
+  const int64_t per_image = s.out_h() * s.out_w(), kc = s.patch();
+  const bool pointwise = is_pointwise(s);
+  const int64_t chunk = pointwise ? s.n : gemm_images_per_piece(s, sizeof(uint16_t));
+  std::optional<ScratchPool::Lease> lease;
+  if (!pointwise) lease.emplace(dnnl.scratch(), size_t(chunk * per_image * kc) * sizeof(uint16_t));
+  for (int64_t n0 = 0; n0 < s.n; n0 += chunk) {
+    const int64_t rows = std::min(chunk, s.n - n0) * per_image;
+    const uint16_t* col = x;
+    if (lease) {
+      auto* buffer = static_cast<uint16_t*>(lease->data());
+      im2col_rows(s, x, n0, rows, buffer);
+      col = buffer;
+    }
+    const Runnable& mm = dnnl.bf16_matmul_at_b(rows, s.o, kc, n0 > 0);
+    dnnl.run(mm, {{DNNL_ARG_SRC, wrap(memory::desc({s.o, rows}, kBf16, memory::dims{1, s.o}), dy + n0 * per_image * s.o)},
+                  {DNNL_ARG_WEIGHTS, wrap(memory::desc({rows, kc}, kBf16, memory::dims{kc, 1}), col)},
+                  {DNNL_ARG_DST, wrap(memory::desc({s.o, kc}, kF32, memory::dims{kc, 1}), dw)}});
+  }
+}
+#endif
 
 }  // namespace
 
@@ -531,6 +605,9 @@ void conv2d_backward_filter_dnnl_bf16(const Conv2dShape& s, const uint16_t* x, c
     DnnlConv& dnnl = DnnlConv::instance();
     const Primitive& p = dnnl.primitive(ConvPass::BackwardFilter, s, false, ConvActivation::None,
                                         Operands::Bf16);
+#if DNNL_VERSION_MAJOR >= 3
+    if (p.gemm) return matmul_backward_filter(s, x, dy, dw);
+#endif
     memory user = wrap(weights_md(s, tag::ohwi), dw);
     memory out = p.filter_reorder ? memory(p.filter, dnnl.engine()) : user;
     dnnl.run(p.conv, {{DNNL_ARG_SRC, wrap(src_md(s, kBf16), x)},

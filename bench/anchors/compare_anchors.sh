@@ -2,7 +2,8 @@
 # Kestrel against every CPU anchor in one sitting (docs/performance.md, "Anchors"): the same rows
 # timed by Kestrel's build/train_step, the reference v7.0 on PyPI's newest PyTorch (fp32 and bf16
 # autocast), the reference on Debian's PyTorch 1.13 (fp32), and, for inference, ONNX Runtime on
-# `kestrel export`'s ONNX. Runs alternate within each round (the order rotates every round), all
+# `kestrel export`'s ONNX. Where the CPU has AVX-512 BF16 or AMX-BF16 (/proc/cpuinfo), the
+# training rows also time Kestrel with --amp bf16 (bfloat16 convolutions). Runs alternate within each round (the order rotates every round), all
 # at the same thread count; every run's JSON line goes to OUT.jsonl tagged with its round and
 # anchor, and summarize_anchors.py turns it into medians, spreads and ratios.
 #
@@ -86,6 +87,8 @@ train_anchor() {  # round row args anchor
   case $anchor in
     kestrel) run "$round" kestrel "$row" "$train_step" $args --amp off --device cpu \
                --iters "$train_iters" --warmup "$train_warmup" ;;
+    kestrel-bf16) run "$round" kestrel-bf16 "$row" "$train_step" $args --amp bf16 --device cpu \
+               --iters "$train_iters" --warmup "$train_warmup" ;;
     torch-fp32) run "$round" torch-fp32 "$row" "$bench_python" "${reference[@]}" $args \
                --iters "$train_iters" --warmup "$train_warmup" ;;
     torch-bf16) run "$round" torch-bf16 "$row" "$bench_python" "${reference[@]}" $args --amp bf16 \
@@ -115,12 +118,14 @@ rotate() {  # k items... -> the items rotated left by k
 
 onnx=""
 [[ $only == train ]] || onnx=$(export_onnx yolov5s 640)
+kestrel_bf16=""
+grep -qw 'avx512_bf16\|amx_bf16' /proc/cpuinfo && kestrel_bf16=kestrel-bf16
 mkdir -p "$(dirname "$out")"
 echo "compare_anchors: $(date -u +%FT%TZ), $rounds rounds, $threads threads, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), results in $out"
 for ((r = 0; r < rounds; ++r)); do
   if [[ $only != inference ]]; then
     for i in "${!train_rows[@]}"; do
-      for anchor in $(rotate "$r" kestrel torch-fp32 torch-bf16 torch113-fp32); do
+      for anchor in $(rotate "$r" kestrel $kestrel_bf16 torch-fp32 torch-bf16 torch113-fp32); do
         train_anchor "$r" "${train_rows[i]}" "${train_args[i]}" "$anchor"
       done
     done

@@ -107,6 +107,9 @@ const std::vector<Case> kCases = {
     {"3x3 stride 2", {2, 10, 9, 16}, 8, 3, 2, 1, false},
     {"1x1 with bias (the Detect head)", {3, 6, 5, 12}, 9, 1, 1, 0, true},
     {"6x6 stride 2 (the stem)", {1, 16, 14, 3}, 8, 6, 2, 2, false},
+    // 2048 rows and 4.7 MB of bfloat16 im2col an image: backward-weights runs one piece per image,
+    // each matmul accumulating onto the last
+    {"3x3 in three pieces", {3, 32, 64, 128}, 16, 3, 1, 1, false},
 };
 
 ops::Conv2dParams params_of(const Case& c, ops::ConvOperands operands) {
