@@ -205,10 +205,10 @@ class DnnlConv {
   // the cache when (w, configuration) was reordered before at the same non-zero version. A
   // primitive with a post-op may want another layout than the plain one: its copy is its own.
   std::shared_ptr<memory> filter(const Primitive& p, ConvPass pass, const Conv2dShape& s,
-                                 const void* w, WeightVersion version,
+                                 const float* w, WeightVersion version,
                                  ConvActivation act = ConvActivation::None,
                                  Operands operands = Operands::F32) {
-    memory user(weights_md(s, tag::ohwi, operand_type(operands)), engine_, const_cast<void*>(w));
+    memory user(weights_md(s, tag::ohwi), engine_, const_cast<float*>(w));
     if (!p.filter_reorder) return std::make_shared<memory>(user);
     std::lock_guard lock(mutex_);
     if (version == kUncachedWeights) return reorder(p, user, nullptr);
@@ -297,10 +297,12 @@ class DnnlConv {
 #endif
       fwd_attr.set_post_ops(ops);
     }
-    // The filter's own layouts: the operand type where the pass reads it, float32 where
-    // backward-weights writes it.
+    // The filter's layout for the pass: in the operand type where the pass reads it, float32 where
+    // backward-weights writes it. The caller's filter is float32 OHWI in every case: for bf16
+    // operands the reorder into the pass's layout also rounds it (one pass; oneDNN's bf16-to-bf16
+    // reorders into these VNNI layouts ran several times slower than its float32-to-bf16 ones).
     const memory::data_type ft = pass == ConvPass::BackwardFilter ? kF32 : ot;
-    const memory::desc any = weights_md(s, tag::any, ft), ohwi = weights_md(s, tag::ohwi, ft);
+    const memory::desc any = weights_md(s, tag::any, ft), ohwi = weights_md(s, tag::ohwi);
     const memory::desc fwd_any = weights_md(s, tag::any, ot);
     const memory::desc no_bias;
     // The backward passes are built with the forward pass as their hint, as oneDNN requires.
@@ -418,7 +420,7 @@ class DnnlConv {
   ScratchPool scratch_;
   std::map<Key, Primitive> primitives_;  // never erased: references to entries stay valid
   std::map<std::array<int64_t, 4>, Runnable> matmuls_;  // likewise
-  std::map<std::pair<const void*, Key>, CachedFilter> filters_;
+  std::map<std::pair<const float*, Key>, CachedFilter> filters_;
   uint64_t clock_ = 0;
   std::atomic<WeightVersion> next_version_{kUncachedWeights};
   DnnlWeightCacheStats stats_;
@@ -569,7 +571,7 @@ void conv2d_backward_filter_dnnl(const Conv2dShape& s, const float* x, const flo
   });
 }
 
-void conv2d_forward_dnnl_bf16(const Conv2dShape& s, const uint16_t* x, const uint16_t* w,
+void conv2d_forward_dnnl_bf16(const Conv2dShape& s, const uint16_t* x, const float* w,
                               const float* bias, float* y) {
   checked(ConvPass::Forward, s, [&] {
     DnnlConv& dnnl = DnnlConv::instance();
@@ -585,7 +587,7 @@ void conv2d_forward_dnnl_bf16(const Conv2dShape& s, const uint16_t* x, const uin
   });
 }
 
-void conv2d_backward_data_dnnl_bf16(const Conv2dShape& s, const uint16_t* dy, const uint16_t* w,
+void conv2d_backward_data_dnnl_bf16(const Conv2dShape& s, const uint16_t* dy, const float* w,
                                     float* dx) {
   checked(ConvPass::BackwardData, s, [&] {
     DnnlConv& dnnl = DnnlConv::instance();

@@ -58,14 +58,15 @@ void conv2d_backward_data_dnnl(const Conv2dShape& s, const float* dy, const floa
 void conv2d_backward_filter_dnnl(const Conv2dShape& s, const float* x, const float* dy, float* dw,
                                  float* db);
 
-// The same passes on bfloat16 operands (x, w, dy: raw bfloat16 bits) with float32 accumulation and
-// float32 results (y, dx, dw; the bias is float32): the CPU's mixed precision. oneDNN offers them
-// on CPUs with AVX-512 BF16 or AMX (kernels/bf16_operands.h: cpu_bf16_support()); elsewhere
-// building the primitive fails with a kestrel::Error. The filter is reordered on every call (a
-// training step's bf16 copy of the weights is new each forward).
-void conv2d_forward_dnnl_bf16(const Conv2dShape& s, const uint16_t* x, const uint16_t* w,
+// The same passes on bfloat16 operands (x and dy as raw bfloat16 bits; w float32 OHWI, rounded to
+// bfloat16 by the reorder into the pass's layout) with float32 accumulation and float32 results
+// (y, dx, dw; the bias is float32): the CPU's mixed precision. oneDNN offers them on CPUs with
+// AVX-512 BF16 or AMX (kernels/bf16_operands.h: cpu_bf16_support()); elsewhere building the
+// primitive fails with a kestrel::Error. The filter is reordered on every call (training weights
+// change every step).
+void conv2d_forward_dnnl_bf16(const Conv2dShape& s, const uint16_t* x, const float* w,
                               const float* bias, float* y);
-void conv2d_backward_data_dnnl_bf16(const Conv2dShape& s, const uint16_t* dy, const uint16_t* w,
+void conv2d_backward_data_dnnl_bf16(const Conv2dShape& s, const uint16_t* dy, const float* w,
                                     float* dx);
 void conv2d_backward_filter_dnnl_bf16(const Conv2dShape& s, const uint16_t* x, const uint16_t* dy,
                                       float* dw);

@@ -200,7 +200,8 @@ Tensor bf16_operand(const Tensor& t, ConvOperands o) {
 
 const uint16_t* bf16_bits(const Tensor& t) { return static_cast<const uint16_t*>(t.data_ptr()); }
 
-// dx from rounded operands (bf16_operand): float32.
+// dx from rounded operands (bf16_operand; natively wq is the float32 filter, which oneDNN rounds):
+// float32.
 Tensor backward_data_bf16(const Tensor& dyq, const Tensor& wq, const Shape& x_shape,
                           const Conv2dParams& p) {
   if (p.operands == ConvOperands::Bfloat16Emulated)
@@ -208,7 +209,7 @@ Tensor backward_data_bf16(const Tensor& dyq, const Tensor& wq, const Shape& x_sh
   const Conv2dShape s = conv_shape(x_shape, wq.shape(), p);
   check_output_grad("conv2d backward-data", dyq, s);
   Tensor dx = Tensor::empty(x_shape, DType::F32, wq.device());
-  kernels::conv2d_backward_data_dnnl_bf16(s, bf16_bits(dyq), bf16_bits(wq), dx.data<float>());
+  kernels::conv2d_backward_data_dnnl_bf16(s, bf16_bits(dyq), wq.data<float>(), dx.data<float>());
   return dx;
 }
 
@@ -284,10 +285,12 @@ Tensor conv2d_bf16(const Tensor& x_, const Tensor& w_, const Tensor& b_, const C
   const profiler::Scope timed("Conv2d", profiler::Phase::Forward);
   const ForwardOperands o = forward_operands(x_, w_, b_, p);
   check_bf16_operands(o.x, p);
-  const Tensor xq = bf16_operand(o.x, p.operands), wq = bf16_operand(o.w, p.operands);
+  // Natively, oneDNN rounds the float32 filter as it reorders it into the pass's layout.
+  const bool native = p.operands == ConvOperands::Bfloat16;
+  const Tensor xq = bf16_operand(o.x, p.operands), wq = native ? o.w : bf16_operand(o.w, p.operands);
   const float* bias = o.b.defined() ? o.b.data<float>() : nullptr;
-  if (p.operands == ConvOperands::Bfloat16)
-    kernels::conv2d_forward_dnnl_bf16(o.s, bf16_bits(xq), bf16_bits(wq), bias, o.y.data<float>());
+  if (native)
+    kernels::conv2d_forward_dnnl_bf16(o.s, bf16_bits(xq), wq.data<float>(), bias, o.y.data<float>());
   else
     kernels::conv2d_forward_dnnl(o.s, xq.data<float>(), wq.data<float>(), kernels::kUncachedWeights,
                                  bias, o.y.data<float>());

@@ -25,7 +25,8 @@ namespace kestrel::ops {
 // - Bfloat16Emulated: the same roundings, kept in float32 and run through the float32 kernels, on
 //   any CPU: the same arithmetic up to the order of the float32 sums, for checking the numbers of
 //   bf16 training where the instructions are missing (slower than Float32: three rounding passes).
-// Inputs, gradients and autograd stay float32; the op saves the rounded x and w for backward.
+// Inputs, gradients and autograd stay float32; the op saves the rounded x and w for backward
+// (natively w stays float32: oneDNN rounds it as it reorders it into each pass's layout).
 enum class ConvOperands : uint8_t { Float32, Bfloat16, Bfloat16Emulated };
 
 struct Conv2dParams {
