@@ -1,5 +1,9 @@
 #include "kernels/bf16_operands.h"
 
+#include <algorithm>
+
+#include "kernels/cpu_simd.h"
+
 #if defined(__x86_64__)
 #include <cpuid.h>
 #endif
@@ -8,16 +12,31 @@
 
 namespace kestrel::kernels {
 
-// Plain loops over the shared per-value rounding: GCC vectorises them (integer adds, shifts and a
-// blend for NaNs), and they are memory bound.
-void round_to_bf16_cpu(const float* src, float* dst, int64_t n) {
-#pragma omp parallel for schedule(static) if (n > (int64_t(1) << 16))
+namespace {
+
+// Plain loops over the shared per-value rounding, which GCC vectorises (integer adds, shifts and a
+// blend for NaNs) in each clone: AVX-512 and AVX2 where the CPU has them (the build targets
+// baseline x86-64). Memory bound.
+KESTREL_CPU_CLONES void round_range(const float* src, float* dst, int64_t n) {
   for (int64_t i = 0; i < n; ++i) dst[i] = round_to_bf16(src[i]);
 }
 
-void float_to_bf16_cpu(const float* src, uint16_t* dst, int64_t n) {
-#pragma omp parallel for schedule(static) if (n > (int64_t(1) << 16))
+KESTREL_CPU_CLONES void bits_range(const float* src, uint16_t* dst, int64_t n) {
   for (int64_t i = 0; i < n; ++i) dst[i] = bf16_bits(src[i]);
+}
+
+constexpr int64_t kChunk = int64_t(1) << 15;
+
+}  // namespace
+
+void round_to_bf16_cpu(const float* src, float* dst, int64_t n) {
+#pragma omp parallel for schedule(static) if (n > 2 * kChunk)
+  for (int64_t b = 0; b < n; b += kChunk) round_range(src + b, dst + b, std::min(kChunk, n - b));
+}
+
+void float_to_bf16_cpu(const float* src, uint16_t* dst, int64_t n) {
+#pragma omp parallel for schedule(static) if (n > 2 * kChunk)
+  for (int64_t b = 0; b < n; b += kChunk) bits_range(src + b, dst + b, std::min(kChunk, n - b));
 }
 
 CpuBf16Support cpu_bf16_support() {
