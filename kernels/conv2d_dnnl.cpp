@@ -474,52 +474,51 @@ void im2col_rows(const Conv2dShape& s, const T* x, int64_t n0, int64_t rows, T* 
   }
 }
 
-void gemm_backward_filter(const Conv2dShape& s, const float* x, const float* dy, float* dw, float* db) {
+// Backward-weights as GEMMs over groups of images: gemm(n0, rows, col) for each group, col its
+// im2col (rows x KH*KW*C), or x itself for a pointwise convolution (one group: all images).
+template <class T, class Gemm>
+void backward_filter_in_pieces(const Conv2dShape& s, const T* x, Gemm&& gemm) {
   const int64_t per_image = s.out_h() * s.out_w(), kc = s.patch();
   // A pointwise convolution's x is already the (N*H*W) x C im2col matrix: one GEMM, no copy.
   const bool pointwise = is_pointwise(s);
-  const int64_t chunk = pointwise ? s.n : gemm_images_per_piece(s);
+  const int64_t chunk = pointwise ? s.n : gemm_images_per_piece(s, sizeof(T));
   std::optional<ScratchPool::Lease> lease;
-  if (!pointwise) lease.emplace(DnnlConv::instance().scratch(), size_t(chunk * per_image * kc) * sizeof(float));
+  if (!pointwise) lease.emplace(DnnlConv::instance().scratch(), size_t(chunk * per_image * kc) * sizeof(T));
   for (int64_t n0 = 0; n0 < s.n; n0 += chunk) {
     const int64_t rows = std::min(chunk, s.n - n0) * per_image;
-    const float* col = x;
+    const T* col = x;
     if (lease) {
-      float* buffer = static_cast<float*>(lease->data());
+      T* buffer = static_cast<T*>(lease->data());
       im2col_rows(s, x, n0, rows, buffer);
       col = buffer;
     }
+    gemm(n0, rows, col);
+  }
+}
+
+void gemm_backward_filter(const Conv2dShape& s, const float* x, const float* dy, float* dw, float* db) {
+  const int64_t per_image = s.out_h() * s.out_w(), kc = s.patch();
+  backward_filter_in_pieces(s, x, [&](int64_t n0, int64_t rows, const float* col) {
     const dnnl_status_t status = dnnl_sgemm('T', 'N', s.o, kc, rows, 1.0f, dy + n0 * per_image * s.o, s.o, col, kc,
                                             n0 == 0 ? 0.0f : 1.0f, dw, kc);
     KESTREL_CHECK(status == dnnl_success, "conv2d backward-weights: oneDNN's sgemm failed (status ",
                   int(status), ")");
-  }
+  });
   if (db) conv2d_backward_bias_cpu(DType::F32, s.n * per_image, s.o, dy, db);
 }
 
 #if DNNL_VERSION_MAJOR >= 3
-// gemm_backward_filter's bfloat16 twin: dW (float32) = sum over pieces of dY^T . im2col(x), each
-// piece's matmul accumulating onto the last (bfloat16 zeros are 0).
+// gemm_backward_filter's bfloat16 twin: dW (float32) = the sum over groups of dY^T . im2col(x),
+// each group's matmul adding onto the last (a sum post-op).
 void matmul_backward_filter(const Conv2dShape& s, const uint16_t* x, const uint16_t* dy, float* dw) {
   DnnlConv& dnnl = DnnlConv::instance();
   const int64_t per_image = s.out_h() * s.out_w(), kc = s.patch();
-  const bool pointwise = is_pointwise(s);
-  const int64_t chunk = pointwise ? s.n : gemm_images_per_piece(s, sizeof(uint16_t));
-  std::optional<ScratchPool::Lease> lease;
-  if (!pointwise) lease.emplace(dnnl.scratch(), size_t(chunk * per_image * kc) * sizeof(uint16_t));
-  for (int64_t n0 = 0; n0 < s.n; n0 += chunk) {
-    const int64_t rows = std::min(chunk, s.n - n0) * per_image;
-    const uint16_t* col = x;
-    if (lease) {
-      auto* buffer = static_cast<uint16_t*>(lease->data());
-      im2col_rows(s, x, n0, rows, buffer);
-      col = buffer;
-    }
+  backward_filter_in_pieces(s, x, [&](int64_t n0, int64_t rows, const uint16_t* col) {
     const Runnable& mm = dnnl.bf16_matmul_at_b(rows, s.o, kc, n0 > 0);
     dnnl.run(mm, {{DNNL_ARG_SRC, wrap(memory::desc({s.o, rows}, kBf16, memory::dims{1, s.o}), dy + n0 * per_image * s.o)},
                   {DNNL_ARG_WEIGHTS, wrap(memory::desc({rows, kc}, kBf16, memory::dims{kc, 1}), col)},
                   {DNNL_ARG_DST, wrap(memory::desc({s.o, kc}, kF32, memory::dims{kc, 1}), dw)}});
-  }
+  });
 }
 #endif
 

@@ -259,6 +259,21 @@ struct Conv2dBackward : autograd::Node {
   std::string name() const override { return "Conv2dBackward"; }
 };
 
+// Gives y (the convolution of x_, w_, b_) its backward node, which keeps x (for dw) and w (for dx;
+// wv names its contents) only where the other operand needs a gradient.
+void record_backward(const Tensor& x_, const Tensor& w_, const Tensor& b_, const Conv2dParams& p,
+                     const Tensor& x, const Tensor& w, WeightVersion wv, const Tensor& y) {
+  if (auto node = autograd::make_node<Conv2dBackward>({&x_, &w_, &b_})) {
+    node->params = p;
+    node->x_shape = x_.shape();
+    node->w_shape = w_.shape();
+    if (w_.requires_grad()) node->x = autograd::SavedTensor(x);
+    if (x_.requires_grad()) node->w = autograd::SavedTensor(w);
+    node->w_version = wv;
+    autograd::set_history(y, node);
+  }
+}
+
 // A forward convolution's checked operands: the geometry, the dense inputs and the output.
 struct ForwardOperands {
   Conv2dShape s;
@@ -294,14 +309,7 @@ Tensor conv2d_bf16(const Tensor& x_, const Tensor& w_, const Tensor& b_, const C
   else
     kernels::conv2d_forward_dnnl(o.s, xq.data<float>(), wq.data<float>(), kernels::kUncachedWeights,
                                  bias, o.y.data<float>());
-  if (auto node = autograd::make_node<Conv2dBackward>({&x_, &w_, &b_})) {
-    node->params = p;
-    node->x_shape = x_.shape();
-    node->w_shape = w_.shape();
-    if (w_.requires_grad()) node->x = autograd::SavedTensor(xq);
-    if (x_.requires_grad()) node->w = autograd::SavedTensor(wq);
-    autograd::set_history(o.y, node);
-  }
+  record_backward(x_, w_, b_, p, xq, wq, kernels::kUncachedWeights, o.y);
   return o.y;
 }
 
@@ -341,15 +349,7 @@ Tensor conv2d(const Tensor& x_, const Tensor& w_, const Tensor& b_, const Conv2d
         run_cudnn(ConvPass::Forward, x.dtype(), s, algo, x.device(), x.data_ptr(), w.data_ptr(),
                   y.data_ptr(), b.defined(), stream);
       });
-  if (auto node = autograd::make_node<Conv2dBackward>({&x_, &w_, &b_})) {
-    node->params = p;
-    node->x_shape = x_.shape();
-    node->w_shape = w_.shape();
-    if (w_.requires_grad()) node->x = autograd::SavedTensor(x);
-    if (x_.requires_grad()) node->w = autograd::SavedTensor(w);
-    node->w_version = wv;
-    autograd::set_history(y, node);
-  }
+  record_backward(x_, w_, b_, p, x, w, wv, y);
   return y;
 }
 
