@@ -229,8 +229,17 @@ class DnnlConv {
   dnnl::engine& engine() { return engine_; }
 
 #if DNNL_VERSION_MAJOR >= 3
-  // dst (o x k, float32) (+)= a^T . b for a (rows x o) and b (rows x k), both bfloat16 row-major:
-  // backward-weights' dW = dY^T . im2col(x). accumulate adds onto dst (a sum post-op).
+  // The memory of dst (o x k, float32) (+)= a^T . b for a (rows x o) and b (rows x k), both
+  // bfloat16 row-major: backward-weights' dW = dY^T . im2col(x).
+  struct MatmulAtB {
+    memory::desc a_t, b, dst;
+    MatmulAtB(int64_t rows, int64_t o, int64_t k)
+        : a_t({o, rows}, kBf16, memory::dims{1, o}),  // a^T: a read by columns
+          b({rows, k}, kBf16, memory::dims{k, 1}),
+          dst({o, k}, kF32, memory::dims{k, 1}) {}
+  };
+
+  // That matmul's primitive; accumulate adds onto dst (a sum post-op).
   const Runnable& bf16_matmul_at_b(int64_t rows, int64_t o, int64_t k, bool accumulate) {
     std::lock_guard lock(mutex_);
     const std::array<int64_t, 4> key{rows, o, k, int64_t(accumulate)};
@@ -243,10 +252,8 @@ class DnnlConv {
         ops.append_sum(1.0f);
         attr.set_post_ops(ops);
       }
-      const memory::desc a_t({o, rows}, kBf16, memory::dims{1, o});  // a^T: a read by columns
-      const memory::desc b({rows, k}, kBf16, memory::dims{k, 1});
-      const memory::desc dst({o, k}, kF32, memory::dims{k, 1});
-      const dnnl::matmul::primitive_desc pd(engine_, a_t, b, dst, attr);
+      const MatmulAtB md(rows, o, k);
+      const dnnl::matmul::primitive_desc pd(engine_, md.a_t, md.b, md.dst, attr);
       it = matmuls_.emplace(key, Runnable{dnnl::matmul(pd), pd.scratchpad_desc()}).first;
     }
     return it->second;
@@ -514,25 +521,24 @@ void matmul_backward_filter(const Conv2dShape& s, const uint16_t* x, const uint1
   DnnlConv& dnnl = DnnlConv::instance();
   const int64_t per_image = s.out_h() * s.out_w(), kc = s.patch();
   backward_filter_in_pieces(s, x, [&](int64_t n0, int64_t rows, const uint16_t* col) {
-    const Runnable& mm = dnnl.bf16_matmul_at_b(rows, s.o, kc, n0 > 0);
-    dnnl.run(mm, {{DNNL_ARG_SRC, wrap(memory::desc({s.o, rows}, kBf16, memory::dims{1, s.o}), dy + n0 * per_image * s.o)},
-                  {DNNL_ARG_WEIGHTS, wrap(memory::desc({rows, kc}, kBf16, memory::dims{kc, 1}), col)},
-                  {DNNL_ARG_DST, wrap(memory::desc({s.o, kc}, kF32, memory::dims{kc, 1}), dw)}});
+    const DnnlConv::MatmulAtB md(rows, s.o, kc);
+    dnnl.run(dnnl.bf16_matmul_at_b(rows, s.o, kc, n0 > 0),
+             {{DNNL_ARG_SRC, wrap(md.a_t, dy + n0 * per_image * s.o)},
+              {DNNL_ARG_WEIGHTS, wrap(md.b, col)},
+              {DNNL_ARG_DST, wrap(md.dst, dw)}});
   });
 }
 #endif
 
-}  // namespace
-
-WeightVersion conv2d_dnnl_new_weight_version() { return DnnlConv::instance().new_version(); }
-
-void conv2d_forward_dnnl(const Conv2dShape& s, const float* x, const float* w, WeightVersion wv,
-                         const float* bias, float* y, ConvActivation act) {
+// The passes for either operand type: x and dy are float32 or bfloat16 bits as `o` says; w is
+// always the float32 OHWI filter, and the results are float32.
+void forward(const Conv2dShape& s, Operands o, const void* x, const float* w, WeightVersion wv,
+             const float* bias, float* y, ConvActivation act) {
   checked(ConvPass::Forward, s, [&] {
     DnnlConv& dnnl = DnnlConv::instance();
-    const Primitive& p = dnnl.primitive(ConvPass::Forward, s, bias != nullptr, act);
-    const std::shared_ptr<memory> filter = dnnl.filter(p, ConvPass::Forward, s, w, wv, act);
-    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, wrap(src_md(s), x)},
+    const Primitive& p = dnnl.primitive(ConvPass::Forward, s, bias != nullptr, act, o);
+    const std::shared_ptr<memory> filter = dnnl.filter(p, ConvPass::Forward, s, w, wv, act, o);
+    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, wrap(src_md(s, operand_type(o)), x)},
                                          {DNNL_ARG_WEIGHTS, *filter},
                                          {DNNL_ARG_DST, wrap(dst_md(s), y)}};
     if (bias) args.emplace(DNNL_ARG_BIAS, wrap(bias_md(s), bias));
@@ -540,29 +546,37 @@ void conv2d_forward_dnnl(const Conv2dShape& s, const float* x, const float* w, W
   });
 }
 
-void conv2d_backward_data_dnnl(const Conv2dShape& s, const float* dy, const float* w,
-                               WeightVersion wv, float* dx) {
+void backward_data(const Conv2dShape& s, Operands o, const void* dy, const float* w,
+                   WeightVersion wv, float* dx) {
   checked(ConvPass::BackwardData, s, [&] {
     DnnlConv& dnnl = DnnlConv::instance();
-    const Primitive& p = dnnl.primitive(ConvPass::BackwardData, s, false);
-    const std::shared_ptr<memory> filter = dnnl.filter(p, ConvPass::BackwardData, s, w, wv);
-    dnnl.run(p.conv, {{DNNL_ARG_DIFF_DST, wrap(dst_md(s), dy)},
+    const Primitive& p = dnnl.primitive(ConvPass::BackwardData, s, false, ConvActivation::None, o);
+    const std::shared_ptr<memory> filter =
+        dnnl.filter(p, ConvPass::BackwardData, s, w, wv, ConvActivation::None, o);
+    dnnl.run(p.conv, {{DNNL_ARG_DIFF_DST, wrap(dst_md(s, operand_type(o)), dy)},
                      {DNNL_ARG_WEIGHTS, *filter},
                      {DNNL_ARG_DIFF_SRC, wrap(src_md(s), dx)}});
   });
 }
 
-void conv2d_backward_filter_dnnl(const Conv2dShape& s, const float* x, const float* dy, float* dw,
-                                 float* db) {
+// db (float32 operands only) comes from the same pass.
+void backward_filter(const Conv2dShape& s, Operands o, const void* x, const void* dy, float* dw,
+                     float* db) {
   checked(ConvPass::BackwardFilter, s, [&] {
     DnnlConv& dnnl = DnnlConv::instance();
-    const Primitive& p = dnnl.primitive(ConvPass::BackwardFilter, s, db != nullptr);
-    if (p.gemm) return gemm_backward_filter(s, x, dy, dw, db);
+    const Primitive& p =
+        dnnl.primitive(ConvPass::BackwardFilter, s, db != nullptr, ConvActivation::None, o);
+    if (p.gemm && o == Operands::F32)
+      return gemm_backward_filter(s, static_cast<const float*>(x), static_cast<const float*>(dy), dw, db);
+#if DNNL_VERSION_MAJOR >= 3
+    if (p.gemm)
+      return matmul_backward_filter(s, static_cast<const uint16_t*>(x), static_cast<const uint16_t*>(dy), dw);
+#endif
     memory user = wrap(weights_md(s, tag::ohwi), dw);
     // oneDNN writes its own layout into a scratch filter, reordered into the caller's OHWI.
     memory out = p.filter_reorder ? memory(p.filter, dnnl.engine()) : user;
-    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, wrap(src_md(s), x)},
-                                         {DNNL_ARG_DIFF_DST, wrap(dst_md(s), dy)},
+    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, wrap(src_md(s, operand_type(o)), x)},
+                                         {DNNL_ARG_DIFF_DST, wrap(dst_md(s, operand_type(o)), dy)},
                                          {DNNL_ARG_DIFF_WEIGHTS, out}};
     if (db) args.emplace(DNNL_ARG_DIFF_BIAS, wrap(bias_md(s), db));
     dnnl.run(p.conv, args);
@@ -570,68 +584,54 @@ void conv2d_backward_filter_dnnl(const Conv2dShape& s, const float* x, const flo
   });
 }
 
+std::string implementation(ConvPass pass, const Conv2dShape& s, Operands o) {
+  std::string name;
+  checked(pass, s, [&] {
+    name = DnnlConv::instance().primitive(pass, s, false, ConvActivation::None, o).implementation;
+  });
+  return name;
+}
+
+}  // namespace
+
+WeightVersion conv2d_dnnl_new_weight_version() { return DnnlConv::instance().new_version(); }
+
+void conv2d_forward_dnnl(const Conv2dShape& s, const float* x, const float* w, WeightVersion wv,
+                         const float* bias, float* y, ConvActivation act) {
+  forward(s, Operands::F32, x, w, wv, bias, y, act);
+}
+
+void conv2d_backward_data_dnnl(const Conv2dShape& s, const float* dy, const float* w,
+                               WeightVersion wv, float* dx) {
+  backward_data(s, Operands::F32, dy, w, wv, dx);
+}
+
+void conv2d_backward_filter_dnnl(const Conv2dShape& s, const float* x, const float* dy, float* dw,
+                                 float* db) {
+  backward_filter(s, Operands::F32, x, dy, dw, db);
+}
+
 void conv2d_forward_dnnl_bf16(const Conv2dShape& s, const uint16_t* x, const float* w,
                               const float* bias, float* y) {
-  checked(ConvPass::Forward, s, [&] {
-    DnnlConv& dnnl = DnnlConv::instance();
-    const Primitive& p = dnnl.primitive(ConvPass::Forward, s, bias != nullptr,
-                                        ConvActivation::None, Operands::Bf16);
-    const std::shared_ptr<memory> filter = dnnl.filter(p, ConvPass::Forward, s, w, kUncachedWeights,
-                                                       ConvActivation::None, Operands::Bf16);
-    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, wrap(src_md(s, kBf16), x)},
-                                         {DNNL_ARG_WEIGHTS, *filter},
-                                         {DNNL_ARG_DST, wrap(dst_md(s), y)}};
-    if (bias) args.emplace(DNNL_ARG_BIAS, wrap(bias_md(s), bias));
-    dnnl.run(p.conv, args);
-  });
+  forward(s, Operands::Bf16, x, w, kUncachedWeights, bias, y, ConvActivation::None);
 }
 
 void conv2d_backward_data_dnnl_bf16(const Conv2dShape& s, const uint16_t* dy, const float* w,
                                     float* dx) {
-  checked(ConvPass::BackwardData, s, [&] {
-    DnnlConv& dnnl = DnnlConv::instance();
-    const Primitive& p = dnnl.primitive(ConvPass::BackwardData, s, false, ConvActivation::None,
-                                        Operands::Bf16);
-    const std::shared_ptr<memory> filter = dnnl.filter(
-        p, ConvPass::BackwardData, s, w, kUncachedWeights, ConvActivation::None, Operands::Bf16);
-    dnnl.run(p.conv, {{DNNL_ARG_DIFF_DST, wrap(dst_md(s, kBf16), dy)},
-                     {DNNL_ARG_WEIGHTS, *filter},
-                     {DNNL_ARG_DIFF_SRC, wrap(src_md(s), dx)}});
-  });
+  backward_data(s, Operands::Bf16, dy, w, kUncachedWeights, dx);
 }
 
 void conv2d_backward_filter_dnnl_bf16(const Conv2dShape& s, const uint16_t* x, const uint16_t* dy,
                                       float* dw) {
-  checked(ConvPass::BackwardFilter, s, [&] {
-    DnnlConv& dnnl = DnnlConv::instance();
-    const Primitive& p = dnnl.primitive(ConvPass::BackwardFilter, s, false, ConvActivation::None,
-                                        Operands::Bf16);
-#if DNNL_VERSION_MAJOR >= 3
-    if (p.gemm) return matmul_backward_filter(s, x, dy, dw);
-#endif
-    memory user = wrap(weights_md(s, tag::ohwi), dw);
-    memory out = p.filter_reorder ? memory(p.filter, dnnl.engine()) : user;
-    dnnl.run(p.conv, {{DNNL_ARG_SRC, wrap(src_md(s, kBf16), x)},
-                     {DNNL_ARG_DIFF_DST, wrap(dst_md(s, kBf16), dy)},
-                     {DNNL_ARG_DIFF_WEIGHTS, out}});
-    if (p.filter_reorder) dnnl.run(*p.filter_reorder, {{DNNL_ARG_FROM, out}, {DNNL_ARG_TO, user}});
-  });
-}
-
-std::string conv2d_dnnl_implementation_bf16(ConvPass pass, const Conv2dShape& s) {
-  std::string name;
-  checked(pass, s, [&] {
-    name = DnnlConv::instance()
-               .primitive(pass, s, false, ConvActivation::None, Operands::Bf16)
-               .implementation;
-  });
-  return name;
+  backward_filter(s, Operands::Bf16, x, dy, dw, nullptr);
 }
 
 std::string conv2d_dnnl_implementation(ConvPass pass, const Conv2dShape& s) {
-  std::string name;
-  checked(pass, s, [&] { name = DnnlConv::instance().primitive(pass, s, false).implementation; });
-  return name;
+  return implementation(pass, s, Operands::F32);
+}
+
+std::string conv2d_dnnl_implementation_bf16(ConvPass pass, const Conv2dShape& s) {
+  return implementation(pass, s, Operands::Bf16);
 }
 
 DnnlWeightCacheStats conv2d_dnnl_weight_cache_stats() { return DnnlConv::instance().stats(); }
