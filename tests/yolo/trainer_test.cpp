@@ -10,14 +10,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include "engine/safetensors.h"
-#include "kernels/bf16_operands.h"
 #include "tests/support/cli.h"
 #include "tests/support/coco128.h"
 #include "tests/support/testing.h"
@@ -528,50 +526,6 @@ TEST(Trainer, BadFlagsAndDataFailClearly) {
   o.cfg = "models/no-such-model.yaml";
   EXPECT_THROW(yolo::train(o), Error);
   EXPECT_FALSE(fs::exists(bad2 / "exp")) << "a run failing at start-up left its directory";
-}
-
-std::string read_text(const fs::path& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-// --amp on the CPU: bf16-emulated trains (every convolution on bf16-rounded operands) and the run
-// says how it computes; plain bf16 runs the same way where the CPU has bf16 instructions and is
-// refused, naming them, where it has not.
-TEST(Trainer, CpuBf16ConvolutionsTrainAndSaySo) {
-  const std::string k = kestrel_binary().string();
-  const std::string args = " train --cfg models/yolov5n.yaml --data synthetic --device cpu --img-size 64 --batch-size 4"
-                           " --epochs 1 --workers 1 --max-batches 2 --noplots --project ";
-  const fs::path emulated = scratch("bf16_emulated");
-  const std::string log = emulated.string() + ".log";
-  ASSERT_EQ(std::system((k + args + emulated.string() + " --amp bf16-emulated > " + log + " 2>&1").c_str()), 0)
-      << read_text(log);
-  EXPECT_NE(read_text(log).find("float32 activations, bfloat16 convolutions (emulated in float32) compute on cpu"),
-            std::string::npos) << read_text(log);
-  const auto rows = read_results(emulated / "exp/results.csv");
-  ASSERT_EQ(rows.size(), 1u);
-  for (int c = 1; c <= 3; ++c) EXPECT_TRUE(std::isfinite(rows[0][c]) && rows[0][c] > 0) << c;
-  const fs::path native = scratch("bf16_native");
-  const std::string native_log = native.string() + ".log";
-  if (kestrel::kernels::cpu_bf16_support().native()) {
-    EXPECT_EQ(std::system((k + args + native.string() + " --amp bf16 > " + native_log + " 2>&1").c_str()), 0)
-        << read_text(native_log);
-    EXPECT_NE(read_text(native_log).find("float32 activations, bfloat16 convolutions compute on cpu"), std::string::npos)
-        << read_text(native_log);
-  }
-  // Without the instructions, or with oneDNN held below them, plain bf16 is refused and says why.
-  EXPECT_NE(std::system(("ONEDNN_MAX_CPU_ISA=AVX2 " + k + args + native.string() + " --amp bf16 > " + native_log +
-                         " 2>&1").c_str()),
-            0);
-  EXPECT_NE(read_text(native_log).find("--amp bf16 on the CPU needs AVX-512 BF16 or AMX-BF16"), std::string::npos)
-      << read_text(native_log);
-  EXPECT_NE(read_text(native_log).find("--amp off"), std::string::npos) << read_text(native_log);
-  fs::remove_all(emulated);
-  fs::remove_all(native);
-  fs::remove(log);
-  fs::remove(native_log);
 }
 
 // As the reference's check_img_size: an --img-size that is no multiple of the stride is rounded up

@@ -1,0 +1,67 @@
+// `kestrel train --amp` on the CPU: bf16-emulated trains (every convolution on bf16-rounded
+// operands) and the run says how it computes; plain bf16 runs the same way where the CPU has bf16
+// instructions and is refused, naming them, where it has not (forced with ONEDNN_MAX_CPU_ISA).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "kernels/bf16_operands.h"
+#include "tests/dist/spawn.h"
+#include "tests/support/cli.h"
+
+namespace fs = std::filesystem;
+using kestrel::testing::run_command;
+using kestrel::testing::run_kestrel;
+
+namespace {
+
+const std::string kTiny =
+    "train --cfg models/yolov5n.yaml --data synthetic --device cpu --img-size 64 --batch-size 4"
+    " --epochs 1 --workers 1 --max-batches 2 --noplots --project ";
+
+// Every data row of a results.csv, as numbers.
+std::vector<std::vector<double>> read_results(const fs::path& csv) {
+  std::ifstream in(csv);
+  std::string line;
+  std::getline(in, line);  // header
+  std::vector<std::vector<double>> rows;
+  while (std::getline(in, line)) {
+    std::vector<double> row;
+    std::stringstream ss(line);
+    for (std::string cell; std::getline(ss, cell, ',');) row.push_back(std::stod(cell));
+    rows.push_back(row);
+  }
+  return rows;
+}
+
+TEST(AmpTrain, CpuBf16ConvolutionsTrainAndSaySo) {
+  const fs::path emulated = kestrel::testing::temp_dir("amp-bf16-emulated");
+  const auto e = run_kestrel(kTiny + emulated.string() + " --amp bf16-emulated");
+  ASSERT_EQ(e.code, 0) << e.out;
+  EXPECT_NE(e.out.find("float32 activations, bfloat16 convolutions (emulated in float32) compute on cpu"),
+            std::string::npos) << e.out;
+  const auto rows = read_results(emulated / "exp/results.csv");
+  ASSERT_EQ(rows.size(), 1u);
+  for (int c = 1; c <= 3; ++c) EXPECT_TRUE(std::isfinite(rows[0][c]) && rows[0][c] > 0) << c;
+  const fs::path native = kestrel::testing::temp_dir("amp-bf16");
+  if (kestrel::kernels::cpu_bf16_support().native()) {
+    const auto n = run_kestrel(kTiny + native.string() + " --amp bf16");
+    EXPECT_EQ(n.code, 0) << n.out;
+    EXPECT_NE(n.out.find("float32 activations, bfloat16 convolutions compute on cpu"), std::string::npos) << n.out;
+  }
+  // Without the instructions, or with oneDNN held below them, plain bf16 is refused and says why.
+  const auto refused = run_command("ONEDNN_MAX_CPU_ISA=AVX2 " + kestrel::testing::kestrel_binary().string() + " " +
+                                   kTiny + native.string() + " --amp bf16");
+  EXPECT_NE(refused.code, 0);
+  EXPECT_NE(refused.out.find("--amp bf16 on the CPU needs AVX-512 BF16 or AMX-BF16"), std::string::npos) << refused.out;
+  EXPECT_NE(refused.out.find("--amp off"), std::string::npos) << refused.out;
+  fs::remove_all(emulated);
+  fs::remove_all(native);
+}
+
+}  // namespace
