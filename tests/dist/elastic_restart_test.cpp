@@ -17,10 +17,12 @@
 #include <thread>
 
 #include "tests/dist/spawn.h"
+#include "tests/support/cli.h"
 
 namespace {
 
 namespace fs = std::filesystem;
+using kestrel::testing::read_results_csv;
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
@@ -29,21 +31,6 @@ std::string read_file(const fs::path& p) {
   std::stringstream s;
   s << in.rdbuf();
   return s.str();
-}
-
-// results.csv rows (the header skipped), each cell as a number.
-std::vector<std::vector<double>> read_results(const fs::path& csv) {
-  std::stringstream in(read_file(csv));
-  std::vector<std::vector<double>> rows;
-  std::string line;
-  std::getline(in, line);
-  while (std::getline(in, line)) {
-    std::vector<double> row;
-    std::stringstream cells(line);
-    for (std::string cell; std::getline(cells, cell, ',');) row.push_back(std::stod(cell));
-    rows.push_back(row);
-  }
-  return rows;
 }
 
 // `kestrel train` with the tiny CPU job's flags, writing under `project`; stdout and stderr go to
@@ -133,7 +120,7 @@ TEST(ElasticRestart, AKilledWorkerIsRestartedFromTheLastCheckpoint) {
   const fs::path run = killed / "exp";
   pid_t victim = -1;
   while (Clock::now() - t0 < 240s) {
-    if (fs::exists(run / "weights/last.safetensors") && read_results(run / "results.csv").size() == 1)
+    if (fs::exists(run / "weights/last.safetensors") && read_results_csv(run / "results.csv").size() == 1)
       victim = find_worker(launcher, 1);
     if (victim > 0 || ::waitpid(launcher, nullptr, WNOHANG) == launcher) break;
     std::this_thread::sleep_for(20ms);
@@ -161,8 +148,8 @@ TEST(ElasticRestart, AKilledWorkerIsRestartedFromTheLastCheckpoint) {
 
   // The resumed run ends where the uninterrupted one does: the same rows, number for number (the
   // trainer resumes bitwise on the CPU, so even the '%20.5g' roundings agree).
-  const auto expected = read_results(whole / "exp/results.csv");
-  const auto got = read_results(run / "results.csv");
+  const auto expected = read_results_csv(whole / "exp/results.csv");
+  const auto got = read_results_csv(run / "results.csv");
   ASSERT_EQ(expected.size(), 3u);
   ASSERT_EQ(got.size(), 3u) << read_file(run / "results.csv");
   for (size_t r = 0; r < got.size(); ++r) {
@@ -195,7 +182,7 @@ TEST(ElasticRestart, AWorkerKilledBeforeAnyCheckpointStartsOverInTheSameRunDirec
   ASSERT_EQ(rc, 0) << log;
   EXPECT_NE(log.find("restart 1/1: no checkpoint of this run yet, starting over"), std::string::npos) << log;
   EXPECT_FALSE(fs::exists(project / "exp2")) << log;
-  EXPECT_EQ(read_results(project / "exp/results.csv").size(), 1u);
+  EXPECT_EQ(read_results_csv(project / "exp/results.csv").size(), 1u);
   fs::remove_all(project);
 }
 

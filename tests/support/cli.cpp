@@ -5,9 +5,25 @@
 #include <array>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <memory>
+#include <sstream>
 
 namespace kestrel::testing {
+
+std::vector<std::vector<double>> read_results_csv(const std::filesystem::path& csv) {
+  std::ifstream in(csv);
+  std::string line;
+  std::getline(in, line);  // header
+  std::vector<std::vector<double>> rows;
+  while (std::getline(in, line)) {
+    std::vector<double> row;
+    std::stringstream cells(line);
+    for (std::string cell; std::getline(cells, cell, ',');) row.push_back(std::stod(cell));
+    rows.push_back(row);
+  }
+  return rows;
+}
 
 std::filesystem::path kestrel_binary() {
   return std::filesystem::read_symlink("/proc/self/exe").parent_path() / "kestrel";

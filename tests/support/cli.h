@@ -22,6 +22,10 @@ CliResult run_kestrel_in(const std::filesystem::path& dir, const std::string& ar
 // Runs a shell command line, stdout and stderr together, and waits for it.
 CliResult run_command(const std::string& command);
 
+// A training run's results.csv: its rows (the header skipped), each cell as a number; empty when
+// the file is missing.
+std::vector<std::vector<double>> read_results_csv(const std::filesystem::path& csv);
+
 // The first of $KESTREL_PYTHON, python3 (from PATH) and /usr/bin/python3 that imports every one
 // of `modules`; empty when none does (tests then skip, naming what is missing).
 std::string find_python(const std::vector<std::string>& modules);

@@ -31,6 +31,7 @@
 
 using namespace kestrel;
 namespace fs = std::filesystem;
+using kestrel::testing::read_results_csv;
 
 namespace {
 
@@ -54,20 +55,6 @@ yolo::TrainOptions tiny(const fs::path& project) {
   o.noplots = true;
   o.project = project.string();
   return o;
-}
-
-std::vector<std::vector<double>> read_results(const fs::path& csv) {
-  std::ifstream in(csv);
-  std::string line;
-  std::getline(in, line);
-  std::vector<std::vector<double>> rows;
-  while (std::getline(in, line)) {
-    std::vector<double> row;
-    std::stringstream ss(line);
-    for (std::string cell; std::getline(ss, cell, ',');) row.push_back(std::stod(cell));
-    rows.push_back(row);
-  }
-  return rows;
 }
 
 fs::path kestrel_binary() { return fs::read_symlink("/proc/self/exe").parent_path() / "kestrel"; }
@@ -101,7 +88,7 @@ int wait_exit(pid_t pid) {
 bool wait_for_rows(const fs::path& run_dir, size_t rows, pid_t pid) {
   const fs::path csv = run_dir / "results.csv";
   for (int i = 0; i < 12000; ++i) {
-    if (fs::exists(run_dir / "weights/last.safetensors") && fs::exists(csv) && read_results(csv).size() >= rows)
+    if (fs::exists(run_dir / "weights/last.safetensors") && fs::exists(csv) && read_results_csv(csv).size() >= rows)
       return true;
     if (::waitpid(pid, nullptr, WNOHANG) == pid) return false;
     ::usleep(10'000);
@@ -134,7 +121,7 @@ TEST(Trainer, LearnsTheSyntheticDatasetAndFillsTheRunDirectory) {
                         "confusion_matrix.png", "PR_curve.png", "F1_curve.png", "P_curve.png", "R_curve.png",
                         "labels_correlogram.jpg"})
     EXPECT_TRUE(fs::exists(run / f)) << f;
-  const auto rows = read_results(run / "results.csv");
+  const auto rows = read_results_csv(run / "results.csv");
   ASSERT_EQ(rows.size(), 20u);
   const double first_loss = rows.front()[1] + rows.front()[2] + rows.front()[3];
   const double last_loss = rows.back()[1] + rows.back()[2] + rows.back()[3];
@@ -172,13 +159,13 @@ TEST(Trainer, InterruptedAndResumedRunsEqualAnUninterruptedRun) {
   ASSERT_EQ(yolo::train(first), 130);
   const fs::path last = b / "exp/weights/last.safetensors";
   ASSERT_TRUE(fs::exists(last));
-  EXPECT_EQ(read_results(b / "exp/results.csv").size(), 0u) << "the interrupted epoch must leave no row";
+  EXPECT_EQ(read_results_csv(b / "exp/results.csv").size(), 0u) << "the interrupted epoch must leave no row";
   yolo::TrainOptions second = tiny(b);
   second.batch_size = 8;
   second.resume = last.string();
   second.interrupt_after = 3;  // epoch 0's batch 2, epoch 1's batch 0, then during batch 1
   ASSERT_EQ(yolo::train(second), 130);
-  EXPECT_EQ(read_results(b / "exp/results.csv").size(), 2u) << "the second stop waits for epoch 1's end";
+  EXPECT_EQ(read_results_csv(b / "exp/results.csv").size(), 2u) << "the second stop waits for epoch 1's end";
   yolo::TrainOptions third = tiny(b);
   third.resume = "";  // the newest last.safetensors under the project
   ASSERT_EQ(yolo::train(third), 0);
@@ -187,7 +174,7 @@ TEST(Trainer, InterruptedAndResumedRunsEqualAnUninterruptedRun) {
   kestrel::testing::expect_same_training_state(a / "exp/weights/epoch3.safetensors", b / "exp/weights/epoch3.safetensors");
   kestrel::testing::expect_stripped(last);
   kestrel::testing::expect_same_tensors(a / "exp/weights/last.safetensors", last);
-  EXPECT_EQ(read_results(a / "exp/results.csv"), read_results(b / "exp/results.csv"));
+  EXPECT_EQ(read_results_csv(a / "exp/results.csv"), read_results_csv(b / "exp/results.csv"));
   // Three event files; the resumed runs' restart markers make TensorBoard show the same curves.
   EXPECT_EQ(kestrel::testing::event_files(b / "exp").size(), 3u);
   std::string error_a, error_b;
@@ -222,7 +209,7 @@ TEST(Trainer, ImageWeightedQuadRunsResumeToTheUninterruptedRun) {
   resumed.resume = "";
   ASSERT_EQ(yolo::train(resumed), 0);
   kestrel::testing::expect_same_training_state(a / "exp/weights/epoch2.safetensors", b / "exp/weights/epoch2.safetensors");
-  EXPECT_EQ(read_results(a / "exp/results.csv"), read_results(b / "exp/results.csv"));
+  EXPECT_EQ(read_results_csv(a / "exp/results.csv"), read_results_csv(b / "exp/results.csv"));
   fs::remove_all(a);
   fs::remove_all(b);
 }
@@ -285,7 +272,7 @@ TEST(Trainer, WritesTensorBoardEvents) {
   const kestrel::testing::EventFile f = kestrel::testing::read_event_file(files[0]);
   ASSERT_EQ(f.error, "");
   const auto s = kestrel::testing::scalars(f);
-  const auto rows = read_results(p / "exp/results.csv");
+  const auto rows = read_results_csv(p / "exp/results.csv");
   const std::vector<std::string>& tags = yolo::ResultsCsv::columns();
   ASSERT_EQ(rows.size(), 2u);
   ASSERT_EQ(s.size(), tags.size());
@@ -337,7 +324,7 @@ TEST(Trainer, NovalAndPatienceZeroRunsRunEveryEpoch) {
     o.noval = patience == 2;
     o.patience = patience;
     ASSERT_EQ(yolo::train(o), 0);
-    EXPECT_EQ(read_results(p / "exp/results.csv").size(), 4u) << "patience " << patience;
+    EXPECT_EQ(read_results_csv(p / "exp/results.csv").size(), 4u) << "patience " << patience;
     EXPECT_GT(fs::file_size(p / "exp/weights/best.safetensors"), 0u);
   }
 }
@@ -351,7 +338,7 @@ TEST(Trainer, KilledOrTerminatedRunsResumeToTheUninterruptedResults) {
   const std::string args = kTinyCli + " --epochs 4 --noval";  // no validation: the signal lands mid-epoch
   ASSERT_EQ(run(kestrel_binary().string() + " train " + args + " --project " + whole.string()), 0);
   const std::string expected = kestrel::testing::read_file(whole / "exp/results.csv");
-  ASSERT_EQ(read_results(whole / "exp/results.csv").size(), 4u);
+  ASSERT_EQ(read_results_csv(whole / "exp/results.csv").size(), 4u);
 
   pid_t pid = start_kestrel(args + " --project " + killed.string(), killed.string() + ".log");
   ASSERT_TRUE(wait_for_rows(killed / "exp", 1, pid)) << kestrel::testing::read_file(killed.string() + ".log");
@@ -485,7 +472,7 @@ TEST(Trainer, TwoProcessGlooRunWritesFromRankZeroOnly) {
   EXPECT_TRUE(fs::exists(project / "exp/weights/last.safetensors"));
   EXPECT_TRUE(fs::exists(project / "rank1.log"));
   EXPECT_FALSE(fs::exists(project / "exp2")) << "a second rank made its own run directory";
-  EXPECT_EQ(read_results(project / "exp/results.csv").size(), 1u);
+  EXPECT_EQ(read_results_csv(project / "exp/results.csv").size(), 1u);
 }
 
 // --resume of a run whose directory is still held (the run goes on, or another resume of it does)
@@ -511,7 +498,7 @@ TEST(Trainer, ResumingARunThatStillHoldsItsDirectoryIsRefused) {
     EXPECT_TRUE(fs::exists(p / "exp/hyp.yaml")) << "the refused resume removed the run's files";
   }
   EXPECT_EQ(yolo::train(again), 0);
-  EXPECT_EQ(read_results(p / "exp/results.csv").size(), 2u);
+  EXPECT_EQ(read_results_csv(p / "exp/results.csv").size(), 2u);
 }
 
 TEST(Trainer, BadFlagsAndDataFailClearly) {

@@ -5,8 +5,6 @@
 
 #include <cmath>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -15,6 +13,7 @@
 #include "tests/support/cli.h"
 
 namespace fs = std::filesystem;
+using kestrel::testing::read_results_csv;
 using kestrel::testing::run_command;
 using kestrel::testing::run_kestrel;
 
@@ -24,28 +23,13 @@ const std::string kTiny =
     "train --cfg models/yolov5n.yaml --data synthetic --device cpu --img-size 64 --batch-size 4"
     " --epochs 1 --workers 1 --max-batches 2 --noplots --project ";
 
-// Every data row of a results.csv, as numbers.
-std::vector<std::vector<double>> read_results(const fs::path& csv) {
-  std::ifstream in(csv);
-  std::string line;
-  std::getline(in, line);  // header
-  std::vector<std::vector<double>> rows;
-  while (std::getline(in, line)) {
-    std::vector<double> row;
-    std::stringstream ss(line);
-    for (std::string cell; std::getline(ss, cell, ',');) row.push_back(std::stod(cell));
-    rows.push_back(row);
-  }
-  return rows;
-}
-
 TEST(AmpTrain, CpuBf16ConvolutionsTrainAndSaySo) {
   const fs::path emulated = kestrel::testing::temp_dir("amp-bf16-emulated");
   const auto e = run_kestrel(kTiny + emulated.string() + " --amp bf16-emulated");
   ASSERT_EQ(e.code, 0) << e.out;
   EXPECT_NE(e.out.find("float32 activations, bfloat16 convolutions (emulated in float32) compute on cpu"),
             std::string::npos) << e.out;
-  const auto rows = read_results(emulated / "exp/results.csv");
+  const auto rows = read_results_csv(emulated / "exp/results.csv");
   ASSERT_EQ(rows.size(), 1u);
   for (int c = 1; c <= 3; ++c) EXPECT_TRUE(std::isfinite(rows[0][c]) && rows[0][c] > 0) << c;
   const fs::path native = kestrel::testing::temp_dir("amp-bf16");
