@@ -4,7 +4,7 @@
 // without either, an idle worker spins 300000 rounds (about a millisecond) before sleeping. On
 // a quiet machine that spin catches the next parallel region; on cores shared with other work
 // (data-loader threads, other ranks, other jobs) every spinning worker takes a core from a thread
-// that has work, and a yolov5s inference ran 2-3x slower at load average 5 (docs/performance.md).
+// that has work, and a yolov5s inference ran 2-3x slower at load average 5 (docs/history/performance.md).
 // Kestrel's programs therefore start with a shorter spin (kSpinCount rounds, then sleep) unless
 // the user chose a policy: settle_openmp_wait() sets GOMP_SPINCOUNT and runs the same program
 // again (exec, same process id and arguments), once.

@@ -135,7 +135,7 @@ void sum_into(void* out, const void* a, const void* b, size_t n) {
 // ring's 2(n-1) steps waits a round trip; the exchange waits one in all. With 2 ranks it sends
 // the same bytes as the ring (each rank's whole buffer once), so it is used at every size there:
 // the last bucket of backward, whose all-reduce cannot hide behind anything, then waits one round
-// trip instead of two (docs/distributed.md, latency). With more ranks it sends (n-1) buffers
+// trip instead of two (docs/history/distributed.md, latency). With more ranks it sends (n-1) buffers
 // instead of 2(n-1)/n of one, so only small ones (SyncBN statistics, loss and metric sums) take it.
 constexpr uint8_t kExchangeSlotPrefix = 0x40;  // beyond Gloo's own collectives' prefixes (1-8)
 constexpr size_t kExchangeMaxBytes = 32 * 1024;

@@ -170,85 +170,101 @@ struct Attempt {
   std::filesystem::path failed_log;  // the failed rank's log; empty for rank 0 or no failure
 };
 
-// Starts every local worker with `command` and waits until all have exited.
-Attempt run_attempt(const LaunchOptions& o, const std::vector<std::string>& command, int restarts,
-                    const sigset_t& handled, const sigset_t& original_mask) {
-  std::vector<Worker> workers(o.nproc_per_node);
-  for (int l = 0; l < o.nproc_per_node; ++l) {
-    workers[l].local_rank = l;
-    workers[l].rank = o.node_rank * o.nproc_per_node + l;
-    if (workers[l].rank != 0) {
-      std::filesystem::create_directories(o.log_dir.empty() ? "." : o.log_dir);
-      workers[l].log = o.log_dir / str("rank", workers[l].rank, ".log");
-    }
-  }
-
-  Attempt attempt;
-  LaunchResult& result = attempt.result;
+// The local workers of one attempt (rank 0's output goes to the launcher's, the others' to
+// rank<R>.log), and the stop in progress: a signal now, SIGKILL once the grace period is over.
+struct WorkerGroup {
+  std::vector<Worker> workers;
+  std::chrono::seconds grace;
   bool stopping = false;
   Clock::time_point kill_at;
-  auto signal_running = [&](int sig) {
+
+  explicit WorkerGroup(const LaunchOptions& o) : workers(o.nproc_per_node), grace(o.grace) {
+    for (int l = 0; l < o.nproc_per_node; ++l) {
+      workers[l].local_rank = l;
+      workers[l].rank = o.node_rank * o.nproc_per_node + l;
+      if (workers[l].rank != 0) {
+        std::filesystem::create_directories(o.log_dir.empty() ? "." : o.log_dir);
+        workers[l].log = o.log_dir / str("rank", workers[l].rank, ".log");
+      }
+    }
+  }
+  void signal_running(int sig) {
     for (Worker& w : workers)
       if (w.running) ::kill(w.pid, sig);
-  };
-  auto stop_all = [&](int sig) {
+  }
+  void stop_all(int sig) {
     signal_running(sig);
-    if (!stopping) kill_at = Clock::now() + o.grace;
+    if (!stopping) kill_at = Clock::now() + grace;
     stopping = true;
-  };
+  }
+  bool any_running() const {
+    for (const Worker& w : workers)
+      if (w.running) return true;
+    return false;
+  }
+  int running_count() const {
+    int n = 0;
+    for (const Worker& w : workers) n += w.running;
+    return n;
+  }
+};
 
-  for (Worker& w : workers) {
+// Reaps every exited worker and returns the failed one to blame (nullptr: none, or `blame` off).
+// Of several failed since the last look, one killed by a signal is the likely cause (the others
+// lose their peers and then exit with an error).
+Worker* reap_exited(WorkerGroup& group, bool blame, int* culprit_status) {
+  Worker* culprit = nullptr;
+  for (Worker& w : group.workers) {
+    int status = 0;
+    if (!w.running || ::waitpid(w.pid, &status, WNOHANG) != w.pid) continue;
+    w.running = false;
+    const bool failed = !WIFEXITED(status) || WEXITSTATUS(status) != 0;
+    if (!failed || !blame) continue;
+    if (!culprit || (WIFEXITED(*culprit_status) && WIFSIGNALED(status))) {
+      culprit = &w;
+      *culprit_status = status;
+    }
+  }
+  return culprit;
+}
+
+// Starts every local worker with `command` and waits until all have exited: on a failure the
+// others are stopped (SIGTERM, then SIGKILL), a SIGINT or SIGTERM to the launcher is forwarded.
+Attempt run_attempt(const LaunchOptions& o, const std::vector<std::string>& command, int restarts,
+                    const sigset_t& handled, const sigset_t& original_mask) {
+  WorkerGroup group(o);
+  for (Worker& w : group.workers) {
     try {
       w.pid = spawn(o, command, restarts, w, original_mask);
       w.running = true;
     } catch (...) {
-      stop_all(SIGKILL);
-      for (Worker& v : workers)
+      group.stop_all(SIGKILL);
+      for (Worker& v : group.workers)
         if (v.running) ::waitpid(v.pid, nullptr, 0);
       throw;
     }
   }
 
+  Attempt attempt;
+  LaunchResult& result = attempt.result;
   int interrupted = 0;
-  auto any_running = [&] {
-    for (const Worker& w : workers)
-      if (w.running) return true;
-    return false;
-  };
-  while (any_running()) {
+  while (group.any_running()) {
     const timespec tick{0, 100'000'000};
     const int sig = ::sigtimedwait(&handled, nullptr, &tick);
     if (sig == SIGINT || sig == SIGTERM) {
       if (!interrupted) interrupted = sig;
-      stop_all(sig);
+      group.stop_all(sig);
     }
-    // Reap every exited worker first: of several failed since the last look, one killed by a
-    // signal is the likely cause (the others lose their peers and then exit with an error).
-    Worker* culprit = nullptr;
-    int culprit_status = 0;
-    for (Worker& w : workers) {
-      int status = 0;
-      if (!w.running || ::waitpid(w.pid, &status, WNOHANG) != w.pid) continue;
-      w.running = false;
-      const bool failed = !WIFEXITED(status) || WEXITSTATUS(status) != 0;
-      if (!failed || interrupted || result.failed_rank >= 0) continue;
-      if (!culprit || (WIFEXITED(culprit_status) && WIFSIGNALED(status))) {
-        culprit = &w;
-        culprit_status = status;
-      }
-    }
-    if (culprit) {
+    int status = 0;
+    if (Worker* culprit = reap_exited(group, !interrupted && result.failed_rank < 0, &status)) {
       result.failed_rank = culprit->rank;
-      result.exit_code = exit_code_of(culprit_status);
+      result.exit_code = exit_code_of(status);
       attempt.failed_log = culprit->log;
-      int others = 0;
-      for (const Worker& v : workers) others += v.running;
-      result.message = str("rank ", culprit->rank, " (local rank ", culprit->local_rank, ", pid ",
-                           culprit->pid, ") ", describe_exit(culprit_status), "; stopping the other ",
-                           others, " local worker(s)");
-      stop_all(SIGTERM);
+      result.message = str("rank ", culprit->rank, " (local rank ", culprit->local_rank, ", pid ", culprit->pid, ") ",
+                           describe_exit(status), "; stopping the other ", group.running_count(), " local worker(s)");
+      group.stop_all(SIGTERM);
     }
-    if (stopping && Clock::now() >= kill_at) signal_running(SIGKILL);
+    if (group.stopping && Clock::now() >= group.kill_at) group.signal_running(SIGKILL);
   }
   // Consume signals that arrived after the last worker exited: they still count as an interrupt
   // (no restart follows), and unblocking them later must not kill us.

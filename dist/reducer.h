@@ -72,7 +72,7 @@ using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 // bandwidth differ, before trusting it there (--bucket-cap-mb overrides it).
 inline constexpr double kDefaultBucketCapMb = 4.0;
 // The first and the last bucket in backward's order hold at most this much (BucketPlan's edge
-// buckets). Measured on 2 ranks over links shaped to 0.1-1 Gbit/s (docs/distributed.md, Overlap
+// buckets). Measured on 2 ranks over links shaped to 0.1-1 Gbit/s (docs/history/distributed.md, Overlap
 // where bandwidth is the bottleneck): without them 4 MB buckets cut yolov5n's 7.5 MB gradient into
 // 3.8 + 3.4 MB, and the 3.4 MB bucket, ready only when backward ended, stayed exposed whole
 // (overlap efficiency 52-54 %; 0-5 % with one bucket at 8-25 MB). 0.25 MiB edges gave 84-97 % at

@@ -41,7 +41,7 @@ inline constexpr int64_t kGradAlignBytes = 256;
 // its last parameters in `order`, as many as fit in edge_bytes (at least one), get a bucket of
 // their own. In arrival order the first bucket is then ready, and its all-reduce under way, early
 // in backward, and the bucket that can only start when backward ends is small: where bandwidth
-// is short, that last all-reduce is what stays exposed (docs/distributed.md, overlap).
+// is short, that last all-reduce is what stays exposed (docs/history/distributed.md, overlap).
 // cuts (empty, or one entry per position of `order`): a new bucket also begins wherever it is true
 // (the timed layout's cuts, dist/timed_layout.h); the cap and the edge rules still hold.
 struct BucketPlan {

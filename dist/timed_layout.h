@@ -3,7 +3,7 @@
 //
 // The byte cap alone cuts buckets blind to time: with yolov5n's 7.5 MB gradient a cap of 8 or
 // 25 MB leaves one 7 MB bucket that is ready only 57-61 % into backward, and whose all-reduce may
-// outlast what is left of backward (docs/distributed.md, overlap where bandwidth is the
+// outlast what is left of backward (docs/history/distributed.md, overlap where bandwidth is the
 // bottleneck). Given when each gradient arrived and what the link cost in that step, the cuts
 // below come from a model of one link that all-reduces the buckets one after another, each
 // costing a fixed per-bucket time plus its bytes at kLinkHeadroom times the measured rate: of the
@@ -31,7 +31,7 @@ struct LinkEstimate {
 inline constexpr double kMinBucketUs = 100.0;
 // The cuts plan for an all-reduce this many times slower than the step measured: one step cannot
 // see the spread, and beside backward on shared cores the same 7 MB bucket took 89-149 ms where it
-// takes 62 ms alone (docs/distributed.md). Too slow a link in the plan costs a few more buckets;
+// takes 62 ms alone (docs/history/distributed.md). Too slow a link in the plan costs a few more buckets;
 // too fast a one leaves a large bucket exposed.
 inline constexpr double kLinkHeadroom = 2.0;
 // Layouts that end within this share of backward (or one bucket's fixed cost, if larger) of the

@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "base/error.h"
-#include "engine/atomic_file.h"
-#include "engine/json.h"
+#include "io/atomic_file.h"
+#include "io/json.h"
 
 namespace kestrel::dist {
 

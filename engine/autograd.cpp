@@ -4,6 +4,7 @@
 #include <optional>
 #include <queue>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "engine/ops/elementwise.h"
 #include "engine/profiler.h"
@@ -90,14 +91,14 @@ void set_history(const Tensor& output, const std::shared_ptr<Node>& node, int ou
   impl->autograd->output_nr = output_nr;
 }
 
-void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads,
-              bool retain_graph) {
-  KESTREL_CHECK(roots.size() == grads.size(), "backward: ", roots.size(), " roots but ",
-                grads.size(), " gradients");
-  NoGradGuard no_grad;  // gradients of gradients are not recorded
+namespace {
 
-  // Root gradients go into a synthetic set of edges.
-  std::vector<std::pair<Edge, Tensor>> starts;
+using RootEdges = std::vector<std::pair<Edge, Tensor>>;
+
+// The roots' gradients (ones for a one-element root given none), each on the edge into the root's
+// node: a synthetic set of edges backward starts from.
+RootEdges root_edges(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads) {
+  RootEdges starts;
   for (size_t i = 0; i < roots.size(); ++i) {
     const Tensor& r = roots[i];
     KESTREL_CHECK(r.requires_grad(), "backward on a tensor that does not require grad ",
@@ -112,84 +113,103 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
                   r.describe());
     starts.push_back({gradient_edge(r), g});
   }
+  return starts;
+}
 
-  // Count, for each node reachable from the roots, how many edges lead into it.
+// For each node reachable from the roots, how many edges lead into it: a node runs once all of
+// them have delivered.
+std::unordered_map<Node*, int> count_dependencies(const RootEdges& starts) {
   std::unordered_map<Node*, int> dependencies;
   std::vector<Node*> stack;
-  std::unordered_map<Node*, bool> seen;
-  for (auto& [edge, g] : starts) {
-    dependencies[edge.fn.get()] += 1;
-    if (!seen[edge.fn.get()]) {
-      seen[edge.fn.get()] = true;
-      stack.push_back(edge.fn.get());
-    }
-  }
+  std::unordered_set<Node*> seen;
+  auto reach = [&](Node* n) {
+    dependencies[n] += 1;
+    if (seen.insert(n).second) stack.push_back(n);
+  };
+  for (const auto& [edge, g] : starts) reach(edge.fn.get());
   while (!stack.empty()) {
     Node* n = stack.back();
     stack.pop_back();
-    for (const Edge& e : n->next_edges) {
-      if (!e.fn) continue;
-      dependencies[e.fn.get()] += 1;
-      if (!seen[e.fn.get()]) {
-        seen[e.fn.get()] = true;
-        stack.push_back(e.fn.get());
-      }
-    }
+    for (const Edge& e : n->next_edges)
+      if (e.fn) reach(e.fn.get());
   }
+  return dependencies;
+}
 
-  // Gradient buffers per node input, summed as gradients arrive.
-  std::unordered_map<Node*, std::vector<Tensor>> buffers;
-  auto accumulate = [&](const Edge& e, const Tensor& g) {
-    auto& buf = buffers[e.fn.get()];
+// Gradient buffers per node input, summed as gradients arrive.
+class GradientBuffers {
+ public:
+  void add(const Edge& e, const Tensor& g) {
+    auto& buf = buffers_[e.fn.get()];
     if (buf.empty()) buf.resize(e.fn->num_outputs);
     Tensor& slot = buf[e.input_nr];
-    if (!slot.defined()) {
-      slot = g;
-    } else {
-      slot = ops::add(slot, g);  // out of place: slot may alias a gradient handed elsewhere
-    }
-  };
+    slot = slot.defined() ? ops::add(slot, g) : g;  // out of place: slot may alias a gradient handed elsewhere
+  }
+  // A node's gradients, one per output (undefined where none arrived), handed over once.
+  std::vector<Tensor> take(Node* node) {
+    std::vector<Tensor> inputs = std::move(buffers_[node]);
+    buffers_.erase(node);
+    inputs.resize(node->num_outputs);
+    return inputs;
+  }
 
+ private:
+  std::unordered_map<Node*, std::vector<Tensor>> buffers_;
+};
+
+// One node's backward: its gradients w.r.t. its inputs, one per next edge. A node no gradient
+// reached is not run (its leaves' hooks do not fire in this backward) and hands on nothing.
+std::vector<Tensor> run_node(Node& node, std::vector<Tensor>& inputs, bool retain_graph) {
+  bool any_gradient = false;
+  for (const Tensor& g : inputs) any_gradient = any_gradient || g.defined();
+  std::vector<Tensor> outputs;
+  if (any_gradient) {
+    std::optional<profiler::Scope> timed;  // named as the forward op: Conv2dBackward -> Conv2d
+    if (profiler::enabled()) {
+      std::string op = node.name();
+      if (op.ends_with("Backward")) op.resize(op.size() - 8);
+      timed.emplace(op, profiler::Phase::Backward);
+    }
+    outputs = node.apply(inputs);
+  } else {
+    outputs.resize(node.next_edges.size());
+  }
+  if (!retain_graph) node.release_saved();
+  KESTREL_CHECK(outputs.size() == node.next_edges.size(), node.name(), " returned ", outputs.size(),
+                " gradients for ", node.next_edges.size(), " inputs");
+  return outputs;
+}
+
+}  // namespace
+
+void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads,
+              bool retain_graph) {
+  KESTREL_CHECK(roots.size() == grads.size(), "backward: ", roots.size(), " roots but ",
+                grads.size(), " gradients");
+  NoGradGuard no_grad;  // gradients of gradients are not recorded
+  const RootEdges starts = root_edges(roots, grads);
+  std::unordered_map<Node*, int> dependencies = count_dependencies(starts);
+  GradientBuffers buffers;
+  // Ready nodes run latest-recorded first (the reverse of the forward), as PyTorch's engine.
   auto later_first = [](const std::shared_ptr<Node>& a, const std::shared_ptr<Node>& b) {
     return a->sequence_nr < b->sequence_nr;
   };
-  std::priority_queue<std::shared_ptr<Node>, std::vector<std::shared_ptr<Node>>,
-                      decltype(later_first)>
-      ready(later_first);
-  for (auto& [edge, g] : starts) {
-    accumulate(edge, g);
+  std::priority_queue<std::shared_ptr<Node>, std::vector<std::shared_ptr<Node>>, decltype(later_first)> ready(
+      later_first);
+  for (const auto& [edge, g] : starts) {
+    buffers.add(edge, g);
     if (--dependencies[edge.fn.get()] == 0) ready.push(edge.fn);
   }
-
   while (!ready.empty()) {
     std::shared_ptr<Node> node = ready.top();
     ready.pop();
-    std::vector<Tensor> inputs = std::move(buffers[node.get()]);
-    buffers.erase(node.get());
-    inputs.resize(node->num_outputs);
-    bool any_gradient = false;
-    for (const Tensor& g : inputs) any_gradient = any_gradient || g.defined();
-    // A node no gradient reached is not run (its leaves' hooks do not fire in this backward);
-    // its successors still get their dependency counts decremented.
-    std::vector<Tensor> outputs;
-    if (any_gradient) {
-      std::optional<profiler::Scope> timed;  // named as the forward op: Conv2dBackward -> Conv2d
-      if (profiler::enabled()) {
-        std::string op = node->name();
-        if (op.ends_with("Backward")) op.resize(op.size() - 8);
-        timed.emplace(op, profiler::Phase::Backward);
-      }
-      outputs = node->apply(inputs);
-    } else {
-      outputs.resize(node->next_edges.size());
-    }
-    if (!retain_graph) node->release_saved();
-    KESTREL_CHECK(outputs.size() == node->next_edges.size(), node->name(), " returned ",
-                  outputs.size(), " gradients for ", node->next_edges.size(), " inputs");
+    std::vector<Tensor> inputs = buffers.take(node.get());
+    const std::vector<Tensor> outputs = run_node(*node, inputs, retain_graph);
+    // Successors of a node that did not run still get their dependency counts decremented.
     for (size_t i = 0; i < node->next_edges.size(); ++i) {
       const Edge& e = node->next_edges[i];
       if (!e.fn) continue;
-      if (outputs[i].defined()) accumulate(e, outputs[i]);
+      if (outputs[i].defined()) buffers.add(e, outputs[i]);
       if (--dependencies[e.fn.get()] == 0) ready.push(e.fn);
     }
   }

@@ -3,7 +3,7 @@
 #include <string>
 
 #include "base/error.h"
-#include "engine/json.h"
+#include "io/json.h"
 #include "fuzz/targets.h"
 
 namespace kestrel::fuzz {

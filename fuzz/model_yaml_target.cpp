@@ -4,7 +4,7 @@
 
 #include "base/error.h"
 #include "fuzz/targets.h"
-#include "yolo/model_config.h"
+#include "yolo/model/model_config.h"
 
 namespace kestrel::fuzz {
 

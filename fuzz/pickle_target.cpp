@@ -6,10 +6,10 @@
 #include <vector>
 
 #include "base/error.h"
-#include "engine/pickle.h"
-#include "engine/torch_file.h"
+#include "io/pickle.h"
+#include "io/torch_file.h"
 #include "fuzz/targets.h"
-#include "yolo/pt_checkpoint.h"
+#include "yolo/model/pt_checkpoint.h"
 
 namespace kestrel::fuzz {
 namespace {

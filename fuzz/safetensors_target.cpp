@@ -4,7 +4,7 @@
 #include <cstring>
 
 #include "base/error.h"
-#include "engine/safetensors.h"
+#include "engine/safetensors_tensors.h"
 #include "fuzz/targets.h"
 
 namespace kestrel::fuzz {
@@ -24,7 +24,7 @@ void safetensors(std::string_view input) {
     require(e.begin <= e.end && e.end <= data.size(), "an entry reaches past the data section");
     Tensor t;
     try {
-      t = file.get(name);
+      t = safetensors_tensor(file, name);
     } catch (const Error&) {
       continue;  // a dtype Kestrel has no tensor type for, or too many dimensions
     }

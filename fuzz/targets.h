@@ -22,15 +22,15 @@ void require(bool holds, const char* what);
 
 void label_lines(std::string_view input);    // yolo/data/label_scan: a label file's rows
 void dataset_yaml(std::string_view input);   // yolo/data/dataset_config: a dataset yaml
-void model_yaml(std::string_view input);     // yolo/model_config: a model yaml
-void safetensors(std::string_view input);    // engine/safetensors: a whole file, header and body
+void model_yaml(std::string_view input);     // yolo/model/model_config: a model yaml
+void safetensors(std::string_view input);    // io/safetensors: a whole file, header and body
 void label_cache(std::string_view input);    // yolo/data/label_cache: a cache file
-void json(std::string_view input);           // engine/json: a document
+void json(std::string_view input);           // io/json: a document
 void image_header(std::string_view input);   // yolo/data/image_codec: probe, then small decodes
 void cli_args(std::string_view input);       // yolo/cli/args: NUL-separated arguments
-void zip_archive(std::string_view input);    // engine/zip_archive, then the whole .pt path
-void pickle(std::string_view input);         // engine/pickle under a YOLOv5 checkpoint's globals
-void weights_file(std::string_view input);   // yolo/weights_file: any file given to --weights
+void zip_archive(std::string_view input);    // io/zip_archive, then the whole .pt path
+void pickle(std::string_view input);         // io/pickle under a YOLOv5 checkpoint's globals
+void weights_file(std::string_view input);   // yolo/model/weights_file: any file given to --weights
 
 struct Target {
   const char* name;  // also its folder under fuzz/corpus/ and fuzz/dict/<name>.dict

@@ -5,7 +5,7 @@
 
 #include "base/error.h"
 #include "fuzz/targets.h"
-#include "yolo/weights_file.h"
+#include "yolo/model/weights_file.h"
 
 namespace kestrel::fuzz {
 

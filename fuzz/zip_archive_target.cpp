@@ -2,17 +2,17 @@
 // inside the input with a unique name; an archive that reads is then taken through the whole
 // .pt path (pickle, storages, the YOLOv5 module walk), where a read promises tensors whose bytes
 // fit their dtype and shape. The same bytes are also read as a dataset archive (deflated entries
-// too, engine/zip_extract): an entry that reads comes to exactly its declared size, never more
+// too, io/zip_extract): an entry that reads comes to exactly its declared size, never more
 // on the way, and a name that is accepted stays relative and never climbs with "..".
 #include <filesystem>
 #include <set>
 #include <string>
 
 #include "base/error.h"
-#include "engine/zip_archive.h"
-#include "engine/zip_extract.h"
+#include "io/zip_archive.h"
+#include "io/zip_extract.h"
 #include "fuzz/targets.h"
-#include "yolo/weights_file.h"
+#include "yolo/model/weights_file.h"
 
 namespace kestrel::fuzz {
 
@@ -70,7 +70,7 @@ void zip_archive(std::string_view input) {
   for (const std::string& name : file.names()) {
     Tensor t;
     try {
-      t = file.get(name);
+      t = safetensors_tensor(file, name);
     } catch (const Error&) {
       continue;  // a dtype Kestrel has no tensor type for
     }

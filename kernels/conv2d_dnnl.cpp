@@ -89,7 +89,7 @@ struct Runnable {
 //   channels at stride 1 the direct kernel stays ahead.
 // - 1x1 at stride 1 without padding (`jit_1x1:`): NHWC makes x itself the M x C matrix, so the
 //   GEMM needs no im2col and runs over all images at once: 10-18 % less time summed over
-//   yolov5s's fifteen 1x1 shapes at batch 16 (docs/performance.md).
+//   yolov5s's fifteen 1x1 shapes at batch 16 (docs/history/performance.md).
 // A choice by shape and by oneDNN's own choice, never by timing, so every run computes alike.
 constexpr const char* kGemmBackwardFilter = "im2col+sgemm";
 constexpr const char* kGemmBackwardFilter1x1 = "sgemm";
@@ -100,7 +100,7 @@ bool is_pointwise(const Conv2dShape& s) {
 
 // bf16 operands: oneDNN 3.2 runs backward-weights on AVX-512 BF16 through its older jit_bf16 kernels;
 // as one bf16 matmul (brgemm) per group of images, dW = dY^T . im2col(x), accumulated in float32,
-// they ran faster (docs/performance.md, "bfloat16 on the CPU"): pointwise and 3x3 convolutions.
+// they ran faster (docs/history/performance.md, "bfloat16 on the CPU"): pointwise and 3x3 convolutions.
 constexpr const char* kMatmulBackwardFilter = "im2col+bf16 matmul";
 constexpr const char* kMatmulBackwardFilter1x1 = "bf16 matmul";
 

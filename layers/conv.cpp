@@ -71,15 +71,15 @@ BatchNorm2d::BatchNorm2d(int64_t channels, double eps, double momentum)
 }
 
 Tensor BatchNorm2d::forward(const Tensor& x) {
-  if (norm)
-    return norm(x, weight, bias, running_mean, running_var, is_training(), momentum, eps,
+  if (norm_)
+    return norm_(x, weight, bias, running_mean, running_var, is_training(), momentum, eps,
                 num_batches_tracked);
   return ops::batch_norm(x, weight, bias, running_mean, running_var, is_training(), momentum, eps,
                          num_batches_tracked);
 }
 
 Tensor BatchNorm2d::forward_silu(const Tensor& x) {
-  if (norm) return ops::silu(forward(x));
+  if (norm_) return ops::silu(forward(x));
   return ops::batch_norm_silu(x, weight, bias, running_mean, running_var, is_training(), momentum,
                               eps, num_batches_tracked);
 }
@@ -120,6 +120,12 @@ void fuse_convs(Module& m) {
 void set_conv_operands(Module& m, ops::ConvOperands operands) {
   m.visit([operands](Module& child) {
     if (auto* c = dynamic_cast<Conv2d*>(&child)) c->operands = operands;
+  });
+}
+
+void set_batch_norm(Module& m, const BatchNorm2d::NormFn& norm) {
+  m.visit([&norm](Module& child) {
+    if (auto* bn = dynamic_cast<BatchNorm2d*>(&child)) bn->norm_ = norm;
   });
 }
 

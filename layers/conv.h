@@ -40,8 +40,8 @@ class Conv2d : public UnaryModule {
 
 class BatchNorm2d : public UnaryModule {
  public:
-  // The normalisation itself, replaceable so that data-parallel training can swap in SyncBN
-  // (dist/sync_batchnorm.h) without layers/ knowing about process groups.
+  // The normalisation itself, chosen when a model is built (set_batch_norm), so that data-parallel
+  // training can use SyncBN (dist/sync_batchnorm.h) without layers/ knowing about process groups.
   using NormFn = std::function<Tensor(const Tensor& x, const Tensor& weight, const Tensor& bias,
                                       const Tensor& running_mean, const Tensor& running_var,
                                       bool training, double momentum, double eps,
@@ -59,7 +59,10 @@ class BatchNorm2d : public UnaryModule {
   // advances it on the device (as PyTorch's add_(1)), so CUDA graph replays count too
   Tensor num_batches_tracked;
   double eps, momentum;
-  NormFn norm;  // empty: ops::batch_norm
+
+ private:
+  friend void set_batch_norm(Module& m, const NormFn& norm);
+  NormFn norm_;  // empty: ops::batch_norm
 };
 
 // Conv(c1, c2, k, s, p=None -> k/2): Conv2d without bias, BN (eps 1e-3, momentum 0.03), SiLU.
@@ -96,5 +99,8 @@ void fuse_convs(Module& m);
 void unfuse_convs(Module& m);
 // Sets every Conv2d's operands in m (the CPU's mixed precision for a training model).
 void set_conv_operands(Module& m, ops::ConvOperands operands);
+// Sets every BatchNorm2d's normalisation in m: SyncBN for data-parallel training, chosen when the
+// model is built (DetectionModel's `norm`); empty: the plain one.
+void set_batch_norm(Module& m, const BatchNorm2d::NormFn& norm);
 
 }  // namespace kestrel::layers

@@ -7,7 +7,7 @@
 # runtime, cuBLAS, cuDNN, NCCL, the driver): ldd lists them transitively, so oneDNN (libdnnl.so.2)
 # comes with what it links, GNU OpenMP (libgomp.so.1) and the OpenCL ICD loader (libOpenCL.so.1,
 # loaded, never used: Kestrel runs oneDNN on the CPU engine only). libcurl is not among them:
-# Kestrel opens it only to download (engine/curl_library.h), from the machine's own libraries.
+# Kestrel opens it only to download (io/curl_library.h), from the machine's own libraries.
 # Binaries get RPATH
 # $ORIGIN/../lib.
 #

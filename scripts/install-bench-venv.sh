@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs the anchors of docs/performance.md ("Anchors"): what the reference (YOLOv5 v7.0) needs
+# Installs the anchors of docs/history/performance.md ("Anchors"): what the reference (YOLOv5 v7.0) needs
 # to run its training step on PyPI's newest PyTorch, and ONNX Runtime (CPU) for `kestrel export`'s
 # ONNX. Not run by CI; run it before bench/anchors/compare_anchors.sh. Idempotent: packages
 # already at the pinned version are left alone, and it says what it did.

@@ -5,7 +5,7 @@
 # convolutions build against it when it is there (CMakeLists.txt, KESTREL_ONEDNN_ROOT); Debian's
 # libdnnl-dev (oneDNN 2.6) is the fallback. On this project's 2-core AVX2 machine oneDNN 3.2's
 # brgconv kernels made yolov5s 640 inference convolutions 1.5x faster and the yolov5n 320 b16
-# training convolutions 1.1x (docs/performance.md). oneDNN's newer PyPI releases (2024 on) are
+# training convolutions 1.1x (docs/history/performance.md). oneDNN's newer PyPI releases (2024 on) are
 # built for SYCL and TBB, which Kestrel does not use.
 # Idempotent; the wheels are checked against pinned SHA-256 sums. Exits 0 with a warning when PyPI
 # is unreachable, so the build goes on with Debian's oneDNN.

@@ -15,7 +15,7 @@
 # mirror); --reference a checkout of v7.0. --coco128 defaults to ../shared/datasets/coco128.
 # What travels (the working tree and .gpu) must stay under the device tool's 64 MiB; the bundle
 # under 30 MiB. The script checks both in bytes (leaving half a MiB spare) and prints the device command
-# (docs/performance.md).
+# (docs/history/performance.md).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build_dir=${BUILD_DIR:-$root/build}

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Kestrel against every CPU anchor in one sitting (docs/performance.md, "Anchors"): the same rows
+# Kestrel against every CPU anchor in one sitting (docs/history/performance.md, "Anchors"): the same rows
 # timed by Kestrel's build/train_step, the reference v7.0 on PyPI's newest PyTorch (fp32 and bf16
 # autocast), the reference on Debian's PyTorch 1.13 (fp32), and, for inference, ONNX Runtime on
 # `kestrel export`'s ONNX. Where the CPU has AVX-512 BF16 or AMX-BF16 (/proc/cpuinfo), the

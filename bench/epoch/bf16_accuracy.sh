@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bf16 training's accuracy against float32 on the CPU (issue 29, docs/performance.md "Accuracy"):
+# bf16 training's accuracy against float32 on the CPU (issue 29, docs/history/performance.md "Accuracy"):
 # yolov5n from scratch on coco128 at 320, 100 epochs, Kestrel with --amp off and --amp bf16 (or
 # bf16-emulated on CPUs without AVX-512 BF16 / AMX), both at once with one OpenMP thread each, for
 # each seed; then one JSON line per run (final losses, mAP50 best / last / mean of the last ten

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """ONNX Runtime (CPU) inference of `kestrel export`'s ONNX, timed like `train_step --forward-only`.
 
-The CPU inference anchor of docs/performance.md: one resident random u8 batch, converted to float
+The CPU inference anchor of docs/history/performance.md: one resident random u8 batch, converted to float
 in [0, 1] inside the timed loop (as train_step and the reference's step do), `warmup` untimed
 runs, then `iters` timed runs; one JSON line with the keys train_step_reference.py prints.
 

@@ -87,7 +87,7 @@ Calibration calibrate(const std::vector<CollectiveSample>& samples, double rate_
 // A long link adds its delay to every round trip an all-reduce waits (simulator.h,
 // allreduce_round_trips): with 2 ranks one, the group's single exchange; with more, Gloo's ring,
 // two crossings per step, because its TCP transport sends a buffer only once the peer has
-// announced the matching receive. The sweep measured both (docs/distributed.md). Not modelled:
+// announced the matching receive. The sweep measured both (docs/history/distributed.md). Not modelled:
 // TCP's own response to the delay (slow start again after an idle moment, a window smaller than
 // the bandwidth-delay product), which would cost more; the error at long delays shows it.
 Link link_at(const Calibration& c, double rate_bits, double delay_us) {

@@ -1,5 +1,5 @@
 // The arithmetic of `overlap bandwidth` (bench/dist/overlap_bandwidth.sh): link settings (tc rate,
-// one-way delay), the overlap efficiency docs/distributed.md defines, spreads over repetitions, the
+// one-way delay), the overlap efficiency docs/history/distributed.md defines, spreads over repetitions, the
 // simulator's calibration on one link setting, and the report that summarises the repetitions and
 // predicts every setting (bandwidth.h reads the files and prints it; here, it needs no files).
 #pragma once

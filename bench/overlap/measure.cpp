@@ -12,9 +12,9 @@
 #include "dist/timeline.h"
 #include "engine/ops/layout.h"
 #include "engine/random.h"
-#include "yolo/hyp.h"
-#include "yolo/loss.h"
-#include "yolo/model.h"
+#include "yolo/common/hyp.h"
+#include "yolo/train/loss.h"
+#include "yolo/model/model.h"
 
 namespace kestrel::bench::overlap {
 namespace {

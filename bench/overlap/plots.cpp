@@ -7,8 +7,8 @@
 #include <map>
 
 #include "base/error.h"
-#include "yolo/plot_canvas.h"
-#include "yolo/plot_text.h"
+#include "yolo/plot/plot_canvas.h"
+#include "yolo/plot/plot_text.h"
 
 namespace kestrel::bench::overlap {
 namespace {

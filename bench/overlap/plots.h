@@ -1,5 +1,5 @@
-// The charts of docs/distributed.md's overlap section, drawn with the run directory's plotting
-// code (yolo/plot_canvas.h): step time against bandwidth and against the link's delay, overlap
+// The charts of docs/history/distributed.md's overlap section, drawn with the run directory's plotting
+// code (yolo/plot/plot_canvas.h): step time against bandwidth and against the link's delay, overlap
 // efficiency against bucket size, and one overlapped step's timeline.
 #pragma once
 #include <string>

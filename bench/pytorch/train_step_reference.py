@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The reference's training step on PyTorch, timed like bench/train_step, for side-by-side ratios.
+"""The reference's training step on PyTorch, timed like bench/yolo/train, for side-by-side ratios.
 
 Runs forward, the reference's ComputeLoss, backward, gradient clipping at norm 10 and its SGD
 (smart_optimizer groups) on one resident random batch (u8 images, 4 boxes per image), as

@@ -1,5 +1,5 @@
 // The arithmetic of `overlap bandwidth` (bench/overlap/bandwidth_model.h): tc rates and link
-// settings with a delay, the overlap efficiency docs/distributed.md defines, per-repetition medians
+// settings with a delay, the overlap efficiency docs/history/distributed.md defines, per-repetition medians
 // from timeline rows, the simulator's calibration on one link setting, and the report over
 // repetitions at several settings.
 #include "bench/overlap/bandwidth_model.h"

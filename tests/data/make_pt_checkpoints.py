@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Makes the .pt test data of yolo/pt_checkpoint with the reference itself (YOLOv5 v7.0 on
+"""Makes the .pt test data of yolo/model/pt_checkpoint with the reference itself (YOLOv5 v7.0 on
 PyTorch 1.13, its own classes and functions), and a manifest of every tensor in them:
 
   yolov5n_synthetic.pt     a yolov5n for Kestrel's synthetic dataset (4 classes, their names), as
@@ -27,7 +27,7 @@ PyTorch 1.13, its own classes and functions), and a manifest of every tensor in 
                            and hostile variants (a compressed copy, a truncated one, pickles
                            naming os.system and builtins.eval); a small deflated dataset archive
                            in coco128.zip's layout and one whose entry climbs out with "..".
-  pt_checkpoints.json      per file and tensor (under the names yolo/pt_checkpoint gives them:
+  pt_checkpoints.json      per file and tensor (under the names yolo/model/pt_checkpoint gives them:
                            model.<state_dict name>, ema.<name>): dtype, shape and the CRC-32 of its
                            bytes; the files' model yaml, nc and names; the training checkpoint's
                            epoch, updates, best fitness and optimizer groups.

@@ -22,7 +22,7 @@
 #include "engine/ops/conv.h"
 #include "engine/ops/elementwise.h"
 #include "engine/ops/reduce.h"
-#include "engine/safetensors.h"
+#include "engine/safetensors_tensors.h"
 #include "tests/dist/fake_group.h"
 #include "tests/dist/spawn.h"
 #include "tests/support/testing.h"
@@ -365,9 +365,9 @@ TEST(DdpGlooTest, ThreeProcessesWithSyncBnEqualOneProcess) {
   Net got = make_net(1);
   for (auto* list : {&got.params, &got.buffers})
     for (auto& [name, t] : *list) {
-      t = files[0].get(name);
+      t = safetensors_tensor(files[0], name);
       for (int r = 1; r < kProcesses; ++r)
-        EXPECT_TRUE(all_close(files[r].get(name), t, 0, 0)) << name << " differs on rank " << r;
+        EXPECT_TRUE(all_close(safetensors_tensor(files[r], name), t, 0, 0)) << name << " differs on rank " << r;
     }
   expect_equivalent(got, want);
   std::filesystem::remove_all(out);

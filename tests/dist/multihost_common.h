@@ -1,6 +1,6 @@
 // What the multi-host tests (multihost_test.cpp, multihost_training_test.cpp) share: the skip
 // where namespaces cannot be made, the store's port, the check that nothing of theirs is left,
-// and read_file (tests/yolo/training_state.h).
+// and read_file (tests/yolo/train/training_state.h).
 #pragma once
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -8,7 +8,7 @@
 #include <string>
 
 #include "tests/support/netns_hosts.h"
-#include "tests/yolo/training_state.h"  // read_file
+#include "tests/yolo/train/training_state.h"  // read_file
 
 #define SKIP_WITHOUT_NETNS()                                                                  \
   if (const std::string why = kestrel::testing::NetnsHosts::unavailable(); !why.empty()) \

@@ -20,12 +20,12 @@
 #include <thread>
 
 #include "dist/launcher.h"
-#include "engine/safetensors.h"
+#include "engine/safetensors_tensors.h"
 #include "tests/dist/spawn.h"
 #include "tests/dist/multihost_common.h"
 #include "tests/support/netns_hosts.h"
 #include "tests/support/testing.h"
-#include "tests/yolo/training_state.h"
+#include "tests/yolo/train/training_state.h"
 #include "yolo/data/synthetic.h"
 
 namespace {
@@ -152,7 +152,7 @@ void expect_close_weights(const fs::path& a, const fs::path& b, double atol, dou
   for (const std::string& name : fa.names()) {
     if (name.rfind("model.", 0) != 0 && name.rfind("ema.", 0) != 0) continue;
     ASSERT_TRUE(fb.contains(name)) << name << " is missing from " << b;
-    EXPECT_TRUE(kestrel::testing::all_close(fa.get(name), fb.get(name), atol, rtol)) << name;
+    EXPECT_TRUE(kestrel::testing::all_close(safetensors_tensor(fa, name), safetensors_tensor(fb, name), atol, rtol)) << name;
     ++compared;
   }
   EXPECT_GT(compared, 600) << "too few tensors compared: is " << a << " a training checkpoint?";

@@ -10,7 +10,7 @@
 #include <sstream>
 
 #include "base/error.h"
-#include "engine/json.h"
+#include "io/json.h"
 #include "tests/support/testing.h"
 
 namespace kestrel::dist {

@@ -65,12 +65,12 @@ TEST(ConvBlock, TrainingRunsTheFusedBatchNormSiluOrTheInstalledNormalisation) {
   EXPECT_EQ(block.bn->num_batches_tracked.data<int64_t>()[0], 1);
 
   int calls = 0;
-  block.bn->norm = [&](const Tensor& in, const Tensor& w, const Tensor& b, const Tensor& rm,
-                       const Tensor& rv, bool training, double momentum, double eps,
-                       const Tensor& batches_tracked) {
+  layers::set_batch_norm(block, [&](const Tensor& in, const Tensor& w, const Tensor& b, const Tensor& rm,
+                                    const Tensor& rv, bool training, double momentum, double eps,
+                                    const Tensor& batches_tracked) {
     ++calls;
     return ops::batch_norm(in, w, b, rm, rv, training, momentum, eps, batches_tracked);
-  };
+  });
   const Tensor separate = block.forward(x);
   EXPECT_EQ(calls, 1) << "the installed normalisation was bypassed";
   EXPECT_EQ(block.bn->num_batches_tracked.data<int64_t>()[0], 2);

@@ -37,7 +37,7 @@ struct GradcheckOptions {
 // The message of the kestrel::Error that f throws; empty when it returns normally.
 std::string error_of(const std::function<void()>& f);
 
-// The temporaries of `path` beside it (`<name>.tmp...`, any writer's: engine/atomic_file names
+// The temporaries of `path` beside it (`<name>.tmp...`, any writer's: io/atomic_file names
 // them per writer), as file names; empty when every write-then-rename cleaned up.
 std::vector<std::string> temporaries_of(const std::string& path);
 

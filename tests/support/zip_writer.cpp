@@ -4,7 +4,7 @@
 
 #include <stdexcept>
 
-#include "engine/zip_archive.h"
+#include "io/zip_archive.h"
 
 namespace kestrel::testing {
 namespace {

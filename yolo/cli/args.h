@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "yolo/common/limits.h"
+
 namespace kestrel::cli {
 
 // A wrong command line: main() prints the message and the command's usage, and exits 2.
@@ -17,10 +19,8 @@ class UsageError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// The largest --img-size a command accepts, 8192 pixels a side (12.8x the reference's default
-// 640): one letterboxed image is then 200 MB, a training mosaic canvas 800 MB. Beyond it a value
-// is a typing error that would otherwise fail deep inside an allocation.
-constexpr int kMaxImageSize = 8192;
+// The largest --img-size a command accepts (yolo/common/limits.h).
+using yolo::kMaxImageSize;
 
 // One flag of a command: its name (no dashes), the placeholder of its value (nullptr: a switch,
 // which takes none), the value the command uses when the flag is absent (nullptr: none, Python's

@@ -13,15 +13,15 @@
 #include "yolo/cli/args.h"
 #include "yolo/cli/commands.h"
 #include "yolo/cli/detector.h"
-#include "yolo/console.h"
+#include "yolo/common/console.h"
 #include "yolo/data/detect_sources.h"
 #include "yolo/data/image_codec.h"
 #include "yolo/data/dataset_config.h"
 #include "yolo/data/image_window.h"
 #include "yolo/data/video_io.h"
-#include "yolo/run_dir.h"
-#include "yolo/shipped_files.h"
-#include "yolo/stop_signal.h"
+#include "yolo/common/run_dir.h"
+#include "yolo/common/shipped_files.h"
+#include "yolo/common/stop_signal.h"
 
 namespace kestrel::cli {
 namespace fs = std::filesystem;
@@ -170,6 +170,120 @@ const Command kDetectCommand = {
     "  with OpenCV videoio; --view-img needs a display and a build with highgui.\n",
     run_detect, &kFlags};
 
+namespace {
+
+// The drawing, saving and NMS settings of the flags.
+DetectSettings detect_settings(const Args& args, bool save_img, bool view_img) {
+  DetectSettings s;
+  s.nms.conf_thres = args.get_double("conf-thres", 0.25);
+  s.nms.iou_thres = args.get_double("iou-thres", 0.45);
+  s.nms.max_det = args.get_int("max-det", 1000);
+  s.nms.classes = args.get_int_list("classes");
+  s.nms.agnostic = args.has("agnostic-nms");
+  s.save_txt = args.has("save-txt");
+  s.save_conf = args.has("save-conf");
+  s.save_crop = args.has("save-crop");
+  s.hide_labels = args.has("hide-labels");
+  s.hide_conf = args.has("hide-conf");
+  s.line_thickness = args.get_int32("line-thickness", 3);
+  s.draw = save_img || view_img;
+  s.visualize = args.has("visualize");
+  return s;
+}
+
+// The weights, with class names from them, --data, or (80 classes without names, as the
+// reference's default --data coco128.yaml) COCO's.
+InferenceModel load_detect_model(const Args& args, Device device) {
+  const std::vector<std::string> data_names =
+      args.has("data") ? yolo::data::load_dataset_names(yolo::find_shipped_file(args.get("data", ""), "--data"))
+                       : std::vector<std::string>{};
+  std::optional<int> nc = args.get_optional_int32("nc");
+  if (!nc && !data_names.empty()) nc = static_cast<int>(data_names.size());
+  InferenceModel im = load_inference_model(args.get("weights", ""), args.get("cfg", ""), nc, device, /*allow_onnx=*/true);
+  if (im.names.empty() && !data_names.empty()) {
+    KESTREL_CHECK(im.nc() == 0 || im.nc() == static_cast<int64_t>(data_names.size()), "--data ", args.get("data", ""),
+                  " names ", data_names.size(), " classes, but the weights predict ", im.nc());
+    im.names = data_names;
+  }
+  if (im.names.empty() && data_names.empty() && im.nc() == 80)
+    im.names = yolo::data::load_dataset_names(yolo::find_shipped_file("coco128.yaml", "--data"));
+  return im;
+}
+
+// Videos and streams need OpenCV videoio: say so before anything runs.
+void check_sources(const std::vector<SourceItem>& items) {
+  for (const SourceItem& item : items)
+    KESTREL_CHECK(item.kind == SourceKind::kImage || yolo::data::video_io_available(), "--source: '",
+                  item.path, "' is a ", item.kind == SourceKind::kVideo ? "video" : "stream",
+                  ", and this kestrel was built without OpenCV videoio, which reads them; install "
+                  "libopencv-videoio-dev and rebuild (CMake finds it), or extract the frames first "
+                  "(ffmpeg -i VIDEO frames/%06d.jpg) and pass the folder");
+}
+
+struct ImageCounts {
+  size_t images = 0, skipped = 0;
+};
+
+// Every source in turn, until a signal; an unreadable image is skipped (and counted), as one bad
+// file in a folder must not cost the results of all the others.
+ImageCounts run_sources(Detector& detector, const std::vector<SourceItem>& items, int vid_stride,
+                        const Outputs& out, const std::string& save_dir, const yolo::StopSignal& stop) {
+  ImageCounts c;
+  size_t streams = 0;
+  for (size_t k = 0; k < items.size() && !stop.received(); ++k) {
+    const SourceItem& item = items[k];
+    const std::string count = str(k + 1, "/", items.size(), " ");
+    if (item.kind == SourceKind::kVideo) {
+      run_video(detector, item, "video " + count, vid_stride, out, stop);
+      continue;
+    }
+    if (item.kind == SourceKind::kStream) {
+      run_video(detector, item, str(streams++, ": "), vid_stride, out, stop);
+      continue;
+    }
+    ++c.images;
+    cv::Mat frame;
+    std::string damage;
+    try {
+      frame = yolo::data::read_image(item.path, &damage);
+    } catch (const Error& e) {
+      std::fprintf(stderr, "WARNING: skipping %s: %s\n", item.path.c_str(), e.what());
+      ++c.skipped;
+      continue;
+    }
+    if (!damage.empty())
+      std::fprintf(stderr, "WARNING: %s: corrupt JPEG restored (%s); what is missing is grey\n",
+                   item.path.c_str(), damage.c_str());
+    const std::string stem = fs::path(item.path).stem().string();
+    const std::string tail = detector.process(frame, stem, stem);
+    std::printf("image %s%s: %s\n", count.c_str(), item.path.c_str(), tail.c_str());
+    if (out.windows) out.windows->show(item.path, frame);
+    if (out.save_img) save_image(save_dir, item.path, frame);
+  }
+  return c;
+}
+
+// The reference's closing lines: skipped files, the speed line, where the results went.
+void report(const ImageCounts& c, const std::string& source, const DetectTimes& t, const DetectSettings& s,
+            bool save_img, const std::string& save_dir) {
+  const char* files = c.skipped == 1 ? "file" : "files";
+  if (c.skipped > 0) std::printf("%zu %s skipped (unreadable or corrupt, see the warnings above)\n", c.skipped, files);
+  KESTREL_CHECK(c.images == 0 || c.skipped < c.images, "no image of --source '", source, "' could be read (",
+                c.skipped, " ", files, " skipped); check the files named above");
+  const double n = static_cast<double>(std::max<int64_t>(t.frames, 1));
+  std::printf("Speed: %.1fms pre-process, %.1fms inference, %.1fms NMS per image at shape (1, 3, %d, %d)\n",
+              t.pre / n, t.inference / n, t.nms / n, s.img_h, s.img_w);
+  if (!s.save_txt && !save_img) return;
+  std::printf("Results saved to %s\n", save_dir.c_str());
+  if (s.save_txt) {
+    size_t labels = 0;
+    for (const auto& e : fs::directory_iterator(fs::path(save_dir) / "labels")) labels += e.path().extension() == ".txt";
+    std::printf("%zu labels saved to %s/labels\n", labels, save_dir.c_str());
+  }
+}
+
+}  // namespace
+
 int run_detect(const std::vector<std::string>& argv) {
   Args args(argv, flag_spec(kFlags), {"classes", "img-size"}, /*own=*/{"cfg", "nc"});
   const yolo::Console console(true);
@@ -186,52 +300,20 @@ int run_detect(const std::vector<std::string>& argv) {
   if (args.has("update"))
     std::printf("--update: Kestrel reads weights files as they are and never rewrites them; nothing to "
                 "update\n");
-  DetectSettings s;
-  s.nms.conf_thres = args.get_double("conf-thres", 0.25);
-  s.nms.iou_thres = args.get_double("iou-thres", 0.45);
-  s.nms.max_det = args.get_int("max-det", 1000);
-  s.nms.classes = args.get_int_list("classes");
-  s.nms.agnostic = args.has("agnostic-nms");
-  s.save_txt = args.has("save-txt");
-  s.save_conf = args.has("save-conf");
-  s.save_crop = args.has("save-crop");
-  s.hide_labels = args.has("hide-labels");
-  s.hide_conf = args.has("hide-conf");
-  s.line_thickness = args.get_int32("line-thickness", 3);
   const bool save_img = !args.has("nosave");
-  s.draw = save_img || view_img;
+  DetectSettings s = detect_settings(args, save_img, view_img);
   std::vector<int> size = requested_size(args);
 
   // As the reference: the model first, then the sources.
   Device device = inference_device(args.get("device", ""));
-  const std::vector<std::string> data_names =
-      args.has("data") ? yolo::data::load_dataset_names(yolo::find_shipped_file(args.get("data", ""), "--data"))
-                       : std::vector<std::string>{};
-  std::optional<int> nc = args.get_optional_int32("nc");
-  if (!nc && !data_names.empty()) nc = static_cast<int>(data_names.size());
-  InferenceModel im = load_inference_model(args.get("weights", ""), args.get("cfg", ""), nc, device, /*allow_onnx=*/true);
-  if (im.names.empty() && !data_names.empty()) {
-    KESTREL_CHECK(im.nc() == 0 || im.nc() == static_cast<int64_t>(data_names.size()), "--data ", args.get("data", ""),
-                  " names ", data_names.size(), " classes, but the weights predict ", im.nc());
-    im.names = data_names;
-  }
-  // As the reference, whose --data defaults to coco128.yaml: weights without names of their own
-  // that predict COCO's 80 classes are labelled with COCO's names (other counts keep numbers).
-  if (im.names.empty() && data_names.empty() && im.nc() == 80)
-    im.names = yolo::data::load_dataset_names(yolo::find_shipped_file("coco128.yaml", "--data"));
+  InferenceModel im = load_detect_model(args, device);
   s.dtype = inference_dtype(args.has("half"), im, device);
   set_augment(args.has("augment"), im);
-  s.visualize = args.has("visualize");
   if (s.visualize && im.onnx) std::printf("WARNING: --visualize is ignored for ONNX weights (no stages to look into)\n");
   if (s.visualize && im.augment) std::printf("WARNING: --visualize is ignored with --augment, as in the reference\n");
   if (im.onnx) device = onnx_settings(*im.onnx, device, size, s);
   const std::vector<SourceItem> items = yolo::data::expand_sources(source);
-  for (const SourceItem& item : items)
-    KESTREL_CHECK(item.kind == SourceKind::kImage || yolo::data::video_io_available(), "--source: '",
-                  item.path, "' is a ", item.kind == SourceKind::kVideo ? "video" : "stream",
-                  ", and this kestrel was built without OpenCV videoio, which reads them; install "
-                  "libopencv-videoio-dev and rebuild (CMake finds it), or extract the frames first "
-                  "(ffmpeg -i VIDEO frames/%06d.jpg) and pass the folder");
+  check_sources(items);
   s.stride = im.stride();
   std::tie(s.img_h, s.img_w) = image_size(size, s.stride);
   const std::string save_dir = yolo::increment_path(args.get("project", "runs/detect") + "/" + args.get("name", "exp"),
@@ -241,56 +323,8 @@ int run_detect(const std::vector<std::string>& argv) {
   yolo::data::ImageWindows windows;
   const Outputs out{save_img, view_img ? &windows : nullptr};
   const yolo::StopSignal stop;
-
-  size_t skipped = 0, images = 0, streams = 0;
-  for (size_t k = 0; k < items.size() && !stop.received(); ++k) {
-    const SourceItem& item = items[k];
-    const std::string count = str(k + 1, "/", items.size(), " ");
-    if (item.kind == SourceKind::kVideo) {
-      run_video(detector, item, "video " + count, vid_stride, out, stop);
-      continue;
-    }
-    if (item.kind == SourceKind::kStream) {
-      run_video(detector, item, str(streams++, ": "), vid_stride, out, stop);
-      continue;
-    }
-    ++images;
-    // One unreadable file in a folder must not cost the results of all the others.
-    cv::Mat frame;
-    std::string damage;
-    try {
-      frame = yolo::data::read_image(item.path, &damage);
-    } catch (const Error& e) {
-      std::fprintf(stderr, "WARNING: skipping %s: %s\n", item.path.c_str(), e.what());
-      ++skipped;
-      continue;
-    }
-    if (!damage.empty())
-      std::fprintf(stderr, "WARNING: %s: corrupt JPEG restored (%s); what is missing is grey\n",
-                   item.path.c_str(), damage.c_str());
-    const std::string stem = fs::path(item.path).stem().string();
-    const std::string tail = detector.process(frame, stem, stem);
-    std::printf("image %s%s: %s\n", count.c_str(), item.path.c_str(), tail.c_str());
-    if (out.windows) out.windows->show(item.path, frame);
-    if (save_img) save_image(save_dir, item.path, frame);
-  }
-  const char* files = skipped == 1 ? "file" : "files";
-  if (skipped > 0) std::printf("%zu %s skipped (unreadable or corrupt, see the warnings above)\n", skipped, files);
-  KESTREL_CHECK(images == 0 || skipped < images, "no image of --source '", source, "' could be read (", skipped,
-                " ", files, " skipped); check the files named above");
-  const DetectTimes& t = detector.times();
-  const double n = static_cast<double>(std::max<int64_t>(t.frames, 1));
-  std::printf("Speed: %.1fms pre-process, %.1fms inference, %.1fms NMS per image at shape (1, 3, %d, %d)\n",
-              t.pre / n, t.inference / n, t.nms / n, s.img_h, s.img_w);
-  if (s.save_txt || save_img) {
-    std::printf("Results saved to %s\n", save_dir.c_str());
-    if (s.save_txt) {
-      size_t labels = 0;
-      for (const auto& e : fs::directory_iterator(fs::path(save_dir) / "labels"))
-        labels += e.path().extension() == ".txt";
-      std::printf("%zu labels saved to %s/labels\n", labels, save_dir.c_str());
-    }
-  }
+  const ImageCounts counts = run_sources(detector, items, vid_stride, out, save_dir, stop);
+  report(counts, source, detector.times(), s, save_img, save_dir);
   return stop.received() ? 128 + stop.received() : 0;
 }
 

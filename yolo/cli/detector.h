@@ -10,7 +10,7 @@
 
 #include "engine/device.h"
 #include "yolo/cli/inference_model.h"
-#include "yolo/nms.h"
+#include "yolo/eval/nms.h"
 
 namespace kestrel::cli {
 

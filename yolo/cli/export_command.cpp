@@ -11,7 +11,7 @@
 #include "yolo/cli/args.h"
 #include "yolo/cli/commands.h"
 #include "yolo/cli/inference_model.h"
-#include "yolo/console.h"
+#include "yolo/common/console.h"
 #include "yolo/export/onnx_export.h"
 
 namespace kestrel::cli {

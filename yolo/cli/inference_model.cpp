@@ -4,14 +4,14 @@
 #include <cstdio>
 #include <filesystem>
 
-#include "engine/json.h"
-#include "engine/safetensors.h"
+#include "io/json.h"
+#include "engine/safetensors_tensors.h"
 #include "layers/conv.h"
-#include "yolo/augmented_inference.h"
-#include "yolo/release_weights.h"
-#include "yolo/weights_file.h"
-#include "yolo/shipped_files.h"
-#include "yolo/weights.h"
+#include "yolo/eval/augmented_inference.h"
+#include "yolo/model/release_weights.h"
+#include "yolo/model/weights_file.h"
+#include "yolo/common/shipped_files.h"
+#include "yolo/model/weights.h"
 
 namespace kestrel::cli {
 

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "yolo/export/onnx_model.h"
-#include "yolo/model.h"
+#include "yolo/model/model.h"
 
 namespace kestrel::cli {
 

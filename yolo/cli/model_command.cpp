@@ -4,9 +4,9 @@
 
 #include "yolo/cli/args.h"
 #include "yolo/cli/commands.h"
-#include "yolo/model.h"
-#include "yolo/shipped_files.h"
-#include "yolo/weights.h"
+#include "yolo/model/model.h"
+#include "yolo/common/shipped_files.h"
+#include "yolo/model/weights.h"
 
 namespace kestrel::cli {
 namespace {

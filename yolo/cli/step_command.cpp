@@ -6,14 +6,14 @@
 
 #include "engine/autograd.h"
 #include "engine/ops/layout.h"
-#include "engine/safetensors.h"
+#include "engine/safetensors_tensors.h"
 #include "yolo/cli/args.h"
 #include "yolo/cli/commands.h"
-#include "yolo/loss.h"
-#include "yolo/model.h"
-#include "yolo/optimizer.h"
-#include "yolo/shipped_files.h"
-#include "yolo/weights.h"
+#include "yolo/train/loss.h"
+#include "yolo/model/model.h"
+#include "yolo/train/optimizer.h"
+#include "yolo/common/shipped_files.h"
+#include "yolo/model/weights.h"
 
 namespace kestrel::cli {
 namespace {
@@ -29,7 +29,7 @@ Batch load_batch(const std::string& path) {
   SafetensorsFile f = load_safetensors(path);
   KESTREL_CHECK(f.contains("images") && f.contains("targets"), "batch '", path,
                 "' must hold 'images' (N x 3 x H x W float32) and 'targets' (M x 6 float32)");
-  Batch b{f.get("images"), f.get("targets")};
+  Batch b{safetensors_tensor(f, "images"), safetensors_tensor(f, "targets")};
   KESTREL_CHECK(b.images.dtype() == DType::F32 && b.images.dim() == 4 && b.images.size(1) == 3,
                 "batch '", path, "': images must be N x 3 x H x W float32 (NCHW), got ",
                 b.images.describe());

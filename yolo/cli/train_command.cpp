@@ -5,101 +5,51 @@
 // the same command.
 #include <algorithm>
 #include <cstdio>
+#include <deque>
 #include <filesystem>
-#include <sstream>
 
 #include "base/error.h"
 #include "dist/device_plan.h"
 #include "dist/env.h"
-#include "dist/grad_compress.h"
 #include "dist/launcher.h"
 #include "dist/restart_policy.h"
-#include "yolo/checkpoint.h"
+#include "yolo/train/checkpoint.h"
 #include "yolo/cli/args.h"
 #include "yolo/cli/commands.h"
-#include "yolo/evolve.h"
-#include "yolo/run_dir.h"
-#include "yolo/shipped_files.h"
-#include "yolo/trainer.h"
+#include "yolo/train/evolve.h"
+#include "yolo/common/run_dir.h"
+#include "yolo/common/shipped_files.h"
+#include "yolo/train/trainer.h"
 
 namespace kestrel::cli {
 namespace {
 
-// The reference's flags in its order, then Kestrel's own.
-const FlagTable kFlags = {
-    {"weights", "W.pt", "", "initial weights: a YOLOv5 .pt or a Kestrel .safetensors; empty: from scratch"},
-    {"cfg", "M.yaml", "models/yolov5s.yaml", "model yaml; without it, --weights brings its own model"},
-    {"data", "D.yaml", "synthetic", "dataset yaml (coco128.yaml, ... by name), or the built-in synthetic set"},
-    {"hyp", "H.yaml", "hyp.scratch-low.yaml", "hyperparameters yaml (hyp.scratch-low.yaml, ... by name)"},
-    {"epochs", "N", "100", "total training epochs"},
-    {"batch-size", "N", "16", "total batch size over all ranks (each rank gets batch/world)"},
-    {"img-size", "PIXELS", "640", "train and val image size (also --img, --imgsz)"},
-    {"rect", nullptr, nullptr, "rectangular training batches"},
-    {"resume", nullptr, nullptr, "resume the most recent run (or the checkpoint given as --resume PATH)"},
-    {"resume-from", "PATH", nullptr, "resume this checkpoint (last.pt or last.safetensors); --resume PATH says the same"},
-    {"nosave", nullptr, nullptr, "save only the final checkpoint"},
-    {"noval", nullptr, nullptr, "validate only the final epoch"},
-    {"noautoanchor", nullptr, nullptr, "keep the model's anchors (no AutoAnchor check)"},
-    {"noplots", nullptr, nullptr, "write no plot files"},
-    {"evolve", "[N]", nullptr, "evolve the hyperparameters over N generations (bare: 300)"},
-    {"bucket", "B", "", "Google Cloud bucket: accepted with a note (Kestrel copies nothing to gs://)"},
-    {"cache", "[ram]", nullptr, "cache decoded images in RAM (bare --cache: ram)"},
-    {"image-weights", nullptr, nullptr, "draw each epoch's images weighted by their classes' (1 - mAP)^2 (one process)"},
-    {"device", "cpu|0|0,1", "", "cpu, a GPU index, or a GPU list (one DDP process per GPU); empty: GPU 0 if any"},
-    {"multi-scale", nullptr, nullptr, "vary the image size by +/- 50 % per batch"},
-    {"single-cls", nullptr, nullptr, "train multi-class data as one class"},
-    {"optimizer", "SGD|Adam|AdamW", "SGD", "optimizer"},
-    {"sync-bn", nullptr, nullptr, "SyncBatchNorm across DDP ranks"},
-    {"workers", "N", "8", "most data-loader workers per rank"},
-    {"project", "DIR", "runs/train", "runs go to project/name"},
-    {"name", "NAME", "exp", "runs go to project/name, numbered (exp2, ...) when it exists"},
-    {"exist-ok", nullptr, nullptr, "reuse an existing project/name instead of numbering a new one"},
-    {"quad", nullptr, nullptr, "quad loader: batches of 4x fewer images at 2x size (loss x4)"},
-    {"cos-lr", nullptr, nullptr, "cosine learning-rate schedule (linear otherwise)"},
-    {"label-smoothing", "EPS", "0.0", "label smoothing epsilon"},
-    {"patience", "EPOCHS", "100", "stop after this many epochs without improvement"},
-    {"freeze", "N|i,j,..", "0", "freeze the first N layers, or the layers listed"},
-    {"save-period", "EPOCHS", "-1", "also save a checkpoint every this many epochs (< 1: never)"},
-    {"seed", "N", "0", "global training seed"},
-    {"local-rank", "N", "-1", "torch.distributed.launch's argument: accepted; the rank comes from LOCAL_RANK, as in the reference"},
-    {"entity", "E", nullptr, "W&B entity: accepted with a note (Kestrel logs to results.csv and TensorBoard)"},
-    {"upload-dataset", "[val]", "False", "W&B dataset upload: accepted with a note (Kestrel uploads nothing)"},
-    {"bbox-interval", "N", "-1", "W&B box-image interval: accepted with a note (see the batch plots instead)"},
-    {"artifact-alias", "A", "latest", "W&B dataset artifact version: accepted with a note (--data names the data)"},
-    {"deterministic", nullptr, nullptr, "deterministic algorithms only (reproducible, slower)"},
-    {"amp", "bf16|fp16|off|bf16-emulated", nullptr,
-     "mixed precision; default bf16 on sm_80+ GPUs, off on the CPU (bf16 there: bfloat16 convolutions, "
-     "needs AVX-512 BF16 or AMX; bf16-emulated: the same numbers in float32, for checking)"},
-    {"nproc-per-node", "N", "1", "start N local DDP worker processes"},
-    {"nnodes", "N", "1", "number of machines in a multi-node run"},
-    {"node-rank", "R", "0", "this machine's rank in a multi-node run"},
-    {"master-addr", "HOST", "127.0.0.1", "address of node 0's rendezvous"},
-    {"master-port", "PORT", "29500", "port of node 0's rendezvous"},
-    {"bucket-cap-mb", "MB", "4", "DDP gradient bucket size"},
-    {"edge-bucket-mb", "MB", "0.25", "DDP's first and last gradient bucket at most this size (0: off)"},
-    {"no-overlap", nullptr, nullptr, "all-reduce gradients after backward instead of during it"},
-    {"timed-buckets", nullptr, nullptr, "DDP on CPUs: cut gradient buckets again after step 2 by measured timing"},
-    {"grad-compress", "none|fp16|bf16", "none", "all-reduce DDP gradients in 16 bits (DDP's fp16/bf16_compress_hook)"},
-    {"trace", "FILE", nullptr, "write a Chrome trace of each step's compute and communication"},
-    {"dist-timeout", "SECONDS", "10800", "how long a collective may take before the run fails"},
-    {"dist-phase-timeout", "SECONDS", "10800", "how long ranks wait for rank 0's work alone (caches, validation)"},
-    {"max-batches", "N", "0", "stop each epoch after N batches (0: all), for tests and timing"},
-    {"check-sync", nullptr, nullptr, "compare parameters across ranks every step (debugging)"},
-    {"max-restarts", "K", "0", "restart all workers when one dies, up to K times, resuming the newest checkpoint"},
-    {"no-tensorboard", nullptr, nullptr, "write no TensorBoard event file"},
-    {"cuda-graph", "auto|on|off", "auto", "replay each step shape from a CUDA graph (auto: fixed-shape CUDA runs)"}};
+// The flags, from the options' one table (yolo/train/train_options.h): its rows in its order, each
+// showing its field's default (TrainOptions' initialiser) unless the row names another.
+FlagTable train_flags() {
+  static std::deque<std::string> fallbacks;  // the defaults' text, alive as long as the table
+  const yolo::TrainOptions defaults;
+  FlagTable flags;
+  for (const yolo::TrainOptionSpec& s : yolo::train_option_specs()) {
+    const char* fallback = s.fallback;
+    if (!fallback && s.write) fallback = fallbacks.emplace_back(s.write(defaults)).c_str();
+    flags.push_back({s.flag, s.value, fallback, s.help});
+  }
+  return flags;
+}
+const FlagTable kFlags = train_flags();
 
-std::vector<int> parse_int_list(const std::string& text, const char* flag) {
-  std::vector<int> out;
-  std::stringstream ss(text);
-  for (std::string part; std::getline(ss, part, ',');) {
+// Every option of the table that the command line gives, read into its typed field (checked as it
+// is read: a bad value is a usage error naming the flag).
+void read_options(const Args& args, yolo::TrainOptions& o) {
+  for (const yolo::TrainOptionSpec& s : yolo::train_option_specs()) {
+    if (!s.read || !args.has(s.flag)) continue;
     try {
-      out.push_back(std::stoi(part));
-    } catch (const std::exception&) {
-      throw UsageError(std::string("--") + flag + " expects integers like 10 or 0,1,2, got '" + text + "'");
+      s.read(o, s.value ? args.get(s.flag, "") : "true");
+    } catch (const yolo::OptionError& e) {
+      throw UsageError(std::string("--") + s.flag + " " + e.what());
     }
   }
-  return out;
 }
 
 // The reference's Google Cloud and Weights & Biases options: Kestrel has neither, so each given
@@ -274,89 +224,31 @@ int run_train(const std::vector<std::string>& raw) {
   }
   Args args(argv, spec);
   yolo::TrainOptions o;
-  o.data = args.get("data", "synthetic");
-  o.weights = args.get("weights", "");
+  read_options(args, o);
   // As the reference's Model(cfg or ckpt['model'].yaml): weights without --cfg bring their model.
-  o.cfg = args.get("cfg", o.weights.empty() ? o.cfg : "");
-  o.hyp = args.get("hyp", "");
-  o.epochs = args.get_int32("epochs", o.epochs);
-  o.batch_size = args.get_int32("batch-size", o.batch_size);
-  o.img_size = args.get_int32("img-size", o.img_size);
-  o.rect = args.has("rect");
+  if (!args.has("cfg") && !o.weights.empty()) o.cfg.clear();
   if (args.has("resume") && args.has("resume-from")) throw UsageError("give --resume or --resume-from, not both");
   if (args.has("resume")) o.resume = "";
   if (args.has("resume-from")) o.resume = args.get("resume-from", "");
-  o.nosave = args.has("nosave");
-  o.noval = args.has("noval");
-  o.noautoanchor = args.has("noautoanchor");
-  o.noplots = args.has("noplots");
-  o.no_tensorboard = args.has("no-tensorboard");
-  o.cache = args.get("cache", "");
-  if (!o.cache.empty() && o.cache != "ram") throw UsageError("--cache supports ram");
-  o.device = args.get("device", "");
-  o.multi_scale = args.has("multi-scale");
-  o.image_weights = args.has("image-weights");
-  o.quad = args.has("quad");
-  o.single_cls = args.has("single-cls");
-  o.optimizer = args.get("optimizer", o.optimizer);
-  if (o.optimizer != "SGD" && o.optimizer != "Adam" && o.optimizer != "AdamW")
-    throw UsageError("--optimizer must be SGD, Adam or AdamW");
-  o.sync_bn = args.has("sync-bn");
-  o.workers = args.get_int32("workers", o.workers);
-  o.project = args.get("project", o.project);
-  o.name = args.get("name", o.name);
-  o.exist_ok = args.has("exist-ok");
-  o.cos_lr = args.has("cos-lr");
-  o.label_smoothing = args.get_double("label-smoothing", 0.0);
-  o.patience = args.get_int32("patience", o.patience);
-  if (args.has("freeze")) o.freeze = parse_int_list(args.get("freeze", ""), "freeze");
-  o.save_period = args.get_int32("save-period", -1);
-  o.seed = static_cast<uint64_t>(args.get_int("seed", 0));
-  o.deterministic = args.has("deterministic");
-  o.amp = args.get("amp", "");
-  o.bucket_cap_mb = args.get_double("bucket-cap-mb", o.bucket_cap_mb);
-  o.edge_bucket_mb = args.get_double("edge-bucket-mb", o.edge_bucket_mb);
-  o.no_overlap = args.has("no-overlap");
-  o.timed_buckets = args.has("timed-buckets");
-  o.grad_compress = args.get("grad-compress", "none");
-  if (!dist::parse_grad_compress(o.grad_compress))
-    throw UsageError("--grad-compress must be none, fp16 or bf16, got '" + o.grad_compress + "'");
-  o.trace = args.get("trace", "");
-  o.check_sync = args.has("check-sync");
-  o.cuda_graph = args.get("cuda-graph", "auto");
-  if (o.cuda_graph != "auto" && o.cuda_graph != "on" && o.cuda_graph != "off")
-    throw UsageError("--cuda-graph must be auto, on or off, got '" + o.cuda_graph + "'");
-  o.dist_timeout = args.get_double("dist-timeout", o.dist_timeout);
-  o.dist_phase_timeout = args.get_double("dist-phase-timeout", o.dist_phase_timeout);
-  o.max_batches = args.get_int32("max-batches", 0);
   // A resumed run takes its files from the checkpoint; --resume with --evolve is no such run but
-  // continues the newest evolution's directory (yolo/evolve), and reads the files as given.
-  if (!o.resume || args.has("evolve")) {
+  // continues the newest evolution's directory (yolo/train/evolve), and reads the files as given.
+  if (!o.resume || o.evolve > 0) {
     if (!o.cfg.empty()) o.cfg = yolo::find_shipped_file(o.cfg, "--cfg");
     if (!o.hyp.empty()) o.hyp = yolo::find_shipped_file(o.hyp, "--hyp");
   }
-  if (o.epochs < 1 || o.batch_size < 1 || o.img_size < 32 || o.workers < 0)
-    throw UsageError("--epochs and --batch-size must be >= 1, --img-size >= 32, --workers >= 0");
-  if (o.img_size > kMaxImageSize)
-    throw UsageError("--img-size " + std::to_string(o.img_size) + " is above the limit of " +
-                     std::to_string(kMaxImageSize) + " pixels a side");
-  if (o.label_smoothing < 0 || o.label_smoothing >= 1) throw UsageError("--label-smoothing must be in [0, 1)");
-  if (o.bucket_cap_mb <= 0) throw UsageError("--bucket-cap-mb must be positive");
-  if (!(o.edge_bucket_mb >= 0))
-    throw UsageError("--edge-bucket-mb must be >= 0 (0 turns edge buckets off), got " + args.get("edge-bucket-mb", ""));
 
   const std::optional<int> nproc_flag = args.get_optional_int32("nproc-per-node");
   if (nproc_flag && *nproc_flag < 1) throw UsageError("--nproc-per-node must be >= 1");
   const int max_restarts = args.get_int32("max-restarts", 0);
   if (max_restarts < 0) throw UsageError("--max-restarts must be >= 0");
   const int nproc = local_workers(o.device, nproc_flag);
-  if (args.has("evolve")) {
-    const int generations = args.get_int32("evolve", 300);
-    if (generations < 1) throw UsageError("--evolve N needs N >= 1 generations");
+  if (o.evolve > 0) {
     if (nproc > 1 || args.has("nnodes"))
       throw UsageError("--evolve is not compatible with multi-process (DDP) training, as in the "
                        "reference; evolve in one process");
     print_notes(cloud_option_notes(args));
+    const int generations = o.evolve;
+    o.evolve = 0;  // evolve() marks each generation's options itself
     return yolo::evolve(o, generations);
   }
   if (o.image_weights && (nproc > 1 || args.has("nnodes")))

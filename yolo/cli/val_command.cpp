@@ -6,11 +6,11 @@
 #include "yolo/cli/args.h"
 #include "yolo/cli/commands.h"
 #include "yolo/cli/inference_model.h"
-#include "yolo/console.h"
+#include "yolo/common/console.h"
 #include "yolo/data/dataset_config.h"
-#include "yolo/data_argument.h"
-#include "yolo/run_dir.h"
-#include "yolo/validator.h"
+#include "yolo/data/data_argument.h"
+#include "yolo/common/run_dir.h"
+#include "yolo/eval/validator.h"
 
 namespace kestrel::cli {
 namespace {

@@ -13,7 +13,7 @@
 #include "engine/random.h"
 #include "yolo/data/mosaic_warp.h"
 #include "yolo/data/records.h"
-#include "yolo/hyp.h"
+#include "yolo/common/hyp.h"
 
 namespace kestrel::yolo::data {
 

@@ -16,7 +16,7 @@
 #include "yolo/data/image_cache.h"
 #include "yolo/data/image_io.h"
 #include "yolo/data/records.h"
-#include "yolo/hyp.h"
+#include "yolo/common/hyp.h"
 
 namespace kestrel::yolo::data {
 

@@ -11,7 +11,7 @@
 
 #include "base/error.h"
 #include "yolo/data/label_cache.h"
-#include "yolo/yaml_load.h"
+#include "yolo/common/yaml_load.h"
 
 namespace kestrel::yolo::data {
 namespace {

@@ -13,7 +13,7 @@
 #include <system_error>
 
 #include "base/error.h"
-#include "engine/atomic_file.h"
+#include "io/atomic_file.h"
 
 namespace kestrel::yolo::data {
 namespace {

@@ -71,7 +71,7 @@ cv::Mat read_image(const std::string& path, std::string* warning = nullptr);
 cv::Mat read_image(const std::string& path, std::vector<uint8_t>& file, PixelBuffer& into);
 
 // BGR 8-bit, 3 channels. JPEG quality 1..100; chroma at half resolution (4:2:0, as OpenCV writes)
-// unless full_chroma (4:4:4, as PIL's subsampling=0). Written atomically (engine/atomic_file.h).
+// unless full_chroma (4:4:4, as PIL's subsampling=0). Written atomically (io/atomic_file.h).
 void write_jpeg(const std::string& path, const cv::Mat& bgr, int quality = 95,
                 bool full_chroma = false);
 void write_png(const std::string& path, const cv::Mat& bgr);

@@ -9,7 +9,7 @@
 #include <type_traits>
 
 #include "base/error.h"
-#include "engine/atomic_file.h"
+#include "io/atomic_file.h"
 #include "yolo/data/image_codec.h"
 
 namespace kestrel::yolo::data {

@@ -13,7 +13,7 @@
 
 #include "engine/random.h"
 #include "engine/thread_pool.h"
-#include "engine/atomic_file.h"
+#include "io/atomic_file.h"
 #include "base/error.h"
 #include "yolo/data/image_codec.h"
 

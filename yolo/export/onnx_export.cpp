@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "engine/atomic_file.h"
+#include "io/atomic_file.h"
 #include "engine/autograd.h"
 #include "yolo/export/onnx_detect.h"
 #include "yolo/export/onnx_layers.h"

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "yolo/model.h"
+#include "yolo/model/model.h"
 
 namespace kestrel::yolo {
 

@@ -11,7 +11,7 @@
 #include "tests/support/http_server.h"
 #include "tests/yolo/cli/empty_folder_run.h"
 #include "yolo/data/image_codec.h"
-#include "yolo/weights_file.h"
+#include "yolo/model/weights_file.h"
 
 namespace {
 

@@ -18,7 +18,7 @@
 #include "tests/yolo/cli/empty_folder_run.h"
 #include "tests/support/zip_writer.h"
 #include "yolo/data/image_codec.h"
-#include "yolo/weights_file.h"
+#include "yolo/model/weights_file.h"
 
 namespace {
 

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/safetensors.h"
+#include "engine/safetensors_tensors.h"
 #include "tests/dist/spawn.h"
 #include "tests/support/cli.h"
 
@@ -45,7 +45,7 @@ double max_weight_difference(const fs::path& a, const fs::path& b) {
   const kestrel::SafetensorsFile fb = kestrel::load_safetensors(b.string());
   double worst = 0;
   for (const std::string& name : fa.names()) {
-    const std::vector<double> x = fa.get(name).to_double_vector(), y = fb.get(name).to_double_vector();
+    const std::vector<double> x = safetensors_tensor(fa, name).to_double_vector(), y = safetensors_tensor(fb, name).to_double_vector();
     for (size_t i = 0; i < x.size(); ++i) worst = std::max(worst, std::abs(x[i] - y[i]));
   }
   return worst;

@@ -17,7 +17,7 @@
 #include "tests/dist/spawn.h"
 #include "tests/support/cli.h"
 #include "tests/support/testing.h"
-#include "tests/yolo/training_state.h"
+#include "tests/yolo/train/training_state.h"
 #include "yolo/data/image_codec.h"
 
 namespace fs = std::filesystem;

@@ -10,13 +10,13 @@
 #include <sstream>
 #include <vector>
 
-#include "engine/json.h"
+#include "io/json.h"
 #include "tests/support/cli.h"
 #include "tests/support/testing.h"
-#include "yolo/model.h"
-#include "yolo/model_config.h"
-#include "yolo/weights.h"
-#include "yolo/weights_file.h"
+#include "yolo/model/model.h"
+#include "yolo/model/model_config.h"
+#include "yolo/model/weights.h"
+#include "yolo/model/weights_file.h"
 
 namespace fs = std::filesystem;
 

@@ -6,7 +6,7 @@
 #include <opencv2/imgproc.hpp>
 #include <random>
 
-#include "yolo/box_ops.h"
+#include "yolo/eval/box_ops.h"
 
 using namespace kestrel;
 using namespace kestrel::yolo::data;
@@ -253,7 +253,7 @@ TEST(Letterbox, RatioPadAndBorders) {
   EXPECT_EQ(d.image.cols, 64);
 }
 
-// The letterbox's ratio and padding are what evaluation's scale_boxes (yolo/box_ops.h) undoes.
+// The letterbox's ratio and padding are what evaluation's scale_boxes (yolo/eval/box_ops.h) undoes.
 TEST(Letterbox, BoxesScaleBackToTheOriginal) {
   const Letterboxed lb = letterbox(solid(45, 100, 9, 9, 9), 64, 64, false, true);
   auto fwd_x = [&](double x) { return static_cast<float>(x * lb.ratio_w + lb.pad_w); };

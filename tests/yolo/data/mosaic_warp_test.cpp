@@ -7,7 +7,7 @@
 
 #include "engine/random.h"
 #include "yolo/data/augment.h"
-#include "yolo/hyp.h"
+#include "yolo/common/hyp.h"
 
 using namespace kestrel;
 using namespace kestrel::yolo::data;

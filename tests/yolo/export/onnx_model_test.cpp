@@ -13,9 +13,9 @@
 #include "yolo/data/dataset_config.h"
 #include "yolo/data/synthetic.h"
 #include "yolo/export/onnx_export.h"
-#include "yolo/validator.h"
-#include "yolo/weights.h"
-#include "yolo/weights_file.h"
+#include "yolo/eval/validator.h"
+#include "yolo/model/weights.h"
+#include "yolo/model/weights_file.h"
 
 using namespace kestrel;
 using namespace kestrel::yolo;

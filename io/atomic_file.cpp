@@ -1,0 +1,104 @@
+#include "io/atomic_file.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "base/error.h"
+
+namespace kestrel {
+namespace {
+
+// The rename is durable only once the directory entry is on disk. Best effort: some file
+// systems refuse fsync on directories, and the data itself is already safe by then.
+void sync_directory_of(const std::string& path) {
+  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  const int fd = ::open(parent.empty() ? "." : parent.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return;
+  ::fsync(fd);
+  ::close(fd);
+}
+
+}  // namespace
+
+std::string unique_temp_path(const std::string& path) {
+  static std::atomic<uint64_t> counter{0};
+  return str(path, ".tmp.", ::getpid(), ".", counter.fetch_add(1));
+}
+
+bool is_temp_name(const std::string& filename) {
+  const size_t at = filename.rfind(".tmp.");
+  if (at == std::string::npos || at == 0) return false;
+  const std::string rest = filename.substr(at + 5);  // "<pid>.<n>"
+  const size_t dot = rest.find('.');
+  const auto digits = [](const std::string& s) {
+    return !s.empty() && s.find_first_not_of("0123456789") == std::string::npos;
+  };
+  return dot != std::string::npos && digits(rest.substr(0, dot)) && digits(rest.substr(dot + 1));
+}
+
+AtomicFile::AtomicFile(std::string path) : path_(std::move(path)), tmp_(unique_temp_path(path_)) {
+  fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd_ < 0) fail("create");
+}
+
+AtomicFile::~AtomicFile() {
+  if (fd_ >= 0) ::close(fd_);
+  if (!committed_) ::unlink(tmp_.c_str());
+}
+
+void AtomicFile::write(const void* data, uint64_t n) {
+  const char* in = static_cast<const char*>(data);
+  while (n > 0) {
+    const ssize_t put = ::write(fd_, in, n);
+    if (put < 0 && errno == EINTR) continue;
+    if (put <= 0) fail("write");
+    in += put;
+    n -= static_cast<uint64_t>(put);
+  }
+}
+
+void AtomicFile::commit() {
+  if (::fsync(fd_) != 0) fail("flush");
+  const int fd = fd_;
+  fd_ = -1;
+  if (::close(fd) != 0) fail("close");
+  if (::rename(tmp_.c_str(), path_.c_str()) != 0) fail("rename", str(" to '", path_, "'"));
+  committed_ = true;
+  sync_directory_of(path_);
+}
+
+void AtomicFile::fail(const std::string& action, const std::string& suffix) const {
+  KESTREL_FAIL("cannot ", action, " '", tmp_, "'", suffix, ": ", std::strerror(errno),
+               " (check that the directory exists and is writable, and the disk has space)");
+}
+
+void write_file_atomic(const std::string& path, std::string_view bytes) {
+  AtomicFile f(path);
+  f.write(bytes.data(), bytes.size());
+  f.commit();
+}
+
+void publish_copy(const std::string& src, const std::string& dst) {
+  const std::string tmp = unique_temp_path(dst);
+  if (::link(src.c_str(), tmp.c_str()) == 0) {
+    if (::rename(tmp.c_str(), dst.c_str()) != 0) {
+      const int err = errno;
+      ::unlink(tmp.c_str());
+      KESTREL_FAIL("cannot rename '", tmp, "' to '", dst, "': ", std::strerror(err));
+    }
+    sync_directory_of(dst);
+    return;
+  }
+  std::ifstream in(src, std::ios::binary);
+  KESTREL_CHECK(in, "cannot read '", src, "' to copy it to '", dst, "'");
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  write_file_atomic(dst, bytes);
+}
+
+}  // namespace kestrel

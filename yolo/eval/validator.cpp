@@ -1,0 +1,348 @@
+#include "yolo/eval/validator.h"
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <numeric>
+
+#include "engine/autograd.h"
+#include "io/json.h"
+#include "engine/ops/layout.h"
+#include "yolo/eval/augmented_inference.h"
+#include "yolo/eval/box_ops.h"
+#include "yolo/data/batch_uploader.h"
+#include "yolo/eval/nms.h"
+#include "yolo/plot/plots.h"
+
+namespace kestrel::yolo {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+void sync(Device d) { current_stream(d).synchronize(); }
+
+std::string stem(const std::string& path) { return std::filesystem::path(path).stem().string(); }
+
+std::string class_name(const std::vector<std::string>& names, int c) {
+  return c < static_cast<int>(names.size()) ? names[c] : std::to_string(c);
+}
+
+// Python's round(x, digits): the correctly rounded decimal, read back as a double.
+double round_digits(double x, int digits) {
+  char text[64];
+  std::snprintf(text, sizeof text, "%.*f", digits, x);
+  return std::strtod(text, nullptr);
+}
+
+// What a run accumulates over its batches.
+struct Accumulated {
+  DetectionStats stats;
+  ConfusionMatrix confusion;
+  double t_pre = 0, t_inf = 0, t_nms = 0;  // ms, summed
+  double box = 0, obj = 0, cls = 0;        // losses, summed over batches
+  int64_t batches = 0, images = 0;
+  json::Array json_rows;
+  explicit Accumulated(int nc) : confusion(nc) {}
+};
+
+// Phase 1, predict: one batch uploaded, through the model (and the loss) and NMS, timed as the
+// reference times pre-process, inference and NMS.
+struct Prediction {
+  int64_t height = 0, width = 0;  // of the letterboxed batch
+  std::vector<Tensor> detections;  // per image (n, 6): x1, y1, x2, y2, conf, class
+};
+
+// The model's outputs for a batch: decoded boxes, and the raw ones where a loss needs them.
+using BatchPredictor = std::function<DetectionModel::Prediction(const Tensor& x)>;
+
+Prediction predict(const BatchPredictor& model, const ValLoss& loss, data::BatchUploader& uploader,
+                   const data::Batch& batch, const ValOptions& o, Device device, Accumulated& acc) {
+  auto t0 = Clock::now();
+  data::DeviceBatch db = uploader.to_device(batch);
+  Tensor x = ops::images_to_input(db.images, o.compute_dtype);
+  if (device.is_cuda()) sync(device);
+  acc.t_pre += ms_since(t0);
+
+  t0 = Clock::now();
+  DetectionModel::Prediction pred = model(x);
+  if (device.is_cuda()) sync(device);
+  acc.t_inf += ms_since(t0);
+  if (loss) {
+    const ValLossItems l = loss(pred.raw, db.targets);
+    acc.box += l.box;
+    acc.obj += l.obj;
+    acc.cls += l.cls;
+  }
+
+  t0 = Clock::now();
+  NmsOptions nms;
+  nms.conf_thres = o.conf_thres;
+  nms.iou_thres = o.iou_thres;
+  nms.multi_label = true;
+  nms.agnostic = o.single_cls;
+  nms.max_det = o.max_det;
+  Prediction p{x.size(1), x.size(2), non_max_suppression(pred.boxes, nms)};
+  acc.t_nms += ms_since(t0);
+  return p;
+}
+
+// Phase 2, match: one image's detections against its labels, both mapped back to the original
+// image's pixels, into the statistics and the confusion matrix. Returns the detections in
+// original pixels (undefined when there are none).
+Tensor match(Tensor det, const std::vector<LabelBox>& labels, const data::Batch& batch, int64_t si,
+             ImageSize letterboxed, bool single_cls, Accumulated& acc) {
+  std::vector<float> label_classes, corners;
+  for (const LabelBox& l : labels) {
+    if (l.image != si) continue;
+    label_classes.push_back(single_cls ? 0.0f : l.cls);
+    corners.insert(corners.end(), {l.x1, l.y1, l.x2, l.y2});
+  }
+  const auto nl = static_cast<int64_t>(label_classes.size());
+  ++acc.images;
+  if (det.size(0) == 0) {
+    if (nl) {
+      acc.stats.add({}, det, label_classes);
+      acc.confusion.process_labels_only(label_classes);
+    }
+    return Tensor();
+  }
+  if (single_cls) det.slice(1, 5, 6).fill_(0.0);
+  const auto& shapes = batch.shapes[si];
+  KESTREL_CHECK(shapes.has_value(), "validation sample without letterbox shapes: ", batch.paths[si]);
+  const ImageSize original{shapes->h0, shapes->w0};
+  const RatioPad rp{shapes->ratio_h, shapes->pad_w, shapes->pad_h};
+  Tensor predn = det.clone();
+  scale_boxes(predn, letterboxed, original, rp);
+  std::vector<CorrectRow> correct(det.size(0));
+  if (nl) {
+    Tensor lbox = Tensor::from_vector(corners, {nl, 4});
+    scale_boxes(lbox, letterboxed, original, rp);
+    const std::vector<float> scaled = lbox.to_vector<float>();
+    std::vector<float> rows;  // class, x1, y1, x2, y2
+    for (int64_t k = 0; k < nl; ++k) {
+      rows.push_back(label_classes[k]);
+      rows.insert(rows.end(), scaled.begin() + 4 * k, scaled.begin() + 4 * k + 4);
+    }
+    const Tensor labelsn = Tensor::from_vector(rows, {nl, 5});
+    correct = match_predictions(predn, labelsn);
+    acc.confusion.process_batch(predn, labelsn);
+  }
+  acc.stats.add(correct, det, label_classes);
+  return predn;
+}
+
+// labels/<image>.txt: class and normalised centre box per detection, optionally its confidence.
+void write_txt(const std::vector<float>& d, const data::SampleShapes& shapes, const std::string& path,
+               bool save_conf) {
+  std::ofstream txt(path);
+  const double gw = shapes.w0, gh = shapes.h0;
+  for (size_t k = 0; k + 6 <= d.size(); k += 6) {
+    txt << static_cast<int>(d[k + 5]) << " " << (d[k] + d[k + 2]) / 2 / gw << " " << (d[k + 1] + d[k + 3]) / 2 / gh
+        << " " << (d[k + 2] - d[k]) / gw << " " << (d[k + 3] - d[k + 1]) / gh;
+    if (save_conf) txt << " " << d[k + 4];
+    txt << "\n";
+  }
+}
+
+// The COCO-format rows of one image, as the reference's save_one_json: a numeric file stem is
+// the image id as a number; the box is x, y, w, h from the float32 centre form, rounded to 3
+// digits, the score to 5.
+void add_json_rows(const std::vector<float>& d, const std::string& path, bool coco_ids, json::Array& rows) {
+  const std::string s = stem(path);
+  const bool numeric = !s.empty() && s.size() <= 18 && s.find_first_not_of("0123456789") == std::string::npos;
+  const json::Value image_id = numeric ? json::Value(static_cast<int64_t>(std::stoll(s))) : json::Value(s);
+  for (size_t k = 0; k + 6 <= d.size(); k += 6) {
+    const int c = static_cast<int>(d[k + 5]);
+    const float w = d[k + 2] - d[k], h = d[k + 3] - d[k + 1];
+    const float x = (d[k] + d[k + 2]) / 2 - w / 2, y = (d[k + 1] + d[k + 3]) / 2 - h / 2;
+    json::Array bbox;
+    for (float v : {x, y, w, h}) bbox.emplace_back(round_digits(v, 3));
+    rows.emplace_back(json::Object{{"image_id", image_id},
+                                   {"category_id", static_cast<int64_t>(coco_ids && c < 80 ? coco80_to_91()[c] : c)},
+                                   {"bbox", std::move(bbox)},
+                                   {"score", round_digits(d[k + 4], 5)}});
+  }
+}
+
+// Phase 3, report: the table and speed line, the curves and confusion matrix, the json file.
+std::string format_table(const ValResult& r, const ValOptions& o, const std::vector<std::string>& names,
+                         int nc, bool console_has_header) {
+  const ValMetrics& m = r.metrics;
+  std::string table = (console_has_header ? "" : metrics_header() + "\n") +
+                      metrics_row("all", r.images, r.instances, m.mp, m.mr, m.map50, m.map) + "\n";
+  if (r.instances == 0)
+    table += "WARNING: no labels found in the validation set, can not compute metrics without labels\n";
+  if (per_class_rows(o.verbose, o.training, nc)) {
+    for (size_t i = 0; i < m.ap_class.size(); ++i) {
+      const int c = m.ap_class[i];
+      table += metrics_row(class_name(names, c), r.images, m.nt[c], m.p[i], m.r[i], m.ap50[i], m.ap[i]) + "\n";
+    }
+  }
+  if (!o.training) {
+    char speed[160];
+    std::snprintf(speed, sizeof speed,
+                  "Speed: %.1fms pre-process, %.1fms inference, %.1fms NMS per image at shape (%d, 3, %d, %d)\n",
+                  r.ms_pre, r.ms_inf, r.ms_nms, o.batch_size, o.img_size, o.img_size);
+    table += speed;
+  }
+  return table;
+}
+
+void plot_metrics(const ValMetrics& m, const ConfusionMatrix& confusion, const std::vector<std::string>& names,
+                  int nc, const std::string& dir) {
+  std::vector<std::vector<double>> cm(nc + 1, std::vector<double>(nc + 1));
+  for (int r = 0; r <= nc; ++r)
+    for (int c = 0; c <= nc; ++c) cm[r][c] = confusion.at(r, c);
+  plot_confusion_matrix(cm, names, dir + "/confusion_matrix.png");
+  const ApResult& d = m.details;
+  if (d.pr_curve.empty()) return;
+  std::vector<double> px(kCurvePoints);
+  for (int i = 0; i < kCurvePoints; ++i) px[i] = i / static_cast<double>(kCurvePoints - 1);
+  std::vector<std::vector<double>> curves;
+  std::vector<std::string> curve_names;
+  std::vector<double> curve_ap50;
+  for (size_t i = 0; i < d.pr_curve.size(); ++i) {
+    if (d.pr_curve[i].empty()) continue;
+    curves.push_back(d.pr_curve[i]);
+    curve_ap50.push_back(d.ap[i][0]);
+    curve_names.push_back(class_name(names, d.classes[i]));
+  }
+  plot_pr_curve(px, curves, curve_ap50, curve_names, dir + "/PR_curve.png");
+  // The metric-confidence curves of every class with labels, as the reference plots them.
+  std::vector<std::string> class_names;
+  for (int c : d.classes) class_names.push_back(class_name(names, c));
+  plot_mc_curve(px, d.f1_curve, class_names, "F1", dir + "/F1_curve.png");
+  plot_mc_curve(px, d.p_curve, class_names, "Precision", dir + "/P_curve.png");
+  plot_mc_curve(px, d.r_curve, class_names, "Recall", dir + "/R_curve.png");
+}
+
+// predictions.json: one detection object per line.
+void write_json(const json::Array& rows, const std::string& path) {
+  std::ofstream out(path);
+  out << "[";
+  for (size_t i = 0; i < rows.size(); ++i) out << (i ? ",\n" : "\n") << json::dump(rows[i]);
+  out << "\n]\n";
+}
+
+}  // namespace
+
+std::vector<PlotBox> target_boxes(const Tensor& targets, int64_t height, int64_t width) {
+  std::vector<PlotBox> out;
+  for (const LabelBox& l : label_boxes(targets, height, width))
+    out.push_back({static_cast<int>(l.image), static_cast<int>(l.cls), l.x1, l.y1, l.x2, l.y2});
+  return out;
+}
+
+const std::vector<int>& coco80_to_91() {
+  static const std::vector<int> ids = {
+      1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11, 13, 14, 15, 16, 17, 18, 19, 20, 21,
+      22, 23, 24, 25, 27, 28, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 43, 44,
+      46, 47, 48, 49, 50, 51, 52, 53, 54, 55, 56, 57, 58, 59, 60, 61, 62, 63, 64, 65,
+      67, 70, 72, 73, 74, 75, 76, 77, 78, 79, 80, 81, 82, 84, 85, 86, 87, 88, 89, 90};
+  return ids;
+}
+
+Validator::Validator(std::vector<data::ImageRecord> records, std::vector<std::string> names,
+                     int nc, const ValOptions& options, Device device, int stride)
+    : names_(std::move(names)), nc_(nc), options_(options), device_(device) {
+  data::PipelineOptions p;
+  p.img_size = options.img_size;
+  p.augment = false;
+  p.rect = options.rect;
+  p.batch_size = options.batch_size;
+  p.stride = stride;
+  p.pad = 0.5;
+  pipeline_ = std::make_shared<data::AugmentPipeline>(std::move(records), p);
+  data::LoaderOptions lo;
+  lo.batch_size = options.batch_size;
+  lo.workers = options.workers;
+  loader_ = std::make_unique<data::Loader>(pipeline_, lo, data::sequential_order(pipeline_->size()));
+}
+
+ValResult Validator::run(DetectionModel& model, const ValLoss& loss) {
+  KESTREL_CHECK(!(loss && options_.augment), "validation losses come from the plain forward, not --augment's");
+  const bool was_training = model.is_training();
+  model.train(false);
+  ValResult result = run_batches(
+      [&](const Tensor& x) {
+        return options_.augment ? DetectionModel::Prediction{predict_augmented(model, x), {}} : model.predict(x);
+      },
+      loss);
+  model.train(was_training);
+  return result;
+}
+
+ValResult Validator::run(const BoxPredictor& predict) {
+  return run_batches([&](const Tensor& x) { return DetectionModel::Prediction{predict(x), {}}; }, nullptr);
+}
+
+ValResult Validator::run_batches(const std::function<DetectionModel::Prediction(const Tensor&)>& model,
+                                 const ValLoss& loss) {
+  const ValOptions& o = options_;
+  const bool to_files = !o.save_dir.empty();
+  if (to_files) std::filesystem::create_directories(o.save_dir);
+  if (o.save_txt) std::filesystem::create_directories(o.save_dir + "/labels");
+  autograd::NoGradGuard no_grad;
+  data::BatchUploader uploader(device_);
+  Accumulated acc(nc_);
+
+  loader_->start_epoch(0);
+  const int64_t total_batches = (pipeline_->size() + o.batch_size - 1) / o.batch_size;
+  ProgressCadence cadence = console_ ? console_->cadence() : ProgressCadence(false);
+  const auto t_start = Clock::now();
+  while (std::optional<data::Batch> batch = loader_->next()) {
+    const Prediction p = predict(model, loss, uploader, *batch, o, device_, acc);
+    const std::vector<LabelBox> labels = label_boxes(batch->targets, p.height, p.width);
+    const bool plot_batch_now = o.plots && batch->index < 3;
+    std::vector<PlotBox> plot_predictions;
+    for (int64_t si = 0; si < batch->size(); ++si) {
+      const Tensor predn = match(p.detections[si], labels, *batch, si, {p.height, p.width}, o.single_cls, acc);
+      if (!predn.defined()) continue;
+      const std::vector<float> d = predn.to_vector<float>();
+      if (o.save_txt)
+        write_txt(d, *batch->shapes[si], o.save_dir + "/labels/" + stem(batch->paths[si]) + ".txt", o.save_conf);
+      if (o.save_json) add_json_rows(d, batch->paths[si], o.coco_ids, acc.json_rows);
+      if (plot_batch_now) {
+        const std::vector<float> raw = p.detections[si].to_vector<float>();
+        for (size_t k = 0; k + 6 <= raw.size(); k += 6)
+          plot_predictions.push_back({static_cast<int>(si), static_cast<int>(raw[k + 5]), raw[k], raw[k + 1],
+                                      raw[k + 2], raw[k + 3], raw[k + 4]});
+      }
+    }
+    if (plot_batch_now && to_files) {
+      const std::string prefix = o.save_dir + "/val_batch" + std::to_string(batch->index);
+      plot_batch(batch->images, batch->paths, target_boxes(batch->targets, p.height, p.width), names_, prefix + "_labels.jpg");
+      plot_batch(batch->images, batch->paths, plot_predictions, names_, prefix + "_pred.jpg");
+    }
+    ++acc.batches;
+    const double seconds = ms_since(t_start) / 1000;
+    if (console_ && cadence.due(acc.batches, total_batches, seconds))
+      console_->progress(metrics_header() + ": " + format_bar(acc.batches, total_batches, seconds),
+                         acc.batches == total_batches);
+  }
+  ValResult result;
+  result.metrics = acc.stats.compute(nc_);
+  result.images = acc.images;
+  result.instances = std::accumulate(result.metrics.nt.begin(), result.metrics.nt.end(), int64_t{0});
+  if (acc.batches) {
+    result.box_loss = acc.box / acc.batches;
+    result.obj_loss = acc.obj / acc.batches;
+    result.cls_loss = acc.cls / acc.batches;
+  }
+  const double n = std::max<int64_t>(acc.images, 1);
+  result.ms_pre = acc.t_pre / n;
+  result.ms_inf = acc.t_inf / n;
+  result.ms_nms = acc.t_nms / n;
+  result.table = format_table(result, o, names_, nc_, console_ != nullptr);
+  if (to_files && o.plots) plot_metrics(result.metrics, acc.confusion, names_, nc_, o.save_dir);
+  if (to_files && o.save_json) write_json(acc.json_rows, o.save_dir + "/predictions.json");
+  return result;
+}
+
+}  // namespace kestrel::yolo

@@ -1,0 +1,103 @@
+// The Trainer's epoch: its batches, each prepared, stepped and accounted.
+#include "yolo/train/trainer_run.h"
+
+#include <algorithm>
+#include <csignal>
+
+#include "engine/allocator.h"
+#include "yolo/plot/plots.h"
+
+namespace kestrel::yolo {
+
+// --- an epoch ------------------------------------------------------------------------------------
+
+bool Trainer::train_epoch(int epoch) {
+  model_->train(true);
+  progress_ = epoch == start_epoch_ ? resumed_progress_ : EpochProgress{};
+  loader_->start_epoch(epoch, progress_.next_batch);
+  out_->line(str("\n", std::string(6, ' '), "Epoch    GPU_mem   box_loss   obj_loss   cls_loss  Instances       Size"));
+  t_epoch_ = Clock::now();
+  const int64_t shown = options_.max_batches > 0 ? std::min<int64_t>(batches_per_epoch_, options_.max_batches) : batches_per_epoch_;
+  ProgressCadence cadence = out_->cadence();
+  int64_t instances = 0, size = 0;  // the newest batch's, for the bar
+  const auto show = [&](bool last) {
+    const double secs = std::chrono::duration<double>(Clock::now() - t_epoch_).count();
+    const double mem = device_.is_cuda() ? allocator_stats(device_).reserved / 1e9 : 0.0;
+    if (last || cadence.due(progress_.next_batch, shown, secs))
+      out_->progress(progress_line(epoch, options_.epochs, mem, progress_, instances, size, progress_.next_batch, shown, secs),
+                     last);
+  };
+  for (int64_t i = progress_.next_batch; i < shown; ++i) {
+    std::optional<data::Batch> b = loader_->next();
+    if (!b) break;
+    train_batch(*b, epoch, i);
+    progress_.next_batch = i + 1;
+    instances = b->targets.size(0);
+    size = b->images.size(1);
+    // The mean losses are learnt a batch late: the epoch's last line waits for the drain below,
+    // so that it shows the epoch's mean as results.csv records it.
+    if (out_->on() && i + 1 < shown) show(false);
+    // Stop at an optimizer-step boundary: nothing is half-accumulated in the saved state.
+    if (stop_agreed_ && !accumulated_) {
+      account(step_->drain());
+      return false;
+    }
+  }
+  account(step_->drain());  // the last batches' losses and flags, before the epoch is judged
+  if (out_->on() && progress_.next_batch == shown && size > 0) show(true);  // size: a batch ran
+  KESTREL_CHECK(progress_.seen > 0 || progress_.skipped == 0, "every training step of epoch ", epoch,
+                " produced a NaN/Inf loss; lower lr0 (--hyp), use --amp off or check the labels");
+  if (progress_.skipped) out_->line("WARNING: ", progress_.skipped, " steps with a NaN/Inf loss were skipped this epoch");
+  return true;
+}
+
+void Trainer::train_batch(const data::Batch& batch, int epoch, int64_t i) {
+  const int64_t ni = i + batches_per_epoch_ * epoch;
+  if (++batches_run_ == options_.interrupt_after) stop_.raise_as(SIGINT);
+  schedule_->warmup(ni, epoch);
+  const StepInputs in = batch_prep_->prepare(batch, epoch, i, ni);
+  const bool step_now = schedule_->step_due(ni);
+  // The batch's flags (a non-finite loss, a stop request) are summed over the ranks on the
+  // device and read here one batch later, so every rank learns them at the same batch: a
+  // non-finite loss anywhere skips its window's optimizer step everywhere (on the device), and a
+  // stop request anywhere stops every rank at the same optimizer-step boundary.
+  step_->run(in.input, in.targets, ni, step_now, stop_.received() != 0);
+  if (step_->graphs_on() && !graphs_warned_ && !step_->graphs_disabled_reason().empty()) {
+    out_->line("WARNING: CUDA graphs are off for the rest of this run (--cuda-graph auto): ", step_->graphs_disabled_reason());
+    graphs_warned_ = true;
+  }
+  accumulated_ = !step_now;
+  account(step_->take_previous());
+  if (step_now) {
+    schedule_->record_step(ni);
+    if (reducer_ && trace_) {  // --trace: waits for the step's collectives to time them
+      const dist::StepTimeline& t = reducer_->last_timeline();
+      overlap_sum_ += dist::overlap_efficiency(t);
+      ++overlap_steps_;
+      trace_->add(t);
+    }
+    if (options_.check_sync && rank_.world > 1) {
+      dist::check_sync(*rank_.group, model_->named_parameters(), str("parameters after step ", ni));
+      if (buffer_broadcaster_) buffer_broadcaster_->check_structure();
+    }
+  }
+  if (rank_.main() && ni < 3 && plots()) {
+    const std::string mosaic = save_dir_ + "/train_batch" + std::to_string(ni) + ".jpg";
+    plot_batch(batch.images, batch.paths, target_boxes(batch.targets, batch.images.size(1), batch.images.size(2)), names_, mosaic);
+    if (board_) board_->log_image(mosaic, epoch);
+  }
+}
+
+void Trainer::account(const std::vector<BatchStatus>& statuses) {
+  for (const BatchStatus& s : statuses) {
+    stop_agreed_ = stop_agreed_ || s.stop_ranks > 0;
+    if (s.nonfinite_ranks > 0) {
+      ++nan_steps_;
+      ++progress_.skipped;
+    } else {
+      progress_.add(s.box, s.obj, s.cls);
+    }
+  }
+}
+
+}  // namespace kestrel::yolo

@@ -1,0 +1,169 @@
+// The Trainer at an epoch's end and the run's: validation, results, checkpoints, finish.
+#include "yolo/train/trainer_run.h"
+
+#include <algorithm>
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+
+#include "io/atomic_file.h"
+#include "yolo/train/checkpoint.h"
+#include "yolo/plot/plot_canvas.h"
+#include "yolo/plot/plots.h"
+#include "yolo/train/rank_collectives.h"
+#include "yolo/common/run_dir.h"
+#include "yolo/model/weights.h"
+
+namespace kestrel::yolo {
+namespace fs = std::filesystem;
+namespace {
+
+// The training loss, as the loss items validation averages (val/box_loss, obj, cls).
+ValLoss validation_loss(const ComputeLoss& loss) {
+  return [&loss](const std::vector<Tensor>& raw, const Tensor& targets) {
+    const LossResult l = loss(raw, targets);
+    return ValLossItems{l.box, l.obj, l.cls};
+  };
+}
+
+}  // namespace
+
+// Gradient accumulation may span the end of an epoch. Under DDP each rank holds its own share;
+// averaging them (what the next synchronised step would do anyway, as the all-reduce is linear)
+// puts the job's accumulation on every rank, so that rank 0's checkpoint holds all of it. Done at
+// every epoch end, not only when saving, so resumed and uninterrupted runs compute alike.
+void Trainer::average_pending_gradients() {
+  if (rank_.world == 1 || !accumulated_) return;
+  for (auto& [n, p] : trainable())
+    if (p.grad().defined()) rank_.group->all_reduce(p.grad(), dist::ReduceOp::Average)->synchronize();
+}
+
+bool Trainer::end_epoch(int epoch) {
+  if (rank_.world > 1) {
+    // Every rank must hold the same model and optimizer state: compare checksums, abort loudly.
+    dist::NamedTensors state = model_->named_parameters();
+    for (auto& t : optimizer_->state_tensors())
+      if (t.second.device() == device_) state.push_back(t);
+    dist::check_sync(*rank_.group, state, str("parameters and optimizer state after epoch ", epoch));
+    if (overlap_steps_)
+      out_->line(str("DDP: ", rank_.world, " ranks, overlap efficiency ",
+                     short_number(100.0 * overlap_sum_ / overlap_steps_), "% of all-reduce time hidden behind backward"));
+    if (trace_) trace_->write(str(options_.trace, ".rank", rank_.rank));
+    average_pending_gradients();
+  }
+  std::vector<double> lrs;
+  for (const auto& g : optimizer_->groups()) lrs.push_back(g.lr);
+  lrs.resize(3, 0.0);
+  schedule_->epoch_end();
+
+  bool stop_early = false;
+  if (rank_.main()) {
+    const bool final_epoch = epoch + 1 == options_.epochs || stopper_->possible_stop();
+    if (!options_.noval || final_epoch) {
+      last_val_ = validator_->run(*ema_model_, validation_loss(*compute_loss_));
+      out_->raw(last_val_.table);
+      if (image_weights_) image_weights_->set_maps(last_val_.metrics.maps);
+    }
+    const ValMetrics& m = last_val_.metrics;
+    const double fi = fitness(m);
+    stop_early = stopper_->update(epoch, fi);
+    if (fi > best_fitness_) best_fitness_ = fi;
+    // The row first, then the checkpoint: a kill between them leaves a row past the checkpoint's
+    // epoch, which --resume drops and writes again.
+    const std::vector<double> row = {progress_.mloss[0], progress_.mloss[1], progress_.mloss[2], m.mp, m.mr, m.map50,
+                                     m.map, last_val_.box_loss, last_val_.obj_loss, last_val_.cls_loss, lrs[0], lrs[1],
+                                     lrs[2]};
+    ResultsCsv(save_dir_ + "/results.csv").append(epoch, row);
+    if (board_) board_->log_epoch(epoch, row);
+    if (!options_.nosave || (final_epoch && options_.evolve == 0)) {
+      save_checkpoint_as(last_path_, epoch, EpochProgress{});
+      if (best_fitness_ == fi) publish_copy(last_path_, best_path_);
+      if (options_.save_period > 0 && epoch % options_.save_period == 0)
+        publish_copy(last_path_, weights_dir_ + "/epoch" + std::to_string(epoch) + ".safetensors");
+    }
+    if (plots()) plot_results(save_dir_ + "/results.csv", save_dir_ + "/results.png");
+    if (stop_early)
+      out_->line("Stopping training early as no improvement observed in last ", stopper_->patience(),
+                 " epochs. Best results observed at epoch ", stopper_->state().best_epoch,
+                 ", best model saved as best.safetensors.\nTo change it pass --patience N, or --patience 0 to "
+                 "disable early stopping.");
+  }
+  // Rank 0's early stop, and a signal any rank received meanwhile (during validation, say).
+  wait_for_rank0(rank_, str("validation and saving of epoch ", epoch));
+  const std::vector<int> raised = ranks_raising(rank_, device_, {stop_early, stop_.received() != 0});
+  stop_agreed_ = stop_agreed_ || raised[1] > 0;
+  return raised[0] > 0 || stop_agreed_;
+}
+
+void Trainer::save_checkpoint_as(const std::string& path, int64_t last_epoch, const EpochProgress& progress) {
+  CheckpointInfo info;
+  info.epoch = last_epoch;
+  info.best_fitness = best_fitness_;
+  info.hyp = hyp_;
+  info.options = options_json(options_, cfg_text_, num_classes_, names_);
+  info.progress = RunProgress{progress, nan_steps_, stopper_->state(), accumulated_, step_->window_nonfinite(),
+                              train_index_, image_weights_ ? image_weights_->maps() : std::vector<double>{},
+                              reducer_ ? reducer_->settled_layout() : std::nullopt}
+                      .to_json();
+  TrainingObjects objs{model_.get(), ema_.get(), optimizer_.get(), schedule_.get(), scaler_.get()};
+  save_checkpoint(path, objs, info, accumulated_ ? trainable() : PendingGradients{});
+}
+
+// An epoch cut short by a signal: last holds it up to the batch reached, and no results row.
+void Trainer::save_interrupted(int epoch) {
+  if (rank_.main()) {
+    save_checkpoint_as(last_path_, epoch - 1, progress_);
+    out_->line("\nInterrupted in epoch ", epoch, " after batch ", progress_.next_batch, "/", batches_per_epoch_, ": saved ", last_path_);
+  }
+}
+
+// As the reference's strip_optimizer once a run has ended (all epochs, or an early stop; not an
+// interruption, whose last must stay resumable): last and best keep the EMA weights in float16.
+// The epoch<N> copies keep the full state.
+void Trainer::strip_final_checkpoints() {
+  for (const std::string& path : {last_path_, best_path_}) {
+    if (!fs::exists(path)) continue;
+    const uint64_t bytes = strip_checkpoint(path);
+    char size[32];
+    std::snprintf(size, sizeof size, "%.1fMB", bytes / 1e6);
+    out_->line("Optimizer stripped from ", path, ", ", size);
+  }
+}
+
+int Trainer::finish(bool interrupted) {
+  const double hours = std::chrono::duration<double>(Clock::now() - t_start_).count() / 3600.0;
+  if (rank_.main() && !interrupted) strip_final_checkpoints();
+  // As the reference: the best weights validated once more (the stripped file, which is what the
+  // run hands on), with plots (also after an early stop or an interruption).
+  if (rank_.main() && fs::exists(best_path_)) {
+    out_->line("\nValidating ", best_path_, "...");
+    load_inference_weights(*ema_model_, best_path_);
+    out_->line("Fusing layers... \n", ema_model_->summary(640, /*fused=*/true));  // as attempt_load there
+    validator_->set_plots(plots());
+    validator_->set_verbose(true);
+    out_->raw(validator_->run(*ema_model_, validation_loss(*compute_loss_)).table);
+  }
+  if (rank_.main() && results_) {
+    const ValMetrics& m = last_val_.metrics;
+    *results_ = {m.mp, m.mr, m.map50, m.map, last_val_.box_loss, last_val_.obj_loss, last_val_.cls_loss};
+  }
+  if (board_) board_->log_result_plots(std::max(last_completed_, 0));
+  if (nan_steps_) out_->line(nan_steps_, " steps with a NaN/Inf loss were skipped in total");
+  if (step_ && step_->graphs_on()) {
+    const GraphStats& g = step_->graph_stats();
+    out_->line("CUDA graphs: ", g.replays, " of ", g.replays + g.eager_steps, " batches replayed from ", g.captures,
+               " capture", g.captures == 1 ? "" : "s",
+               step_->graphs_disabled_reason().empty() ? std::string() : "; given up: " + step_->graphs_disabled_reason());
+  }
+  const int completed = std::max(0, last_completed_ - start_epoch_ + 1);
+  out_->line(str("\n", completed, " epoch", completed == 1 ? "" : "s", " completed in ", short_number(hours), " hours."));
+  out_->line("Results saved to ", save_dir_);
+  wait_for_rank0(rank_, "the final validation");
+  if (!interrupted) return 0;
+  const int sig = stop_.received() ? stop_.received() : SIGTERM;
+  out_->line("Stopped by ", sig == SIGINT ? "SIGINT" : "SIGTERM", " (exit status ", 128 + sig, "); continue with: kestrel train --resume ",
+             last_path_);
+  return 128 + sig;
+}
+
+}  // namespace kestrel::yolo
