@@ -44,7 +44,7 @@ void pickle(std::string_view input) {
     const pickle::Document doc = pickle::parse(input, admitted, "fuzz.pkl");
     check_reachable(doc.root());
     try {
-      yolo::to_json(doc.root(), "fuzz.pkl");
+      yolo::to_json(doc, doc.root(), "fuzz.pkl");
     } catch (const Error&) {
     }
   } catch (const Error&) {

@@ -16,6 +16,12 @@ const Value* Value::find(std::string_view key) const {
   return found;
 }
 
+void WalkBudget::visit() {
+  KESTREL_CHECK(left_ > 0, what_, " expands past ", kVisitsPerValue, " visits per object the file holds (objects ",
+                "shared over and over, nested: a crafted file?); refused");
+  --left_;
+}
+
 const char* kind_name(Value::Kind kind) {
   static constexpr const char* kNames[] = {"None",  "bool", "int",    "float",  "str",  "bytes",
                                            "list",  "tuple", "dict",  "global", "object", "persistent id"};

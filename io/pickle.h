@@ -30,10 +30,9 @@ struct Value {
   Value* id = nullptr;         // PersistentId: the id object (torch: a storage's tuple)
 
   bool is(Kind k) const { return kind == k; }
-  // Object or Global whose callee is `name`.
-  bool is_call(std::string_view name) const {
-    return (kind == Kind::Object || kind == Kind::Global) && text == name;
-  }
+  // A call of `name` (REDUCE or NEWOBJ): an Object, whose args are always a tuple. A bare Global
+  // of that name is no call (a file may put one where a call belongs: it has no arguments to read).
+  bool is_call(std::string_view name) const { return kind == Kind::Object && text == name; }
   // The value under a string key of a Dict (or an Object's items); nullptr when absent.
   const Value* find(std::string_view key) const;
 };
@@ -48,11 +47,31 @@ using GlobalPolicy = std::function<bool(const std::string& qualified_name)>;
 class Document {
  public:
   const Value& root() const { return *root_; }
+  // How many values the pickle made (at most one per opcode): what a walk of the result may be
+  // held to, so that values shared over and over (a DAG read as a tree) cannot expand without end.
+  size_t value_count() const { return values_.size(); }
 
  private:
   friend class Unpickler;
   std::deque<Value> values_;
   Value* root_ = nullptr;
+};
+
+// A walk of a document's values held to a number of visits: a multiple of the values the pickle
+// made (a tree of them is walked once; objects shared by many parents, as a module's SiLU is,
+// a few times), past which the file is refused: a handful of shared lists or modules nested a
+// few dozen deep would otherwise expand to billions of visits (CPU) or copies (memory).
+class WalkBudget {
+ public:
+  static constexpr size_t kVisitsPerValue = 8;
+  WalkBudget(const Document& doc, std::string what)
+      : left_(doc.value_count() * kVisitsPerValue + 1024), what_(std::move(what)) {}
+  // Counts one visit; throws kestrel::Error naming `what` and the limit once they are used up.
+  void visit();
+
+ private:
+  size_t left_;
+  std::string what_;
 };
 
 // Parses a whole pickle (it must end with STOP and nothing after). `where` names it in errors

@@ -1,5 +1,6 @@
 #include "io/torch_file.h"
 
+#include <algorithm>
 #include <cstring>
 #include <limits>
 
@@ -11,6 +12,7 @@ namespace {
 using pickle::Value;
 
 constexpr const char* kRebuildTensor = "torch._utils._rebuild_tensor_v2";
+constexpr uint64_t kMaxExpandedBytes = uint64_t{16} << 20;
 constexpr const char* kRebuildParameter = "torch._utils._rebuild_parameter";
 
 struct StorageType {
@@ -126,6 +128,13 @@ TorchTensor TorchFile::tensor(const Value& v, const std::string& what) const {
   }
   KESTREL_CHECK(numel == 0 || last < storage_elements, where, ": the tensor reaches element ", last,
                 " of a storage of ", storage_elements, "; the checkpoint is damaged");
+  // A view may repeat its storage's elements (stride 0: an expand()), and reading it copies every
+  // one. Beyond the storage's own size that is allowed for small tensors only, so that a few bytes
+  // of storage cannot declare gigabytes before any shape is checked.
+  const uint64_t most = std::max<uint64_t>(data->size, kMaxExpandedBytes) / type->element_size;
+  KESTREL_CHECK(numel <= most, where, ": the tensor declares ", numel, " elements over a storage of ", data->size,
+                " bytes (strides that repeat its elements), past the ", kMaxExpandedBytes >> 20,
+                " MiB a view may expand to; refused");
   TorchTensor out{type->dtype, std::vector<int64_t>(size.begin(), size.end()), std::string(numel * type->element_size, '\0')};
   const std::string_view src = zip_->data(*data);
   const uint64_t es = type->element_size;

@@ -30,6 +30,7 @@ class TorchFile {
 
   const std::string& path() const { return path_; }
   const pickle::Value& root() const { return doc_->root(); }
+  const pickle::Document& document() const { return *doc_; }
 
   // Whether `v` is a tensor or parameter record.
   static bool is_tensor(const pickle::Value& v);

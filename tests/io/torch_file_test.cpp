@@ -3,6 +3,7 @@
 // storages, TorchScript archives and big-endian files are refused.
 #include "io/torch_file.h"
 
+#include <chrono>
 #include <cstring>
 
 #include "tests/support/testing.h"
@@ -68,6 +69,29 @@ TEST(TorchFile, ReadsAContiguousTensorInOneCopy) {
 TEST(TorchFile, RefusesViewsPastTheirStorage) {
   const TorchFile f = parse(tensor_pickle("FloatStorage", 6, 3, 2, 2, 2, 1), floats(6));
   EXPECT_NE(error_of([&] { f.tensor(f.root(), "x"); }).find("reaches element 6 of a storage of 6"), std::string::npos);
+}
+
+// A 1-d view (size, stride) of a 16-element float storage, the size a BININT (4 bytes).
+std::string expanded_pickle(uint32_t size, int stride) {
+  std::string n(4, '\0');
+  std::memcpy(n.data(), &size, 4);
+  return "\x80\x02" "ctorch._utils\n_rebuild_tensor_v2\n("s +
+         "(X\x07\x00\x00\x00storagectorch\nFloatStorage\nX\x01\x00\x00\x00" "0X\x03\x00\x00\x00" "cpu" "K\x10" "tQ"s +
+         "K\x00J"s + n + "\x85K" + static_cast<char>(stride) + "\x85\x89" + "ccollections\nOrderedDict\n)RtR."s;
+}
+
+// A stride-0 view repeats its storage's elements: 64 bytes of storage may not declare 2 GiB (issue
+// 42: it was copied out before any check, 20 s and 6.5 GB). A small expansion still reads.
+TEST(TorchFile, RefusesAViewThatExpandsASmallStoragePastTheLimit) {
+  const auto start = std::chrono::steady_clock::now();
+  const TorchFile big = parse(expanded_pickle(uint32_t{1} << 29, 0), floats(16));
+  const std::string e = error_of([&] { big.tensor(big.root(), "x"); });
+  EXPECT_NE(e.find("declares 536870912 elements over a storage of 64 bytes"), std::string::npos) << e;
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(1));
+  const TorchFile small = parse(expanded_pickle(1000, 0), floats(16));
+  const kestrel::TorchTensor t = small.tensor(small.root(), "x");
+  EXPECT_EQ(t.shape, (kestrel::Shape{1000}));
+  EXPECT_EQ(t.bytes.size(), 4000u);
 }
 
 TEST(TorchFile, RefusesStorageTypesKestrelHasNoTensorFor) {

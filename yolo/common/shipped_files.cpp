@@ -30,15 +30,20 @@ std::vector<fs::path> matches_below(const fs::path& dir, const fs::path& tail) {
   return found;
 }
 
-std::string shipped_models(const std::vector<fs::path>& roots) {
+// The shipped files a flag may name by file name: datasets (data/*.yaml) for --data,
+// hyperparameters (data/hyps/) for --hyp, models for the rest; "" where none are shipped.
+std::string shipped_choices(const std::vector<fs::path>& roots, const std::string& flag) {
+  const bool data = flag == "--data", hyp = flag == "--hyp";
+  const std::string sub = data ? "data" : hyp ? "data/hyps" : "models";
+  const char* kind = data ? "datasets" : hyp ? "hyperparameter files" : "models";
   for (const fs::path& root : roots) {
     std::vector<std::string> names;
-    for (const fs::path& p : matches_below(root / "models", ""))
-      if (p.extension() == ".yaml") names.push_back(p.filename().string());
+    for (const fs::path& p : matches_below(root / sub, ""))
+      if (p.extension() == ".yaml" && (!data || p.parent_path() == root / sub)) names.push_back(p.filename().string());
     if (names.empty()) continue;
     std::string list;
     for (const std::string& n : names) list += (list.empty() ? "" : ", ") + n;
-    return "; the shipped models are " + list;
+    return str("; the shipped ", kind, " are ", list);
   }
   return "";
 }
@@ -76,7 +81,7 @@ std::string find_shipped_file(const std::string& given, const std::vector<fs::pa
                "/**', '" + (root / "data").lexically_normal().string() + "/**'";
     }
   }
-  KESTREL_FAIL(flag, " '", given, "': no such file (tried ", tried, ")", shipped_models(roots));
+  KESTREL_FAIL(flag, " '", given, "': no such file (tried ", tried, ")", shipped_choices(roots, flag));
 }
 
 std::string find_shipped_file(const std::string& given, const std::string& flag) {

@@ -74,21 +74,32 @@ ModuleParts module_parts(const TorchFile& file, const Value& module, const std::
 
 // model.modules()' order: each module, then its children, depth first; `visit(module, parts,
 // prefix)` with prefix "model.3.cv1." (empty for the model itself).
+// Held to a budget of visits (pickle::WalkBudget): children shared by many parents are walked
+// once per parent, so a tree of shared modules nested a few dozen deep is refused, not walked.
 template <class Visit>
-void walk_modules(const TorchFile& file, const Value& module, const std::string& prefix, int depth, Visit&& visit) {
+void walk_modules_within(const TorchFile& file, const Value& module, const std::string& prefix, int depth,
+                         pickle::WalkBudget& budget, Visit&& visit) {
   const std::string what = prefix.empty() ? "the model" : "module '" + prefix.substr(0, prefix.size() - 1) + "'";
   KESTREL_CHECK(depth <= kMaxModuleDepth, file.path(), ": ", what, " is nested deeper than ",
                 kMaxModuleDepth, " modules; not a YOLOv5 model");
+  budget.visit();
   const ModuleParts parts = module_parts(file, module, what);
   visit(module, parts, prefix);
   for (const auto& [k, child] : *parts.children)
-    if (!child->is(Value::Kind::None)) walk_modules(file, *child, prefix + k->text + ".", depth + 1, visit);
+    if (!child->is(Value::Kind::None))
+      walk_modules_within(file, *child, prefix + k->text + ".", depth + 1, budget, visit);
+}
+
+template <class Visit>
+void walk_modules(const TorchFile& file, const Value& module, Visit&& visit) {
+  pickle::WalkBudget budget(file.document(), file.path() + ": the model's module tree");
+  walk_modules_within(file, module, "", 0, budget, visit);
 }
 
 // state_dict's names and order: per module its parameters, then its persistent buffers.
 void collect_state(const TorchFile& file, const Value& model, const std::string& key_prefix,
                    std::vector<SafetensorsFile::Part>& out) {
-  walk_modules(file, model, "", 0, [&](const Value&, const ModuleParts& parts, const std::string& prefix) {
+  walk_modules(file, model, [&](const Value&, const ModuleParts& parts, const std::string& prefix) {
     auto add = [&](const Items& items, bool buffer) {
       for (const auto& [k, v] : items) {
         if (v->is(Value::Kind::None) || (buffer && parts.non_persistent.count(k->text))) continue;
@@ -132,8 +143,9 @@ std::optional<json::Array> class_names(const Value* names, const std::string& pa
   return out;
 }
 
-json::Value to_json_at(const Value& v, const std::string& what, int depth) {
+json::Value to_json_at(const Value& v, const std::string& what, int depth, pickle::WalkBudget& budget) {
   KESTREL_CHECK(depth <= 64, what, " is nested too deeply");
+  budget.visit();
   switch (v.kind) {
     case Value::Kind::None: return json::Value();
     case Value::Kind::Bool: return json::Value(v.boolean);
@@ -143,7 +155,7 @@ json::Value to_json_at(const Value& v, const std::string& what, int depth) {
     case Value::Kind::List:
     case Value::Kind::Tuple: {
       json::Array a;
-      for (const Value* x : v.items) a.push_back(to_json_at(*x, what, depth + 1));
+      for (const Value* x : v.items) a.push_back(to_json_at(*x, what, depth + 1, budget));
       return a;
     }
     case Value::Kind::Dict: {
@@ -152,7 +164,7 @@ json::Value to_json_at(const Value& v, const std::string& what, int depth) {
         KESTREL_CHECK(k->is(Value::Kind::String) || k->is(Value::Kind::Int), what, " has a key that is no string");
         const std::string key = k->is(Value::Kind::String) ? k->text : std::to_string(k->integer);
         auto same = [&](const auto& member) { return member.first == key; };
-        const json::Value value = to_json_at(*x, what, depth + 1);
+        const json::Value value = to_json_at(*x, what, depth + 1, budget);
         auto it = std::find_if(o.begin(), o.end(), same);  // a later SETITEM wins, as in Python
         if (it != o.end()) it->second = value;
         else o.emplace_back(key, value);
@@ -171,11 +183,14 @@ bool is_yolov5_global(const std::string& name) {
   return kYolov5Globals.count(name) || name.rfind(kTorchModules, 0) == 0;
 }
 
-json::Value to_json(const Value& v, const std::string& what) { return to_json_at(v, what, 0); }
+json::Value to_json(const pickle::Document& doc, const Value& v, const std::string& what) {
+  pickle::WalkBudget budget(doc, what);
+  return to_json_at(v, what, 0, budget);
+}
 
 std::vector<PtParameter> pt_parameters(const PtCheckpoint& ckpt) {
   std::vector<PtParameter> out;
-  walk_modules(ckpt.file, *ckpt.model, "", 0, [&](const Value& module, const ModuleParts& parts, const std::string& prefix) {
+  walk_modules(ckpt.file, *ckpt.model, [&](const Value& module, const ModuleParts& parts, const std::string& prefix) {
     for (const auto& [k, v] : *parts.parameters)
       if (!v->is(Value::Kind::None)) out.push_back({prefix + k->text, k->text, module.text, v});
   });
@@ -218,7 +233,7 @@ SafetensorsFile pt_weights(const PtCheckpoint& ckpt) {
   const Value* yaml = model_attribute(source, "yaml");
   KESTREL_CHECK(yaml && yaml->is(Value::Kind::Dict), path, ": the model carries no yaml dict; ",
                 "is this a YOLOv5 v7.0 detection checkpoint?");
-  const json::Value yaml_json = to_json(*yaml, path + ": the model's yaml");
+  const json::Value yaml_json = to_json(ckpt.file.document(), *yaml, path + ": the model's yaml");
   metadata["model_yaml"] = json::dump(yaml_json);
   // The yaml file the model was built from (absent when it was built from a yaml dict): the
   // reference's model summary is named after it.

@@ -36,9 +36,10 @@ struct PtCheckpoint {
 // Parses the archive and the pickle and finds the model; `bytes` is the whole file.
 PtCheckpoint parse_pt_checkpoint(std::string bytes, const std::string& path);
 
-// A pickled plain value (None, bool, int, float, str, list, tuple, dict with str or int keys) as
-// JSON; anything else throws naming `what`.
-json::Value to_json(const pickle::Value& v, const std::string& what);
+// A pickled plain value of `doc` (None, bool, int, float, str, list, tuple, dict with str or int
+// keys) as JSON; anything else throws naming `what`, and so do lists or dicts shared so often that
+// their copies would expand past doc's walk budget (pickle::WalkBudget).
+json::Value to_json(const pickle::Document& doc, const pickle::Value& v, const std::string& what);
 
 // The model's parameters in model.modules() order, each module's as named_parameters(recurse=False)
 // lists them (the order the reference's smart_optimizer builds its groups in).

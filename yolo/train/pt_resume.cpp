@@ -137,13 +137,13 @@ json::Value yaml_to_json(const YAML::Node& n, const std::string& where, int dept
 // that an edited opt.yaml (a dataset moved to another path) holds; else the checkpoint's opt.
 // An opt.yaml whose hyp is not the values themselves is Kestrel's own (it names a file and keeps
 // the values in hyp.yaml; a run Kestrel continues rewrites it): the checkpoint's opt holds then.
-json::Value resume_options(const Value& opt, const std::string& path) {
+json::Value resume_options(const TorchFile& file, const Value& opt, const std::string& path) {
   const fs::path opt_yaml = fs::path(path).parent_path().parent_path() / "opt.yaml";
-  if (!fs::is_regular_file(opt_yaml)) return to_json(opt, path + ": opt");
+  if (!fs::is_regular_file(opt_yaml)) return to_json(file.document(), opt, path + ": opt");
   json::Value o = yaml_to_json(load_yaml(read_text(opt_yaml.string()), opt_yaml.string()), opt_yaml.string(), 0);
   KESTREL_CHECK(o.is_object(), opt_yaml.string(), ": not a mapping of train.py's options (vars(opt))");
   const json::Value* hyp = o.find("hyp");
-  return hyp && hyp->is_object() ? o : to_json(opt, path + ": opt");
+  return hyp && hyp->is_object() ? o : to_json(file.document(), opt, path + ": opt");
 }
 
 // vars(opt) under Kestrel's option names (TrainOptions::to_pairs), every value a string.
@@ -341,7 +341,7 @@ SafetensorsFile pt_training_checkpoint(const PtCheckpoint& ckpt) {
   KESTREL_CHECK(opt && opt->is(Value::Kind::Dict), path, ": no 'opt' dict (vars(opt)); not a v7.0 training checkpoint");
   const Value* optimizer = root.find("optimizer");
   const bool stripped = !optimizer || optimizer->is(Value::Kind::None) || !ckpt.ema;
-  const json::Value run_options = stripped ? to_json(*opt, path + ": opt") : resume_options(*opt, path);
+  const json::Value run_options = stripped ? to_json(ckpt.file.document(), *opt, path + ": opt") : resume_options(ckpt.file, *opt, path);
   md["hyp"] = stripped && !run_options.find("hyp") ? "{}" : hyp_of(run_options, path);  // a release's opt may lack it
   json::Object options = options_of(run_options, path);
   options.emplace_back("cfg_yaml", weights.metadata().at("model_yaml"));

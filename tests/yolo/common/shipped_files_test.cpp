@@ -82,6 +82,13 @@ TEST(ShippedFiles, MissingOrAmbiguousNamesAreExplained) {
       << e;
   EXPECT_TRUE(mentions(e, (s.path / "models").string() + "/**")) << e;
   EXPECT_TRUE(mentions(e, "the shipped models are same.yaml, yolov5n.yaml, yolov5s.yaml")) << e;
+  // --data and --hyp list what they take, not the models.
+  touch(s.path / "data/coco128.yaml");
+  touch(s.path / "data/hyps/hyp.scratch-low.yaml");
+  e = error_of([&] { find_shipped_file("coco12.yaml", roots, "--data"); });
+  EXPECT_TRUE(mentions(e, "the shipped datasets are coco128.yaml, same.yaml")) << e;
+  e = error_of([&] { find_shipped_file("hyp.low.yaml", roots, "--hyp"); });
+  EXPECT_TRUE(mentions(e, "the shipped hyperparameter files are hyp.scratch-low.yaml")) << e;
   e = error_of([&] { find_shipped_file("same.yaml", roots, "--cfg"); });
   EXPECT_TRUE(mentions(e, "matches several shipped files")) << e;
   EXPECT_TRUE(mentions(e, (s.path / "data/same.yaml").string())) << e;

@@ -5,9 +5,12 @@
 // that yaml takes the weights. Hostile pickles inside a .pt are refused naming their global.
 #include "yolo/model/pt_checkpoint.h"
 
+#include <chrono>
+#include <cstring>
 #include <fstream>
 #include <iterator>
 
+#include "io/pickle.h"
 #include "io/zip_archive.h"
 #include "tests/support/testing.h"
 #include "tests/support/zip_writer.h"
@@ -130,7 +133,71 @@ TEST(PtCheckpoint, RefusesAPickleThatIsNoYolov5Checkpoint) {
 TEST(PtCheckpoint, PlainValuesBecomeJson) {
   const std::string body = "\x80\x02}(X\x01\x00\x00\x00" "aK\x01X\x01\x00\x00\x00" "b]N\x88\x87X\x01\x00\x00\x00" "aK\x02u."s;
   const auto doc = kestrel::pickle::parse(body, [](const std::string&) { return false; }, "t");
-  EXPECT_EQ(json::dump(yolo::to_json(doc.root(), "t")), R"({"a":2,"b":[[],null,true]})");
+  EXPECT_EQ(json::dump(yolo::to_json(doc, doc.root(), "t")), R"({"a":2,"b":[[],null,true]})");
 }
 
 }  // namespace
+
+namespace {
+
+// Protocol 2 pieces: a BINUNICODE string, LONG_BINPUT / LONG_BINGET of memo slot i.
+std::string text(const std::string& s) {
+  std::string n(4, '\0');
+  const uint32_t size = static_cast<uint32_t>(s.size());
+  std::memcpy(n.data(), &size, 4);
+  return "X" + n + s;
+}
+std::string memo(char op, uint32_t i) {
+  std::string n(4, '\0');
+  std::memcpy(n.data(), &i, 4);
+  return op + n;
+}
+
+// A module record of class `cls` whose _modules are `children` (name, memo slot), put in memo slot
+// `slot` and popped.
+std::string module_record(const std::string& cls, const std::vector<std::pair<std::string, uint32_t>>& children,
+                          uint32_t slot) {
+  std::string out = "c" + cls + "\n)R}(" + text("_parameters") + "}" + text("_buffers") + "}" + text("_modules") + "}";
+  if (!children.empty()) {
+    out += "(";
+    for (const auto& [name, child] : children) out += text(name) + memo('j', child);
+    out += "u";
+  }
+  return out + "ub" + memo('r', slot) + "0";
+}
+
+}  // namespace
+
+// A module tree whose every module holds the same child twice, 29 levels deep (8 KB more than a
+// checkpoint): walked as a tree it is 2^29 visits, which ran for seconds per level added (issue
+// 42). The walk is held to a budget per object the file holds, and refused in milliseconds.
+TEST(PtCheckpoint, SharedChildrenNestedDeepAreRefusedNotWalked) {
+  constexpr uint32_t kLevels = 29;
+  std::string pkl = "\x80\x02" + module_record("torch.nn.modules.container\nSequential", {}, 0);
+  for (uint32_t i = 1; i < kLevels; ++i)
+    pkl += module_record("torch.nn.modules.container\nSequential", {{"a", i - 1}, {"b", i - 1}}, i);
+  pkl += module_record("models.yolo\nDetectionModel", {{"a", kLevels - 1}, {"b", kLevels - 1}}, kLevels);
+  pkl += "}(" + text("model") + memo('j', kLevels) + "u.";
+  const std::string zip = kestrel::testing::make_zip({{"shared/data.pkl", pkl}});
+  const auto start = std::chrono::steady_clock::now();
+  const std::string e = error_of([&] { yolo::pt_weights(yolo::parse_pt_checkpoint(zip, "shared.pt")); });
+  EXPECT_NE(e.find("shared.pt: the model's module tree expands past"), std::string::npos) << e;
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(1));
+}
+
+// 40 levels of L = [L, L] in a value read as JSON (a checkpoint's yaml): 2^40 copies, 5 GB in 20 s
+// before std::bad_alloc (issue 42). Refused by the same budget, naming what was read.
+TEST(PtCheckpoint, SharedListsNestedDeepAreRefusedNotCopied) {
+  std::string pkl = "\x80\x02]" + memo('r', 0) + "0";
+  for (uint32_t i = 1; i <= 40; ++i) pkl += "](" + memo('j', i - 1) + memo('j', i - 1) + "e" + memo('r', i) + "0";
+  pkl += memo('j', 40) + ".";
+  const kestrel::pickle::Document doc = kestrel::pickle::parse(pkl, [](const std::string&) { return true; }, "lists.pkl");
+  const auto start = std::chrono::steady_clock::now();
+  const std::string e = error_of([&] { yolo::to_json(doc, doc.root(), "lists.pt: the model's yaml"); });
+  EXPECT_NE(e.find("lists.pt: the model's yaml expands past"), std::string::npos) << e;
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(1));
+  // A list shared a few times, as the memo legitimately does, still converts.
+  const std::string small = "\x80\x02](" + text("x") + "e" + memo('r', 0) + "0](" + memo('j', 0) + memo('j', 0) + "e.";
+  const kestrel::pickle::Document two = kestrel::pickle::parse(small, [](const std::string&) { return true; }, "two.pkl");
+  EXPECT_EQ(json::dump(yolo::to_json(two, two.root(), "two")), R"([["x"],["x"]])");
+}

@@ -7,14 +7,19 @@
 // its parameter's name, beta1 per group, and the next step as the reference's resume takes it.
 #include "yolo/train/pt_resume.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
+#include <functional>
 #include <fstream>
 #include <iterator>
 
 #include "io/zip_archive.h"
 #include "tests/support/testing.h"
+#include "tests/support/zip_writer.h"
 #include "yolo/train/checkpoint.h"
 #include "yolo/model/model.h"
 #include "yolo/model/model_config.h"
@@ -174,5 +179,55 @@ TEST_P(PtAdamResume, TheNextStepIsTheReferences) {
 
 INSTANTIATE_TEST_SUITE_P(Files, PtAdamResume, ::testing::Values("tiny_adam.pt", "micro_adamw.pt"),
                          [](const auto& info) { return info.param == "tiny_adam.pt" ? "Adam" : "AdamW"; });
+
+}  // namespace
+
+namespace {
+
+// tiny_train.pt with `insert` spliced into its data.pkl at `at` (a byte offset), re-zipped.
+std::string spliced_checkpoint(const std::function<size_t(const std::string&)>& at, const std::string& insert) {
+  std::ifstream in("tests/data/tiny_train.pt", std::ios::binary);
+  const std::string bytes{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  const kestrel::ZipArchive zip = kestrel::ZipArchive::parse(bytes, "tiny_train.pt");
+  std::vector<kestrel::testing::ZipInput> entries;
+  for (const kestrel::ZipEntry& e : zip.entries()) {
+    std::string data(zip.data(e));
+    if (e.name.ends_with("/data.pkl")) data.insert(at(data), insert);
+    entries.push_back({e.name, data});
+  }
+  const std::string path = (std::filesystem::temp_directory_path() / ("kestrel_hostile_" + std::to_string(::getpid()) + ".pt")).string();
+  std::ofstream(path, std::ios::binary) << kestrel::testing::make_zip(entries);
+  return path;
+}
+
+// A value a checkpoint holds where a number belongs may be anything a pickle can spell: a bare
+// global of numpy's scalar (no call, so no arguments to read) is refused naming the key, as a
+// crafted file did crash resume before (issue 42).
+TEST(PtResume, ABareGlobalWhereANumberBelongsIsRefusedByName) {
+  // POP the number the file holds, push the global `numpy.core.multiarray.scalar` in its place.
+  const std::string bare_scalar = "0cnumpy.core.multiarray\nscalar\n";
+  const std::string fitness = spliced_checkpoint(
+      [](const std::string& pkl) {
+        const size_t key = pkl.find("best_fitness");
+        return pkl.find(std::string("X\x05\0\0\0model", 10), key);  // the next key: best_fitness's value ends there
+      },
+      bare_scalar);
+  std::string e = error_of([&] { yolo::read_checkpoint_file(fitness); });
+  EXPECT_NE(e.find("best_fitness"), std::string::npos) << e;
+  EXPECT_NE(e.find("neither a number nor a numpy float64"), std::string::npos) << e;
+  std::filesystem::remove(fitness);
+
+  const std::string lr = spliced_checkpoint(
+      [](const std::string& pkl) {
+        const size_t key = pkl.find(std::string("X\x02\0\0\0lr", 7), pkl.find("param_groups"));
+        const size_t value = key + 7 + 5;  // the key, its LONG_BINPUT, then the value: BINFLOAT 0.01
+        EXPECT_EQ(pkl[value], 'G');
+        return value + 9;
+      },
+      bare_scalar);
+  e = error_of([&] { yolo::read_checkpoint_file(lr); });
+  EXPECT_NE(e.find("optimizer group 0's 'lr'"), std::string::npos) << e;
+  std::filesystem::remove(lr);
+}
 
 }  // namespace
