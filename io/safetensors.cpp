@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <bit>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <optional>
 #include <sstream>
@@ -14,6 +15,7 @@
 #include "base/error.h"
 #include "io/atomic_file.h"
 #include "io/json.h"
+#include "io/zip_archive.h"
 
 namespace kestrel {
 namespace {
@@ -24,6 +26,9 @@ static_assert(std::endian::native == std::endian::little,
 // The reference refuses headers above this size; so do we, before allocating anything.
 constexpr uint64_t kMaxHeaderBytes = 100'000'000;
 constexpr const char* kMetadataKey = "__metadata__";
+// Kestrel's own files carry a CRC-32 of every tensor's bytes in their metadata, under this key: a
+// JSON object of tensor name to 8 hex digits, checked whenever such a file is read.
+constexpr const char* kChecksumKey = "crc32";
 
 // Every dtype the format defines, with its width in bits and Kestrel's type where there is one.
 struct FormatDType {
@@ -58,6 +63,12 @@ std::string all_format_names() {
   std::string s;
   for (const FormatDType& f : kFormatDTypes) s += std::string(s.empty() ? "" : ", ") + f.name;
   return s;
+}
+
+std::string hex8(uint32_t v) {
+  char buf[9];
+  std::snprintf(buf, sizeof buf, "%08x", v);
+  return buf;
 }
 
 std::string shape_str(const std::vector<int64_t>& shape) {
@@ -273,10 +284,22 @@ void write_safetensors(const std::string& path, std::vector<SafetensorsRecord> r
     KESTREL_CHECK(records[i].name != records[i - 1].name, "save_safetensors('", path,
                   "'): the name '", records[i].name, "' is given twice; names must be unique");
 
+  // A first pass over the bytes for their checksums, which the header holds; the second writes
+  // them and must see the same bytes.
+  std::vector<uint32_t> crcs;
+  json::Object checksums;
+  for (const SafetensorsRecord& r : records) {
+    uint32_t crc = 0;
+    r.write([&](const void* data, size_t n) { crc = crc32(std::string_view(static_cast<const char*>(data), n), crc); });
+    crcs.push_back(crc);
+    checksums.emplace_back(r.name, json::Value(hex8(crc)));
+  }
+  std::map<std::string, std::string> with_checksums = metadata;
+  with_checksums[kChecksumKey] = json::dump(json::Value(std::move(checksums)));
   json::Object header;
-  if (!metadata.empty()) {
+  {
     json::Object m;
-    for (const auto& [key, value] : metadata) m.emplace_back(key, json::Value(value));
+    for (const auto& [key, value] : with_checksums) m.emplace_back(key, json::Value(value));
     header.emplace_back(kMetadataKey, std::move(m));
   }
   int64_t offset = 0;
@@ -304,19 +327,55 @@ void write_safetensors(const std::string& path, std::vector<SafetensorsRecord> r
   for (int i = 0; i < 8; ++i) length[i] = static_cast<uint8_t>(uint64_t(text.size()) >> (8 * i));
   out.write(length, 8);
   out.write(text.data(), text.size());
-  for (const SafetensorsRecord& r : records) {
+  for (size_t i = 0; i < records.size(); ++i) {
+    const SafetensorsRecord& r = records[i];
     uint64_t written = 0;
+    uint32_t crc = 0;
     r.write([&](const void* data, size_t n) {
       out.write(data, n);
+      crc = crc32(std::string_view(static_cast<const char*>(data), n), crc);
       written += n;
     });
     KESTREL_CHECK(written == r.nbytes, "save_safetensors('", path, "'): tensor '", r.name, "' wrote ",
                   written, " bytes, its header says ", r.nbytes);
+    KESTREL_CHECK(crc == crcs[i], "save_safetensors('", path, "'): tensor '", r.name,
+                  "' changed while it was written; nothing was saved");
   }
   out.commit();
 }
 
 // --- reading --------------------------------------------------------------------------------------
+
+namespace {
+
+// Every tensor against the checksum its file's metadata holds, where it holds them (Kestrel's
+// files; a file another writer made has none, and is read as it is).
+void verify_checksums(const std::string& path, const SafetensorsFile& file) {
+  const auto it = file.metadata().find(kChecksumKey);
+  if (it == file.metadata().end()) return;
+  json::Value sums;
+  try {
+    sums = json::parse(it->second);
+  } catch (const Error&) {
+  }
+  if (!sums.is_object())
+    bad_file(path, str("its '", kChecksumKey, "' metadata is not the object of checksums Kestrel writes: the ",
+                       "header is damaged; copy the file again, or resume from the checkpoint before it"));
+  for (const std::string& name : file.names()) {
+    const json::Value* stored = sums.find(name);
+    if (!stored || !stored->is_string())
+      bad_file(path, str("tensor '", name, "' has no checksum in its '", kChecksumKey, "' metadata: the header is ",
+                         "damaged; copy the file again, or resume from the checkpoint before it"));
+    const std::string read = hex8(crc32(file.bytes(name)));
+    if (read != stored->as_string())
+      bad_file(path, str("tensor '", name, "' fails its CRC-32 check (written ", stored->as_string(), ", read ", read,
+                         "): the file was damaged after it was written (a flipped bit on disk or in a copy). ",
+                         "Copy it again, or resume from the checkpoint before it (a training run keeps that as ",
+                         "weights/last.prev.safetensors until it ends)"));
+  }
+}
+
+}  // namespace
 
 // Reads the header, checks it whole, then reads the data section: a bad header costs no
 // allocation of the data's size.
@@ -379,6 +438,7 @@ SafetensorsFile SafetensorsReader::read(const std::string& path, const Input& fi
   auto data = std::make_shared<std::vector<char>>(data_size);
   file.read(8 + n, data->data(), data_size);
   out.data_ = std::move(data);
+  verify_checksums(path, out);
   return out;
 }
 

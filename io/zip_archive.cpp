@@ -1,6 +1,8 @@
 #include "io/zip_archive.h"
 
-#include <array>
+#include <zlib.h>
+
+#include <algorithm>
 #include <set>
 
 #include "base/error.h"
@@ -97,19 +99,15 @@ void read_zip64_extra(const Bytes& b, uint64_t extra, uint64_t extra_len, uint64
 
 }  // namespace
 
-uint32_t crc32(std::string_view data) {
-  static const std::array<uint32_t, 256> table = [] {
-    std::array<uint32_t, 256> t{};
-    for (uint32_t i = 0; i < 256; ++i) {
-      uint32_t c = i;
-      for (int k = 0; k < 8; ++k) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
-      t[i] = c;
-    }
-    return t;
-  }();
-  uint32_t c = 0xFFFFFFFFu;
-  for (unsigned char ch : data) c = table[(c ^ ch) & 0xFF] ^ (c >> 8);
-  return c ^ 0xFFFFFFFFu;
+uint32_t crc32(std::string_view data, uint32_t previous) {
+  uLong c = previous;
+  // zlib takes 32-bit lengths: a larger piece goes in slices.
+  for (size_t at = 0; at < data.size();) {
+    const size_t n = std::min<size_t>(data.size() - at, size_t{1} << 30);
+    c = ::crc32(c, reinterpret_cast<const Bytef*>(data.data() + at), static_cast<uInt>(n));
+    at += n;
+  }
+  return static_cast<uint32_t>(c);
 }
 
 bool looks_like_zip(std::string_view bytes) {

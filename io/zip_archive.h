@@ -47,8 +47,9 @@ class ZipArchive {
   std::vector<ZipEntry> entries_;
 };
 
-// The zip format's checksum (CRC-32, polynomial 0xEDB88320, as zlib's crc32).
-uint32_t crc32(std::string_view data);
+// The zip format's checksum (CRC-32, polynomial 0xEDB88320: zlib's crc32). `previous` continues
+// a checksum over data given in pieces (0 to start).
+uint32_t crc32(std::string_view data, uint32_t previous = 0);
 
 // True when `bytes` start as a zip archive does (a local file header, or an empty archive's end
 // record).

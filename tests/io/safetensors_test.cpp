@@ -7,11 +7,13 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 
 #include "engine/safetensors_tensors.h"
+#include "io/zip_archive.h"
 #include "tests/support/testing.h"
 
 using kestrel::testing::error_of;
@@ -75,6 +77,8 @@ std::string one_tensor(const std::string& shape, const std::string& offsets,
          "}}";
 }
 
+std::string padded_header(std::string header) { return header.append((8 - header.size() % 8) % 8, ' '); }
+
 template <class T>
 std::string raw(const std::vector<T>& v) {
   return std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
@@ -102,7 +106,8 @@ TEST_F(Safetensors, RoundTripsEveryDTypeAndShape) {
   SafetensorsFile f = load_safetensors(path());
   ASSERT_EQ(f.names().size(), tensors.size());
   EXPECT_TRUE(std::is_sorted(f.names().begin(), f.names().end()));
-  EXPECT_TRUE(f.metadata().empty());
+  EXPECT_EQ(f.metadata().size(), 1u);  // the checksums Kestrel writes
+  EXPECT_TRUE(f.metadata().count("crc32"));
   for (const auto& [name, t] : tensors) {
     ASSERT_TRUE(f.contains(name));
     Tensor back = safetensors_tensor(f, name);
@@ -147,7 +152,9 @@ TEST_F(Safetensors, MetadataRoundTrips) {
       {"", ""}};
   save_safetensors(path(), {{"a", Tensor::ones({2})}}, meta);
   SafetensorsFile f = load_safetensors(path());
-  EXPECT_EQ(f.metadata(), meta);
+  std::map<std::string, std::string> read = f.metadata();
+  EXPECT_EQ(read.erase("crc32"), 1u);
+  EXPECT_EQ(read, meta);
   EXPECT_EQ(f.names(), std::vector<std::string>{"a"});
 }
 
@@ -196,24 +203,57 @@ TEST_F(Safetensors, MissingFileIsNamed) {
 // --- compatibility with the reference implementation ---------------------------------------------
 
 // The exact bytes the reference writer produces for these inputs (they are the expected outputs
-// in its own test suite): compact JSON, dtype/shape/data_offsets order, spaces to a multiple of 8.
+// in its own test suite): compact JSON, dtype/shape/data_offsets order, spaces to a multiple of 8;
+// with the metadata Kestrel adds (each tensor's CRC-32), as the reference writes that metadata.
 TEST_F(Safetensors, WriterMatchesReferenceBytes) {
+  auto padded = [](std::string header) { return header.append((8 - header.size() % 8) % 8, ' '); };
+  auto crc = [](const std::string& bytes) {
+    char hex[9];
+    std::snprintf(hex, sizeof hex, "%08x", kestrel::crc32(bytes));
+    return std::string(hex);
+  };
   const std::vector<float> v = {0, 1, 2, 3, 4, 5};
   save_safetensors(path(), {{"attn.0", Tensor::from_vector(v, {1, 2, 3})}});
   EXPECT_EQ(read_bytes(path()),
-            file_bytes(R"({"attn.0":{"dtype":"F32","shape":[1,2,3],"data_offsets":[0,24]}})",
+            file_bytes(padded(R"({"__metadata__":{"crc32":"{\"attn.0\":\")" + crc(raw(v)) +
+                              R"(\"}"},"attn.0":{"dtype":"F32","shape":[1,2,3],"data_offsets":[0,24]}})"),
                        raw(v)));
 
   save_safetensors(path(), {{"attn0", Tensor::from_vector(v, {1, 1, 2, 3})}});
   EXPECT_EQ(read_bytes(path()),
-            file_bytes(R"({"attn0":{"dtype":"F32","shape":[1,1,2,3],"data_offsets":[0,24]}}       )",
+            file_bytes(padded(R"({"__metadata__":{"crc32":"{\"attn0\":\")" + crc(raw(v)) +
+                              R"(\"}"},"attn0":{"dtype":"F32","shape":[1,1,2,3],"data_offsets":[0,24]}})"),
                        raw(v)));
 
   save_safetensors(path(), {});
-  EXPECT_EQ(read_bytes(path()), file_bytes("{}      "));
+  EXPECT_EQ(read_bytes(path()), file_bytes(padded(R"({"__metadata__":{"crc32":"{}"}})")));
 
   save_safetensors(path(), {}, {{"framework", "pt"}});
-  EXPECT_EQ(read_bytes(path()), file_bytes(R"({"__metadata__":{"framework":"pt"}}     )"));
+  EXPECT_EQ(read_bytes(path()), file_bytes(padded(R"({"__metadata__":{"crc32":"{}","framework":"pt"}})")));
+}
+
+// Kestrel's files carry each tensor's CRC-32: a flipped byte in one tensor is refused naming the
+// tensor and what to do (issue 42: a flipped byte in last.safetensors turned a weight from -0.0206
+// into -337.9 and training went on). A file with no checksums (another writer's) reads as it is.
+TEST_F(Safetensors, AFlippedByteIsRefusedNamingTheTensor) {
+  save_safetensors(path(), {{"model.0.conv.weight", Tensor::from_vector<float>({-0.0206f, 1, 2}, {3})},
+                            {"model.1.bias", Tensor::ones({2})}});
+  std::string bytes = read_bytes(path());
+  ASSERT_TRUE(load_safetensors(path()).contains("model.1.bias"));
+  const uint64_t header = static_cast<uint8_t>(bytes[0]) | static_cast<uint64_t>(static_cast<uint8_t>(bytes[1])) << 8;
+  bytes[8 + header + 3] ^= 0x10;  // the first float's top byte: -0.0206 becomes a much larger number
+  write_bytes(path(), bytes);
+  const std::string e = error_of([&] { load_safetensors(path()); });
+  EXPECT_NE(e.find("tensor 'model.0.conv.weight' fails its CRC-32 check"), std::string::npos) << e;
+  EXPECT_NE(e.find("last.prev.safetensors"), std::string::npos) << e;
+  EXPECT_NE(e.find(path()), std::string::npos) << e;
+  // Damaged checksum metadata is named as such; a file without any reads.
+  write_bytes(path(), file_bytes(padded_header(R"({"__metadata__":{"crc32":"[1]"},"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})"),
+                                 raw(std::vector<float>{1})));
+  EXPECT_NE(error_of([&] { load_safetensors(path()); }).find("not the object of checksums"), std::string::npos);
+  write_bytes(path(), file_bytes(padded_header(R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})"),
+                                 raw(std::vector<float>{1})));
+  EXPECT_EQ(safetensors_tensor(load_safetensors(path()), "w").item(), 1.0);
 }
 
 // A file written by hand from the format description: pretty-printed header with metadata last,

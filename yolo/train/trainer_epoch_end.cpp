@@ -96,6 +96,15 @@ bool Trainer::end_epoch(int epoch) {
 }
 
 void Trainer::save_checkpoint_as(const std::string& path, int64_t last_epoch, const EpochProgress& progress) {
+  // The checkpoint before this one stays, as last.prev.safetensors, until the run ends: a last
+  // that is damaged on disk (its checksums say so when read) leaves that to resume from. A hard
+  // link, made before the new last replaces the old, so that last is never missing.
+  if (path == last_path_ && fs::exists(last_path_)) {
+    std::error_code ec;
+    fs::remove(prev_path_, ec);
+    fs::create_hard_link(last_path_, prev_path_, ec);
+    if (ec) fs::copy_file(last_path_, prev_path_, fs::copy_options::overwrite_existing);
+  }
   CheckpointInfo info;
   info.epoch = last_epoch;
   info.best_fitness = best_fitness_;
@@ -121,6 +130,8 @@ void Trainer::save_interrupted(int epoch) {
 // interruption, whose last must stay resumable): last and best keep the EMA weights in float16.
 // The epoch<N> copies keep the full state.
 void Trainer::strip_final_checkpoints() {
+  std::error_code ec;
+  fs::remove(prev_path_, ec);  // the run has ended: last is what resumes or fine-tunes it
   for (const std::string& path : {last_path_, best_path_}) {
     if (!fs::exists(path)) continue;
     const uint64_t bytes = strip_checkpoint(path);

@@ -151,6 +151,7 @@ class Trainer {
   std::optional<ResumePlan> resume_;
   std::optional<Console> out_;
   std::string save_dir_, weights_dir_, last_path_, best_path_;
+  std::string prev_path_;  // last.prev.safetensors: the checkpoint before last, while the run lasts
   // Rank 0's hold on save_dir_ for the run's life (none for an --evolve generation: evolve()
   // holds it across the generations).
   std::optional<RunDirLock> run_lock_;

@@ -80,6 +80,7 @@ void Trainer::prepare_run_directory() {
   weights_dir_ = save_dir_ + "/weights";
   last_path_ = weights_dir_ + "/last.safetensors";
   best_path_ = weights_dir_ + "/best.safetensors";
+  prev_path_ = weights_dir_ + "/last.prev.safetensors";
   if (rank_.main()) fs::create_directories(weights_dir_);
   hyp_ = resume_             ? resume_->info.hyp
          : options_.hyp_values     ? *options_.hyp_values

@@ -185,6 +185,41 @@ TEST(Trainer, InterruptedAndResumedRunsEqualAnUninterruptedRun) {
   EXPECT_GT(fs::file_size(b / "exp/weights/best.safetensors"), 0u);
 }
 
+// A last checkpoint damaged on disk (one flipped byte, issue 42) is refused on --resume naming the
+// tensor and the checkpoint before it, which the run keeps as last.prev.safetensors while it lasts
+// and which resumes; a finished run leaves no last.prev.
+TEST(Trainer, ADamagedLastIsRefusedAndTheCheckpointBeforeItResumes) {
+  const fs::path p = scratch("damaged_last");
+  yolo::TrainOptions first = tiny(p);
+  first.epochs = 3;
+  first.interrupt_after = 4;  // epoch 0's three batches and its checkpoint, then during epoch 1
+  ASSERT_EQ(yolo::train(first), 130);
+  const fs::path last = p / "exp/weights/last.safetensors", prev = p / "exp/weights/last.prev.safetensors";
+  ASSERT_TRUE(fs::exists(prev)) << "the checkpoint before the interrupted one is kept";
+  EXPECT_EQ(yolo::read_checkpoint_info(prev.string()).epoch, 0);
+  {
+    std::fstream f(last, std::ios::in | std::ios::out | std::ios::binary);
+    uint64_t header = 0;
+    f.read(reinterpret_cast<char*>(&header), 8);
+    f.seekg(static_cast<std::streamoff>(8 + header + 3));
+    char c = 0;
+    f.read(&c, 1);
+    c ^= 0x10;
+    f.seekp(static_cast<std::streamoff>(8 + header + 3));
+    f.write(&c, 1);
+  }
+  yolo::TrainOptions resume = tiny(p);
+  resume.epochs = 3;
+  resume.resume = last.string();
+  const std::string e = kestrel::testing::error_of([&] { yolo::train(resume); });
+  EXPECT_NE(e.find("fails its CRC-32 check"), std::string::npos) << e;
+  EXPECT_NE(e.find("last.prev.safetensors"), std::string::npos) << e;
+  resume.resume = prev.string();
+  ASSERT_EQ(yolo::train(resume), 0);
+  EXPECT_EQ(read_results_csv(p / "exp/results.csv").size(), 3u);
+  EXPECT_FALSE(fs::exists(prev)) << "a finished run keeps only last and best";
+}
+
 // --image-weights and --quad: the weighted draw depends on (seed, epoch) and the per-class mAPs
 // the checkpoint carries, the quad collate on (seed, epoch, batch); so a run interrupted after its
 // first validation and resumed ends bitwise where an uninterrupted one does.
