@@ -28,6 +28,8 @@ const char* kind_name(Value::Kind kind) {
   return kNames[static_cast<int>(kind)];
 }
 
+constexpr size_t kMaxValues = 2'000'000;
+
 class Unpickler {
  public:
   Unpickler(std::string_view bytes, const GlobalPolicy& allowed, const std::string& where)
@@ -76,6 +78,11 @@ class Unpickler {
 
   // --- the stack -----------------------------------------------------------------------------
   Value* make(Value::Kind kind) {
+    // Each value costs about 150 bytes however small its opcode: a pickle of millions of one-byte
+    // values would take gigabytes before anything could look at what it holds.
+    if (doc_.values_.size() >= kMaxValues)
+      fail(str("it holds more than ", kMaxValues, " objects, where a YOLOv5 checkpoint holds a few hundred ",
+               "thousand at most"));
     doc_.values_.emplace_back();
     doc_.values_.back().kind = kind;
     return &doc_.values_.back();

@@ -65,6 +65,13 @@ std::string all_format_names() {
   return s;
 }
 
+// The metadata as one text, in key order: what its checksum covers.
+std::string metadata_text(const std::map<std::string, std::string>& metadata) {
+  json::Object o;
+  for (const auto& [key, value] : metadata) o.emplace_back(key, json::Value(value));
+  return json::dump(json::Value(std::move(o)));
+}
+
 std::string hex8(uint32_t v) {
   char buf[9];
   std::snprintf(buf, sizeof buf, "%08x", v);
@@ -295,6 +302,8 @@ void write_safetensors(const std::string& path, std::vector<SafetensorsRecord> r
     checksums.emplace_back(r.name, json::Value(hex8(crc)));
   }
   std::map<std::string, std::string> with_checksums = metadata;
+  with_checksums.erase(kChecksumKey);
+  checksums.emplace_back(kMetadataKey, json::Value(hex8(crc32(metadata_text(with_checksums)))));
   with_checksums[kChecksumKey] = json::dump(json::Value(std::move(checksums)));
   json::Object header;
   {
@@ -361,6 +370,13 @@ void verify_checksums(const std::string& path, const SafetensorsFile& file) {
   if (!sums.is_object())
     bad_file(path, str("its '", kChecksumKey, "' metadata is not the object of checksums Kestrel writes: the ",
                        "header is damaged; copy the file again, or resume from the checkpoint before it"));
+  std::map<std::string, std::string> others = file.metadata();
+  others.erase(kChecksumKey);
+  const json::Value* meta_sum = sums.find(kMetadataKey);
+  if (meta_sum && (!meta_sum->is_string() || meta_sum->as_string() != hex8(crc32(metadata_text(others)))))
+    bad_file(path, "its metadata (the run's options, progress and state) fails its CRC-32 check: the header was "
+                   "damaged after it was written. Copy it again, or resume from the checkpoint before it (a "
+                   "training run keeps that as weights/last.prev.safetensors until it ends)");
   for (const std::string& name : file.names()) {
     const json::Value* stored = sums.find(name);
     if (!stored || !stored->is_string())

@@ -184,11 +184,17 @@ std::vector<std::string> unzip_file(const std::string& zip_path, const std::stri
     bool folder;
   };
   std::vector<Item> items;
-  std::set<std::string> tops;
+  std::set<std::string> tops, files;
   uint64_t total = 0;
   for (const ZipEntry& e : zip.entries()) {
     const fs::path p = safe_entry_path(e.name, zip_path);
     if (skipped(p)) continue;
+    // Names that differ only by `./` or `//` unpack to one file: the second would overwrite the
+    // first, so the archive is refused as it is for an exact duplicate.
+    const bool folder_entry = e.name.back() == '/' || S_ISDIR(e.unix_mode);
+    if (!folder_entry && !files.insert(p.string()).second)
+      bad_entry(zip_path, e.name, str("unpacks to ", p.string(), ", as an earlier entry does (names that differ ",
+                                      "only by ./ or //): the archive is damaged or made to mislead"));
     if (S_ISLNK(e.unix_mode))
       bad_entry(zip_path, e.name, "is a symbolic link; Kestrel unpacks files and folders only");
     items.push_back({&e, p, e.name.back() == '/' || S_ISDIR(e.unix_mode)});

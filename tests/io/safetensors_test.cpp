@@ -216,20 +216,24 @@ TEST_F(Safetensors, WriterMatchesReferenceBytes) {
   save_safetensors(path(), {{"attn.0", Tensor::from_vector(v, {1, 2, 3})}});
   EXPECT_EQ(read_bytes(path()),
             file_bytes(padded(R"({"__metadata__":{"crc32":"{\"attn.0\":\")" + crc(raw(v)) +
+                              R"(\",\"__metadata__\":\")" + crc("{}") +
                               R"(\"}"},"attn.0":{"dtype":"F32","shape":[1,2,3],"data_offsets":[0,24]}})"),
                        raw(v)));
 
   save_safetensors(path(), {{"attn0", Tensor::from_vector(v, {1, 1, 2, 3})}});
   EXPECT_EQ(read_bytes(path()),
             file_bytes(padded(R"({"__metadata__":{"crc32":"{\"attn0\":\")" + crc(raw(v)) +
+                              R"(\",\"__metadata__\":\")" + crc("{}") +
                               R"(\"}"},"attn0":{"dtype":"F32","shape":[1,1,2,3],"data_offsets":[0,24]}})"),
                        raw(v)));
 
   save_safetensors(path(), {});
-  EXPECT_EQ(read_bytes(path()), file_bytes(padded(R"({"__metadata__":{"crc32":"{}"}})")));
+  EXPECT_EQ(read_bytes(path()),
+            file_bytes(padded(R"({"__metadata__":{"crc32":"{\"__metadata__\":\")" + crc("{}") + R"(\"}"}})")));
 
   save_safetensors(path(), {}, {{"framework", "pt"}});
-  EXPECT_EQ(read_bytes(path()), file_bytes(padded(R"({"__metadata__":{"crc32":"{}","framework":"pt"}})")));
+  EXPECT_EQ(read_bytes(path()), file_bytes(padded(R"({"__metadata__":{"crc32":"{\"__metadata__\":\")" +
+                                                   crc(R"({"framework":"pt"})") + R"(\"}","framework":"pt"}})")));
 }
 
 // Kestrel's files carry each tensor's CRC-32: a flipped byte in one tensor is refused naming the
@@ -247,6 +251,14 @@ TEST_F(Safetensors, AFlippedByteIsRefusedNamingTheTensor) {
   EXPECT_NE(e.find("tensor 'model.0.conv.weight' fails its CRC-32 check"), std::string::npos) << e;
   EXPECT_NE(e.find("last.prev.safetensors"), std::string::npos) << e;
   EXPECT_NE(e.find(path()), std::string::npos) << e;
+  // A damaged byte in the metadata (the run's options and state) is named as such.
+  save_safetensors(path(), {{"w", Tensor::ones({1})}}, {{"format", "kestrel-checkpoint-1"}, {"epoch", "7"}});
+  bytes = read_bytes(path());
+  bytes[bytes.find("\"epoch\":\"7\"") + 9] = '9';
+  write_bytes(path(), bytes);
+  const std::string meta = error_of([&] { load_safetensors(path()); });
+  EXPECT_NE(meta.find("its metadata (the run's options, progress and state) fails its CRC-32 check"), std::string::npos)
+      << meta;
   // Damaged checksum metadata is named as such; a file without any reads.
   write_bytes(path(), file_bytes(padded_header(R"({"__metadata__":{"crc32":"[1]"},"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})"),
                                  raw(std::vector<float>{1})));

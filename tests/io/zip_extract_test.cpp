@@ -93,6 +93,15 @@ TEST_F(ZipExtract, RefusesNamesThatLeaveTheFolder) {
   EXPECT_EQ(kestrel::safe_entry_path("a/./b//c.txt", "z.zip"), fs::path("a/b/c.txt"));
 }
 
+// Names that differ only by ./ or // unpack to one file: refused as exact duplicates are (the
+// second would silently overwrite the first, issue 42).
+TEST_F(ZipExtract, RefusesNamesThatUnpackToTheSameFile) {
+  for (const std::string twin : {"./coco/a.txt", "coco//a.txt", "coco/./a.txt"}) {
+    const std::string e = refusal({{"coco/a.txt", "first"}, {twin, "second"}});
+    EXPECT_NE(e.find("unpacks to coco/a.txt, as an earlier entry does"), std::string::npos) << e;
+  }
+}
+
 TEST_F(ZipExtract, RefusesLinks) {
   const std::string e = refusal({{"coco/link", "/etc/passwd", 0, 0, false, false, -1, 0120777}});
   EXPECT_NE(e.find("symbolic link"), std::string::npos) << e;

@@ -1,8 +1,11 @@
 #include "yolo/data/dataset_download.h"
 
+#include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 
 #include "base/error.h"
 #include "io/zip_extract.h"
@@ -17,6 +20,17 @@ std::string joined(const std::vector<std::string>& names) {
   std::string out;
   for (const std::string& n : names) out += (out.empty() ? "" : ", ") + n;
   return out;
+}
+
+// Whether a download's first bytes are an HTML page, as a server's error or sign-in page is.
+bool served_a_web_page(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::string head(512, '\0');
+  in.read(head.data(), static_cast<std::streamsize>(head.size()));
+  head.resize(static_cast<size_t>(in.gcount()));
+  head.erase(0, head.find_first_not_of(" \t\r\n"));
+  std::transform(head.begin(), head.end(), head.begin(), [](unsigned char c) { return std::tolower(c); });
+  return head.rfind("<!doctype html", 0) == 0 || head.rfind("<html", 0) == 0;
 }
 
 }  // namespace
@@ -41,6 +55,8 @@ void fetch_missing_dataset(const std::string& yaml_path, const DownloadSettings&
     try {
       made = unzip_file(archive, d->unpack_dir);
     } catch (const Error& e) {
+      if (served_a_web_page(archive))
+        KESTREL_FAIL(d->url, " sent a web page, not a zip archive (an error or sign-in page?); ", manual);
       KESTREL_FAIL(e.what(), "; ", manual);
     }
   } catch (...) {

@@ -117,9 +117,14 @@ void load_weights(layers::Module& model, const SafetensorsFile& file, const std:
 }
 
 std::string inference_prefix(const SafetensorsFile& file) {
-  if (file.contains("ema.model.0.conv.weight")) return "ema.";
-  if (file.contains("model.model.0.conv.weight")) return "model.";
-  return "";
+  // By every name, not one: a file that lacks one tensor is reported as lacking it, not read under
+  // another prefix where nothing fits.
+  bool ema = false, model = false;
+  for (const std::string& name : file.names()) {
+    ema = ema || name.rfind("ema.model.", 0) == 0;
+    model = model || name.rfind("model.model.", 0) == 0;
+  }
+  return ema ? "ema." : model ? "model." : "";
 }
 
 std::string weights_model_yaml(const SafetensorsFile& file) {

@@ -102,16 +102,24 @@ std::string describe_other(std::string_view bytes, const std::string& path) {
   return "";
 }
 
-// A zip archive that is no torch.save checkpoint: a TorchScript export, or one cut short.
+// A zip archive that is no torch.save checkpoint: a TorchScript export (known by its entry names,
+// found in the raw bytes too, as its archives may hold entries the strict reader refuses), one
+// re-made by another tool (compressed, encrypted, split: said as such), or one cut short.
 std::string describe_zip(std::string_view bytes, const std::string& path) {
+  constexpr const char* kTorchScript =
+      "a TorchScript export (the reference's export.py --include torchscript); pass the .pt it was exported from";
   try {
     const ZipArchive zip = ZipArchive::parse(bytes, path);
     for (const ZipEntry& e : zip.entries())
-      if (e.name.ends_with("/constants.pkl") || e.name.find("/code/") != std::string::npos)
-        return "a TorchScript export (the reference's export.py --include torchscript); pass the .pt it was "
-               "exported from";
+      if (e.name.ends_with("/constants.pkl") || e.name.find("/code/") != std::string::npos) return kTorchScript;
   } catch (const Error& e) {
-    return std::string("a zip archive (as .pt files are) that cannot be read, most likely cut short (") + e.what() +
+    if (bytes.find("/constants.pkl") != std::string_view::npos || bytes.find("/code/__torch__") != std::string_view::npos)
+      return kTorchScript;
+    const std::string why = e.what();
+    for (const char* remade : {"is encrypted", "is compressed", "compression method", "spans several disks"})
+      if (why.find(remade) != std::string::npos)
+        return "a zip archive (as .pt files are) that is not as torch.save writes it: " + why;
+    return "a zip archive (as .pt files are) that cannot be read, most likely cut short (" + why +
            "); copy or download it again";
   }
   return "";

@@ -114,6 +114,16 @@ TEST_F(DatasetDownload, AFailedDownloadNamesTheAddressAndWhatToDoByHand) {
   EXPECT_FALSE(fs::exists(dir_ / "datasets")) << "the folder made for it is removed again";
 }
 
+// A server that answers with an HTML page (an error or sign-in page) under the .zip's name: named
+// as a web page, not as a damaged archive (issue 42).
+TEST_F(DatasetDownload, AWebPageServedAsTheArchiveIsNamed) {
+  server_.serve("/tiny.zip", "<!DOCTYPE html>\n<html><body>Sign in to continue</body></html>\n");
+  const std::string e = error_of([&] { fetch_missing_dataset(yaml(server_.url("/tiny.zip")), settings_, quiet_); });
+  EXPECT_NE(e.find("sent a web page, not a zip archive"), std::string::npos) << e;
+  EXPECT_NE(e.find("by hand"), std::string::npos) << e;
+  EXPECT_FALSE(fs::exists(dir_ / "datasets/tiny"));
+}
+
 TEST_F(DatasetDownload, ADamagedArchiveLeavesNoDataset) {
   std::string zip = tiny_zip();
   zip[zip.size() / 3] ^= 0x55;  // inside the image's deflate stream

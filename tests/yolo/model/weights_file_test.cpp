@@ -63,6 +63,23 @@ TEST(WeightsFile, NamesOtherRuntimesExports) {
       {{"yolov5s/data.pkl", "\x80\x02}q\x00."}, {"yolov5s/constants.pkl", "\x80\x02)."}, {"yolov5s/code/__torch__/models/yolo.py", "def forward"}}));
   EXPECT_NE(torchscript.find("'w.bin' is a TorchScript export (the reference's export.py --include torchscript); pass "
                              "the .pt it was exported from"), std::string::npos) << torchscript;
+  // torch.jit.save's archives hold compressed entries the strict reader refuses: still named.
+  kestrel::testing::ZipInput code{"yolov5s/code/__torch__/models/yolo.py", std::string(2000, 'x')};
+  code.deflate = true;
+  const std::string compressed_ts = error_for(kestrel::testing::make_zip({{"yolov5s/data.pkl", "\x80\x02}q\x00."}, code}));
+  EXPECT_NE(compressed_ts.find("is a TorchScript export"), std::string::npos) << compressed_ts;
+  // A .pt re-zipped with compression, or encrypted, says so, not "cut short ... download it again".
+  kestrel::testing::ZipInput deflated{"m/data.pkl", std::string("\x80\x02}q\x00.") + std::string(500, ' ')};
+  deflated.deflate = true;
+  const std::string rezipped = error_for(kestrel::testing::make_zip({deflated}));
+  EXPECT_NE(rezipped.find("that is not as torch.save writes it: "), std::string::npos) << rezipped;
+  EXPECT_NE(rezipped.find("is compressed"), std::string::npos) << rezipped;
+  EXPECT_EQ(rezipped.find("cut short"), std::string::npos) << rezipped;
+  kestrel::testing::ZipInput locked{"m/data.pkl", "\x80\x02}q\x00."};
+  locked.flags = 1;
+  const std::string encrypted = error_for(kestrel::testing::make_zip({locked}));
+  EXPECT_NE(encrypted.find("is encrypted"), std::string::npos) << encrypted;
+  EXPECT_EQ(encrypted.find("cut short"), std::string::npos) << encrypted;
   const std::string tflite = error_for("\x1c\x00\x00\x00TFL3\x00\x00\x00\x00\x00\x00"s);
   EXPECT_NE(tflite.find("is a TensorFlow Lite model"), std::string::npos) << tflite;
   EXPECT_NE(tflite.find("pass the .pt it was exported from, or an ONNX export of it"), std::string::npos) << tflite;

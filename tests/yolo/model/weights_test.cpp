@@ -107,6 +107,23 @@ TEST(Weights, MissingAndUnexpectedNamesAreReported) {
   std::filesystem::remove(path);
 }
 
+// A checkpoint's EMA without its first tensor: the one missing name is reported (it was read under
+// another prefix, and all 349 names were "mismatches", issue 42).
+TEST(Weights, OneMissingTensorOfACheckpointIsNamed) {
+  DetectionModel m = nano();
+  const std::string path = temp_path("ema_missing.safetensors");
+  save_weights(m, path);
+  const SafetensorsFile plain = load_safetensors(path);
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  for (const std::string& name : plain.names())
+    if (name != "model.0.conv.weight") tensors.emplace_back("ema." + name, safetensors_tensor(plain, name));
+  save_safetensors(path, tensors);
+  const std::string e = kestrel::testing::error_of([&] { load_inference_weights(m, path); });
+  EXPECT_NE(e.find("(1 mismatches)"), std::string::npos) << e;
+  EXPECT_NE(e.find("missing ema.model.0.conv.weight"), std::string::npos) << e;
+  std::filesystem::remove(path);
+}
+
 TEST(Weights, TransferToAnotherClassCountSkipsTheHead) {
   DetectionModel source = nano(std::nullopt, 1), target = nano(3, 2);
   const std::string path = temp_path("transfer.safetensors");
