@@ -5,6 +5,8 @@
 
 #include <atomic>
 #include <cerrno>
+#include <csignal>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -40,6 +42,26 @@ bool is_temp_name(const std::string& filename) {
     return !s.empty() && s.find_first_not_of("0123456789") == std::string::npos;
   };
   return dot != std::string::npos && digits(rest.substr(0, dot)) && digits(rest.substr(dot + 1));
+}
+
+std::vector<std::string> remove_dead_temporaries(const std::string& path) {
+  namespace fs = std::filesystem;
+  const fs::path target(path);
+  const fs::path dir = target.parent_path().empty() ? fs::path(".") : target.parent_path();
+  const std::string prefix = target.filename().string() + ".tmp.";
+  std::vector<std::string> removed;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    // "<file>.tmp.<pid>.<n>" of this very file: the rest after the prefix is "<pid>.<n>".
+    if (name.rfind(prefix, 0) != 0 || !is_temp_name("x.tmp." + name.substr(prefix.size()))) continue;
+    const long pid = std::strtol(name.c_str() + prefix.size(), nullptr, 10);
+    if (pid <= 0 || pid == ::getpid() || ::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;
+    std::error_code ignored;  // one that cannot go stays: the new writer has a temporary of its own
+    fs::remove_all(it->path(), ignored);
+    if (!ignored) removed.push_back(it->path().string());
+  }
+  return removed;
 }
 
 AtomicFile::AtomicFile(std::string path) : path_(std::move(path)), tmp_(unique_temp_path(path_)) {

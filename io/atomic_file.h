@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace kestrel {
 
@@ -18,6 +19,11 @@ std::string unique_temp_path(const std::string& path);
 
 // True for a name unique_temp_path makes from some `path` (a writer's leftover after a kill).
 bool is_temp_name(const std::string& filename);
+
+// Removes the temporaries of `path` (files or folders named by unique_temp_path) that a process
+// which no longer exists on this host left behind when it was killed; a live process's (a writer
+// at work now) stay. Returns what it removed.
+std::vector<std::string> remove_dead_temporaries(const std::string& path);
 
 // A unique_temp_path, removed again unless commit() renamed it over the destination.
 class AtomicFile {

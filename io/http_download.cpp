@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <memory>
 
 #include "base/error.h"
@@ -80,6 +81,9 @@ uint64_t download_file(const std::string& url, const std::string& path, const Do
   const CurlLibrary& lib = curl_library(options.manual);
   std::unique_ptr<CURL, void (*)(CURL*)> curl(lib.easy_init(), lib.easy_cleanup);
   KESTREL_CHECK(curl, message("libcurl could not start a transfer (out of memory?)"));
+  // A download of this file that was killed left its partial temporary: gone before this one starts.
+  for (const std::string& left : remove_dead_temporaries(path))
+    std::fprintf(stderr, "download: removed %s, left by a download that was killed\n", left.c_str());
   AtomicFile file(path);
   Transfer t;
   t.file = &file;

@@ -153,27 +153,6 @@ fs::path safe_entry_path(const std::string& name, const std::string& archive) {
   return out;
 }
 
-namespace {
-
-// Removes the unpacking folders `<stem>.unzip.tmp.<pid>.<n>` in `dest` left by an unpack of the same
-// archive that was killed: their process no longer exists on this host. A live process's folder
-// (another unpack running now) is left alone.
-void remove_killed_unpacks(const fs::path& dest, const std::string& stem) {
-  const std::string prefix = stem + ".unzip.tmp.";
-  std::error_code ec;
-  for (fs::directory_iterator it(dest, ec), end; !ec && it != end; it.increment(ec)) {
-    const std::string name = it->path().filename().string();
-    if (name.rfind(prefix, 0) != 0 || !is_temp_name(name)) continue;
-    const long pid = std::strtol(name.c_str() + prefix.size(), nullptr, 10);
-    if (pid <= 0 || pid == ::getpid() || ::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;
-    std::error_code ignored;  // a leftover that cannot go stays: the new unpack has its own folder
-    fs::remove_all(it->path(), ignored);
-    if (!ignored)
-      std::fprintf(stderr, "unzip: removed %s, left by an unpack that was killed\n", it->path().c_str());
-  }
-}
-
-}  // namespace
 
 std::vector<std::string> unzip_file(const std::string& zip_path, const std::string& dest, const UnzipLimits& limits) {
   const MappedFile mapped(zip_path);
@@ -219,7 +198,10 @@ std::vector<std::string> unzip_file(const std::string& zip_path, const std::stri
                   total, " bytes and the disk has ", space.available, " free");
   }
 
-  remove_killed_unpacks(dest, fs::path(zip_path).stem().string());
+  // The unpacking folder of a killed unpack of this archive (`<stem>.unzip.tmp.<pid>.<n>`) goes;
+  // a live process's (an unpack running now) stays.
+  for (const std::string& left : remove_dead_temporaries((fs::path(dest) / fs::path(zip_path).stem()).string() + ".unzip"))
+    std::fprintf(stderr, "unzip: removed %s, left by an unpack that was killed\n", left.c_str());
   TempFolder tmp{unique_temp_path((fs::path(dest) / fs::path(zip_path).stem()).string() + ".unzip")};
   fs::create_directory(tmp.path, ec);
   KESTREL_CHECK(!ec, "cannot create ", tmp.path.string(), " to unpack '", zip_path, "': ", ec.message());

@@ -71,8 +71,8 @@ std::string format_download_bar(uint64_t done, uint64_t total, double seconds) {
 }
 
 uint64_t download_with_progress(const std::string& url, const std::string& path, const std::string& manual,
-                                const DownloadSettings& settings, const Console& out) {
-  out.line("Downloading ", url, " to ", path, "...");
+                                const DownloadSettings& settings, const Console& out, const std::string& shown) {
+  out.line("Downloading ", url, " to ", shown.empty() ? path : shown, "...");
   const auto start = std::chrono::steady_clock::now();
   ProgressCadence cadence = out.cadence();
   DownloadOptions options;

@@ -36,9 +36,11 @@ std::string format_size(double bytes);
 // The progress line of a download; total 0 when the size is unknown.
 std::string format_download_bar(uint64_t done, uint64_t total, double seconds);
 
-// Prints "Downloading <url> to <path>...", fetches it with a progress bar on `out`, and returns
-// the bytes written. Errors name the URL, the reason and `manual` (what to do by hand).
+// Prints "Downloading <url> to <shown>..." (`shown`: the path the file will end up at, when the
+// caller writes it elsewhere first; "" for `path`), fetches it to `path` with a progress bar on
+// `out`, and returns the bytes written. Errors name the URL, the reason and `manual` (what to do
+// by hand).
 uint64_t download_with_progress(const std::string& url, const std::string& path, const std::string& manual,
-                                const DownloadSettings& settings, const Console& out);
+                                const DownloadSettings& settings, const Console& out, const std::string& shown = "");
 
 }  // namespace kestrel::yolo

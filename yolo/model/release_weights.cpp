@@ -25,21 +25,26 @@ bool exists(const std::string& path) {
   return fs::exists(path, ec);
 }
 
-// Downloads `url` to `path` and reads it as weights; a file that is none is removed again.
+// Downloads `url` beside `path` (as <path>.unchecked), reads it as weights and only then gives it
+// its name: a file under `path` has always passed the check, also when a kill came during it. A
+// download that is no checkpoint is removed again.
 void fetch_checked(const std::string& url, const std::string& path, const std::string& manual,
                    const DownloadSettings& settings, const Console& out) {
   const fs::path folder = fs::path(path).parent_path();
   std::error_code ec;
   if (!folder.empty()) fs::create_directories(folder, ec);
   KESTREL_CHECK(!ec, "cannot create ", folder.string(), " for --weights ", path, ": ", ec.message());
-  download_with_progress(url, path, manual, settings, out);
+  const std::string unchecked = path + ".unchecked";
+  download_with_progress(url, unchecked, manual, settings, out, path);
   try {
-    parse_weights_file(read_file_bytes(path), path);
+    parse_weights_file(read_file_bytes(unchecked), path);
   } catch (const Error& e) {
-    fs::remove(path, ec);
-    KESTREL_FAIL("downloaded ", url, " to ", path, ", but it is not a checkpoint (", e.what(),
+    fs::remove(unchecked, ec);
+    KESTREL_FAIL("downloaded ", url, " for ", path, ", but it is not a checkpoint (", e.what(),
                  "), so it was removed again; ", manual);
   }
+  fs::rename(unchecked, path, ec);
+  KESTREL_CHECK(!ec, "cannot rename ", unchecked, " to ", path, ": ", ec.message());
 }
 
 }  // namespace

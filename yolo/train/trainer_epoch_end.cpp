@@ -97,14 +97,9 @@ bool Trainer::end_epoch(int epoch) {
 
 void Trainer::save_checkpoint_as(const std::string& path, int64_t last_epoch, const EpochProgress& progress) {
   // The checkpoint before this one stays, as last.prev.safetensors, until the run ends: a last
-  // that is damaged on disk (its checksums say so when read) leaves that to resume from. A hard
-  // link, made before the new last replaces the old, so that last is never missing.
-  if (path == last_path_ && fs::exists(last_path_)) {
-    std::error_code ec;
-    fs::remove(prev_path_, ec);
-    fs::create_hard_link(last_path_, prev_path_, ec);
-    if (ec) fs::copy_file(last_path_, prev_path_, fs::copy_options::overwrite_existing);
-  }
+  // that is damaged on disk (its checksums say so when read) leaves that to resume from. Published
+  // (a hard link renamed into place) before the new last replaces the old, so last is never missing.
+  if (path == last_path_ && fs::exists(last_path_)) publish_copy(last_path_, prev_path_);
   CheckpointInfo info;
   info.epoch = last_epoch;
   info.best_fitness = best_fitness_;

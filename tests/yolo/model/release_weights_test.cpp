@@ -2,9 +2,11 @@
 // reference-made tests/data/yolov5n_coco80.pt: downloaded to the path given (its folder made) and
 // read as a checkpoint; an existing file is used as it is; a download that is no checkpoint is
 // removed and refused; a failure names the address, the reason and the release page; -cls and
-// -seg models are refused by name; other names pass through untouched.
+// -seg models are refused by name; other names pass through untouched; what a killed download
+// left is removed (its temporary) or downloaded and checked again (an unchecked file).
 #include "yolo/model/release_weights.h"
 
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -54,6 +56,7 @@ TEST_F(ReleaseWeights, AMissingReleaseFileIsDownloadedWhereItWasNamed) {
   EXPECT_EQ(fetch_missing_weights(path, settings_, quiet_), path);
   EXPECT_EQ(server_.requests("/mirror/yolov5n.pt"), 1);
   EXPECT_EQ(kestrel::yolo::read_file_bytes(path), kestrel::yolo::read_file_bytes("tests/data/yolov5n_coco80.pt"));
+  EXPECT_FALSE(fs::exists(path + ".unchecked")) << "checked, then named";
   // Present now: used as it is, nothing fetched again.
   EXPECT_EQ(fetch_missing_weights(path, settings_, quiet_), path);
   EXPECT_EQ(server_.requests("/mirror/yolov5n.pt"), 1);
@@ -66,6 +69,29 @@ TEST_F(ReleaseWeights, ADownloadThatIsNoCheckpointIsRemoved) {
   EXPECT_NE(e.find("but it is not a checkpoint"), std::string::npos) << e;
   EXPECT_NE(e.find(server_.url("/mirror/yolov5s.pt")), std::string::npos) << e;
   EXPECT_FALSE(fs::exists(path));
+  EXPECT_FALSE(fs::exists(path + ".unchecked"));
+}
+
+// A download killed mid-transfer leaves its temporary (<file>.tmp.<pid>.<n>): the next download of
+// that file removes it, as it does not a live writer's; a file under the weights' own name has
+// always passed the check (it is renamed there only after it), so a kill during the check leaves
+// only <file>.unchecked, which the next run downloads and checks again (issue 42).
+TEST_F(ReleaseWeights, WhatAKilledDownloadLeftIsRemovedOrCheckedAgain) {
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  ::waitpid(child, nullptr, 0);  // a pid that no longer exists
+  const std::string path = (dir_ / "yolov5n.pt").string();
+  const std::string dead = path + ".unchecked.tmp." + std::to_string(child) + ".0";
+  const std::string live = path + ".unchecked.tmp." + std::to_string(::getppid()) + ".0";
+  std::ofstream(dead) << "half a download";
+  std::ofstream(live) << "another writer's";
+  std::ofstream(path + ".unchecked") << "a download whose check never finished";
+  server_.serve("/mirror/yolov5n.pt", kestrel::yolo::read_file_bytes("tests/data/yolov5n_coco80.pt"));
+  EXPECT_EQ(fetch_missing_weights(path, settings_, quiet_), path);
+  EXPECT_FALSE(fs::exists(dead));
+  EXPECT_TRUE(fs::exists(live));
+  EXPECT_FALSE(fs::exists(path + ".unchecked"));
+  EXPECT_EQ(kestrel::yolo::read_file_bytes(path), kestrel::yolo::read_file_bytes("tests/data/yolov5n_coco80.pt"));
 }
 
 TEST_F(ReleaseWeights, AFailedDownloadNamesTheAddressTheReasonAndTheReleasePage) {
