@@ -7,6 +7,7 @@
 #include "base/openmp_wait.h"
 #include "yolo/cli/args.h"
 #include "yolo/cli/commands.h"
+#include "yolo/common/stop_signal.h"
 
 namespace {
 
@@ -42,6 +43,9 @@ int main(int argc, char** argv) {
   }
   try {
     return command->run(args);
+  } catch (const kestrel::yolo::Interrupted& e) {
+    std::fprintf(stderr, "kestrel %s: %s\n", command->name, e.what());
+    return 128 + e.signal();
   } catch (const kestrel::cli::UsageError& e) {
     std::fprintf(stderr, "kestrel %s: %s\n\n%s", command->name, e.what(), command->usage);
     return 2;

@@ -7,6 +7,7 @@
 
 #include "base/error.h"
 #include "io/http_download.h"
+#include "yolo/common/stop_signal.h"
 
 namespace kestrel::yolo {
 namespace {
@@ -80,6 +81,9 @@ uint64_t download_with_progress(const std::string& url, const std::string& path,
   options.stall_advice = "set KESTREL_DOWNLOAD_TIMEOUT to more seconds to wait longer";
   options.manual = manual;
   options.progress = [&](uint64_t done, uint64_t total, bool last) {
+    // Ctrl-C (or SIGTERM) during a download stops it at the next progress call (at least once a
+    // second), not when the file is complete.
+    if (StopSignal::pending()) throw Error("interrupted");
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     // An unknown size counts as not yet done, so the cadence draws by time alone until the end.
     const int64_t of = total > 0 ? static_cast<int64_t>(total) : static_cast<int64_t>(done) + 1;
@@ -88,7 +92,14 @@ uint64_t download_with_progress(const std::string& url, const std::string& path,
     if (last || (!whole && cadence.due(static_cast<int64_t>(done), of, seconds)))
       out.progress(format_download_bar(done, total, seconds), last);
   };
-  return download_file(url, path, options);
+  try {
+    return download_file(url, path, options);
+  } catch (const Error&) {
+    if (const int sig = StopSignal::pending())
+      throw Interrupted(sig, str("the download of ", url, " was interrupted (", sig == SIGINT ? "SIGINT" : "SIGTERM",
+                                 "); nothing was kept"));
+    throw;
+  }
 }
 
 }  // namespace kestrel::yolo

@@ -35,6 +35,8 @@ StopSignal::~StopSignal() {
 
 int StopSignal::received() const { return g_received.load(); }
 
+int StopSignal::pending() { return g_received.load(); }
+
 void StopSignal::raise_as(int sig) {
   int expected = 0;
   g_received.compare_exchange_strong(expected, sig);

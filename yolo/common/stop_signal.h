@@ -8,6 +8,8 @@
 // handlers when it goes.
 #pragma once
 #include <csignal>
+#include <stdexcept>
+#include <string>
 
 namespace kestrel::yolo {
 
@@ -22,9 +24,23 @@ class StopSignal {
   int received() const;
   // Behaves as if `sig` had arrived (tests, and a rank told by the others to stop).
   void raise_as(int sig);
+  // received() of the StopSignal alive now, 0 when none is: for work that runs under one but
+  // cannot be handed it (a download inside the trainer's start-up).
+  static int pending();
 
  private:
   struct sigaction previous_int_{}, previous_term_{};
+};
+
+// Work given up because of a stop signal (a download during start-up): the CLI exits with
+// 128 + signal after saying what stopped.
+class Interrupted : public std::runtime_error {
+ public:
+  Interrupted(int signal, const std::string& what) : std::runtime_error(what), signal_(signal) {}
+  int signal() const { return signal_; }
+
+ private:
+  int signal_;
 };
 
 }  // namespace kestrel::yolo

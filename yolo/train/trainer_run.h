@@ -4,6 +4,7 @@
 // checkpoints and the run's end). Private to those files and trainer.cpp.
 #pragma once
 #include <chrono>
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <string>
@@ -156,6 +157,7 @@ class Trainer {
   // holds it across the generations).
   std::optional<RunDirLock> run_lock_;
   bool created_run_dir_ = false;  // by this run, not found (so start-up failures remove it)
+  std::vector<std::filesystem::path> made_folders_;  // project folders claiming the run made, innermost first
   Hyp hyp_;
   std::optional<data::DatasetConfig> dataset_config_;
   int num_classes_ = 0;  // 1 with --single-cls (train.py's nc)

@@ -69,6 +69,10 @@ void Trainer::prepare_run_directory() {
     } else if (options_.evolve > 0) {
       save_dir_ = named;
     } else {
+      // The folders above the run that claiming it makes (runs/, runs/train/): a start-up failure
+      // removes them again, with the run's own.
+      for (fs::path p = fs::path(options_.project); !p.empty() && !fs::exists(p); p = p.parent_path())
+        made_folders_.push_back(p);
       ClaimedRunDir claim = claim_run_dir(named, options_.exist_ok);
       save_dir_ = claim.path;
       created_run_dir_ = claim.created;
@@ -105,6 +109,7 @@ void Trainer::discard_new_run_directory() {
   std::error_code ec;
   fs::remove_all(save_dir_, ec);
   if (ec) out_->line("WARNING: cannot remove the new run directory ", save_dir_, ": ", ec.message());
+  for (const fs::path& folder : made_folders_) fs::remove(folder, ec);  // innermost first; only while empty
   run_lock_.reset();
 }
 

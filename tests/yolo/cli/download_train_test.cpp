@@ -113,4 +113,26 @@ TEST_F(DownloadTrain, EachNodeDownloadsOnceForItsRanks) {
   EXPECT_TRUE(fs::is_regular_file(root_ / "work/runs/train/exp/weights/last.safetensors")) << r.out;
 }
 
+// Ctrl-C while train fetches its weights (issue 42): the download stops at once (the mirror here
+// sends 64 KB, then nothing), the run exits with 130 saying what it stopped, and no run directory
+// or partial file is left.
+TEST_F(DownloadTrain, CtrlCDuringTheWeightsDownloadStopsAtOnceAndLeavesNothing) {
+  server_.serve("/mirror/coco128.zip", small_coco128_zip(root_));
+  server_.stall("/mirror/yolov5n.pt", kestrel::yolo::read_file_bytes("tests/data/yolov5n_coco80.pt"), 65536);
+  const auto r = run_script(server_.url("/mirror"),
+                            "KESTREL_DOWNLOAD_TIMEOUT=60 " + kestrel::testing::kestrel_binary().string() +
+                                " train --data coco128.yaml --weights yolov5n.pt --img 320 --epochs 1 --device cpu "
+                                "> log 2>&1 & pid=$!; "
+                                "for i in $(seq 300); do grep -q 'yolov5n.pt to yolov5n.pt' log && break; sleep 0.1; done; "
+                                "sleep 0.5; start=$(date +%s%N); kill -INT $pid; wait $pid; rc=$?; "
+                                "echo \"rc=$rc ms=$(( ($(date +%s%N) - start) / 1000000 ))\"; cat log; ls -a; ls runs/train 2>&1");
+  EXPECT_NE(r.out.find("rc=130 "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("was interrupted (SIGINT); nothing was kept"), std::string::npos) << r.out;
+  const size_t ms = r.out.find(" ms=");
+  ASSERT_NE(ms, std::string::npos) << r.out;
+  EXPECT_LT(std::stoi(r.out.substr(ms + 4)), 3000) << r.out;
+  EXPECT_NE(r.out.find("ls: cannot access 'runs/train'"), std::string::npos) << "a run directory was left:\n" << r.out;
+  EXPECT_EQ(r.out.find("yolov5n.pt.unchecked"), r.out.find("yolov5n.pt.unchecked...")) << r.out;
+}
+
 }  // namespace
