@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -548,6 +549,28 @@ TEST(Trainer, BadFlagsAndDataFailClearly) {
   o.cfg = "models/no-such-model.yaml";
   EXPECT_THROW(yolo::train(o), Error);
   EXPECT_FALSE(fs::exists(bad2 / "exp")) << "a run failing at start-up left its directory";
+}
+
+// A weights folder that cannot be written to is found before the first epoch, not at its end
+// (issue 42). Root writes through permissions, so the folder is a read-only tmpfs; where nothing
+// can be mounted the case skips, saying so.
+TEST(Trainer, AnUnwritableWeightsFolderIsFoundBeforeTheFirstEpoch) {
+  const fs::path p = scratch("readonly_weights");
+  fs::create_directories(p / "exp/weights");
+  if (std::system(("mount -t tmpfs -o ro tmpfs '" + (p / "exp/weights").string() + "' 2>/dev/null").c_str()) != 0) {
+    fs::remove_all(p);
+    GTEST_SKIP() << "cannot mount a read-only tmpfs here (needs root and CAP_SYS_ADMIN)";
+  }
+  yolo::TrainOptions o = tiny(p);
+  o.exist_ok = true;
+  const auto start = std::chrono::steady_clock::now();
+  const std::string e = kestrel::testing::error_of([&] { yolo::train(o); });
+  const auto took = std::chrono::steady_clock::now() - start;
+  std::system(("umount '" + (p / "exp/weights").string() + "'").c_str());
+  EXPECT_NE(e.find("cannot write checkpoints to " + (p / "exp/weights").string()), std::string::npos) << e;
+  EXPECT_FALSE(fs::exists(p / "exp/results.csv")) << "an epoch ran first";
+  EXPECT_LT(took, std::chrono::seconds(20));
+  fs::remove_all(p);
 }
 
 // As the reference's check_img_size: an --img-size that is no multiple of the stride is rounded up
