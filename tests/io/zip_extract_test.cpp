@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
@@ -100,6 +101,29 @@ TEST_F(ZipExtract, RefusesNamesThatUnpackToTheSameFile) {
     const std::string e = refusal({{"coco/a.txt", "first"}, {twin, "second"}});
     EXPECT_NE(e.find("unpacks to coco/a.txt, as an earlier entry does"), std::string::npos) << e;
   }
+}
+
+// A disk that fills during an unpack (issue 42): refused up front when the entries' sizes do not
+// fit the free space, and where they are not checked (or the space goes while writing), the
+// failed write names the file and the reason, and the destination is left as it was. The
+// destination is a 256 KB tmpfs; the case skips where nothing can be mounted.
+TEST_F(ZipExtract, ADiskThatFillsLeavesNothingBehind) {
+  const fs::path small = dir_ / "small";
+  fs::create_directories(small);
+  if (std::system(("mount -t tmpfs -o size=256k tmpfs '" + small.string() + "' 2>/dev/null").c_str()) != 0)
+    GTEST_SKIP() << "cannot mount a small tmpfs here (needs root and CAP_SYS_ADMIN)";
+  const std::string path = archive({{"coco/a.bin", std::string(1 << 20, 'x'), 0, 0, false, true}});
+  const std::string up_front = error_of([&] { kestrel::unzip_file(path, small.string()); });
+  kestrel::UnzipLimits unchecked;
+  unchecked.check_free_space = false;
+  const std::string while_writing = error_of([&] { kestrel::unzip_file(path, small.string(), unchecked); });
+  std::vector<std::string> left;
+  for (const auto& e : fs::directory_iterator(small)) left.push_back(e.path().filename().string());
+  std::system(("umount '" + small.string() + "'").c_str());
+  EXPECT_NE(up_front.find("it needs 1048576 bytes and the disk has"), std::string::npos) << up_front;
+  EXPECT_NE(while_writing.find("a.bin"), std::string::npos) << while_writing;
+  EXPECT_NE(while_writing.find("No space left on device"), std::string::npos) << while_writing;
+  EXPECT_TRUE(left.empty()) << left.front();
 }
 
 TEST_F(ZipExtract, RefusesLinks) {
