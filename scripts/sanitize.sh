@@ -51,11 +51,14 @@ ASAN_OPTIONS=$ASAN_OPTIONS:allocator_may_return_null=1 \
 phase_done "ASan+UBSan CPU tests"
 
 # -timeout=30: no input takes a millisecond, but a busy shared machine can stall a process for
-# seconds, and libFuzzer reports a stalled input as a hang.
+# seconds, and libFuzzer reports a stalled input as a hang. -rss_limit_mb=1024 (half libFuzzer's
+# default, which is also its limit on one allocation): the readers hold their work to budgets
+# (pickle::WalkBudget, the unpickler's object cap, a tensor's expansion), so an input that makes
+# one take a gigabyte is a memory bomb, reported as a finding.
 fuzz_one() {  # target name; new inputs go to a scratch folder, never into the checked-in corpus
   local name=$1 scratch="$asan_dir/fuzz-scratch/$1"
   mkdir -p "$scratch" "$asan_dir/fuzz-artifacts"
-  "$asan_dir/fuzz_$name" -max_total_time="$fuzz_seconds" -timeout=30 -print_final_stats=1 \
+  "$asan_dir/fuzz_$name" -max_total_time="$fuzz_seconds" -timeout=30 -rss_limit_mb=1024 -print_final_stats=1 \
       -dict="$root/fuzz/dict/$name.dict" -artifact_prefix="$asan_dir/fuzz-artifacts/$name-" \
       "$scratch" "$root/fuzz/corpus/$name" >"$asan_dir/fuzz-$name.log" 2>&1
 }
