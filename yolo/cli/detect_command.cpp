@@ -316,9 +316,11 @@ int run_detect(const std::vector<std::string>& argv) {
   check_sources(items);
   s.stride = im.stride();
   std::tie(s.img_h, s.img_w) = image_size(size, s.stride);
-  const std::string save_dir = yolo::increment_path(args.get("project", "runs/detect") + "/" + args.get("name", "exp"),
-                                                    args.has("exist-ok"));
-  fs::create_directories(s.save_txt ? fs::path(save_dir) / "labels" : fs::path(save_dir));
+  // Claimed and held as train's run directory is: two runs never write into one (--exist-ok).
+  const yolo::ClaimedRunDir claim =
+      yolo::claim_run_dir(args.get("project", "runs/detect") + "/" + args.get("name", "exp"), args.has("exist-ok"));
+  const std::string& save_dir = claim.path;
+  if (s.save_txt) fs::create_directories(fs::path(save_dir) / "labels");
   Detector detector(std::move(im), s, device, save_dir);
   yolo::data::ImageWindows windows;
   const Outputs out{save_img, view_img ? &windows : nullptr};

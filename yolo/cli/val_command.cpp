@@ -129,8 +129,9 @@ int run_val(const std::vector<std::string>& argv) {
   vo.workers = yolo::data::dataloader_workers(static_cast<int>(std::thread::hardware_concurrency()), 1, vo.batch_size,
                                               static_cast<int64_t>(split.records.size()), vo.workers);
   const std::string project = args.get("project", "runs/val");
-  vo.save_dir = yolo::increment_path(project + "/" + args.get("name", "exp"), args.has("exist-ok"));
-  std::filesystem::create_directories(vo.save_dir);
+  // Claimed and held as train's run directory is: two runs never write into one (--exist-ok).
+  const yolo::ClaimedRunDir claim = yolo::claim_run_dir(project + "/" + args.get("name", "exp"), args.has("exist-ok"));
+  vo.save_dir = claim.path;
   yolo::Validator validator(split.records, names, model_nc, vo, device, im.stride());
   validator.set_console(&console);
   const yolo::ValResult result =

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include "base/error.h"
@@ -17,26 +18,13 @@ namespace kestrel::yolo {
 namespace fs = std::filesystem;
 namespace {
 
-std::string read_fd(int fd) {
-  std::string text;
-  char buf[256];
-  for (off_t at = 0;;) {
-    const ssize_t got = ::pread(fd, buf, sizeof buf, at);
-    if (got < 0 && errno == EINTR) continue;
-    if (got <= 0) return text;
-    text.append(buf, static_cast<size_t>(got));
-    at += got;
-  }
-}
-
-// "pid 1234 on host h". The holder writes its line right after taking the lock, so an empty file
-// means it is between the two: worth a few short waits.
-std::string describe_holder(int fd) {
+// "pid 1234 on host h", from the holder's lock file. The holder writes it right after taking the
+// lock, so a missing or empty file means it is between the two: worth a few short waits.
+std::string describe_holder(const std::string& info) {
   for (int tries = 0; tries < 50; ++tries) {
-    std::string line = read_fd(fd);
-    const size_t end = line.find('\n');
-    if (end != std::string::npos) {
-      line.resize(end);
+    std::ifstream in(info);
+    std::string line;
+    if (std::getline(in, line) && !line.empty()) {
       const size_t space = line.find(' ');
       if (space == std::string::npos) return "pid " + line;
       return "pid " + line.substr(0, space) + " on host " + line.substr(space + 1);
@@ -55,27 +43,27 @@ std::string host_name() {
 }  // namespace
 
 std::optional<RunDirLock> RunDirLock::try_acquire(const std::string& dir, std::string* holder) {
-  const std::string path = (fs::path(dir) / kFileName).string();
-  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  KESTREL_CHECK(fd >= 0, "cannot open the run directory's lock file '", path, "': ", std::strerror(errno),
-                "; check that the directory exists and is writable");
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  KESTREL_CHECK(fd >= 0, "cannot open the run directory '", dir, "' to lock it: ", std::strerror(errno),
+                "; check that the directory exists");
   int rc;
   do rc = ::flock(fd, LOCK_EX | LOCK_NB);
   while (rc != 0 && errno == EINTR);
+  const std::string info = (fs::path(dir) / kFileName).string();
   if (rc != 0) {
     const int err = errno;
-    if (err == EWOULDBLOCK && holder) *holder = describe_holder(fd);
     ::close(fd);
-    KESTREL_CHECK(err == EWOULDBLOCK, "cannot lock '", path, "': ", std::strerror(err),
+    KESTREL_CHECK(err == EWOULDBLOCK, "cannot lock '", dir, "': ", std::strerror(err),
                   "; the file system may not support flock: put --project on a local disk");
+    if (holder) *holder = describe_holder(info);
     return std::nullopt;
   }
-  const std::string line = str(::getpid(), " ", host_name(), "\n");
-  if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, line.data(), line.size(), 0) != static_cast<ssize_t>(line.size())) {
-    const int err = errno;
+  // Who holds it, for a refusal's message: written atomically, removed when the lock goes.
+  try {
+    write_file_atomic(info, str(::getpid(), " ", host_name(), "\n"));
+  } catch (const Error& e) {
     ::close(fd);
-    KESTREL_FAIL("cannot write the lock file '", path, "': ", std::strerror(err),
-                 "; check that the disk has space");
+    KESTREL_FAIL("cannot write the run directory's lock file '", info, "': ", e.what(), "; check that the disk has space");
   }
   return RunDirLock(dir, fd);
 }
@@ -94,7 +82,11 @@ RunDirLock::RunDirLock(RunDirLock&& other) noexcept : dir_(std::move(other.dir_)
 
 RunDirLock& RunDirLock::operator=(RunDirLock&& other) noexcept {
   if (this != &other) {
-    if (fd_ >= 0) ::close(fd_);
+    if (fd_ >= 0) {
+      std::error_code ignored;
+      fs::remove(fs::path(dir_) / kFileName, ignored);
+      ::close(fd_);
+    }
     dir_ = std::move(other.dir_);
     fd_ = other.fd_;
     other.fd_ = -1;
@@ -102,9 +94,13 @@ RunDirLock& RunDirLock::operator=(RunDirLock&& other) noexcept {
   return *this;
 }
 
-// Closing the only descriptor of the open file releases the flock.
+// The lock file goes first, while the lock is still held (no new holder can have written its
+// own); closing the directory's only descriptor then releases the flock.
 RunDirLock::~RunDirLock() {
-  if (fd_ >= 0) ::close(fd_);
+  if (fd_ < 0) return;
+  std::error_code ignored;  // a run directory removed under the lock takes the file with it
+  fs::remove(fs::path(dir_) / kFileName, ignored);
+  ::close(fd_);
 }
 
 void remove_stale_temporaries(const RunDirLock& lock) {

@@ -1,10 +1,10 @@
-// One run per run directory: a training run holds an advisory lock (flock) on `<dir>/.kestrel.lock`
-// for its whole life, so a second run pointed at the same directory (--exist-ok, or --resume of a
-// run that is still going) is refused instead of interleaving its results.csv rows and checkpoints
-// with the first one's. The lock file holds the holder's pid and host, for the refusal's message.
-// The kernel drops the lock when the holder exits, however it ends (kill -9 included), so a stale
-// lock file never blocks a later run. The file itself stays: deleting it would let a run that
-// already opened it and one that creates a new one both hold "the" lock.
+// One run per run directory: a run holds an advisory lock (flock) on its directory for its whole
+// life, so a second run pointed at the same directory (--exist-ok, or --resume of a run that is
+// still going) is refused instead of interleaving its results.csv rows and checkpoints with the
+// first one's. While it holds the lock, `<dir>/.kestrel.lock` says who (pid and host), for the
+// refusal's message, and goes with the lock: a finished run leaves the directory as the reference
+// does. The kernel drops the lock when the holder exits, however it ends (kill -9 included); the
+// file a killed holder left is only information, replaced by the next holder and removed by it.
 #pragma once
 #include <optional>
 #include <string>
@@ -16,9 +16,9 @@ class RunDirLock {
  public:
   static constexpr const char* kFileName = ".kestrel.lock";
 
-  // The lock on `dir` (which must exist), or nullopt when another open lock file holds it (another
-  // process, or another thread of this one); `holder` then says who (pid and host), as far as the
-  // lock file tells.
+  // The lock on `dir` (which must exist), or nullopt when another holder has it (another process,
+  // or another open of this one); `holder` then says who (pid and host), as far as its lock file
+  // tells.
   static std::optional<RunDirLock> try_acquire(const std::string& dir, std::string* holder = nullptr);
   // As try_acquire, but a held lock is an error naming the directory, the holder and `fix`.
   static RunDirLock acquire(const std::string& dir, const std::string& fix);

@@ -1,6 +1,8 @@
 // `kestrel val` and `kestrel detect` end to end on the synthetic dataset with freshly initialised
 // weights: they run, print the reference's table / per-image lines, write their outputs, and
 // refuse bad input with the documented exit codes.
+#include <unistd.h>
+
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -13,6 +15,7 @@
 #include "io/json.h"
 #include "tests/support/cli.h"
 #include "tests/support/testing.h"
+#include "yolo/common/run_dir_lock.h"
 #include "yolo/model/model.h"
 #include "yolo/model/model_config.h"
 #include "yolo/model/weights.h"
@@ -222,6 +225,31 @@ TEST(ValDetectCommands, APtGivesWhatItsSafetensorsGive) {
 // A val or detect run that fails at start-up (weights, data, source, a model that does not fit)
 // leaves no empty project/name directory behind: the directory is made once everything it
 // needs has been found.
+// Two runs into one --exist-ok folder (issue 42): val and detect hold the run directory as train
+// does, so the second is refused naming the first, and a finished run leaves no lock file.
+TEST(ValDetectCommands, TwoRunsIntoOneFolderAreRefusedAndNoLockFileStays) {
+  const fs::path dir = scratch("one_folder");
+  const std::string weights = (dir / "w.safetensors").string();
+  ASSERT_EQ(run("model --cfg models/yolov5n.yaml --nc 4 --save " + weights).code, 0);
+  const std::string val = "val --weights " + weights + " --cfg models/yolov5n.yaml --data synthetic --img-size 64 "
+                          "--batch-size 16 --device cpu --workers 1 --exist-ok --project " + (dir / "val").string();
+  fs::create_directories(dir / "val/exp");
+  {
+    const kestrel::yolo::RunDirLock held = kestrel::yolo::RunDirLock::acquire((dir / "val/exp").string(), "unused");
+    const Result second = run(val);
+    EXPECT_EQ(second.code, 1) << second.out;
+    EXPECT_NE(second.out.find("is in use by another run (pid " + std::to_string(::getpid())), std::string::npos)
+        << second.out;
+  }
+  const Result alone = run(val);
+  ASSERT_EQ(alone.code, 0) << alone.out;
+  EXPECT_FALSE(fs::exists(dir / "val/exp" / kestrel::yolo::RunDirLock::kFileName));
+  const Result det = run("detect --weights " + weights + " --cfg models/yolov5n.yaml --nc 4 --source " +
+                         (dir / "none").string() + " --device cpu --project " + (dir / "det").string());
+  EXPECT_FALSE(fs::exists(dir / "det/exp" / kestrel::yolo::RunDirLock::kFileName)) << det.out;
+  fs::remove_all(dir);
+}
+
 TEST(ValDetectCommands, StartUpFailuresLeaveNoRunDirectory) {
   const fs::path dir = scratch("startup_failures");
   const std::string weights = (dir / "w.safetensors").string();

@@ -1,6 +1,7 @@
-// The run directory's lock: one holder at a time, across processes and across open files of one
+// The run directory's lock: one holder at a time, across processes and across opens of one
 // process; a refusal names the holder's pid (as written in the lock file) and the fix; the lock
-// goes with its holder, however the holder ends (kill -9 included), and the lock file stays;
+// goes with its holder, however the holder ends (kill -9 included), and its file with it (a
+// killed holder's is replaced by the next one's);
 // moving a lock keeps it held; remove_stale_temporaries removes killed writers' temporaries from
 // the run directory and weights/ and nothing else.
 #include "yolo/common/run_dir_lock.h"
@@ -88,13 +89,16 @@ TEST_F(RunDirLockTest, OneHolderInThisProcessAndTheRefusalNamesIt) {
   EXPECT_NE(message.find(dir_.string()), std::string::npos) << message;
   EXPECT_NE(message.find("choose another --name"), std::string::npos) << message;
 
-  // Moved, it is still held; released, the next taker gets it and the file stays.
+  // Moved, it is still held (and its file kept); released, the next taker gets it, and a released
+  // lock leaves no file behind (issue 41: a finished run's directory is the reference's).
   RunDirLock moved = std::move(*held);
   held.reset();
   EXPECT_FALSE(RunDirLock::try_acquire(dir_.string()).has_value());
-  { RunDirLock gone = std::move(moved); }
-  EXPECT_TRUE(RunDirLock::try_acquire(dir_.string()).has_value());
   EXPECT_TRUE(fs::exists(dir_ / RunDirLock::kFileName));
+  { RunDirLock gone = std::move(moved); }
+  EXPECT_FALSE(fs::exists(dir_ / RunDirLock::kFileName));
+  EXPECT_TRUE(RunDirLock::try_acquire(dir_.string()).has_value());
+  EXPECT_FALSE(fs::exists(dir_ / RunDirLock::kFileName));
 }
 
 TEST_F(RunDirLockTest, AnotherProcessIsRefusedWithTheHoldersPidUntilTheHolderDies) {

@@ -122,6 +122,9 @@ TEST(Trainer, LearnsTheSyntheticDatasetAndFillsTheRunDirectory) {
                         "confusion_matrix.png", "PR_curve.png", "F1_curve.png", "P_curve.png", "R_curve.png",
                         "labels_correlogram.jpg"})
     EXPECT_TRUE(fs::exists(run / f)) << f;
+  // Nothing of Kestrel's own stays (issue 41): the lock file and last.prev go with the run.
+  EXPECT_FALSE(fs::exists(run / ".kestrel.lock"));
+  EXPECT_FALSE(fs::exists(run / "weights/last.prev.safetensors"));
   const auto rows = read_results_csv(run / "results.csv");
   ASSERT_EQ(rows.size(), 20u);
   const double first_loss = rows.front()[1] + rows.front()[2] + rows.front()[3];
