@@ -126,6 +126,15 @@ TEST_F(ZipExtract, ADiskThatFillsLeavesNothingBehind) {
   EXPECT_TRUE(left.empty()) << left.front();
 }
 
+// A dataset archive's refusals speak of archives, not of torch.save (issue 42).
+TEST_F(ZipExtract, AnEncryptedDatasetArchiveIsRefusedWithoutTorchSave) {
+  ZipInput locked{"coco/a.txt", "x"};
+  locked.flags = 1;
+  const std::string e = refusal({locked});
+  EXPECT_NE(e.find("is encrypted; Kestrel reads only unencrypted archives: decrypt it first"), std::string::npos) << e;
+  EXPECT_EQ(e.find("torch.save"), std::string::npos) << e;
+}
+
 TEST_F(ZipExtract, RefusesLinks) {
   const std::string e = refusal({{"coco/link", "/etc/passwd", 0, 0, false, false, -1, 0120777}});
   EXPECT_NE(e.find("symbolic link"), std::string::npos) << e;
