@@ -3,8 +3,8 @@
 #include <string>
 
 #include "base/error.h"
-#include "io/json.h"
 #include "fuzz/targets.h"
+#include "io/json.h"
 
 namespace kestrel::fuzz {
 

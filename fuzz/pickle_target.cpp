@@ -6,9 +6,9 @@
 #include <vector>
 
 #include "base/error.h"
+#include "fuzz/targets.h"
 #include "io/pickle.h"
 #include "io/torch_file.h"
-#include "fuzz/targets.h"
 #include "yolo/model/pt_checkpoint.h"
 
 namespace kestrel::fuzz {

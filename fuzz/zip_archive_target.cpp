@@ -9,9 +9,9 @@
 #include <string>
 
 #include "base/error.h"
+#include "fuzz/targets.h"
 #include "io/zip_archive.h"
 #include "io/zip_extract.h"
-#include "fuzz/targets.h"
 #include "yolo/model/weights_file.h"
 
 namespace kestrel::fuzz {

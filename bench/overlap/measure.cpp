@@ -13,8 +13,8 @@
 #include "engine/ops/layout.h"
 #include "engine/random.h"
 #include "yolo/common/hyp.h"
-#include "yolo/train/loss.h"
 #include "yolo/model/model.h"
+#include "yolo/train/loss.h"
 
 namespace kestrel::bench::overlap {
 namespace {

@@ -21,8 +21,8 @@
 
 #include "dist/launcher.h"
 #include "engine/safetensors_tensors.h"
-#include "tests/dist/spawn.h"
 #include "tests/dist/multihost_common.h"
+#include "tests/dist/spawn.h"
 #include "tests/support/netns_hosts.h"
 #include "tests/support/testing.h"
 #include "tests/yolo/train/training_state.h"

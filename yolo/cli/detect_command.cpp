@@ -14,14 +14,14 @@
 #include "yolo/cli/commands.h"
 #include "yolo/cli/detector.h"
 #include "yolo/common/console.h"
-#include "yolo/data/detect_sources.h"
-#include "yolo/data/image_codec.h"
-#include "yolo/data/dataset_config.h"
-#include "yolo/data/image_window.h"
-#include "yolo/data/video_io.h"
 #include "yolo/common/run_dir.h"
 #include "yolo/common/shipped_files.h"
 #include "yolo/common/stop_signal.h"
+#include "yolo/data/dataset_config.h"
+#include "yolo/data/detect_sources.h"
+#include "yolo/data/image_codec.h"
+#include "yolo/data/image_window.h"
+#include "yolo/data/video_io.h"
 
 namespace kestrel::cli {
 namespace fs = std::filesystem;

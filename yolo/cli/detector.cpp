@@ -9,13 +9,13 @@
 #include <map>
 
 #include "engine/autograd.h"
-#include "yolo/plot/annotate.h"
-#include "yolo/eval/box_ops.h"
+#include "yolo/common/run_dir.h"
 #include "yolo/data/augment.h"
 #include "yolo/data/image_codec.h"
+#include "yolo/eval/box_ops.h"
+#include "yolo/plot/annotate.h"
 #include "yolo/plot/plot_canvas.h"
 #include "yolo/plot/plot_features.h"
-#include "yolo/common/run_dir.h"
 
 namespace kestrel::cli {
 namespace fs = std::filesystem;

@@ -4,14 +4,14 @@
 #include <cstdio>
 #include <filesystem>
 
-#include "io/json.h"
 #include "engine/safetensors_tensors.h"
+#include "io/json.h"
 #include "layers/conv.h"
+#include "yolo/common/shipped_files.h"
 #include "yolo/eval/augmented_inference.h"
 #include "yolo/model/release_weights.h"
-#include "yolo/model/weights_file.h"
-#include "yolo/common/shipped_files.h"
 #include "yolo/model/weights.h"
+#include "yolo/model/weights_file.h"
 
 namespace kestrel::cli {
 

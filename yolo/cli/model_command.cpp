@@ -4,8 +4,8 @@
 
 #include "yolo/cli/args.h"
 #include "yolo/cli/commands.h"
-#include "yolo/model/model.h"
 #include "yolo/common/shipped_files.h"
+#include "yolo/model/model.h"
 #include "yolo/model/weights.h"
 
 namespace kestrel::cli {

@@ -9,11 +9,11 @@
 #include "engine/safetensors_tensors.h"
 #include "yolo/cli/args.h"
 #include "yolo/cli/commands.h"
-#include "yolo/train/loss.h"
-#include "yolo/model/model.h"
-#include "yolo/train/optimizer.h"
 #include "yolo/common/shipped_files.h"
+#include "yolo/model/model.h"
 #include "yolo/model/weights.h"
+#include "yolo/train/loss.h"
+#include "yolo/train/optimizer.h"
 
 namespace kestrel::cli {
 namespace {

@@ -13,12 +13,12 @@
 #include "dist/env.h"
 #include "dist/launcher.h"
 #include "dist/restart_policy.h"
-#include "yolo/train/checkpoint.h"
 #include "yolo/cli/args.h"
 #include "yolo/cli/commands.h"
-#include "yolo/train/evolve.h"
 #include "yolo/common/run_dir.h"
 #include "yolo/common/shipped_files.h"
+#include "yolo/train/checkpoint.h"
+#include "yolo/train/evolve.h"
 #include "yolo/train/trainer.h"
 
 namespace kestrel::cli {

@@ -7,9 +7,9 @@
 #include "yolo/cli/commands.h"
 #include "yolo/cli/inference_model.h"
 #include "yolo/common/console.h"
-#include "yolo/data/dataset_config.h"
-#include "yolo/data/data_argument.h"
 #include "yolo/common/run_dir.h"
+#include "yolo/data/data_argument.h"
+#include "yolo/data/dataset_config.h"
 #include "yolo/eval/validator.h"
 
 namespace kestrel::cli {

@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "engine/random.h"
+#include "yolo/common/hyp.h"
 #include "yolo/data/mosaic_warp.h"
 #include "yolo/data/records.h"
-#include "yolo/common/hyp.h"
 
 namespace kestrel::yolo::data {
 

@@ -12,11 +12,11 @@
 #include <vector>
 
 #include "engine/random.h"
+#include "yolo/common/hyp.h"
 #include "yolo/data/augment.h"
 #include "yolo/data/image_cache.h"
 #include "yolo/data/image_io.h"
 #include "yolo/data/records.h"
-#include "yolo/common/hyp.h"
 
 namespace kestrel::yolo::data {
 

@@ -1,8 +1,8 @@
 #include "yolo/data/data_argument.h"
 
-#include "yolo/data/synthetic.h"
-#include "yolo/data/dataset_download.h"
 #include "yolo/common/shipped_files.h"
+#include "yolo/data/dataset_download.h"
+#include "yolo/data/synthetic.h"
 
 namespace kestrel::yolo {
 

@@ -10,8 +10,8 @@
 #include <thread>
 
 #include "base/error.h"
-#include "yolo/data/label_cache.h"
 #include "yolo/common/yaml_load.h"
+#include "yolo/data/label_cache.h"
 
 namespace kestrel::yolo::data {
 namespace {

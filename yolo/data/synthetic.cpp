@@ -11,10 +11,10 @@
 #include <opencv2/imgproc.hpp>
 #include <thread>
 
+#include "base/error.h"
 #include "engine/random.h"
 #include "engine/thread_pool.h"
 #include "io/atomic_file.h"
-#include "base/error.h"
 #include "yolo/data/image_codec.h"
 
 namespace kestrel::yolo::data {

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
-#include "engine/ops/launch.h"
 #include "engine/ops/concat.h"
+#include "engine/ops/launch.h"
 #include "kernels/tta.h"
 
 namespace kestrel::yolo {

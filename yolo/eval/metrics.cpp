@@ -5,8 +5,8 @@
 #include <cstdio>
 #include <map>
 
-#include "yolo/eval/box_ops.h"
 #include "yolo/data/numpy_sum.h"
+#include "yolo/eval/box_ops.h"
 
 namespace kestrel::yolo {
 namespace {

@@ -8,11 +8,11 @@
 #include <numeric>
 
 #include "engine/autograd.h"
-#include "io/json.h"
 #include "engine/ops/layout.h"
+#include "io/json.h"
+#include "yolo/data/batch_uploader.h"
 #include "yolo/eval/augmented_inference.h"
 #include "yolo/eval/box_ops.h"
-#include "yolo/data/batch_uploader.h"
 #include "yolo/eval/nms.h"
 #include "yolo/plot/plots.h"
 

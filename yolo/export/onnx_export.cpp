@@ -7,8 +7,8 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "io/atomic_file.h"
 #include "engine/autograd.h"
+#include "io/atomic_file.h"
 #include "yolo/export/onnx_detect.h"
 #include "yolo/export/onnx_layers.h"
 

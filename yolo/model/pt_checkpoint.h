@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "io/json.h"
 #include "engine/safetensors_tensors.h"
+#include "io/json.h"
 #include "io/torch_file.h"
 
 namespace kestrel::yolo {

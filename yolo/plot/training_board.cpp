@@ -3,8 +3,8 @@
 #include <filesystem>
 
 #include "base/error.h"
-#include "yolo/data/image_codec.h"
 #include "yolo/common/run_dir.h"
+#include "yolo/data/image_codec.h"
 
 namespace kestrel::yolo {
 namespace fs = std::filesystem;

@@ -7,10 +7,10 @@
 #include <vector>
 
 #include "engine/tensor.h"
+#include "yolo/common/hyp.h"
 #include "yolo/data/batch_uploader.h"
 #include "yolo/data/loader.h"
 #include "yolo/data/records.h"
-#include "yolo/common/hyp.h"
 #include "yolo/train/loss.h"
 
 namespace kestrel::yolo {

@@ -8,9 +8,9 @@
 #include "engine/autograd.h"
 #include "engine/safetensors_tensors.h"
 #include "io/zip_archive.h"
-#include "yolo/train/pt_resume.h"
 #include "yolo/model/weights.h"
 #include "yolo/model/weights_file.h"
+#include "yolo/train/pt_resume.h"
 
 namespace kestrel::yolo {
 namespace {

@@ -25,13 +25,13 @@
 #include <string>
 #include <vector>
 
-#include "io/json.h"
 #include "engine/random.h"
 #include "engine/safetensors_tensors.h"
+#include "io/json.h"
 #include "layers/module.h"
+#include "yolo/common/hyp.h"
 #include "yolo/train/ema.h"
 #include "yolo/train/grad_scaler.h"
-#include "yolo/common/hyp.h"
 #include "yolo/train/optimizer.h"
 #include "yolo/train/schedule.h"
 

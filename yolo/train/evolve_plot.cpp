@@ -8,8 +8,8 @@
 #include <cmath>
 
 #include "yolo/data/image_codec.h"
-#include "yolo/train/evolve.h"
 #include "yolo/plot/plot_canvas.h"
+#include "yolo/train/evolve.h"
 
 namespace kestrel::yolo {
 namespace {

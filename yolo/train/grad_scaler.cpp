@@ -4,8 +4,8 @@
 #include <limits>
 
 #include "engine/autograd.h"
-#include "engine/ops/launch.h"
 #include "engine/ops/elementwise.h"
+#include "engine/ops/launch.h"
 
 namespace kestrel::yolo {
 namespace {

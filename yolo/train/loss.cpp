@@ -3,9 +3,9 @@
 #include <climits>
 #include <memory>
 
-#include "engine/profiler.h"
 #include "engine/autograd.h"
 #include "engine/ops/common.h"
+#include "engine/profiler.h"
 #include "kernels/yolo_loss.h"
 
 namespace kestrel::yolo {

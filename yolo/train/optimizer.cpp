@@ -6,10 +6,10 @@
 #include <set>
 #include <sstream>
 
-#include "engine/profiler.h"
 #include "engine/autograd.h"
 #include "engine/cuda_graph.h"
 #include "engine/ops/launch.h"
+#include "engine/profiler.h"
 #include "engine/stream.h"
 #include "layers/conv.h"
 

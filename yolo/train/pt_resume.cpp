@@ -9,9 +9,9 @@
 #include <regex>
 
 #include "base/error.h"
-#include "yolo/train/checkpoint.h"
 #include "yolo/common/text_file.h"
 #include "yolo/common/yaml_load.h"
+#include "yolo/train/checkpoint.h"
 
 namespace kestrel::yolo {
 namespace {

@@ -7,8 +7,8 @@
 #include <utility>
 #include <vector>
 
-#include "yolo/data/records.h"
 #include "engine/tensor.h"
+#include "yolo/data/records.h"
 #include "yolo/train/rank_info.h"
 
 namespace kestrel::yolo {

@@ -27,10 +27,10 @@
 
 #include "dist/ddp.h"
 #include "dist/reducer.h"
+#include "yolo/model/model.h"
 #include "yolo/train/ema.h"
 #include "yolo/train/grad_scaler.h"
 #include "yolo/train/loss.h"
-#include "yolo/model/model.h"
 #include "yolo/train/optimizer.h"
 #include "yolo/train/step_graph_policy.h"
 #include "yolo/train/step_status.h"

@@ -7,12 +7,12 @@
 #include <filesystem>
 
 #include "io/atomic_file.h"
-#include "yolo/train/checkpoint.h"
-#include "yolo/plot/plot_canvas.h"
-#include "yolo/plot/plots.h"
-#include "yolo/train/rank_collectives.h"
 #include "yolo/common/run_dir.h"
 #include "yolo/model/weights.h"
+#include "yolo/plot/plot_canvas.h"
+#include "yolo/plot/plots.h"
+#include "yolo/train/checkpoint.h"
+#include "yolo/train/rank_collectives.h"
 
 namespace kestrel::yolo {
 namespace fs = std::filesystem;

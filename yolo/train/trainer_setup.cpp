@@ -2,19 +2,17 @@
 // options, the run directory, the data; and after them the resumed state and the announcement.
 #include "yolo/train/trainer_run.h"
 
-#include <algorithm>
 #include <filesystem>
 
 #include "dist/env.h"
 #include "io/atomic_file.h"
 #include "kernels/cuda_check.h"
-#include "yolo/train/checkpoint.h"
+#include "yolo/common/run_dir.h"
 #include "yolo/data/data_argument.h"
+#include "yolo/model/release_weights.h"
+#include "yolo/train/checkpoint.h"
 #include "yolo/train/device_choice.h"
 #include "yolo/train/rank_collectives.h"
-#include "yolo/model/release_weights.h"
-#include "yolo/common/run_dir.h"
-#include "yolo/common/text_file.h"
 #include "yolo/train/train_echo.h"
 
 namespace kestrel::yolo {

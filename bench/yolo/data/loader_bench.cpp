@@ -13,11 +13,11 @@
 #include "bench/kernels/bench_common.h"
 #include "engine/thread_pool.h"
 #include "yolo/data/augment.h"
+#include "yolo/data/hsv_rgb.h"
 #include "yolo/data/image_codec.h"
 #include "yolo/data/image_io.h"
 #include "yolo/data/label_scan.h"
 #include "yolo/data/loader.h"
-#include "yolo/data/hsv_rgb.h"
 #include "yolo/data/mosaic_warp.h"
 
 using namespace kestrel;

@@ -15,8 +15,8 @@
 #include "tests/dist/spawn.h"
 #include "tests/support/cli.h"
 #include "tests/support/http_server.h"
-#include "tests/yolo/cli/empty_folder_run.h"
 #include "tests/support/zip_writer.h"
+#include "tests/yolo/cli/empty_folder_run.h"
 #include "yolo/data/image_codec.h"
 #include "yolo/model/weights_file.h"
 

@@ -13,9 +13,9 @@
 #include "engine/ops/layout.h"
 #include "engine/safetensors_tensors.h"
 #include "tests/support/testing.h"
-#include "yolo/train/loss.h"
 #include "yolo/model/model.h"
 #include "yolo/model/weights.h"
+#include "yolo/train/loss.h"
 
 using namespace kestrel;
 using namespace kestrel::yolo;

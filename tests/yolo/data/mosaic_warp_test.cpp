@@ -6,8 +6,8 @@
 #include <random>
 
 #include "engine/random.h"
-#include "yolo/data/augment.h"
 #include "yolo/common/hyp.h"
+#include "yolo/data/augment.h"
 
 using namespace kestrel;
 using namespace kestrel::yolo::data;

@@ -4,9 +4,9 @@
 // in float16, plain and augmented, against float32, and a whole validation with both flags.
 #include "engine/autograd.h"
 #include "tests/support/testing.h"
-#include "yolo/eval/augmented_inference.h"
 #include "yolo/data/dataset_config.h"
 #include "yolo/data/synthetic.h"
+#include "yolo/eval/augmented_inference.h"
 #include "yolo/eval/validator.h"
 
 using namespace kestrel;

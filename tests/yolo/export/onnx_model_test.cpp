@@ -12,8 +12,8 @@
 #include "tests/support/testing.h"
 #include "yolo/data/dataset_config.h"
 #include "yolo/data/synthetic.h"
-#include "yolo/export/onnx_export.h"
 #include "yolo/eval/validator.h"
+#include "yolo/export/onnx_export.h"
 #include "yolo/model/weights.h"
 #include "yolo/model/weights_file.h"
 

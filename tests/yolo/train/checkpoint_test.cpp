@@ -13,8 +13,8 @@
 #include <filesystem>
 
 #include "engine/ops/elementwise.h"
-#include "engine/safetensors_tensors.h"
 #include "engine/ops/reduce.h"
+#include "engine/safetensors_tensors.h"
 #include "layers/conv.h"
 #include "tests/support/testing.h"
 #include "yolo/train/checkpoint.h"

@@ -12,8 +12,8 @@
 
 #include "engine/ops/elementwise.h"
 #include "engine/random.h"
-#include "tests/support/testing.h"
 #include "kernels/yolo_loss.h"
+#include "tests/support/testing.h"
 #include "yolo/train/loss.h"
 
 using namespace kestrel;

@@ -20,9 +20,9 @@
 #include "io/zip_archive.h"
 #include "tests/support/testing.h"
 #include "tests/support/zip_writer.h"
-#include "yolo/train/checkpoint.h"
 #include "yolo/model/model.h"
 #include "yolo/model/model_config.h"
+#include "yolo/train/checkpoint.h"
 #include "yolo/train/optimizer.h"
 
 namespace {

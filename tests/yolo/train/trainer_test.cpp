@@ -22,13 +22,13 @@
 #include "tests/support/testing.h"
 #include "tests/tensorboard/event_file.h"
 #include "tests/yolo/train/training_state.h"
-#include "yolo/data/image_codec.h"
-#include "yolo/train/checkpoint.h"
-#include "yolo/model/model.h"
-#include "yolo/model/model_config.h"
 #include "yolo/common/run_dir.h"
 #include "yolo/common/run_dir_lock.h"
+#include "yolo/data/image_codec.h"
+#include "yolo/model/model.h"
+#include "yolo/model/model_config.h"
 #include "yolo/model/weights.h"
+#include "yolo/train/checkpoint.h"
 
 using namespace kestrel;
 namespace fs = std::filesystem;
