@@ -33,15 +33,23 @@ std::string unique_temp_path(const std::string& path) {
   return str(path, ".tmp.", ::getpid(), ".", counter.fetch_add(1));
 }
 
-bool is_temp_name(const std::string& filename) {
-  const size_t at = filename.rfind(".tmp.");
-  if (at == std::string::npos || at == 0) return false;
-  const std::string rest = filename.substr(at + 5);  // "<pid>.<n>"
+namespace {
+
+// The "<pid>.<n>" unique_temp_path puts after ".tmp.": the pid, or -1 when `rest` is not that.
+long temp_owner(const std::string& rest) {
   const size_t dot = rest.find('.');
   const auto digits = [](const std::string& s) {
     return !s.empty() && s.find_first_not_of("0123456789") == std::string::npos;
   };
-  return dot != std::string::npos && digits(rest.substr(0, dot)) && digits(rest.substr(dot + 1));
+  if (dot == std::string::npos || !digits(rest.substr(0, dot)) || !digits(rest.substr(dot + 1))) return -1;
+  return std::strtol(rest.c_str(), nullptr, 10);
+}
+
+}  // namespace
+
+bool is_temp_name(const std::string& filename) {
+  const size_t at = filename.rfind(".tmp.");
+  return at != std::string::npos && at != 0 && temp_owner(filename.substr(at + 5)) >= 0;
 }
 
 std::vector<std::string> remove_dead_temporaries(const std::string& path) {
@@ -53,9 +61,8 @@ std::vector<std::string> remove_dead_temporaries(const std::string& path) {
   std::error_code ec;
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     const std::string name = it->path().filename().string();
-    // "<file>.tmp.<pid>.<n>" of this very file: the rest after the prefix is "<pid>.<n>".
-    if (name.rfind(prefix, 0) != 0 || !is_temp_name("x.tmp." + name.substr(prefix.size()))) continue;
-    const long pid = std::strtol(name.c_str() + prefix.size(), nullptr, 10);
+    if (name.rfind(prefix, 0) != 0) continue;
+    const long pid = temp_owner(name.substr(prefix.size()));  // "<file>.tmp.<pid>.<n>" of this very file
     if (pid <= 0 || pid == ::getpid() || ::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;
     std::error_code ignored;  // one that cannot go stays: the new writer has a temporary of its own
     fs::remove_all(it->path(), ignored);

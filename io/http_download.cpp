@@ -1,5 +1,6 @@
 #include "io/http_download.h"
 
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -138,6 +139,18 @@ uint64_t download_file(const std::string& url, const std::string& path, const Do
   file.commit();
   if (options.progress) options.progress(t.written, expected >= 0 ? static_cast<uint64_t>(expected) : t.written, true);
   return t.written;
+}
+
+bool looks_like_web_page(std::string_view head) {
+  const size_t start = head.find_first_not_of(" \t\r\n");
+  if (start == std::string_view::npos) return false;
+  auto starts = [&](std::string_view tag) {
+    if (head.size() - start < tag.size()) return false;
+    for (size_t i = 0; i < tag.size(); ++i)
+      if (std::tolower(static_cast<unsigned char>(head[start + i])) != tag[i]) return false;
+    return true;
+  };
+  return starts("<!doctype") || starts("<html");
 }
 
 }  // namespace kestrel

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <string_view>
 
 namespace kestrel {
 
@@ -28,5 +29,9 @@ struct DownloadOptions {
 // Refused: an HTTP status of 400 or more, a body shorter than its Content-Length, no byte for
 // options.stall_seconds, and every network failure curl reports.
 uint64_t download_file(const std::string& url, const std::string& path, const DownloadOptions& options = {});
+
+// Whether a file's first bytes are an HTML page (leading blanks skipped, any case), as a server's
+// error or sign-in page sent in place of the file asked for is.
+bool looks_like_web_page(std::string_view head);
 
 }  // namespace kestrel

@@ -30,11 +30,11 @@ std::string zip_label(const std::string& path, ZipMethods methods) {
 // Little-endian fields at checked offsets.
 class Bytes {
  public:
-  Bytes(std::string_view bytes, const std::string& path) : b_(bytes), path_(path) {}
+  Bytes(std::string_view bytes, const std::string& label) : b_(bytes), label_(label) {}
   uint64_t size() const { return b_.size(); }
   void need(uint64_t at, uint64_t n, const char* what) const {
     if (at > b_.size() || n > b_.size() - at)
-      bad_zip(path_, str(what, " at byte ", at, " reaches past the end of the ", b_.size(),
+      bad_zip(label_, str(what, " at byte ", at, " reaches past the end of the ", b_.size(),
                          "-byte file: truncated or damaged"));
   }
   uint64_t le(uint64_t at, int width) const {
@@ -46,7 +46,7 @@ class Bytes {
 
  private:
   std::string_view b_;
-  const std::string& path_;
+  const std::string& label_;
 };
 
 // The directory's position and size, from the end record (and its ZIP64 twin where the 32-bit

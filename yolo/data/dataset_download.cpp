@@ -1,13 +1,12 @@
 #include "yolo/data/dataset_download.h"
 
-#include <algorithm>
-#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 
 #include "base/error.h"
+#include "io/http_download.h"
 #include "io/zip_extract.h"
 #include "yolo/data/dataset_config.h"
 
@@ -22,15 +21,13 @@ std::string joined(const std::vector<std::string>& names) {
   return out;
 }
 
-// Whether a download's first bytes are an HTML page, as a server's error or sign-in page is.
+// Whether a download is an HTML page (a server's error or sign-in page) by its first bytes.
 bool served_a_web_page(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   std::string head(512, '\0');
   in.read(head.data(), static_cast<std::streamsize>(head.size()));
   head.resize(static_cast<size_t>(in.gcount()));
-  head.erase(0, head.find_first_not_of(" \t\r\n"));
-  std::transform(head.begin(), head.end(), head.begin(), [](unsigned char c) { return std::tolower(c); });
-  return head.rfind("<!doctype html", 0) == 0 || head.rfind("<html", 0) == 0;
+  return looks_like_web_page(head);
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "base/error.h"
+#include "io/http_download.h"
 #include "io/zip_archive.h"
 #include "yolo/model/pt_checkpoint.h"
 #include "yolo/model/release_weights.h"
@@ -85,7 +86,7 @@ std::string describe_other(std::string_view bytes, const std::string& path) {
            "Kestrel reads";
   if (starts_with(bytes, "\x89PNG") || starts_with(bytes, "\xff\xd8\xff")) return std::string("an image, not weights; ") + kWhatToGive;
   if (starts_with(bytes, "\x1f\x8b") || starts_with(bytes, "7z\xbc\xaf")) return "a compressed archive; unpack it first";
-  if (starts_with(bytes, "<!DOCTYPE") || starts_with(bytes, "<html") || starts_with(bytes, "<HTML"))
+  if (looks_like_web_page(bytes))
     return "a web page, not weights (a download that fetched an error or sign-in page?); fetch the file itself";
   if (bytes.size() >= 9 && bytes[8] == '{' && little_endian_u64(bytes) > bytes.size() - 8 &&
       little_endian_u64(bytes) < (uint64_t{1} << 32))

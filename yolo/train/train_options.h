@@ -86,7 +86,7 @@ class OptionError : public std::runtime_error {
 // One option of `kestrel train`, in the reference's flag order (Kestrel's own after them):
 // - flag: its command-line name ("img-size"; nullptr: none, a field set by Kestrel itself);
 // - key: its name in opt.yaml and checkpoints ("imgsz"; nullptr: not recorded);
-// - value: the placeholder of its value (nullptr: a switch);
+// - value: how --help names its value ("N", "D.yaml"; nullptr: a switch, which takes none);
 // - help: one line for --help;
 // - read / write: the field from and to text (nullptr: the command's own flag, with no field:
 //   the launcher's, the cloud services', --resume). read throws OptionError.
