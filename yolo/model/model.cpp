@@ -8,154 +8,9 @@
 #include <sstream>
 
 #include "engine/autograd.h"
+#include "yolo/model/model_rows.h"
 
 namespace kestrel::yolo {
-namespace {
-
-// The reference's nn.Sequential of layers ("model.0", "model.1", ...); layers are heterogeneous
-// (Concat and Detect take several inputs), so the model routes them itself.
-class LayerSequence : public layers::Module {
- public:
-  void append(std::shared_ptr<layers::Module> m) { register_module(std::to_string(count_++), m); }
-  std::string type_name() const override { return "torch.nn.modules.container.Sequential"; }
-
- private:
-  int count_ = 0;
-};
-
-std::string python_number(double v) {
-  if (v == std::floor(v) && std::abs(v) < 1e15) return std::to_string(static_cast<int64_t>(v));
-  char buf[32];
-  auto res = std::to_chars(buf, buf + sizeof buf, v);
-  return std::string(buf, res.ptr);
-}
-
-std::string python_list(const std::vector<std::string>& items) {
-  std::string s = "[";
-  for (size_t i = 0; i < items.size(); ++i) s += (i ? ", " : "") + items[i];
-  return s + "]";
-}
-
-std::string arg_text(const ConfigArg& a) {
-  if (a.is_list) {
-    std::vector<std::string> items;
-    for (const auto& i : a.items) items.push_back(arg_text(i));
-    return python_list(items);
-  }
-  if (a.text == "None" || a.text == "True" || a.text == "False") return a.text;
-  // A yaml written from JSON (a .pt's model yaml) spells the booleans in lower case.
-  if (a.text == "true" || a.text == "false") return a.text == "true" ? "True" : "False";
-  char* end = nullptr;
-  std::strtod(a.text.c_str(), &end);
-  if (!a.text.empty() && *end == '\0') return a.text;
-  return "'" + a.text + "'";
-}
-
-}  // namespace
-
-// A yaml row being built: what a module's builder reads (the row, its repeat count after the depth
-// gain, its input channels, the Detect output width that channel scaling leaves alone, the width
-// gain, the absolute inputs and every earlier layer's channels).
-struct RowBuild {
-  const LayerRow& row;
-  const std::string& where;
-  int n;
-  int64_t c_in, no;
-  double gw;
-  const std::vector<int>& from;
-  const std::vector<int64_t>& ch;
-  Generator& gen;
-
-  const ConfigArg* arg(size_t k) const { return k < row.args.size() ? &row.args[k] : nullptr; }
-  // The reference's width gain: channels times gw, up to a multiple of 8 (not Detect's outputs).
-  int64_t scaled(int64_t c2) const { return c2 != no ? make_divisible(c2 * gw, 8) : c2; }
-  // n copies in an nn.Sequential, or the module itself when n is 1 (as the reference's m_).
-  template <class Make>
-  std::shared_ptr<layers::Module> repeat(Make make) const {
-    if (n == 1) return make();
-    auto seq = std::make_shared<layers::Sequential>();
-    for (int r = 0; r < n; ++r) seq->append(make());
-    return seq;
-  }
-};
-
-// A built row: its module, its arguments as the reference's table prints them, its output channels.
-struct BuiltRow {
-  std::shared_ptr<layers::Module> module;
-  std::vector<std::string> args;
-  int64_t c_out = 0;
-};
-
-namespace {
-
-BuiltRow build_conv(const RowBuild& r) {
-  KESTREL_CHECK(r.arg(0) && r.row.args.size() <= 4, r.where, ": Conv takes [c2, k, s, p]");
-  const int64_t c_out = r.scaled(r.arg(0)->as_int(r.where));
-  const int64_t k = r.arg(1) ? r.arg(1)->as_int(r.where) : 1;
-  const int64_t st = r.arg(2) ? r.arg(2)->as_int(r.where) : 1;
-  std::optional<int64_t> p;
-  if (r.arg(3) && !r.arg(3)->is_none()) p = r.arg(3)->as_int(r.where);
-  BuiltRow b{r.repeat([&] { return std::make_shared<layers::Conv>(r.c_in, c_out, k, st, p, r.gen); }),
-             {std::to_string(r.c_in), std::to_string(c_out)}, c_out};
-  for (size_t a = 1; a < r.row.args.size(); ++a) b.args.push_back(arg_text(r.row.args[a]));
-  return b;
-}
-
-BuiltRow build_c3_or_bottleneck(const RowBuild& r) {
-  KESTREL_CHECK(r.arg(0) && r.row.args.size() <= 2, r.where, ": ", r.row.module, " takes [c2, shortcut]");
-  const int64_t c_out = r.scaled(r.arg(0)->as_int(r.where));
-  const bool shortcut = r.arg(1) ? r.arg(1)->as_bool(r.where) : true;
-  BuiltRow b;
-  b.c_out = c_out;
-  if (r.row.module == "C3") {
-    b.module = std::make_shared<layers::C3>(r.c_in, c_out, r.n, shortcut, r.gen);
-    b.args = {std::to_string(r.c_in), std::to_string(c_out), std::to_string(r.n)};
-  } else {
-    b.module = r.repeat([&] { return std::make_shared<layers::Bottleneck>(r.c_in, c_out, shortcut, 0.5, r.gen); });
-    b.args = {std::to_string(r.c_in), std::to_string(c_out)};
-  }
-  if (r.arg(1)) b.args.push_back(arg_text(*r.arg(1)));
-  return b;
-}
-
-BuiltRow build_sppf(const RowBuild& r) {
-  KESTREL_CHECK(r.arg(0) && r.row.args.size() <= 2, r.where, ": SPPF takes [c2, k]");
-  const int64_t c_out = r.scaled(r.arg(0)->as_int(r.where));
-  const int64_t k = r.arg(1) ? r.arg(1)->as_int(r.where) : 5;
-  return {r.repeat([&] { return std::make_shared<layers::SPPF>(r.c_in, c_out, k, r.gen); }),
-          {std::to_string(r.c_in), std::to_string(c_out), std::to_string(k)}, c_out};
-}
-
-BuiltRow build_upsample(const RowBuild& r) {
-  KESTREL_CHECK(r.row.args.size() == 3 && r.arg(0)->is_none() && r.arg(1)->as_int(r.where) == 2 &&
-                    r.arg(2)->text == "nearest",
-                r.where, ": only nn.Upsample [None, 2, 'nearest'] is supported");
-  BuiltRow b{r.repeat([] { return std::make_shared<layers::Upsample>(); }), {}, r.c_in};
-  for (const auto& a : r.row.args) b.args.push_back(arg_text(a));
-  return b;
-}
-
-BuiltRow build_concat(const RowBuild& r) {
-  KESTREL_CHECK(r.row.args.size() == 1 && r.arg(0)->as_int(r.where) == 1, r.where,
-                ": only Concat [1] (channels) is supported");
-  int64_t c_out = 0;
-  for (int f : r.from) c_out += r.ch[f];
-  return {std::make_shared<layers::Concat>(), {"1"}, c_out};
-}
-
-// Every row but Detect's (DetectionModel::build_detect), by the yaml's module name.
-BuiltRow build_row(const RowBuild& r) {
-  using Builder = BuiltRow (*)(const RowBuild&);
-  static const std::map<std::string, Builder> builders = {
-      {"Conv", build_conv},   {"C3", build_c3_or_bottleneck}, {"Bottleneck", build_c3_or_bottleneck},
-      {"SPPF", build_sppf},   {"nn.Upsample", build_upsample}, {"Concat", build_concat}};
-  const auto it = builders.find(r.row.module);
-  KESTREL_CHECK(it != builders.end(), r.where, ": unsupported module '", r.row.module,
-                "'; Kestrel builds Conv, C3, Bottleneck, SPPF, nn.Upsample, Concat and Detect");
-  return it->second(r);
-}
-
-}  // namespace
 
 int64_t round_half_even(double x) { return static_cast<int64_t>(std::nearbyint(x)); }
 
@@ -190,35 +45,14 @@ void DetectionModel::build(Generator& gen) {
   auto container = std::make_shared<LayerSequence>();
   container_ = register_module("model", container);
   const int64_t no = config_.anchors_per_level * (config_.nc + 5);
-  std::vector<int64_t> ch;  // output channels per layer
-  for (size_t i = 0; i < config_.rows.size(); ++i) {
-    const LayerRow& row = config_.rows[i];
-    std::vector<int> from;
-    for (int f : row.from) from.push_back(f < 0 ? static_cast<int>(i) + f : f);
-    const int64_t c_in = i == 0 ? config_.input_channels : ch[from[0]];
-    const int n = row.number > 1 ? static_cast<int>(std::max<int64_t>(round_half_even(row.number * config_.depth_multiple), 1))
-                                 : row.number;
-    const RowBuild r{row, row.where, n, c_in, no, config_.width_multiple, from, ch, gen};
-    BuiltRow built;
-    if (row.module == "Detect") {
-      KESTREL_CHECK(i + 1 == config_.rows.size(), row.where, ": Detect must be the last layer");
-      built = build_detect(r);
-    } else {
-      built = build_row(r);
-    }
-    container->append(built.module);
-    layers_.push_back({built.module, from});
-    std::vector<std::string> from_text;
-    for (int f : row.from) from_text.push_back(std::to_string(f));
-    table_.push_back({static_cast<int>(i), row.from_is_list ? python_list(from_text) : from_text[0], n,
-                      built.module->parameter_count(), built.module->type_name(), python_list(built.args)});
-    ch.push_back(built.c_out);
-  }
+  BuiltRows rows = build_rows(config_, *container, no, gen, [&](const RowBuild& r) {
+    KESTREL_CHECK(r.row.module == "Detect", r.where, ": a detection model ends with Detect, not ", r.row.module);
+    return build_detect(r);
+  });
   KESTREL_CHECK(detect_, config_.path, ": no Detect layer");
-  saved_.assign(layers_.size(), false);
-  for (size_t i = 0; i < layers_.size(); ++i)
-    for (int f : layers_[i].from)
-      if (f != static_cast<int>(i) - 1) saved_[f] = true;
+  layers_ = std::move(rows.layers);
+  saved_ = std::move(rows.saved);
+  table_ = std::move(rows.table);
 }
 
 BuiltRow DetectionModel::build_detect(const RowBuild& r) {
@@ -247,29 +81,9 @@ BuiltRow DetectionModel::build_detect(const RowBuild& r) {
 std::vector<Tensor> DetectionModel::run(const Tensor& x, std::vector<Shape>* shapes, const LayerObserver* observe) {
   KESTREL_CHECK(x.dim() == 4 && x.size(3) == config_.input_channels, "model input must be NHWC ",
                 "(batch, height, width, ", config_.input_channels, "), got ", x.describe());
-  std::vector<Tensor> outputs(layers_.size());
-  Tensor previous = x;
-  for (size_t i = 0; i < layers_.size(); ++i) {
-    const Layer& layer = layers_[i];
-    auto input = [&](int f) { return f == static_cast<int>(i) - 1 ? previous : outputs[f]; };
-    if (auto* unary = dynamic_cast<layers::UnaryModule*>(layer.module.get())) {
-      previous = unary->forward(i == 0 ? x : input(layer.from[0]));
-    } else {
-      std::vector<Tensor> ins;
-      for (int f : layer.from) ins.push_back(input(f));
-      if (auto* cat = dynamic_cast<layers::Concat*>(layer.module.get())) {
-        previous = cat->forward(ins);
-      } else {
-        std::vector<Tensor> out = detect_->forward(ins);
-        if (shapes) shapes->push_back(out[0].shape());
-        return out;
-      }
-    }
-    if (shapes) shapes->push_back(previous.shape());
-    if (observe) (*observe)(static_cast<int>(i), *layer.module, previous);
-    if (saved_[i]) outputs[i] = previous;
-  }
-  KESTREL_FAIL("model has no Detect layer");
+  std::vector<Tensor> out = detect_->forward(run_rows(layers_, saved_, x, shapes, observe));
+  if (shapes) shapes->push_back(out[0].shape());
+  return out;
 }
 
 std::vector<Tensor> DetectionModel::forward(const Tensor& x) { return run(x); }

@@ -10,18 +10,9 @@
 #include "layers/blocks.h"
 #include "layers/detect.h"
 #include "yolo/model/model_config.h"
+#include "yolo/model/model_rows.h"
 
 namespace kestrel::yolo {
-
-// One line of the model table.
-struct LayerInfo {
-  int index;
-  std::string from;  // "-1", "[-1, 6]"
-  int number;        // repeats after the depth gain
-  int64_t params;
-  std::string type;
-  std::string args;  // the resolved arguments, as the reference prints them
-};
 
 struct RowBuild;  // a yaml row being built (model.cpp)
 struct BuiltRow;
@@ -45,7 +36,7 @@ class DetectionModel : public layers::Module {
   Prediction predict(const Tensor& x);
   // The same, handing every layer's output but Detect's to `observe` as it is made (index, the
   // layer's module, NHWC output): detect --visualize.
-  using LayerObserver = std::function<void(int index, const layers::Module& module, const Tensor& output)>;
+  using LayerObserver = yolo::LayerObserver;
   Prediction predict(const Tensor& x, const LayerObserver& observe);
   // The output shape of every layer for input x (Detect: its first level's), NHWC.
   std::vector<Shape> layer_output_shapes(const Tensor& x);
@@ -58,10 +49,7 @@ class DetectionModel : public layers::Module {
 
   // The yaml's rows as built: each layer's module and the absolute indices of its inputs (the
   // previous layer's index for -1). The ONNX export walks this list as forward() does.
-  struct Layer {
-    std::shared_ptr<layers::Module> module;
-    std::vector<int> from;  // absolute indices
-  };
+  using Layer = ModelLayer;
   const std::vector<Layer>& layers() const { return layers_; }
 
   // The reference's count of modules (len(list(model.modules()))), parameters, and the GFLOPs of

@@ -215,9 +215,58 @@ ModelConfig parse_model_config(const std::string& yaml_text, const std::string& 
   }
   parse_rows(root["backbone"], "backbone", source, cfg);
   parse_rows(root["head"], "head", source, cfg);
-  KESTREL_CHECK(!cfg.rows.empty() && cfg.rows.back().module == "Detect", source,
-                ": the last head row must be Detect");
+  KESTREL_CHECK(!cfg.rows.empty() && (cfg.rows.back().module == "Detect" || cfg.rows.back().module == "Classify"),
+                source, ": the last head row must be Detect (a detector) or Classify (a classifier)");
   return cfg;
+}
+
+namespace {
+
+std::string yaml_arg(const ConfigArg& a) {
+  if (!a.is_list) return a.text;
+  std::string s = "[";
+  for (size_t i = 0; i < a.items.size(); ++i) s += (i ? ", " : "") + yaml_arg(a.items[i]);
+  return s + "]";
+}
+
+std::string yaml_row(const LayerRow& row) {
+  std::string from;
+  if (row.from_is_list) {
+    for (size_t i = 0; i < row.from.size(); ++i) from += (i ? ", " : "") + std::to_string(row.from[i]);
+    from = "[" + from + "]";
+  } else {
+    from = std::to_string(row.from[0]);
+  }
+  std::string args;
+  for (size_t i = 0; i < row.args.size(); ++i) args += (i ? ", " : "") + yaml_arg(row.args[i]);
+  return "  - [" + from + ", " + std::to_string(row.number) + ", " + row.module + ", [" + args + "]]\n";
+}
+
+}  // namespace
+
+std::string model_config_yaml(const ModelConfig& config) {
+  std::ostringstream os;
+  os.precision(17);
+  os << "nc: " << config.nc << "\n";
+  os << "depth_multiple: " << config.depth_multiple << "\n";
+  os << "width_multiple: " << config.width_multiple << "\n";
+  if (config.input_channels != 3) os << "ch: " << config.input_channels << "\n";
+  if (config.anchors.empty()) {
+    os << "anchors: " << config.anchors_per_level << "\n";
+  } else {
+    os << "anchors:\n";
+    for (const auto& level : config.anchors) {
+      os << "  - [";
+      for (size_t i = 0; i < level.size(); ++i) os << (i ? ", " : "") << level[i];
+      os << "]\n";
+    }
+  }
+  // The last row is the head; the rest the backbone (the split only names the rows).
+  os << "backbone:\n";
+  for (size_t i = 0; i + 1 < config.rows.size(); ++i) os << yaml_row(config.rows[i]);
+  os << "head:\n";
+  if (!config.rows.empty()) os << yaml_row(config.rows.back());
+  return os.str();
 }
 
 ModelConfig load_model_config(const std::string& path) {

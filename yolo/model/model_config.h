@@ -23,7 +23,7 @@ struct LayerRow {
   std::vector<int> from;  // as written: -1 is the previous layer, other values absolute indices
   bool from_is_list = false;
   int number = 1;
-  std::string module;  // "Conv", "C3", "Bottleneck", "SPPF", "nn.Upsample", "Concat", "Detect"
+  std::string module;  // "Conv", "C3", "Bottleneck", "SPPF", "nn.Upsample", "Concat", "Detect", "Classify"
   std::vector<ConfigArg> args;
   std::string where;   // "models/yolov5s.yaml, head row 3 (layer 13)" for error messages
 };
@@ -44,5 +44,10 @@ struct ModelConfig {
 
 ModelConfig load_model_config(const std::string& path);
 ModelConfig parse_model_config(const std::string& yaml_text, const std::string& source_name);
+
+// The config as a model yaml that parse_model_config reads back to the same rows (every row but
+// the last under `backbone`, the last under `head`): what a classifier's weights carry as their
+// model_yaml, the reference's ClassificationModel having no yaml of its own.
+std::string model_config_yaml(const ModelConfig& config);
 
 }  // namespace kestrel::yolo

@@ -4,6 +4,7 @@
 #include <set>
 
 #include "base/error.h"
+#include "yolo/model/pt_classifier.h"
 
 namespace kestrel::yolo {
 namespace {
@@ -18,6 +19,7 @@ using pickle::Value;
 // spells the module numpy._core).
 const std::set<std::string> kYolov5Globals = {
     "models.yolo.DetectionModel", "models.yolo.Model", "models.yolo.Detect",
+    "models.yolo.ClassificationModel", "models.common.Classify",
     "models.common.Conv",         "models.common.C3",  "models.common.SPPF",
     "models.common.SPP",          "models.common.Bottleneck", "models.common.Concat",
     "models.common.Focus",        "__builtin__.set",   "builtins.set",
@@ -202,7 +204,8 @@ PtCheckpoint parse_pt_checkpoint(std::string bytes, const std::string& path) {
   const Value& root = c.file.root();
   c.root = &root;
   auto is_model = [](const Value* v) {
-    return v && (v->is_call("models.yolo.DetectionModel") || v->is_call("models.yolo.Model"));
+    return v && (v->is_call("models.yolo.DetectionModel") || v->is_call("models.yolo.Model") ||
+                 v->is_call("models.yolo.ClassificationModel"));
   };
   if (is_model(&root)) {  // torch.save(model)
     c.model = &root;
@@ -214,7 +217,7 @@ PtCheckpoint parse_pt_checkpoint(std::string bytes, const std::string& path) {
   c.model = root.find("model");
   KESTREL_CHECK(is_model(c.model), path, ": its 'model' entry is ",
                 c.model ? (c.model->is(Value::Kind::Object) ? c.model->text : pickle::kind_name(c.model->kind)) : "missing",
-                ", not a YOLOv5 DetectionModel; is this a YOLOv5 v7.0 detection checkpoint?");
+                ", not a YOLOv5 DetectionModel or ClassificationModel; is this a YOLOv5 v7.0 checkpoint?");
   const Value* ema = root.find("ema");
   if (is_model(ema)) c.ema = ema;
   return c;
@@ -231,10 +234,16 @@ SafetensorsFile pt_weights(const PtCheckpoint& ckpt) {
   std::map<std::string, std::string> metadata = {{"format", kPtWeightsFormat},
                                                  {"source", path.substr(path.find_last_of('/') + 1)}};
   const Value* yaml = model_attribute(source, "yaml");
-  KESTREL_CHECK(yaml && yaml->is(Value::Kind::Dict), path, ": the model carries no yaml dict; ",
-                "is this a YOLOv5 v7.0 detection checkpoint?");
-  const json::Value yaml_json = to_json(ckpt.file.document(), *yaml, path + ": the model's yaml");
-  metadata["model_yaml"] = json::dump(yaml_json);
+  json::Value yaml_json;
+  if (!yaml && source.is_call("models.yolo.ClassificationModel")) {  // v7.0's classifiers keep no yaml
+    metadata["model_yaml"] = classifier_yaml_from_pt(source, path);
+    metadata["task"] = "classify";
+  } else {
+    KESTREL_CHECK(yaml && yaml->is(Value::Kind::Dict), path, ": the model carries no yaml dict; ",
+                  "is this a YOLOv5 v7.0 checkpoint?");
+    yaml_json = to_json(ckpt.file.document(), *yaml, path + ": the model's yaml");
+    metadata["model_yaml"] = json::dump(yaml_json);
+  }
   // The yaml file the model was built from (absent when it was built from a yaml dict): the
   // reference's model summary is named after it.
   if (const Value* file = model_attribute(source, "yaml_file"); file && file->is(Value::Kind::String))

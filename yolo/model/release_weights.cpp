@@ -54,7 +54,8 @@ bool is_release_weights(const std::string& file_name) {
   return release_name(file_name, suffix) && (suffix.empty() || suffix == "6");
 }
 
-std::string fetch_missing_weights(const std::string& weights, const DownloadSettings& settings, const Console& out) {
+std::string fetch_missing_weights(const std::string& weights, const DownloadSettings& settings, const Console& out,
+                                  bool classify) {
   if (weights.empty() || exists(weights)) return weights;
   if (is_url(weights)) {  // as the reference: to its file name, here
     const std::string local = url_file_name(weights);
@@ -69,19 +70,21 @@ std::string fetch_missing_weights(const std::string& weights, const DownloadSett
   const std::string name = fs::path(weights).filename().string();
   std::string suffix;
   if (!release_name(name, suffix)) return weights;
-  KESTREL_CHECK(suffix != "-cls" && suffix != "-seg", "--weights ", weights, ": ", name, " is the reference's ",
-                suffix == "-cls" ? "classification" : "segmentation", " model; Kestrel trains and runs the ",
-                "detection models: yolov5n/s/m/l/x.pt and the P6 models yolov5n6/s6/m6/l6/x6.pt");
-  if (!suffix.empty() && suffix != "6") return weights;
+  KESTREL_CHECK(suffix != "-cls" || classify, "--weights ", weights, ": ", name, " is the reference's classification ",
+                "model: run it with `kestrel classify` (train --model, val and predict --weights)");
+  KESTREL_CHECK(suffix != "-seg", "--weights ", weights, ": ", name, " is the reference's segmentation model; ",
+                "Kestrel trains and runs the detection models (yolov5n/s/m/l/x.pt, the P6 models "
+                "yolov5n6/s6/m6/l6/x6.pt) and the classifiers (yolov5n/s/m/l/x-cls.pt)");
+  if (!suffix.empty() && suffix != "6" && suffix != "-cls") return weights;
   const std::string manual = str("download ", name, " by hand from ", kReleasePage, " and save it as ", weights,
                                  ", or set KESTREL_DOWNLOAD_MIRROR to a server that holds it");
   fetch_checked(mirrored_url(kReleaseAssets + name, settings), weights, manual, settings, out);
   return weights;
 }
 
-std::string fetch_missing_weights(const std::string& weights) {
+std::string fetch_missing_weights(const std::string& weights, bool classify) {
   if (weights.empty() || exists(weights)) return weights;
-  return fetch_missing_weights(weights, download_settings(), Console(true));
+  return fetch_missing_weights(weights, download_settings(), Console(true), classify);
 }
 
 }  // namespace kestrel::yolo

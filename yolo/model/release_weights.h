@@ -3,8 +3,9 @@
 // l, x and the P6 models yolov5n6.pt .. yolov5x6.pt) is downloaded from the release's assets to
 // that very path (its folder made), then read as a checkpoint: a download that is none is removed
 // and refused. An http(s) URL is fetched, as there, to its file name in the current directory
-// (and used from there when that file exists). The release's classification and segmentation
-// models (-cls, -seg) are refused by name: Kestrel is a detector.
+// (and used from there when that file exists). The release's classifiers (yolov5s-cls.pt, ...) are
+// fetched for `kestrel classify` and refused elsewhere by name, saying where they run; its
+// segmentation models (-seg) are refused by name.
 #pragma once
 #include <string>
 
@@ -22,9 +23,11 @@ bool is_release_weights(const std::string& file_name);
 // The path to read for --weights `weights`: `weights` itself, after downloading it where it is
 // missing and a release name; for a URL, the downloaded file's path. Anything else is returned
 // unchanged (the reader then says what is wrong with it).
-std::string fetch_missing_weights(const std::string& weights, const DownloadSettings& settings, const Console& out);
+// `classify`: for classify's commands, which also take the release's -cls names.
+std::string fetch_missing_weights(const std::string& weights, const DownloadSettings& settings, const Console& out,
+                                  bool classify = false);
 
 // The same with the environment's settings and a console of this process's own.
-std::string fetch_missing_weights(const std::string& weights);
+std::string fetch_missing_weights(const std::string& weights, bool classify = false);
 
 }  // namespace kestrel::yolo

@@ -67,12 +67,12 @@ void check_finite(const SafetensorsFile& file, const std::string& path, const st
 }
 
 void save_weights(layers::Module& model, const std::string& path, DType dtype,
-                  const std::map<std::string, std::string>& metadata) {
+                  const std::map<std::string, std::string>& metadata, const std::string& prefix) {
   KESTREL_CHECK(dtype == DType::F32 || dtype == DType::F16, "save_weights: weights are stored as ",
                 "float32 or float16, not ", dtype_name(dtype));
   std::vector<std::pair<std::string, Tensor>> tensors;
   autograd::NoGradGuard no_grad;
-  for (const layers::StateEntry& e : model.state_entries()) {
+  for (const layers::StateEntry& e : model.state_entries(prefix)) {
     Tensor t = to_file_layout(e);
     if (is_floating(t.dtype()) && t.dtype() != dtype) t = t.to(dtype);
     tensors.emplace_back(e.name, t);

@@ -18,8 +18,9 @@ namespace kestrel::yolo {
 void check_finite(const SafetensorsFile& file, const std::string& path, const std::string& prefix = "");
 
 // Floating-point tensors are written as `dtype` (F32 or F16); integer buffers keep their type.
+// `prefix` names the whole model: "model" writes "model.<name>", as a stripped checkpoint holds it.
 void save_weights(layers::Module& model, const std::string& path, DType dtype = DType::F32,
-                  const std::map<std::string, std::string>& metadata = {});
+                  const std::map<std::string, std::string>& metadata = {}, const std::string& prefix = "");
 
 // Every model tensor must be in the file with the same shape and a compatible dtype (any float
 // type for float tensors), and the file must hold nothing else; otherwise one error lists every
