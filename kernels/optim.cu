@@ -192,6 +192,33 @@ void adam_step_cuda(DType t, const TensorList& list, const GroupHyper* hyper, co
   advance_counts(list.counts, s, skip);
 }
 
+void rmsprop_step_cuda(DType t, const TensorList& list, const GroupHyper* hyper,
+                       const RmspropConfig& cfg, cudaStream_t s, const float* skip) {
+  KESTREL_CHECK(list.depth == 4, "RMSProp step: the list holds (param, grad, square_avg, ",
+                "momentum_buffer), got depth ", list.depth);
+  KESTREL_CHECK(hyper != nullptr, "RMSProp step: no hyperparameters given");
+  for (size_t k = 0; k < list.size(); ++k)
+    KESTREL_CHECK(list.counts[k] != nullptr, "RMSProp step: tensor ", k,
+                  " has no step count; pass one to TensorList::add");
+  KESTREL_DISPATCH_CUDA_FLOAT(t, T, "RMSProp step", {
+    launch_coef_list<RmspropCoef<float>>(
+        list, s,
+        [=] __device__(const ListMeta&, int) { return rmsprop_coef<float>(*hyper, cfg); },
+        [=] __device__(const ListMeta& m, int k, int64_t i, const RmspropCoef<float>& c) {
+          T* p = at<T>(m, 0, k);
+          T* sq = at<T>(m, 2, k);
+          T* buf = at<T>(m, 3, k);
+          float pv = to_acc(p[i]), sv = to_acc(sq[i]), bv = to_acc(buf[i]);
+          rmsprop_update(pv, sv, bv, to_acc(at<T>(m, 1, k)[i]), c);
+          p[i] = from_acc<T>(pv);
+          sq[i] = from_acc<T>(sv);
+          buf[i] = from_acc<T>(bv);
+        },
+        skip);
+  });
+  advance_counts(list.counts, s, skip);
+}
+
 void global_norm_cuda(DType t, const TensorList& list, double* workspace, float* norm,
                       cudaStream_t s) {
   KESTREL_CHECK(list.depth == 1, "gradient norm: expects a list of single tensors, got depth ",

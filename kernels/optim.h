@@ -1,6 +1,7 @@
-// Fused multi-tensor arithmetic of the training step: SGD (Nesterov momentum, weight decay), Adam
-// and AdamW updates, the global gradient norm (deterministic two-pass), scaling by a factor with an
-// inf/nan check (loss-scale unscaling, clipping), the EMA update of weights and zeroing gradients.
+// Fused multi-tensor arithmetic of the training step: SGD (Nesterov momentum, weight decay), Adam,
+// AdamW and RMSProp updates, the global gradient norm (deterministic two-pass), scaling by a
+// factor with an inf/nan check (loss-scale unscaling, clipping), the EMA update of weights and
+// zeroing gradients.
 //
 // A TensorList describes many tensors by raw pointers: tensor i has numel[i] elements in `depth`
 // contiguous buffers of one dtype (e.g. param, grad, momentum), and optionally a step count. One
@@ -10,12 +11,12 @@
 //
 // The optimizer and EMA updates read every value that changes from one step to the next when
 // they run, from memory the caller owns (device memory on CUDA): the group's lr and momentum /
-// beta1 (GroupHyper), Adam's per-tensor step counts, the EMA's update count and the skip flag,
-// and advance the counts themselves unless the step is skipped. So their launches' arguments are
-// the same from step to step and a CUDA graph captured once replays them. What stays fixed for a
-// run (weight decay, Nesterov, Adam's beta2 and eps, the EMA's decay and tau) is a kernel
-// argument: change it and a captured graph must be captured again. (The scaling kernels still
-// take their factor as an argument.)
+// beta1 (GroupHyper), Adam's and RMSProp's per-tensor step counts, the EMA's update count and the
+// skip flag, and advance the counts themselves unless the step is skipped. So their launches'
+// arguments are the same from step to step and a CUDA graph captured once replays them. What
+// stays fixed for a run (weight decay, Nesterov, Adam's beta2 and eps, RMSProp's alpha and eps,
+// the EMA's decay and tau) is a kernel argument: change it and a captured graph must be captured
+// again. (The scaling kernels still take their factor as an argument.)
 //
 // The per-element math below rounds after every operation (no fused multiply-add), in the order
 // PyTorch's optimizers use, so the CPU reference and the CUDA kernels agree bit for bit in float.
@@ -91,7 +92,7 @@ KESTREL_HD inline double exp_d(double x) {
 // it when they run (host memory on the CPU, device memory on CUDA).
 struct GroupHyper {
   double lr;
-  double momentum;  // SGD's momentum; Adam's beta1
+  double momentum;  // SGD's and RMSProp's momentum; Adam's beta1
 };
 static_assert(sizeof(GroupHyper) == 2 * sizeof(double), "GroupHyper is two packed doubles");
 
@@ -165,6 +166,36 @@ KESTREL_HD inline void adam_update(T& p, T& m, T& v, T g, const AdamCoef<T>& c) 
   p = add_rn(p, mul_rn(-c.step_size, div_rn(m, denom)));
 }
 
+// RMSprop as PyTorch's (centered off, the reference's classifier optimizer 'RMSProp'):
+// g += wd·p; sq = alpha·sq + (1 - alpha)·g²; avg = sqrt(sq) + eps; with momentum > 0
+// buf = momentum·buf + g / avg and p -= lr·buf, else p -= lr·g / avg. 1 - alpha is computed in
+// double (as PyTorch's Python float) and rounded to the math type. PyTorch's step count, which the
+// update does not read, is kept per tensor and advanced like Adam's.
+struct RmspropConfig {  // fixed for a run: kernel arguments
+  double alpha, eps, weight_decay;
+};
+template <class T>
+struct RmspropCoef {
+  T lr, momentum, alpha, one_minus_alpha, eps, weight_decay;
+};
+template <class T>
+KESTREL_HD inline RmspropCoef<T> rmsprop_coef(const GroupHyper& h, const RmspropConfig& c) {
+  return {T(h.lr),  T(h.momentum), T(c.alpha), T(add_rn(1.0, -c.alpha)),
+          T(c.eps), T(c.weight_decay)};
+}
+template <class T>
+KESTREL_HD inline void rmsprop_update(T& p, T& sq, T& buf, T g, const RmspropCoef<T>& c) {
+  if (c.weight_decay != T(0)) g = add_rn(g, mul_rn(c.weight_decay, p));
+  sq = add_rn(mul_rn(sq, c.alpha), mul_rn(c.one_minus_alpha, mul_rn(g, g)));
+  const T avg = add_rn(sqrt_rn(sq), c.eps);
+  if (c.momentum > T(0)) {
+    buf = add_rn(mul_rn(buf, c.momentum), div_rn(g, avg));
+    p = add_rn(p, mul_rn(-c.lr, buf));
+  } else {
+    p = add_rn(p, mul_rn(-c.lr, div_rn(g, avg)));
+  }
+}
+
 // clip_grad_norm_'s factor: max_norm / (norm + 1e-6), clamped to at most 1 (NaN stays NaN).
 template <class T>
 KESTREL_HD inline T clip_coef(T norm, T max_norm) {
@@ -219,6 +250,14 @@ void adam_step_cpu(DType t, const TensorList& list, const GroupHyper* hyper, con
                    const float* skip = nullptr);
 void adam_step_cuda(DType t, const TensorList& list, const GroupHyper* hyper, const AdamConfig& c,
                     cudaStream_t s, const float* skip = nullptr);
+
+// list: (param, grad, square_avg, momentum_buffer), every tensor with its step count (>= 0),
+// which advances by one (not when skipped; on CUDA in a second small launch). hyper: the group's
+// lr and momentum (momentum 0: the buffer is left alone, as PyTorch keeps none).
+void rmsprop_step_cpu(DType t, const TensorList& list, const GroupHyper* hyper,
+                      const RmspropConfig& c, const float* skip = nullptr);
+void rmsprop_step_cuda(DType t, const TensorList& list, const GroupHyper* hyper,
+                       const RmspropConfig& c, cudaStream_t s, const float* skip = nullptr);
 
 // Euclidean norm of all elements of all tensors of a depth-1 list, summed in double.
 double global_norm_cpu(DType t, const TensorList& list);

@@ -96,6 +96,31 @@ void adam_step_cpu(DType t, const TensorList& list, const GroupHyper* hyper, con
   for (size_t k = 0; k < list.size(); ++k) ++*list.counts[k];
 }
 
+void rmsprop_step_cpu(DType t, const TensorList& list, const GroupHyper* hyper,
+                      const RmspropConfig& cfg, const float* skip) {
+  KESTREL_CHECK(list.depth == 4, "RMSProp step: the list holds (param, grad, square_avg, ",
+                "momentum_buffer), got depth ", list.depth);
+  KESTREL_CHECK(hyper != nullptr, "RMSProp step: no hyperparameters given");
+  for (size_t k = 0; k < list.size(); ++k) {
+    KESTREL_CHECK(list.counts[k] != nullptr, "RMSProp step: tensor ", k,
+                  " has no step count; pass one to TensorList::add");
+    KESTREL_CHECK(*list.counts[k] >= 0, "RMSProp step: tensor ", k, " has taken ", *list.counts[k],
+                  " steps; a step count is never negative (a damaged checkpoint?)");
+  }
+  if (step_skipped(skip)) return;
+  KESTREL_DISPATCH_CPU_FLOAT(t, T, "RMSProp step", {
+    const RmspropCoef<T> c = rmsprop_coef<T>(*hyper, cfg);
+    for (size_t k = 0; k < list.size(); ++k) {
+      T* p = static_cast<T*>(list.ptrs[k][0]);
+      const T* g = static_cast<const T*>(list.ptrs[k][1]);
+      T* sq = static_cast<T*>(list.ptrs[k][2]);
+      T* buf = static_cast<T*>(list.ptrs[k][3]);
+      for (int64_t i = 0; i < list.numel[k]; ++i) rmsprop_update(p[i], sq[i], buf[i], g[i], c);
+    }
+  });
+  for (size_t k = 0; k < list.size(); ++k) ++*list.counts[k];
+}
+
 double global_norm_cpu(DType t, const TensorList& list) {
   double sum = 0;
   KESTREL_DISPATCH_CPU_FLOAT(t, T, "gradient norm", {

@@ -3,8 +3,9 @@
 // so float32 updates must agree bit for bit; bfloat16 storage is compared with the float CPU
 // result rounded once to bfloat16, which is what the kernel stores. The norm sums in double in a
 // different order on each side: float32 results within 1e-6 relative. The per-step values (lr,
-// momentum / beta1, Adam's per-tensor counts, the EMA's count) are read from device memory on
-// CUDA and host memory on the CPU, and the counts advance on both unless the step is skipped.
+// momentum / beta1, Adam's and RMSProp's per-tensor counts, the EMA's count) are read from device
+// memory on CUDA and host memory on the CPU, and the counts advance on both unless the step is
+// skipped.
 // The list mixes an empty tensor, tails shorter than a chunk, a tensor of more chunks than one
 // launch holds (kMaxListBlocks) and more tensors than one launch holds (kMaxListTensors), so
 // every path of the launch splitting runs.
@@ -149,6 +150,44 @@ TEST_P(AdamCuda, MatchesCpuBitwise) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AdamAndAdamW, AdamCuda, ::testing::Values(false, true));
+
+// RMSProp (momentum 0.9, then a step at momentum 0, as a group without momentum takes it): the
+// same bits as the CPU in float32, the buffers included; the counts advance on both sides; a set
+// skip flag changes nothing; bfloat16 storage rounds the float update once.
+TEST(OptimCuda, RmspropMatchesCpuBitwise) {
+  KESTREL_SKIP_WITHOUT_CUDA();
+  auto cpu = random_columns(4, 12);
+  for (Tensor& v : cpu[2]) v = random_tensor(v.shape(), 80, DType::F32, 0, 1);  // square_avg >= 0
+  auto gpu = to_device(cpu, Device::cuda(0));
+  const Tensor cc = counts_on(Device::cpu(), cpu[0].size(), 0), cg = cc.to(Device::cuda(0));
+  const kernels::RmspropConfig cfg{0.99, 1e-8, 5e-4};
+  const Tensor skip = Tensor::ones({1}, DType::F32, Device::cuda(0));
+  for (int step = 1; step <= 3; ++step) {
+    const Tensor hc = hyper_on(Device::cpu(), 1e-3 * step, step < 3 ? 0.9 : 0.0),
+                 hg = hc.to(Device::cuda(0));
+    kernels::rmsprop_step_cpu(DType::F32, list_of(cpu, cc), hyper_ptr(hc), cfg);
+    kernels::rmsprop_step_cuda(DType::F32, list_of(gpu, cg), hyper_ptr(hg), cfg, stream());
+    kernels::rmsprop_step_cuda(DType::F32, list_of(gpu, cg), hyper_ptr(hg), cfg, stream(),
+                               skip.data<float>());
+  }
+  for (int c : {0, 2, 3})
+    for (size_t k = 0; k < cpu[c].size(); ++k)
+      EXPECT_TRUE(bitwise_equal(gpu[c][k], cpu[c][k])) << k;
+  EXPECT_TRUE(bitwise_equal(cg, cc));
+  EXPECT_EQ(cc.to_vector<int64_t>()[0], 3);
+
+  auto base = random_columns(4, 13);
+  for (Tensor& v : base[2]) v = random_tensor(v.shape(), 81, DType::F32, 0, 1);
+  auto half = to_device(base, Device::cuda(0), DType::BF16);
+  auto rounded = to_device(to_device(base, Device::cpu(), DType::BF16), Device::cpu(), DType::F32);
+  const Tensor hc = hyper_on(Device::cpu(), 1e-2, 0.9), hg = hc.to(Device::cuda(0));
+  const Tensor c1 = counts_on(Device::cpu(), base[0].size(), 0), c2 = c1.to(Device::cuda(0));
+  kernels::rmsprop_step_cpu(DType::F32, list_of(rounded, c1), hyper_ptr(hc), cfg);
+  kernels::rmsprop_step_cuda(DType::BF16, list_of(half, c2), hyper_ptr(hg), cfg, stream());
+  for (int c : {0, 2, 3})
+    for (size_t k = 0; k < base[c].size(); ++k)
+      EXPECT_TRUE(bitwise_equal(half[c][k], rounded[c][k].to(DType::BF16))) << c << " " << k;
+}
 
 TEST(OptimCuda, GlobalNormMatchesCpuAndRepeats) {
   KESTREL_SKIP_WITHOUT_CUDA();

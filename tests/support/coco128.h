@@ -7,6 +7,8 @@
 namespace kestrel::testing {
 
 inline const std::filesystem::path kCoco128 = "/work/shared/datasets/coco128";
+// coco128-cls: ten classes of object crops from coco128, train/<class>/ and val/<class>/.
+inline const std::filesystem::path kCoco128Cls = "/work/shared/datasets/coco128-cls";
 
 // coco128 as a dataset of the scratch folder `dir`: the images linked, the labels copied, and a
 // yaml whose `path` is `dir`, so that label caches (written beside the labels folder) land there,

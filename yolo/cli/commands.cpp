@@ -5,7 +5,8 @@ namespace kestrel::cli {
 const std::vector<const Command*>& all_commands() {
   static const std::vector<const Command*> commands = {&kTrainCommand,  &kValCommand,   &kDetectCommand,
                                                        &kExportCommand, &kModelCommand, &kStepCommand,
-                                                       &kDemoCommand,   &kEnvCommand};
+                                                       &kDemoCommand,   &kEnvCommand,
+                                                       &kClassifyCommand};
   return commands;
 }
 

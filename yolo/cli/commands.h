@@ -14,6 +14,9 @@ struct Command {
   const char* usage;
   int (*run)(const std::vector<std::string>& args);
   const FlagTable* flags;  // every flag it takes, as --help lists them
+  // A family of subcommands (`kestrel classify train|val|predict`): its run() handles --help and
+  // each subcommand's usage errors itself.
+  bool subcommands = false;
 };
 
 // Every command, in the order the overview lists them.
@@ -30,6 +33,10 @@ int run_val(const std::vector<std::string>& args);
 int run_detect(const std::vector<std::string>& args);
 int run_export(const std::vector<std::string>& args);
 int run_env(const std::vector<std::string>& args);
+int run_classify(const std::vector<std::string>& args);
+int run_classify_train(const std::vector<std::string>& args);
+int run_classify_val(const std::vector<std::string>& args);
+int run_classify_predict(const std::vector<std::string>& args);
 
 extern const Command kModelCommand;
 extern const Command kDemoCommand;
@@ -39,5 +46,9 @@ extern const Command kValCommand;
 extern const Command kDetectCommand;
 extern const Command kExportCommand;
 extern const Command kEnvCommand;
+extern const Command kClassifyCommand;
+extern const Command kClassifyTrainCommand;
+extern const Command kClassifyValCommand;
+extern const Command kClassifyPredictCommand;
 
 }  // namespace kestrel::cli

@@ -104,15 +104,7 @@ Device onnx_settings(const yolo::OnnxModel& onnx, Device device, std::vector<int
 
 // The annotated image under its own name (other formats than JPEG and PNG are saved as JPEG).
 void save_image(const fs::path& save_dir, const std::string& path, const cv::Mat& image) {
-  const fs::path name = fs::path(path).filename();
-  std::string ext = name.extension().string();
-  for (char& c : ext) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  if (ext == ".png")
-    yolo::data::write_png((save_dir / name).string(), image);
-  else if (ext == ".jpg" || ext == ".jpeg")
-    yolo::data::write_jpeg((save_dir / name).string(), image, 95);
-  else
-    yolo::data::write_jpeg((save_dir / name).replace_extension(".jpg").string(), image, 95);
+  yolo::data::write_image((save_dir / fs::path(path).filename()).string(), image);
 }
 
 struct Outputs {

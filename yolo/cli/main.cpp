@@ -36,7 +36,7 @@ int main(int argc, char** argv) {
   }
   std::vector<std::string> args(argv + 2, argv + argc);
   for (const auto& a : args) {
-    if (a == "--help" || a == "-h") {
+    if (!command->subcommands && (a == "--help" || a == "-h")) {
       std::printf("%s", kestrel::cli::command_help(*command).c_str());
       return 0;
     }

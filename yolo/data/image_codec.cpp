@@ -325,4 +325,17 @@ void write_png(const std::string& path, const cv::Mat& bgr) {
   write_file_atomic(path, std::string_view(reinterpret_cast<const char*>(buffer.data()), size));
 }
 
+std::string write_image(const std::string& path, const cv::Mat& bgr) {
+  std::filesystem::path p(path);
+  std::string ext = p.extension().string();
+  for (char& c : ext) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (ext == ".png") {
+    write_png(path, bgr);
+    return path;
+  }
+  if (ext != ".jpg" && ext != ".jpeg") p.replace_extension(".jpg");
+  write_jpeg(p.string(), bgr, 95);
+  return p.string();
+}
+
 }  // namespace kestrel::yolo::data

@@ -75,6 +75,9 @@ cv::Mat read_image(const std::string& path, std::vector<uint8_t>& file, PixelBuf
 void write_jpeg(const std::string& path, const cv::Mat& bgr, int quality = 95,
                 bool full_chroma = false);
 void write_png(const std::string& path, const cv::Mat& bgr);
+// An annotated image under `path`'s name: PNG for .png, JPEG (quality 95) for .jpg/.jpeg, and
+// other formats as JPEG with the extension replaced by .jpg. Returns the path written.
+std::string write_image(const std::string& path, const cv::Mat& bgr);
 
 // The EXIF orientation (1..8) found in a JPEG's APP1 segment, 1 when absent or unreadable.
 int jpeg_exif_orientation(const std::vector<uint8_t>& bytes);

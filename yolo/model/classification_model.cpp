@@ -77,8 +77,7 @@ void ClassificationModel::set_classes(int nc, uint64_t seed) {
 }
 
 int64_t ClassificationModel::layer_count() const {
-  // Conv blocks share one SiLU module in the reference; it counts once. Classify holds a Conv.
-  return module_count() + 1;
+  return module_count() + (loaded_from_file_ ? 2 : 1);
 }
 
 double ClassificationModel::summary_gflops(int64_t img_size, bool fused) {

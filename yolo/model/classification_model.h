@@ -49,8 +49,13 @@ class ClassificationModel : public layers::Module {
   // from `seed`) when the head predicts another count; the config follows.
   void set_classes(int nc, uint64_t seed);
 
-  // The reference's count of modules (len(list(model.modules()))).
+  // The reference's count of modules (len(list(model.modules()))): each Conv block's SiLU is one
+  // shared object, counted once, but a model whose backbone was unpickled (a .pt, or a detector cut
+  // into a classifier) has two: the file's, and the one the new Classify head's Conv takes.
   int64_t layer_count() const;
+  // Counts that second SiLU: weights read from a file (load_classifier_*), as the reference's
+  // models read from a .pt.
+  void set_loaded_from_file(bool loaded) { loaded_from_file_ = loaded; }
   // thop's count of one 32x32 image (the reference profiles at the detector's largest stride, 32),
   // scaled to img_size²: convolutions, 4 per BatchNorm output (2 without thop's affine double),
   // the head's Linear and average pool.
@@ -68,6 +73,7 @@ class ClassificationModel : public layers::Module {
   std::vector<bool> saved_;
   std::vector<LayerInfo> table_;
   std::shared_ptr<layers::Classify> head_;
+  bool loaded_from_file_ = false;
 };
 
 }  // namespace kestrel::yolo

@@ -67,6 +67,7 @@ LoadedClassifier load_classifier_weights(const std::string& path, Device device)
   LoadedClassifier out;
   out.model = std::make_shared<ClassificationModel>(config);
   load_weights(*out.model, file, inference_prefix(file));
+  out.model->set_loaded_from_file(true);
   out.model->to(device);
   out.model->train(false);
   out.names = names_in(file, path);
@@ -108,6 +109,7 @@ LoadedClassifier load_classifier_for_training(const std::string& model, int nc, 
     }
   }
   out.model->set_classes(nc, seed + 1);
+  out.model->set_loaded_from_file(file.has_value());
   return out;
 }
 

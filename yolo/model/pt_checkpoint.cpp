@@ -20,6 +20,10 @@ using pickle::Value;
 const std::set<std::string> kYolov5Globals = {
     "models.yolo.DetectionModel", "models.yolo.Model", "models.yolo.Detect",
     "models.yolo.ClassificationModel", "models.common.Classify",
+    // A classifier's checkpoint also pickles its inference transforms (model.transforms) and the
+    // options' save_dir as a path: records, never called.
+    "torchvision.transforms.transforms.Compose", "torchvision.transforms.transforms.Normalize",
+    "utils.augmentations.CenterCrop", "utils.augmentations.ToTensor", "pathlib.PosixPath",
     "models.common.Conv",         "models.common.C3",  "models.common.SPPF",
     "models.common.SPP",          "models.common.Bottleneck", "models.common.Concat",
     "models.common.Focus",        "__builtin__.set",   "builtins.set",

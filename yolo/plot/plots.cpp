@@ -81,13 +81,16 @@ void plot_results(const std::string& csv_path, const std::string& png_path) {
   }
   KESTREL_CHECK(!header.empty() && header[0] == "epoch", "'", csv_path,
                 "' is not a results.csv (first column must be epoch)");
-  // The reference's order: losses and metrics of training on top, validation below.
-  const std::vector<std::string> order = {
+  // Detection's: the reference's order, losses and metrics of training on top, validation below.
+  // Any other results.csv (a classifier's): its columns in their order, five to a row.
+  std::vector<std::string> order = {
       "train/box_loss", "train/obj_loss", "train/cls_loss", "metrics/precision", "metrics/recall",
       "val/box_loss",   "val/obj_loss",   "val/cls_loss",   "metrics/mAP_0.5",   "metrics/mAP_0.5:0.95"};
-  // The reference's 12 x 6 inch figure at 200 dpi.
+  if (std::find(header.begin(), header.end(), order[0]) == header.end()) order.assign(header.begin() + 1, header.end());
+  const int rows = std::max<int>(1, static_cast<int>((order.size() + 4) / 5));
+  // The reference's 12 x 6 inch figure at 200 dpi (for two rows).
   const int cw = 480, ch = 600;
-  cv::Mat canvas(2 * ch, 5 * cw, CV_8UC3, kWhite);
+  cv::Mat canvas(rows * ch, 5 * cw, CV_8UC3, kWhite);
   ChartStyle style;
   style.font = 0.6;
   style.left = 100, style.right = 20, style.top = 130, style.bottom = 60;

@@ -33,7 +33,8 @@ OptimizerKind parse_optimizer_kind(const std::string& name) {
   if (name == "SGD") return OptimizerKind::SGD;
   if (name == "Adam") return OptimizerKind::Adam;
   if (name == "AdamW") return OptimizerKind::AdamW;
-  KESTREL_FAIL("optimizer '", name, "' is not known; choose SGD, Adam or AdamW");
+  if (name == "RMSProp") return OptimizerKind::RMSProp;
+  KESTREL_FAIL("optimizer '", name, "' is not known; choose SGD, Adam, AdamW or RMSProp");
 }
 
 const char* optimizer_kind_name(OptimizerKind kind) {
@@ -41,6 +42,7 @@ const char* optimizer_kind_name(OptimizerKind kind) {
     case OptimizerKind::SGD: return "SGD";
     case OptimizerKind::Adam: return "Adam";
     case OptimizerKind::AdamW: return "AdamW";
+    case OptimizerKind::RMSProp: return "RMSProp";
   }
   return "?";
 }
@@ -182,10 +184,12 @@ void Optimizer::issue_step(const Tensor& skip) {
     skip_flag = skip.data<float>();
   }
   for (size_t gi = 0; gi < groups_.size(); ++gi) {
-    if (kind_ == OptimizerKind::SGD)
-      issue_sgd(gi, skip_flag);
-    else
-      issue_adam(gi, skip_flag);
+    switch (kind_) {
+      case OptimizerKind::SGD: issue_sgd(gi, skip_flag); break;
+      case OptimizerKind::Adam:
+      case OptimizerKind::AdamW: issue_adam(gi, skip_flag); break;
+      case OptimizerKind::RMSProp: issue_rmsprop(gi, skip_flag); break;
+    }
   }
 }
 
@@ -218,22 +222,38 @@ void Optimizer::issue_sgd(size_t gi, const float* skip) {
       [&](cudaStream_t s) { kernels::sgd_step_cuda(at.dtype, list, hyper, cfg, s, skip); });
 }
 
-void Optimizer::issue_adam(size_t gi, const float* skip) {
-  const ParamGroup& g = groups_[gi];
+Optimizer::Counted Optimizer::counted_list(size_t gi, const char* what) const {
   const Stepping st = stepping(gi, 2);
-  const std::vector<std::vector<Tensor>>& cols = st.cols;
-  if (cols[0].empty()) return;
-  std::vector<int64_t*> counts;
+  Counted out{make_tensor_list(st.cols, what), Device::cpu(), DType::F32};
+  if (st.index.empty()) return out;
   int64_t* group_counts = counts_[gi].data<int64_t>();
-  for (size_t k : st.index) counts.push_back(group_counts + k);
-  kernels::TensorList list = make_tensor_list(cols, "Adam step");
-  list.counts = counts;
+  for (size_t j = 0; j < st.index.size(); ++j) out.list.counts[j] = group_counts + st.index[j];
+  const ListPlace at = place_of(st.cols[0]);
+  out.device = at.device;
+  out.dtype = at.dtype;
+  return out;
+}
+
+void Optimizer::issue_adam(size_t gi, const float* skip) {
+  const Counted c = counted_list(gi, "Adam step");
+  if (c.list.size() == 0) return;
   const auto* hyper = reinterpret_cast<const kernels::GroupHyper*>(hyper_.data<double>()) + gi;
-  const kernels::AdamConfig cfg{0.999, 1e-8, g.weight_decay, kind_ == OptimizerKind::AdamW};
-  const ListPlace at = place_of(cols[0]);
+  const kernels::AdamConfig cfg{0.999, 1e-8, groups_[gi].weight_decay,
+                                kind_ == OptimizerKind::AdamW};
   ops::launch(
-      at.device, [&] { kernels::adam_step_cpu(at.dtype, list, hyper, cfg, skip); },
-      [&](cudaStream_t s) { kernels::adam_step_cuda(at.dtype, list, hyper, cfg, s, skip); });
+      c.device, [&] { kernels::adam_step_cpu(c.dtype, c.list, hyper, cfg, skip); },
+      [&](cudaStream_t s) { kernels::adam_step_cuda(c.dtype, c.list, hyper, cfg, s, skip); });
+}
+
+// torch.optim.RMSprop's defaults besides lr and momentum: alpha 0.99, eps 1e-8, not centered.
+void Optimizer::issue_rmsprop(size_t gi, const float* skip) {
+  const Counted c = counted_list(gi, "RMSProp step");
+  if (c.list.size() == 0) return;
+  const auto* hyper = reinterpret_cast<const kernels::GroupHyper*>(hyper_.data<double>()) + gi;
+  const kernels::RmspropConfig cfg{0.99, 1e-8, groups_[gi].weight_decay};
+  ops::launch(
+      c.device, [&] { kernels::rmsprop_step_cpu(c.dtype, c.list, hyper, cfg, skip); },
+      [&](cudaStream_t s) { kernels::rmsprop_step_cuda(c.dtype, c.list, hyper, cfg, s, skip); });
 }
 
 void Optimizer::zero_grad(bool set_to_none) {
@@ -263,8 +283,11 @@ std::vector<std::pair<std::string, Tensor>> Optimizer::state_tensors() const {
       if (kind_ == OptimizerKind::SGD) {
         out.emplace_back(p.name + ".momentum_buffer", file_view(s.a, p.ohwi_conv_weight));
       } else {
-        out.emplace_back(p.name + ".exp_avg", file_view(s.a, p.ohwi_conv_weight));
-        out.emplace_back(p.name + ".exp_avg_sq", file_view(s.b, p.ohwi_conv_weight));
+        const bool rmsprop = kind_ == OptimizerKind::RMSProp;
+        out.emplace_back(p.name + (rmsprop ? ".square_avg" : ".exp_avg"),
+                         file_view(s.a, p.ohwi_conv_weight));
+        out.emplace_back(p.name + (rmsprop ? ".momentum_buffer" : ".exp_avg_sq"),
+                         file_view(s.b, p.ohwi_conv_weight));
         const Tensor& counts = counts_[gi];
         out.emplace_back(p.name + ".step",
                          make_view(counts, {}, {}, counts.storage_offset() + static_cast<int64_t>(k)));

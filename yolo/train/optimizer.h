@@ -1,12 +1,14 @@
 // Parameter groups and optimizers as the reference's smart_optimizer builds them (SGD with Nesterov
-// momentum, Adam, AdamW over three groups), gradient clipping by global norm, and the Tensor-level
-// front of the fused multi-tensor kernels (kernels/optim.h) that the EMA and the loss scaler use
-// too. Master weights, gradients and optimizer state are float32 (float64 on the CPU for tests).
+// momentum, Adam, AdamW, and classification's RMSProp, over three groups), gradient clipping by
+// global norm, and the Tensor-level front of the fused multi-tensor kernels (kernels/optim.h) that
+// the EMA and the loss scaler use too. Master weights, gradients and optimizer state are float32
+// (float64 on the CPU for tests).
 //
 // Everything a step reads that changes between steps lives on the parameters' device: each
 // group's lr and momentum / beta1 (a float64 tensor that upload_hyper() fills from the host
-// groups), Adam's per-parameter step counts and the skip flag. issue_step() therefore launches
-// the same kernels with the same arguments every step, and can be captured in a CUDA graph.
+// groups), Adam's and RMSProp's per-parameter step counts and the skip flag. issue_step()
+// therefore launches the same kernels with the same arguments every step, and can be captured in
+// a CUDA graph.
 #pragma once
 #include <string>
 #include <utility>
@@ -18,8 +20,12 @@
 
 namespace kestrel::yolo {
 
-enum class OptimizerKind { SGD, Adam, AdamW };
-// "SGD", "Adam" or "AdamW" (the reference's --optimizer choices); anything else is refused.
+enum class OptimizerKind { SGD, Adam, AdamW, RMSProp };
+// "SGD", "Adam", "AdamW" or "RMSProp" (the reference's smart_optimizer names); anything else is
+// refused. Each task's CLI narrows this to its own --optimizer choices: detection's train.py
+// accepts SGD, Adam and AdamW only (yolo/train/train_options.cpp), classify/train.py all four.
+// RMSProp is torch.optim.RMSprop(lr, momentum, alpha=0.99, eps=1e-8, centered=False) with the
+// group's weight decay added to the gradient.
 OptimizerKind parse_optimizer_kind(const std::string& name);
 const char* optimizer_kind_name(OptimizerKind kind);
 
@@ -33,7 +39,7 @@ struct ParamGroup {
   std::string label;  // "bias", "weight(decay)", "weight(no decay)"
   std::vector<Parameter> params;
   double lr = 0, initial_lr = 0;
-  double momentum = 0;  // SGD's momentum; Adam's beta1 (fixed: the reference warms up SGD only)
+  double momentum = 0;  // SGD's and RMSProp's momentum; Adam's beta1 (which no warmup moves)
   double weight_decay = 0;
 };
 
@@ -50,12 +56,16 @@ double scaled_weight_decay(double weight_decay, int64_t batch_size);
 
 class Optimizer {
  public:
-  // State (momentum buffers, Adam moments) starts at zero, which is PyTorch's first step exactly.
+  // State (momentum buffers, Adam moments, RMSProp's square averages) starts at zero, which is
+  // PyTorch's first step exactly.
   Optimizer(OptimizerKind kind, std::vector<ParamGroup> groups);
 
   OptimizerKind kind() const { return kind_; }
-  // The reference's `'momentum' in group`: only SGD's momentum follows the warmup.
-  bool has_momentum() const { return kind_ == OptimizerKind::SGD; }
+  // The reference's `'momentum' in group`: SGD's and RMSProp's groups have one, which the warmup
+  // moves; Adam's (betas) do not.
+  bool has_momentum() const {
+    return kind_ == OptimizerKind::SGD || kind_ == OptimizerKind::RMSProp;
+  }
   const std::vector<ParamGroup>& groups() const { return groups_; }
   // A group's rates, as the schedule and a resumed checkpoint set them. The kernels see a change
   // at the next upload_hyper().
@@ -71,8 +81,8 @@ class Optimizer {
   // pinned buffer (no host wait); CPU: a plain write.
   void upload_hyper();
   // Enqueues one update of every parameter that has a gradient (one fused launch per group on
-  // CUDA, and for Adam one small launch advancing the group's step counts), reading lr and
-  // momentum from the device tensor as last uploaded and Adam's step counts from the device.
+  // CUDA, and for Adam and RMSProp one small launch advancing the group's step counts), reading
+  // lr and momentum from the device tensor as last uploaded and the step counts from the device.
   // Parameters without a gradient are left alone, counts included. Weight decay (fixed for a
   // run) is a kernel argument. No device allocation (gradients are contiguous, as backward
   // leaves them), host wait or host-to-device copy: capturable in a CUDA graph.
@@ -94,7 +104,9 @@ class Optimizer {
   const Tensor& device_hyper() const { return hyper_; }
 
   // The live state tensors as "<param name>.<slot>": momentum_buffer (SGD); exp_avg, exp_avg_sq
-  // and step (an int64 0-d view of the parameter's device-resident step count) (Adam, AdamW).
+  // and step (an int64 0-d view of the parameter's device-resident step count) (Adam, AdamW);
+  // square_avg, momentum_buffer and step (RMSProp; the buffer is listed, and stays zero, even at
+  // momentum 0, where PyTorch keeps none).
   // Conv-weight-shaped slots are OIHW views, like weights in files; copying into a returned
   // tensor restores that state.
   std::vector<std::pair<std::string, Tensor>> state_tensors() const;
@@ -116,17 +128,26 @@ class Optimizer {
   Stepping stepping(size_t group, int state_columns) const;
   void issue_sgd(size_t group, const float* skip);
   void issue_adam(size_t group, const float* skip);
+  void issue_rmsprop(size_t group, const float* skip);
+  // The group's parameters with a gradient as a depth-4 list with their step counts (Adam,
+  // RMSProp), and the list's device and dtype (meaningful when it is not empty).
+  struct Counted {
+    kernels::TensorList list;
+    Device device;
+    DType dtype;
+  };
+  Counted counted_list(size_t group, const char* what) const;
   Tensor free_staging();
 
   struct Slots {
-    Tensor a, b;  // momentum buffer; or exp_avg, exp_avg_sq
+    Tensor a, b;  // momentum buffer; or exp_avg, exp_avg_sq; or square_avg, momentum buffer
   };
   OptimizerKind kind_;
   std::vector<ParamGroup> groups_;
   std::vector<std::vector<Slots>> state_;  // [group][param]
   Device device_;                          // the parameters' (CPU when there are none)
   Tensor hyper_;                           // float64 [groups, 2] on device_
-  std::vector<Tensor> counts_;             // Adam: int64 [params] per group on device_
+  std::vector<Tensor> counts_;             // Adam, RMSProp: int64 [params] per group on device_
   std::vector<Tensor> staging_;            // CUDA: pinned float64 [groups, 2] upload buffers
 };
 

@@ -1,7 +1,7 @@
-// Parameter groups (the reference's smart_optimizer on yolov5n), SGD / Adam / AdamW steps through
-// the Optimizer against hand-computed values, weight-decay scaling and gradient clipping; the
-// device-resident per-step values (upload_hyper / issue_step, Adam's step counts), skipped steps
-// and gradients zeroed in place.
+// Parameter groups (the reference's smart_optimizer on yolov5n), SGD / Adam / AdamW / RMSProp
+// steps through the Optimizer against hand-computed values, weight-decay scaling and gradient
+// clipping; the device-resident per-step values (upload_hyper / issue_step, Adam's step counts),
+// skipped steps and gradients zeroed in place.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -224,7 +224,8 @@ TEST(Optimizer, IssueStepUsesTheUploadedValues) {
 // A set skip flag leaves parameters, optimizer state and Adam's step counts as they were; the
 // next unskipped step continues from there as if the skipped one never happened.
 TEST(Optimizer, SkippedStepChangesNothing) {
-  for (OptimizerKind kind : {OptimizerKind::SGD, OptimizerKind::Adam, OptimizerKind::AdamW}) {
+  for (OptimizerKind kind :
+       {OptimizerKind::SGD, OptimizerKind::Adam, OptimizerKind::AdamW, OptimizerKind::RMSProp}) {
     SCOPED_TRACE(optimizer_kind_name(kind));
     Optimizer skipped(kind, three_groups(0.01, 0.9, 0.1));
     Optimizer plain(kind, three_groups(0.01, 0.9, 0.1));
@@ -327,6 +328,74 @@ TEST(Optimizer, AdamAndAdamWByHand) {
   }
 }
 
+// torch.optim.RMSprop(lr, momentum, alpha=0.99, eps=1e-8, centered=False, weight_decay) by hand,
+// two steps: g += wd p; sq = 0.99 sq + 0.01 g²; avg = sqrt(sq) + 1e-8;
+// buf = momentum buf + g / avg; p -= lr buf (momentum 0: p -= lr g / avg, no buffer).
+TEST(Optimizer, RmspropByHand) {
+  for (double momentum : {0.9, 0.0}) {
+    SCOPED_TRACE(momentum);
+    const double lr = 0.01, wd = 0.1, alpha = 0.99, eps = 1e-8;
+    Optimizer opt(OptimizerKind::RMSProp, three_groups(lr, momentum, wd));
+    EXPECT_TRUE(opt.has_momentum());
+    opt.step();
+    opt.step();
+    for (int gi = 0; gi < 3; ++gi) {
+      const double decay = gi == 1 ? wd : 0.0;
+      for (int i = 0; i < 2; ++i) {
+        double p = i == 0 ? 1.0 : -2.0, sq = 0, buf = 0;
+        for (int step = 0; step < 2; ++step) {
+          const double g = (i == 0 ? 0.5 : 0.25) + decay * p;
+          sq = alpha * sq + (1 - alpha) * g * g;
+          const double avg = std::sqrt(sq) + eps;
+          if (momentum > 0) {
+            buf = momentum * buf + g / avg;
+            p -= lr * buf;
+          } else {
+            p -= lr * g / avg;
+          }
+        }
+        EXPECT_NEAR(opt.groups()[gi].params[0].tensor.to_vector<double>()[i], p, 1e-14)
+            << "group " << gi << " element " << i;
+        const auto state = opt.state_tensors();
+        ASSERT_EQ(state.size(), 9u);
+        EXPECT_NEAR(state[3 * gi].second.to_vector<double>()[i], sq, 1e-16);
+        EXPECT_NEAR(state[3 * gi + 1].second.to_vector<double>()[i], buf, 1e-12);
+        EXPECT_EQ(state[3 * gi + 2].second.item(), 2.0);
+      }
+    }
+    const auto state = opt.state_tensors();
+    EXPECT_EQ(state[0].first, "p0.square_avg");
+    EXPECT_EQ(state[1].first, "p0.momentum_buffer");
+    EXPECT_EQ(state[2].first, "p0.step");
+    EXPECT_EQ(state[2].second.dtype(), DType::I64);
+  }
+  const Optimizer rms(OptimizerKind::RMSProp, three_groups(0.01, 0.9, 0.1));
+  EXPECT_EQ(rms.describe().rfind("RMSProp(lr=0.01)", 0), 0u);
+}
+
+// In float32 the CPU update rounds as the kernels' shared math (kernels/optim.h) prescribes: the
+// same bits as the formula evaluated step by step in float.
+TEST(Optimizer, RmspropFloat32RoundsStepByStep) {
+  std::vector<ParamGroup> groups(1);
+  groups[0].lr = groups[0].initial_lr = 0.01;
+  groups[0].momentum = 0.9;
+  groups[0].weight_decay = 5e-4;
+  Tensor p = Tensor::from_vector<float>({0.3f, -1.7f}, {2}).set_requires_grad();
+  p.set_grad(Tensor::from_vector<float>({0.02f, -0.5f}, {2}));
+  groups[0].params.push_back({"w", p, false});
+  Optimizer opt(OptimizerKind::RMSProp, groups);
+  opt.step();
+  const float wd = 5e-4f, a = 0.99f, oma = static_cast<float>(1.0 - 0.99);
+  const std::vector<float> g0 = {0.02f, -0.5f}, p0 = {0.3f, -1.7f};
+  for (int i = 0; i < 2; ++i) {
+    const float g = g0[i] + wd * p0[i];
+    const float sq = 0.0f * a + oma * (g * g);
+    const float avg = std::sqrt(sq) + 1e-8f;
+    const float buf = 0.0f * 0.9f + g / avg;
+    EXPECT_EQ(p.to_vector<float>()[i], p0[i] + -0.01f * buf) << i;
+  }
+}
+
 TEST(Optimizer, ClipGradNormAsTorch) {
   Tensor a = param({3.0, 4.0}), b = param({12.0}), c = param({7.0});
   a.set_grad(Tensor::from_vector<double>({3.0, 4.0}, {2}));
@@ -352,7 +421,9 @@ TEST(Optimizer, ClipInFloat32RoundsAsTorch) {
 
 TEST(Optimizer, BadInputIsRefused) {
   EXPECT_EQ(parse_optimizer_kind("AdamW"), OptimizerKind::AdamW);
-  EXPECT_THROW(parse_optimizer_kind("RMSProp"), Error);
+  EXPECT_EQ(parse_optimizer_kind("RMSProp"), OptimizerKind::RMSProp);
+  EXPECT_STREQ(optimizer_kind_name(OptimizerKind::RMSProp), "RMSProp");
+  EXPECT_THROW(parse_optimizer_kind("RMSprop"), Error);  // the reference's spelling only
   EXPECT_THROW(parse_optimizer_kind("sgd"), Error);
   auto groups = three_groups(0.1, 0.9, 0.0);
   groups[1].params.push_back(groups[0].params[0]);  // one parameter in two groups

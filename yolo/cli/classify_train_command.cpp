@@ -1,0 +1,99 @@
+// `kestrel classify train`: the reference's classify/train.py flags, meanings and defaults.
+#include "yolo/cli/args.h"
+#include "yolo/cli/commands.h"
+#include "yolo/common/console.h"
+#include "yolo/train/classify_trainer.h"
+
+namespace kestrel::cli {
+namespace {
+
+// classify/train.py's flags in its order, then Kestrel's own.
+const FlagTable kFlags = {
+    {"model", "M.pt", "yolov5s-cls.pt", "initial weights: a -cls .pt, a detector .pt (cut at --cutoff), a .safetensors or a model yaml"},
+    {"data", "DIR", "imagenette160", "dataset folder (train/<class>/*.jpg, val/<class>/*.jpg), a name under ../datasets, or a yaml"},
+    {"epochs", "N", "10", "total training epochs"},
+    {"batch-size", "N", "64", "total batch size"},
+    {"img-size", "PIXELS", "224", "train and val image size (also --img, --imgsz)"},
+    {"nosave", nullptr, nullptr, "only save the final checkpoint"},
+    {"cache", "[ram|disk]", nullptr, "cache images in ram (the bare flag) or as .npy files beside them"},
+    {"device", "cpu|0", "", "cpu or a GPU index; empty: GPU 0 if any"},
+    {"workers", "N", "8", "most data-loader workers"},
+    {"project", "DIR", "runs/train-cls", "save to project/name"},
+    {"name", "NAME", "exp", "save to project/name, numbered (exp2, ...) when it exists"},
+    {"exist-ok", nullptr, nullptr, "reuse an existing project/name instead of numbering a new one"},
+    {"pretrained", "[BOOL]", "True", "start from --model's weights (--pretrained False: fresh weights)"},
+    {"optimizer", "SGD|Adam|AdamW|RMSProp", "Adam", "optimizer"},
+    {"lr0", "LR", "0.001", "initial learning rate"},
+    {"decay", "WD", "5e-05", "weight decay"},
+    {"label-smoothing", "EPS", "0.1", "label smoothing epsilon"},
+    {"cutoff", "N", nullptr, "the layer a detector is cut at for the Classify head (default 10)"},
+    {"dropout", "P", nullptr, "dropout before the head's Linear (fraction)"},
+    {"verbose", nullptr, nullptr, "verbose mode"},
+    {"seed", "N", "0", "global training seed"},
+    {"local_rank", "N", "-1", "accepted for torch.distributed.run command lines (Kestrel's launcher sets ranks)"},
+    {"noplots", nullptr, nullptr, "no train_images.jpg, test_images.jpg or results.png"},
+    {"max-batches", "N", "0", "batches per epoch at most (0: all); for tests and benchmarks"}};
+
+bool python_bool(const std::string& v, const char* flag) {
+  if (v == "True" || v == "true" || v == "1") return true;
+  if (v == "False" || v == "false" || v == "0") return false;
+  throw UsageError(std::string("--") + flag + " takes True or False, got '" + v + "'");
+}
+
+}  // namespace
+
+const Command kClassifyTrainCommand = {
+    "train", "train a classifier (classify/train.py)",
+    "usage: kestrel classify train --model M.pt|M.yaml --data DIR [--epochs 10] [--batch-size 64] [--img-size 224]\n"
+    "                              [--optimizer SGD|Adam|AdamW|RMSProp] [--lr0 0.001] [--decay 5e-05]\n"
+    "                              [--label-smoothing 0.1] [--cutoff N] [--dropout P] [--pretrained [False]]\n"
+    "                              [--cache [ram|disk]] [--device cpu|0] [--workers 8] [--seed 0] [--nosave]\n"
+    "                              [--project runs/train-cls] [--name exp] [--exist-ok] [--noplots]\n",
+    run_classify_train, &kFlags};
+
+int run_classify_train(const std::vector<std::string>& argv) {
+  // --cache and --pretrained take an optional value (argparse's nargs='?'): a bare flag before
+  // another flag or at the end reads as its const.
+  std::vector<std::string> words = argv;
+  for (size_t i = 0; i < words.size(); ++i) {
+    const bool bare = i + 1 == words.size() || words[i + 1].rfind("--", 0) == 0;
+    if (bare && (words[i] == "--cache")) words.insert(words.begin() + static_cast<long>(++i), "ram");
+    else if (bare && words[i] == "--pretrained") words.insert(words.begin() + static_cast<long>(++i), "True");
+  }
+  Args args(words, flag_spec(kFlags), {}, {"noplots", "max-batches"});
+  const yolo::Console console(true);
+  console.line(console.colour("classify/train: "), args.echo(kFlags));
+  yolo::ClassifyTrainOptions o;
+  o.model = args.get("model", o.model);
+  o.data = args.get("data", o.data);
+  o.epochs = args.get_int32("epochs", o.epochs);
+  o.batch_size = args.get_int32("batch-size", o.batch_size);
+  o.imgsz = args.get_int32("img-size", o.imgsz);
+  o.nosave = args.has("nosave");
+  o.cache = args.get("cache", "");
+  o.device = args.get("device", "");
+  o.workers = args.get_int32("workers", o.workers);
+  o.project = args.get("project", o.project);
+  o.name = args.get("name", o.name);
+  o.exist_ok = args.has("exist-ok");
+  o.pretrained = python_bool(args.get("pretrained", "True"), "pretrained");
+  const std::string optimizer = args.get("optimizer", "Adam");
+  if (optimizer != "SGD" && optimizer != "Adam" && optimizer != "AdamW" && optimizer != "RMSProp")
+    throw UsageError("--optimizer must be one of SGD, Adam, AdamW, RMSProp, got '" + optimizer + "'");
+  o.optimizer = yolo::parse_optimizer_kind(optimizer);
+  o.lr0 = args.get_double("lr0", o.lr0);
+  o.decay = args.get_double("decay", o.decay);
+  o.label_smoothing = args.get_double("label-smoothing", o.label_smoothing);
+  o.cutoff = args.get_optional_int32("cutoff");
+  if (args.has("dropout")) o.dropout = args.get_double("dropout", 0.0);
+  o.verbose = args.has("verbose");
+  o.seed = args.get_int32("seed", 0);
+  o.noplots = args.has("noplots");
+  o.max_batches = args.get_int32("max-batches", 0);
+  if (o.epochs < 1 || o.batch_size < 1) throw UsageError("--epochs and --batch-size must be at least 1");
+  if (o.imgsz < 32 || o.imgsz > kMaxImageSize)
+    throw UsageError("--img-size must be in [32, " + std::to_string(kMaxImageSize) + "]");
+  return yolo::train_classifier(o);
+}
+
+}  // namespace kestrel::cli

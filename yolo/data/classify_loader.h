@@ -1,0 +1,113 @@
+// The classification batch loader, as the reference's create_classification_dataloader: batches of
+// min(batch_size, dataset size) samples (the last one short), the training split augmented
+// (classify_transforms.h) and the evaluation split centre-cropped, both normalised on the host.
+// `workers` threads each build whole batches ahead of the consumer; batches come out in order, and
+// a sample depends only on (seed, rank, epoch, index) (sample_generator, augment_pipeline.h), so 1
+// or 8 workers give identical batches.
+//
+// The order of an epoch: with shuffle, a permutation drawn from (seed, epoch); without, the
+// dataset's order. With world > 1 it is torch's DistributedSampler: padded to a multiple of the
+// world by repeating its start, rank r taking positions r, r + world, ... (sampler.h).
+//
+//   ClassifyLoader loader(dataset.train.samples, options);
+//   for (int64_t epoch = 0; epoch < epochs; ++epoch) {
+//     loader.start_epoch(epoch);
+//     while (std::optional<ClassifyBatch> b = loader.next()) { ... }
+//   }
+#pragma once
+#include <condition_variable>
+#include <cstdint>
+#include <exception>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "engine/tensor.h"
+#include "yolo/data/classify_cache.h"
+#include "yolo/data/classify_dataset.h"
+
+namespace kestrel::yolo::data {
+
+struct ClassifyBatch {
+  int64_t index = 0;             // batch number within the epoch
+  Tensor images;                 // float32 (B, size, size, 3) NHWC RGB normalised, on the host
+  std::vector<int64_t> labels;   // class per image
+  std::vector<int> indices;      // dataset index per image
+  int64_t size() const { return static_cast<int64_t>(labels.size()); }
+};
+
+struct ClassifyLoaderOptions {
+  int size = 224;            // --imgsz: the square side of every image
+  int batch_size = 16;       // per rank; capped at the dataset's size
+  bool augment = false;      // train: RandomResizedCrop, flip, jitter; else the centre crop
+  bool shuffle = false;      // a new permutation every epoch
+  int rank = 0, world = 1;   // DistributedSampler's share when world > 1
+  int workers = 0;           // 0: batches are built on the consumer's thread, inside next()
+  int prefetch = 2;          // ready batches allowed ahead of the consumer beyond one per worker
+  uint64_t seed = 0;
+  ClassifyCacheMode cache = ClassifyCacheMode::None;
+  bool pin_memory = false;   // pinned host batches; only honoured when a CUDA device is present
+  int cuda_device = -1;      // the device worker threads make current (pinned allocations)
+};
+
+class ClassifyLoader {
+ public:
+  ClassifyLoader(std::vector<ClassifySample> samples, ClassifyLoaderOptions options);
+  ~ClassifyLoader();  // stops and joins the workers, also in the middle of an epoch
+  ClassifyLoader(const ClassifyLoader&) = delete;
+  ClassifyLoader& operator=(const ClassifyLoader&) = delete;
+
+  int64_t dataset_size() const { return static_cast<int64_t>(samples_.size()); }
+  // min(options.batch_size, dataset_size()), as the reference caps it.
+  int batch_size() const { return batch_size_; }
+  // Samples this rank sees per epoch (ceil(dataset / world)) and batches per epoch (the last may be
+  // short): the reference's len(dataloader).
+  int64_t samples_per_epoch() const;
+  int64_t len() const;
+  const ClassifyLoaderOptions& options() const { return options_; }
+  const std::vector<ClassifySample>& samples() const { return samples_; }
+
+  // This rank's dataset indices for `epoch`, in order.
+  std::vector<int64_t> epoch_indices(int64_t epoch) const;
+
+  // Begins an epoch (abandoning what is left of the previous one) and sets the workers going.
+  void start_epoch(int64_t epoch);
+  // The next batch in order, or nullopt when the epoch is done. A worker's failure (an image that
+  // cannot be read) is thrown here as kestrel::Error naming the file; the epoch then ends.
+  std::optional<ClassifyBatch> next();
+
+  // Batch b of `epoch`, built on the calling thread as a worker would.
+  ClassifyBatch build_batch(int64_t epoch, int64_t b) const;
+
+ private:
+  struct Slot {
+    std::optional<ClassifyBatch> batch;
+    std::exception_ptr error;
+  };
+  void work();
+  ClassifyBatch build(int64_t epoch, int64_t b, const std::vector<int64_t>& order, DecodeBuffers* buffers) const;
+
+  std::vector<ClassifySample> samples_;
+  ClassifyLoaderOptions options_;
+  int batch_size_ = 0;
+  bool pinned_ = false;
+  ClassifyImages images_;
+
+  std::mutex mutex_;
+  std::condition_variable work_ready_;   // workers: a batch may be claimed, or stop
+  std::condition_variable batch_ready_;  // consumer: a slot was filled; start_epoch: idle
+  std::shared_ptr<const std::vector<int64_t>> order_;  // the current epoch's indices
+  int64_t epoch_ = -1;
+  int64_t claimed_ = 0, delivered_ = 0, batches_ = 0;
+  uint64_t generation_ = 0;  // bumped by start_epoch and the destructor: results of older ones are dropped
+  int in_flight_ = 0;
+  bool failed_ = false, stop_ = false;
+  std::map<int64_t, Slot> ready_;
+  std::vector<std::thread> threads_;
+  DecodeBuffers consumer_buffers_;  // without workers, next() decodes into these
+};
+
+}  // namespace kestrel::yolo::data

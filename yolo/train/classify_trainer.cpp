@@ -1,0 +1,281 @@
+#include "yolo/train/classify_trainer.h"
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "base/error.h"
+#include "engine/allocator.h"
+#include "engine/autograd.h"
+#include "engine/ops/cross_entropy.h"
+#include "io/atomic_file.h"
+#include "io/json.h"
+#include "yolo/common/console.h"
+#include "yolo/common/run_dir.h"
+#include "yolo/common/stop_signal.h"
+#include "yolo/data/classify_dataset.h"
+#include "yolo/data/classify_loader.h"
+#include "yolo/data/loader.h"
+#include "yolo/eval/classify_validator.h"
+#include "yolo/model/classifier_file.h"
+#include "yolo/model/weights.h"
+#include "yolo/plot/plot_classify.h"
+#include "yolo/plot/plots.h"
+#include "yolo/train/device_choice.h"
+#include "yolo/train/ema.h"
+
+namespace kestrel::yolo {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+// The reference's final learning rate fraction and its linear schedule, per epoch.
+constexpr double kLrf = 0.01;
+double linear_lr_factor(int epoch, int epochs) {
+  return (1.0 - static_cast<double>(epoch) / epochs) * (1.0 - kLrf) + kLrf;
+}
+
+std::string yaml_text(const std::string& s) { return s.empty() ? "''" : s; }
+std::string yaml_bool(bool b) { return b ? "true" : "false"; }
+
+// GenericLogger's results.csv: '%23s,' names, '%23.5g,' values, the header with the first row.
+void append_results(const std::string& path, const std::vector<std::pair<std::string, double>>& row, int epoch) {
+  std::string text;
+  {
+    std::ifstream in(path);
+    if (in) text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  char cell[64];
+  if (text.empty()) {
+    std::snprintf(cell, sizeof cell, "%23s", "epoch");
+    text += cell;
+    for (const auto& [k, v] : row) std::snprintf(cell, sizeof cell, ",%23s", k.c_str()), text += cell;
+    text += "\n";
+  }
+  std::snprintf(cell, sizeof cell, "%23.5g", static_cast<double>(epoch));
+  text += cell;
+  for (const auto& [k, v] : row) std::snprintf(cell, sizeof cell, ",%23.5g", v), text += cell;
+  text += "\n";
+  write_file_atomic(path, text);
+}
+
+std::string epoch_columns(int epoch, int epochs, double mem_gb) {
+  char mem[32], line[64];
+  std::snprintf(mem, sizeof mem, "%.3gG", mem_gb);
+  std::snprintf(line, sizeof line, "%10s%10s", str(epoch + 1, "/", epochs).c_str(), mem);
+  return line;
+}
+
+std::string g12(double v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%12.3g", v);
+  return b;
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, std::string>> ClassifyTrainOptions::to_pairs(const std::string& save_dir) const {
+  auto opt_int = [](const std::optional<int>& v) { return v ? std::to_string(*v) : std::string("null"); };
+  return {{"model", yaml_text(model)},
+          {"data", yaml_text(data)},
+          {"epochs", std::to_string(epochs)},
+          {"batch_size", std::to_string(batch_size)},
+          {"imgsz", std::to_string(imgsz)},
+          {"nosave", yaml_bool(nosave)},
+          {"cache", cache.empty() ? "null" : cache},
+          {"device", yaml_text(device)},
+          {"workers", std::to_string(workers)},
+          {"project", yaml_text(project)},
+          {"name", yaml_text(name)},
+          {"exist_ok", yaml_bool(exist_ok)},
+          {"pretrained", yaml_bool(pretrained)},
+          {"optimizer", optimizer_kind_name(optimizer)},
+          {"lr0", python_float(lr0)},
+          {"decay", python_float(decay)},
+          {"label_smoothing", python_float(label_smoothing)},
+          {"cutoff", opt_int(cutoff)},
+          {"dropout", dropout ? python_float(*dropout) : "null"},
+          {"verbose", yaml_bool(verbose)},
+          {"seed", std::to_string(seed)},
+          {"local_rank", "-1"},
+          {"save_dir", save_dir}};
+}
+
+int train_classifier(const ClassifyTrainOptions& o, ClassifyTrainResults* results) {
+  KESTREL_CHECK(o.epochs >= 1, "--epochs must be at least 1, got ", o.epochs);
+  KESTREL_CHECK(o.batch_size >= 1, "--batch-size must be at least 1, got ", o.batch_size);
+  KESTREL_CHECK(o.imgsz >= 32, "--imgsz must be at least 32, got ", o.imgsz);
+  KESTREL_CHECK(o.label_smoothing >= 0 && o.label_smoothing <= 1, "--label-smoothing must be in [0, 1], got ",
+                o.label_smoothing);
+  KESTREL_CHECK(!o.dropout || (*o.dropout >= 0 && *o.dropout < 1), "--dropout must be in [0, 1), got ", *o.dropout);
+  const Console out(true);
+  const StopSignal stop;
+  const Device device = pick_device(o.device, -1);
+  const uint64_t seed = static_cast<uint64_t>(o.seed);  // init_seeds(seed + 1 + RANK), RANK -1
+
+  // The dataset first: a wrong --data fails before a run directory exists.
+  const std::string root = data::resolve_classify_data(o.data);
+  const data::ClassifyDataset dataset = data::load_classify_dataset(root);
+  const int nc = static_cast<int>(dataset.classes.size());
+  const data::ClassifyCacheMode cache = data::parse_classify_cache(o.cache);
+
+  // The model next (a --model that cannot be read fails before a run directory exists).
+  LoadedClassifier loaded = load_classifier_for_training(o.model, nc, o.cutoff, o.pretrained, seed);
+  if (loaded.from_detector && fs::path(o.model).extension() != ".yaml" && fs::path(o.model).extension() != ".yml")
+    out.line("WARNING ⚠️ pass YOLOv5 classifier model with '-cls' suffix, i.e. '--model yolov5s-cls.pt'");
+
+  ClaimedRunDir claim = claim_run_dir(o.project + "/" + o.name, o.exist_ok);
+  const std::string save_dir = claim.path, wdir = save_dir + "/weights";
+  fs::create_directories(wdir);
+  const std::string last = wdir + "/last.safetensors", best = wdir + "/best.safetensors";
+  write_yaml_pairs(save_dir + "/opt.yaml", o.to_pairs(save_dir));
+
+  const int cores = static_cast<int>(std::thread::hardware_concurrency());
+  const int nw = std::min(std::max(cores - 1, 0), o.workers);
+  data::ClassifyLoaderOptions train_lo;
+  train_lo.size = o.imgsz;
+  train_lo.batch_size = o.batch_size;
+  train_lo.augment = true;
+  train_lo.shuffle = true;
+  train_lo.seed = seed;
+  train_lo.cache = cache;
+  train_lo.workers = data::dataloader_workers(cores, 1, o.batch_size, static_cast<int64_t>(dataset.train.samples.size()), nw);
+  data::ClassifyLoader train_loader(dataset.train.samples, train_lo);
+  data::ClassifyLoaderOptions test_lo = train_lo;
+  test_lo.batch_size = o.batch_size * 2;
+  test_lo.augment = false;
+  test_lo.shuffle = false;
+  test_lo.workers = data::dataloader_workers(cores, 1, test_lo.batch_size, static_cast<int64_t>(dataset.test.samples.size()), nw);
+  data::ClassifyLoader test_loader(dataset.test.samples, test_lo);
+
+  ClassificationModel& model = *loaded.model;
+  if (o.dropout) model.head().drop->p = *o.dropout;
+  model.head().drop->generator = Generator(seed, 1);
+  model.to(device);
+  model.train(true);
+  for (auto& [name, p] : model.named_parameters()) p.set_requires_grad(true);
+  const std::vector<std::string>& names = dataset.classes;
+  out.line(model.summary(o.imgsz));
+
+  if (!o.noplots) {
+    train_loader.start_epoch(0);
+    if (std::optional<data::ClassifyBatch> b = train_loader.next())
+      plot_classify_images(b->images, b->labels, {}, names, save_dir + "/train_images.jpg");
+  }
+
+  Optimizer optimizer = smart_optimizer(model, o.optimizer, o.lr0, 0.9, o.decay);
+  out.line(out.colour("optimizer:"), " ", optimizer.describe());
+  auto ema_model = std::make_shared<ClassificationModel>(model.config(), seed);
+  ema_model->to(device);
+  ModelEma ema(ema_model, model);
+
+  const std::string val_name = dataset.test_name;
+  out.line("Image sizes ", o.imgsz, " train, ", o.imgsz, " test\nUsing ", train_lo.workers, " dataloader workers\n",
+           "Logging results to ", out.colour(save_dir), "\nStarting ", o.model, " training on ", o.data, " dataset with ",
+           nc, " classes for ", o.epochs, " epochs...\n");
+  char header[128];
+  std::snprintf(header, sizeof header, "%10s%10s%12s%12s%12s%12s", "Epoch", "GPU_mem", "train_loss",
+                (val_name + "_loss").c_str(), "top1_acc", "top5_acc");
+  out.line(header);
+
+  const Clock::time_point t0 = Clock::now();
+  double best_fitness = 0;
+  ClassifyTrainResults r;
+  r.save_dir = save_dir;
+  const std::vector<Tensor> params = optimizer.parameters();
+  for (int epoch = 0; epoch < o.epochs; ++epoch) {
+    model.train(true);
+    train_loader.start_epoch(epoch);
+    const int64_t nb = o.max_batches > 0 ? std::min<int64_t>(o.max_batches, train_loader.len()) : train_loader.len();
+    double tloss = 0;
+    int64_t i = 0;
+    ProgressCadence cadence = out.cadence();
+    const Clock::time_point te = Clock::now();
+    const auto mem = [&] { return device.is_cuda() ? allocator_stats(device).reserved / 1e9 : 0.0; };
+    while (i < nb) {
+      std::optional<data::ClassifyBatch> batch = train_loader.next();
+      if (!batch) break;
+      if (const int sig = stop.received()) throw Interrupted(sig, "training stopped by a signal");
+      const Tensor images = batch->images.to(device);
+      const Tensor labels = Tensor::from_vector(batch->labels, {batch->size()}, device);
+      const Tensor loss = ops::cross_entropy(model.forward(images), labels, o.label_smoothing);
+      loss.backward();
+      clip_grad_norm(params, 10.0);
+      optimizer.step();
+      optimizer.zero_grad();
+      ema.update(model);
+      tloss = (tloss * static_cast<double>(i) + loss.item()) / static_cast<double>(i + 1);
+      ++i;
+      const double secs = std::chrono::duration<double>(Clock::now() - te).count();
+      if (i < nb && cadence.due(i, nb, secs))
+        out.progress(epoch_columns(epoch, o.epochs, mem()) + g12(tloss) + std::string(36, ' ') + ": " +
+                         format_bar(i, nb, secs), false);
+    }
+    // The last batch's validation, on the EMA.
+    ClassifyValOptions vo;
+    vo.label_smoothing = o.label_smoothing;
+    vo.action = val_name == "val" ? "validating" : "testing";
+    ClassifyValResult v = validate_classifier(dynamic_cast<ClassificationModel&>(ema.module()), test_loader, device, vo);
+    const double fitness = v.top1;
+    const double secs = std::chrono::duration<double>(Clock::now() - te).count();
+    out.progress(epoch_columns(epoch, o.epochs, mem()) + g12(tloss) + g12(v.loss) + g12(v.top1) + g12(v.top5) + ": " +
+                     format_bar(nb, nb, secs), true);
+
+    // LambdaLR's step: the next epoch's rate.
+    for (size_t g = 0; g < optimizer.groups().size(); ++g) {
+      Optimizer::Rates rates = optimizer.rates(g);
+      rates.lr = rates.initial_lr * linear_lr_factor(epoch + 1, o.epochs);
+      optimizer.set_rates(g, rates);
+    }
+    if (fitness > best_fitness) best_fitness = fitness;
+    append_results(save_dir + "/results.csv",
+                   {{"train/loss", tloss}, {val_name + "/loss", v.loss}, {"metrics/accuracy_top1", v.top1},
+                    {"metrics/accuracy_top5", v.top5}, {"lr/0", optimizer.rates(0).lr}},
+                   epoch);
+    const bool final_epoch = epoch + 1 == o.epochs;
+    if (!o.nosave || final_epoch) {
+      std::map<std::string, std::string> meta = classifier_metadata(model, names, o.imgsz);
+      meta["epoch"] = std::to_string(epoch);
+      meta["best_fitness"] = json::dump(json::Value(best_fitness));
+      meta["updates"] = std::to_string(ema.updates());
+      json::Object opt;
+      for (const auto& [k, val] : o.to_pairs(save_dir)) opt.emplace_back(k, val);
+      meta["opt"] = json::dump(json::Value(std::move(opt)));
+      save_weights(ema.module(), last, DType::F16, meta, "model");
+      if (best_fitness == fitness) publish_copy(last, best);
+    }
+    r.train_loss = tloss, r.val_loss = v.loss, r.top1 = v.top1, r.top5 = v.top5;
+  }
+  r.best_fitness = best_fitness;
+
+  const double hours = std::chrono::duration<double>(Clock::now() - t0).count() / 3600.0;
+  char done[64];
+  std::snprintf(done, sizeof done, "%.3f", hours);
+  out.line("\nTraining complete (", done, " hours)\nResults saved to ", out.colour(save_dir),
+           "\nPredict:         kestrel classify predict --weights ", best, " --source im.jpg",
+           "\nValidate:        kestrel classify val --weights ", best, " --data ", root,
+           "\nExport:          kestrel export --weights ", best, " --include onnx\n");
+  if (!o.noplots) {
+    test_loader.start_epoch(0);
+    if (std::optional<data::ClassifyBatch> b = test_loader.next()) {
+      const int64_t n = std::min<int64_t>(25, b->size());
+      ClassifyMetrics m;
+      {
+        autograd::NoGradGuard no_grad;
+        ema.module().train(false);
+        m.add(dynamic_cast<ClassificationModel&>(ema.module()).forward(b->images.to(device)), b->labels);
+      }
+      std::vector<int64_t> labels(b->labels.begin(), b->labels.begin() + n);
+      std::vector<int64_t> pred(m.predictions().begin(), m.predictions().begin() + n);
+      plot_classify_images(b->images, labels, pred, names, save_dir + "/test_images.jpg");
+    }
+    plot_results(save_dir + "/results.csv", save_dir + "/results.png");
+  }
+  if (results) *results = r;
+  return 0;
+}
+
+}  // namespace kestrel::yolo
