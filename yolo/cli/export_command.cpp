@@ -13,6 +13,8 @@
 #include "yolo/cli/inference_model.h"
 #include "yolo/common/console.h"
 #include "yolo/export/onnx_export.h"
+#include "yolo/model/classifier_file.h"
+#include "yolo/model/release_weights.h"
 
 namespace kestrel::cli {
 namespace fs = std::filesystem;
@@ -107,37 +109,55 @@ int run_export(const std::vector<std::string>& argv) {
 
   const auto start = std::chrono::steady_clock::now();
   const std::string weights = args.get("weights", "");
-  InferenceModel im = load_inference_model(weights, args.get("cfg", ""), args.get_optional_int32("nc"), device);
-  const auto& strides = im.model->strides();
-  const int64_t gs = static_cast<int64_t>(*std::max_element(strides.begin(), strides.end()));
-  const auto round_up = [gs](int size) { return static_cast<int64_t>(std::ceil(static_cast<double>(size) / gs)) * gs; };
-  o.height = round_up(img_size[0]);
-  o.width = round_up(img_size[1]);
-  for (int k = 0; k < 2; ++k) {
-    const int64_t used = k == 0 ? o.height : o.width;
-    if (used != img_size[k])
-      std::printf("WARNING: --img-size %d is not a multiple of the largest stride %lld, using %lld\n", img_size[k],
-                  static_cast<long long>(gs), static_cast<long long>(used));
-    if (img_size[0] == img_size[1]) break;  // one line for a square size, as before
-  }
-  o.names = im.names;
-
+  onnx::ModelProto graph;
+  std::vector<int64_t> shape;
+  const auto round_up = [](int size, int64_t gs) { return static_cast<int64_t>(std::ceil(static_cast<double>(size) / gs)) * gs; };
+  const auto sizes = [&](int64_t gs) {
+    o.height = round_up(img_size[0], gs);
+    o.width = round_up(img_size[1], gs);
+    for (int k = 0; k < 2; ++k) {
+      const int64_t used = k == 0 ? o.height : o.width;
+      if (used != img_size[k])
+        std::printf("WARNING: --img-size %d is not a multiple of the largest stride %lld, using %lld\n", img_size[k],
+                    static_cast<long long>(gs), static_cast<long long>(used));
+      if (img_size[0] == img_size[1]) break;  // one line for a square size, as before
+    }
+  };
   // A dry run at the export's size on the device, as the reference's: the model runs and its
   // output has the graph's shape.
-  const std::vector<int64_t> shape = yolo::onnx_output_shape(*im.model, o);
-  {
-    autograd::NoGradGuard no_grad;
-    const Tensor x = Tensor::zeros({o.batch, o.height, o.width, im.model->config().input_channels}, DType::F32, device);
-    const Shape got = im.model->predict(x).boxes.shape();
+  const auto dry_run = [&](const Shape& got) {
     KESTREL_CHECK(got == shape, "the model's output ", shape_text(got), " differs from the graph's ", shape_text(shape));
+  };
+  if (yolo::is_classifier_weights(yolo::fetch_missing_weights(weights, /*classify=*/true))) {
+    yolo::LoadedClassifier c = yolo::load_classifier_weights(weights, device);
+    sizes(yolo::kClassifierStride);
+    o.names = c.names;
+    shape = {o.batch, c.model->nc()};
+    autograd::NoGradGuard no_grad;
+    dry_run(c.model->forward(Tensor::zeros({o.batch, o.height, o.width, c.model->config().input_channels}, DType::F32, device)).shape());
+    std::printf("Kestrel: starting from %s with output shape %s (%.1f MB)\n", weights.c_str(), shape_text(shape).c_str(),
+                megabytes(weights));
+    std::printf("\nONNX: starting export with opset %d%s...\n", o.opset, o.dynamic ? ", dynamic axes" : "");
+    graph = yolo::build_onnx_model(*c.model, o);
+  } else {
+    InferenceModel im = load_inference_model(weights, args.get("cfg", ""), args.get_optional_int32("nc"), device);
+    const auto& strides = im.model->strides();
+    sizes(static_cast<int64_t>(*std::max_element(strides.begin(), strides.end())));
+    o.names = im.names;
+    shape = yolo::onnx_output_shape(*im.model, o);
+    {
+      autograd::NoGradGuard no_grad;
+      dry_run(im.model->predict(Tensor::zeros({o.batch, o.height, o.width, im.model->config().input_channels}, DType::F32, device))
+                  .boxes.shape());
+    }
+    std::printf("Kestrel: starting from %s with output shape %s (%.1f MB)\n", weights.c_str(), shape_text(shape).c_str(),
+                megabytes(weights));
+    std::printf("\nONNX: starting export with opset %d%s...\n", o.opset, o.dynamic ? ", dynamic axes" : "");
+    graph = yolo::build_onnx_model(*im.model, o);
   }
-  std::printf("Kestrel: starting from %s with output shape %s (%.1f MB)\n", weights.c_str(), shape_text(shape).c_str(),
-              megabytes(weights));
 
   const std::string out = fs::path(weights).replace_extension(".onnx").string();
-  std::printf("\nONNX: starting export with opset %d%s...\n", o.opset, o.dynamic ? ", dynamic axes" : "");
-  const onnx::ModelProto model = yolo::build_onnx_model(*im.model, o);
-  yolo::save_onnx_model(model, out);
+  yolo::save_onnx_model(graph, out);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::printf("ONNX: export success, %.1fs, saved as %s (%.1f MB)\n", seconds, out.c_str(), megabytes(out));
   std::printf("\nExport complete (%.1fs)\nResults saved to %s\nVisualize: https://netron.app\n", seconds,

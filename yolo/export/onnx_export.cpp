@@ -9,6 +9,7 @@
 
 #include "engine/autograd.h"
 #include "io/atomic_file.h"
+#include "yolo/export/onnx_classify.h"
 #include "yolo/export/onnx_detect.h"
 #include "yolo/export/onnx_layers.h"
 
@@ -56,19 +57,6 @@ int64_t largest_stride(const DetectionModel& model) {
   return static_cast<int64_t>(*std::max_element(model.strides().begin(), model.strides().end()));
 }
 
-void check_options(const DetectionModel& model, const OnnxExportOptions& o) {
-  const int64_t gs = largest_stride(model);
-  KESTREL_CHECK(o.batch >= 1, "ONNX export: batch size ", o.batch, " must be at least 1");
-  KESTREL_CHECK(o.height > 0 && o.width > 0 && o.height % gs == 0 && o.width % gs == 0, "ONNX export: image size ",
-                o.height, "x", o.width, " must be a positive multiple of the model's largest stride ", gs);
-  KESTREL_CHECK(o.opset >= 12 && o.opset <= max_onnx_opset(), "ONNX export: opset ", o.opset,
-                " is not available; use 12 to ", max_onnx_opset(), " (the linked ONNX library's newest)");
-  KESTREL_CHECK(!(o.half && o.dynamic), "ONNX export: --half and --dynamic do not go together (as in the ",
-                "reference); use one of them");
-  KESTREL_CHECK(o.names.empty() || static_cast<int64_t>(o.names.size()) == model.detect().nc, "ONNX export: ",
-                o.names.size(), " class names for a model of ", model.detect().nc, " classes");
-}
-
 }  // namespace
 
 int max_onnx_opset() {
@@ -91,8 +79,16 @@ std::vector<int64_t> onnx_output_shape(const DetectionModel& model, const OnnxEx
   return {o.batch, anchors, d.no};
 }
 
-onnx::ModelProto build_onnx_model(const DetectionModel& model, const OnnxExportOptions& o) {
-  check_options(model, o);
+namespace {
+
+// The graph of a model built from rows: the input, every row but the head as
+// DetectionModel::forward runs them (-1 on the first row is the input), the head by `emit_head`
+// (returning its output's name), the output `output0` of `output_dims`, and the metadata.
+template <class EmitHead>
+onnx::ModelProto build_rows_graph(const std::string& name, const ModelConfig& config,
+                                  const std::vector<ModelLayer>& layers, const OnnxExportOptions& o,
+                                  const std::vector<int64_t>& output_dims, const std::vector<std::string>& output_params,
+                                  int64_t stride, std::vector<std::string> names, int64_t nc, EmitHead emit_head) {
   autograd::NoGradGuard no_grad;
   const int32_t float_type = o.half ? onnx::TensorProto::FLOAT16 : onnx::TensorProto::FLOAT;
   onnx::ModelProto m;
@@ -102,49 +98,81 @@ onnx::ModelProto build_onnx_model(const DetectionModel& model, const OnnxExportO
   opset->set_domain("");
   opset->set_version(o.opset);
   onnx::GraphProto* graph = m.mutable_graph();
-  graph->set_name(model.config().name.empty() ? "main_graph" : model.config().name);
+  graph->set_name(name.empty() ? "main_graph" : name);
 
   const std::string input = "images";
-  describe(graph->add_input(), input, float_type, {o.batch, model.config().input_channels, o.height, o.width},
+  describe(graph->add_input(), input, float_type, {o.batch, config.input_channels, o.height, o.width},
            o.dynamic ? std::vector<std::string>{"batch", "", "height", "width"} : std::vector<std::string>(4));
-
-  // The yaml's rows in order, as DetectionModel::forward runs them; -1 on the first row is the input.
   onnx_export::GraphBuilder g(graph, float_type);
-  const auto& layers = model.layers();
   std::vector<std::string> outputs(layers.size());
-  std::string detected;
-  for (size_t i = 0; i < layers.size(); ++i) {
+  for (size_t i = 0; i + 1 < layers.size(); ++i) {
     const std::string scope = "model." + std::to_string(i);
     std::vector<std::string> ins;
     for (int f : layers[i].from) ins.push_back(f < 0 ? input : outputs[f]);
     layers::Module& module = *layers[i].module;
     if (dynamic_cast<layers::Concat*>(&module)) {
       outputs[i] = onnx_export::emit_concat(g, ins, scope);
-    } else if (auto* detect = dynamic_cast<layers::Detect*>(&module)) {
-      detected = onnx_export::emit_detect(g, *detect, ins, scope);
-      break;
     } else {
       KESTREL_CHECK(ins.size() == 1, "ONNX export: ", scope, " (", module.type_name(), ") takes one input, got ",
                     ins.size());
       outputs[i] = onnx_export::emit_unary(g, module, ins[0], scope);
     }
   }
-  KESTREL_CHECK(!detected.empty(), "ONNX export: the model has no Detect layer");
-  g.rename_output(detected, "output0");
-  describe(graph->add_output(), "output0", float_type, onnx_output_shape(model, o),
-           o.dynamic ? std::vector<std::string>{"batch", "anchors", ""} : std::vector<std::string>(3));
+  const size_t head = layers.size() - 1;
+  std::vector<std::string> ins;
+  for (int f : layers[head].from) ins.push_back(f < 0 ? input : outputs[f]);
+  g.rename_output(emit_head(g, *layers[head].module, ins, "model." + std::to_string(head)), "output0");
+  describe(graph->add_output(), "output0", float_type, output_dims,
+           o.dynamic ? output_params : std::vector<std::string>(output_dims.size()));
 
-  std::vector<std::string> names = o.names;
-  for (int64_t c = static_cast<int64_t>(names.size()); c < model.detect().nc; ++c) names.push_back(std::to_string(c));
+  for (int64_t c = static_cast<int64_t>(names.size()); c < nc; ++c) names.push_back(std::to_string(c));
   auto add_metadata = [&](const std::string& key, const std::string& value) {
     auto* p = m.add_metadata_props();
     p->set_key(key);
     p->set_value(value);
   };
-  add_metadata("stride", std::to_string(largest_stride(model)));
+  add_metadata("stride", std::to_string(stride));
   add_metadata("names", python_names_dict(names));
   check_onnx_model(m);
   return m;
+}
+
+void check_common_options(const OnnxExportOptions& o, int64_t gs, int64_t nc) {
+  KESTREL_CHECK(o.batch >= 1, "ONNX export: batch size ", o.batch, " must be at least 1");
+  KESTREL_CHECK(o.height > 0 && o.width > 0 && o.height % gs == 0 && o.width % gs == 0, "ONNX export: image size ",
+                o.height, "x", o.width, " must be a positive multiple of the model's largest stride ", gs);
+  KESTREL_CHECK(o.opset >= 12 && o.opset <= max_onnx_opset(), "ONNX export: opset ", o.opset,
+                " is not available; use 12 to ", max_onnx_opset(), " (the linked ONNX library's newest)");
+  KESTREL_CHECK(!(o.half && o.dynamic), "ONNX export: --half and --dynamic do not go together (as in the ",
+                "reference); use one of them");
+  KESTREL_CHECK(o.names.empty() || static_cast<int64_t>(o.names.size()) == nc, "ONNX export: ", o.names.size(),
+                " class names for a model of ", nc, " classes");
+}
+
+}  // namespace
+
+onnx::ModelProto build_onnx_model(const DetectionModel& model, const OnnxExportOptions& o) {
+  check_common_options(o, largest_stride(model), model.detect().nc);
+  return build_rows_graph(model.config().name, model.config(), model.layers(), o, onnx_output_shape(model, o),
+                          {"batch", "anchors", ""}, largest_stride(model), o.names, model.detect().nc,
+                          [](onnx_export::GraphBuilder& g, layers::Module& module, const std::vector<std::string>& ins,
+                             const std::string& scope) {
+                            auto* detect = dynamic_cast<layers::Detect*>(&module);
+                            KESTREL_CHECK(detect, "ONNX export: the model has no Detect layer");
+                            return onnx_export::emit_detect(g, *detect, ins, scope);
+                          });
+}
+
+onnx::ModelProto build_onnx_model(const ClassificationModel& model, const OnnxExportOptions& o) {
+  check_common_options(o, kClassifierStride, model.nc());
+  return build_rows_graph("", model.config(), model.layers(), o, {o.batch, model.nc()}, {"batch", ""},
+                          kClassifierStride, o.names, model.nc(),
+                          [](onnx_export::GraphBuilder& g, layers::Module& module, const std::vector<std::string>& ins,
+                             const std::string& scope) {
+                            auto* head = dynamic_cast<layers::Classify*>(&module);
+                            KESTREL_CHECK(head, "ONNX export: the classifier's last layer is not Classify");
+                            return onnx_export::emit_classify(g, *head, ins, scope);
+                          });
 }
 
 void check_onnx_model(const onnx::ModelProto& model) {

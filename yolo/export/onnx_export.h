@@ -1,4 +1,4 @@
-// `kestrel export --include onnx`: a DetectionModel as an ONNX inference graph, as the reference's
+// `kestrel export --include onnx`: a DetectionModel (or a ClassificationModel, below) as an ONNX inference graph, as the reference's
 // export.py writes it: input `images` (batch, ch, height, width) NCHW in [0, 1], one output
 // `output0` (batch, anchors, 5 + nc) with boxes decoded in pixels (xywh) and sigmoid applied,
 // BatchNorm folded into the convolutions, the model's stride and class names as metadata_props
@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "yolo/model/classification_model.h"
 #include "yolo/model/model.h"
 
 namespace kestrel::yolo {
@@ -27,6 +28,12 @@ struct OnnxExportOptions {
 // met (sizes not multiples of the largest stride, --half with --dynamic, an opset the ONNX
 // library does not know) or a module has no ONNX form.
 onnx::ModelProto build_onnx_model(const DetectionModel& model, const OnnxExportOptions& options);
+
+// A classifier's graph: the same input, one output `output0` (batch, nc) of logits (no softmax, as
+// the reference's export of a ClassificationModel), Classify as Conv, GlobalAveragePool, Flatten
+// and Gemm; metadata 'stride' 32 (the detector's it was cut from) and 'names'.
+inline constexpr int64_t kClassifierStride = 32;
+onnx::ModelProto build_onnx_model(const ClassificationModel& model, const OnnxExportOptions& options);
 
 // Runs onnx::checker::check_model and strict shape inference; throws naming what they found.
 void check_onnx_model(const onnx::ModelProto& model);

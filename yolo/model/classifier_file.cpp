@@ -55,6 +55,15 @@ std::map<std::string, std::string> classifier_metadata(const ClassificationModel
           {"imgsz", std::to_string(img_size)}};
 }
 
+bool is_classifier_weights(const std::string& path) {
+  try {
+    if (weights_format(path) == WeightsFormat::kOnnx) return false;
+    return is_classifier_config(config_of(read_weights_file(path), path));
+  } catch (const Error&) {
+    return false;
+  }
+}
+
 LoadedClassifier load_classifier_weights(const std::string& path, Device device) {
   const std::string local = fetch_missing_weights(path, /*classify=*/true);
   KESTREL_CHECK(weights_format(local) != WeightsFormat::kOnnx, "'", path, "' is an ONNX graph; classify val and ",

@@ -28,6 +28,10 @@ struct LoadedClassifier {
 std::map<std::string, std::string> classifier_metadata(const ClassificationModel& model,
                                                        const std::vector<std::string>& names, int img_size);
 
+// Whether `path` names a classifier's weights (a .pt or .safetensors whose model ends with
+// Classify); false for detectors, ONNX graphs and files that are not weights (their readers say why).
+bool is_classifier_weights(const std::string& path);
+
 // A classifier's weights (the reference's classifier .pt, or Kestrel's .safetensors), in eval mode
 // on `device`. A release name (yolov5s-cls.pt) is downloaded first. A detector's weights are
 // refused, saying how to make a classifier of them.

@@ -208,3 +208,50 @@ TEST(OnnxExport, RefusesWhatItCannotWrite) {
   o.names = {"one", "two"};
   refuses(o, "2 class names for a model of 80 classes");
 }
+
+// A classifier (yolov5n cut at 10, random BN statistics) exports as the reference's: output0
+// (batch, nc) logits, Classify as Conv, GlobalAveragePool, Flatten, Gemm; stride 32 and the names
+// in the metadata; OpenCV DNN's run of the graph equals Kestrel's forward, fixed and dynamic.
+TEST(OnnxExport, ClassifierMatchesInOpenCv) {
+  ClassificationModel m(classifier_config(load_model_config("models/yolov5n.yaml"), 4), 3);
+  {
+    autograd::NoGradGuard no_grad;
+    uint64_t s = 500;
+    m.visit([&](layers::Module& module) {
+      auto* bn = dynamic_cast<layers::BatchNorm2d*>(&module);
+      if (!bn) return;
+      const Shape c = bn->weight.shape();
+      bn->running_mean.copy_(kestrel::testing::random_tensor(c, ++s, DType::F32, -0.3, 0.3));
+      bn->running_var.copy_(kestrel::testing::random_tensor(c, ++s, DType::F32, 0.5, 2.0));
+    });
+  }
+  m.train(false);
+  for (const bool dynamic : {false, true}) {
+    OnnxExportOptions o;
+    o.batch = 2, o.height = 64, o.width = 96, o.dynamic = dynamic;
+    o.names = {"a", "b", "c", "d"};
+    const onnx::ModelProto proto = build_onnx_model(m, o);
+    ASSERT_EQ(proto.graph().output_size(), 1);
+    EXPECT_EQ(proto.graph().output(0).name(), "output0");
+    EXPECT_EQ(proto.graph().output(0).type().tensor_type().shape().dim_size(), 2);
+    bool has_names = false;
+    for (const auto& p : proto.metadata_props())
+      if (p.key() == "names") has_names = p.value() == "{0: 'a', 1: 'b', 2: 'c', 3: 'd'}";
+    EXPECT_TRUE(has_names);
+    const fs::path dir = fs::temp_directory_path() / "kestrel_onnx_export_test";
+    fs::create_directories(dir);
+    const std::string path = (dir / (dynamic ? "cls_dynamic.onnx" : "cls_fixed.onnx")).string();
+    save_onnx_model(proto, path);
+    cv::dnn::Net net = cv::dnn::readNetFromONNX(path);
+    const Input in = random_images(dynamic ? 3 : 2, dynamic ? 32 : 64, dynamic ? 64 : 96, 21);
+    net.setInput(in.nchw, "images");
+    const cv::Mat got = net.forward("output0");
+    const Tensor want = m.forward(in.nhwc);
+    ASSERT_EQ(got.total(), static_cast<size_t>(want.numel()));
+    const std::vector<float> w = want.contiguous().to_vector<float>();
+    double worst = 0;
+    for (size_t i = 0; i < w.size(); ++i) worst = std::max(worst, std::abs(static_cast<double>(got.ptr<float>()[i]) - w[i]));
+    std::printf("classifier %s: max |OpenCV DNN - Kestrel| = %.3g\n", dynamic ? "dynamic" : "fixed", worst);
+    EXPECT_LT(worst, 1e-4);
+  }
+}
