@@ -29,12 +29,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-const std::vector<const Command*>& classify_commands() {
-  static const std::vector<const Command*> commands = {&kClassifyTrainCommand, &kClassifyValCommand,
-                                                       &kClassifyPredictCommand};
-  return commands;
-}
-
 const FlagTable kValFlags = {
     {"data", "DIR", "../datasets/mnist", "dataset folder (<dir>/val/<class>/*.jpg, or test/), a name under ../datasets, or a yaml"},
     {"weights", "W.pt", "yolov5s-cls.pt", "a classifier: the reference's -cls .pt or a Kestrel .safetensors"},
@@ -93,6 +87,12 @@ std::vector<std::string> names_or_numbers(const yolo::LoadedClassifier& c) {
 
 }  // namespace
 
+const std::vector<const Command*>& classify_commands() {
+  static const std::vector<const Command*> commands = {&kClassifyTrainCommand, &kClassifyValCommand,
+                                                       &kClassifyPredictCommand};
+  return commands;
+}
+
 const Command kClassifyCommand = {
     "classify", "image classifiers: train, val, predict (reference classify/*.py)",
     "usage: kestrel classify train|val|predict [flags]\n"
@@ -100,7 +100,7 @@ const Command kClassifyCommand = {
     "  val      top-1 and top-5 accuracy of a classifier on a dataset's val/ or test/ (classify/val.py)\n"
     "  predict  the top five classes of images, videos or streams (classify/predict.py)\n"
     "`kestrel classify <subcommand> --help` shows its flags.\n",
-    run_classify, nullptr, /*subcommands=*/true};
+    run_classify, nullptr, &classify_commands()};
 
 const Command kClassifyValCommand = {
     "val", "top-1 and top-5 accuracy (classify/val.py)",

@@ -1,4 +1,6 @@
 // `kestrel classify train`: the reference's classify/train.py flags, meanings and defaults.
+#include "dist/env.h"
+#include "dist/launcher.h"
 #include "yolo/cli/args.h"
 #include "yolo/cli/commands.h"
 #include "yolo/common/console.h"
@@ -32,6 +34,11 @@ const FlagTable kFlags = {
     {"seed", "N", "0", "global training seed"},
     {"local_rank", "N", "-1", "accepted for torch.distributed.run command lines (Kestrel's launcher sets ranks)"},
     {"noplots", nullptr, nullptr, "no train_images.jpg, test_images.jpg or results.png"},
+    {"nproc-per-node", "N", "1", "data-parallel workers on this node (torch.distributed.run's flag)"},
+    {"nnodes", "M", "1", "nodes of a multi-node job"},
+    {"node-rank", "R", "0", "this node's rank in a multi-node job"},
+    {"master-addr", "ADDR", "127.0.0.1", "rank 0's node address"},
+    {"master-port", "PORT", "29500", "rank 0's rendezvous port"},
     {"max-batches", "N", "0", "batches per epoch at most (0: all); for tests and benchmarks"}};
 
 bool python_bool(const std::string& v, const char* flag) {
@@ -60,9 +67,8 @@ int run_classify_train(const std::vector<std::string>& argv) {
     if (bare && (words[i] == "--cache")) words.insert(words.begin() + static_cast<long>(++i), "ram");
     else if (bare && words[i] == "--pretrained") words.insert(words.begin() + static_cast<long>(++i), "True");
   }
-  Args args(words, flag_spec(kFlags), {}, {"noplots", "max-batches"});
-  const yolo::Console console(true);
-  console.line(console.colour("classify/train: "), args.echo(kFlags));
+  Args args(words, flag_spec(kFlags), {},
+            {"noplots", "max-batches", "nproc-per-node", "nnodes", "node-rank", "master-addr", "master-port"});
   yolo::ClassifyTrainOptions o;
   o.model = args.get("model", o.model);
   o.data = args.get("data", o.data);
@@ -93,6 +99,27 @@ int run_classify_train(const std::vector<std::string>& argv) {
   if (o.epochs < 1 || o.batch_size < 1) throw UsageError("--epochs and --batch-size must be at least 1");
   if (o.imgsz < 32 || o.imgsz > kMaxImageSize)
     throw UsageError("--img-size must be in [32, " + std::to_string(kMaxImageSize) + "]");
+  // DDP: this process becomes the launcher of --nproc-per-node workers (a launcher's own workers
+  // and torchrun's see their ranks in the environment and train).
+  const int nproc = args.get_int32("nproc-per-node", 1);
+  if (nproc < 1) throw UsageError("--nproc-per-node must be >= 1");
+  if (dist::detect_launcher(dist::process_environment()).empty() && (nproc > 1 || args.has("nnodes"))) {
+    dist::LaunchOptions l;
+    l.nproc_per_node = nproc;
+    l.nnodes = args.get_int32("nnodes", 1);
+    l.node_rank = args.get_int32("node-rank", 0);
+    l.master_addr = args.get("master-addr", "127.0.0.1");
+    l.master_port = args.get_int32("master-port", 29500);
+    l.log_dir = o.project;
+    if (o.batch_size % (nproc * l.nnodes) != 0)
+      throw UsageError("--batch-size " + std::to_string(o.batch_size) + " must be a multiple of the world size " +
+                       std::to_string(nproc * l.nnodes));
+    l.command = {dist::current_executable().string(), "classify", "train"};
+    for (const auto& a : dist::strip_launcher_flags(words)) l.command.push_back(a);
+    return dist::launch_workers(l).exit_code;
+  }
+  const yolo::Console console(dist::resolve_dist_options(dist::DistFlags{}, dist::process_environment()).rank == 0);
+  console.line(console.colour("classify/train: "), args.echo(kFlags));
   return yolo::train_classifier(o);
 }
 

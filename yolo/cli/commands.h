@@ -14,9 +14,9 @@ struct Command {
   const char* usage;
   int (*run)(const std::vector<std::string>& args);
   const FlagTable* flags;  // every flag it takes, as --help lists them
-  // A family of subcommands (`kestrel classify train|val|predict`): its run() handles --help and
-  // each subcommand's usage errors itself.
-  bool subcommands = false;
+  // A family's subcommands (`kestrel classify train|val|predict`), whose run() handles --help
+  // and each subcommand's usage errors itself; null for a plain command.
+  const std::vector<const Command*>* subcommands = nullptr;
 };
 
 // Every command, in the order the overview lists them.
@@ -47,6 +47,7 @@ extern const Command kDetectCommand;
 extern const Command kExportCommand;
 extern const Command kEnvCommand;
 extern const Command kClassifyCommand;
+const std::vector<const Command*>& classify_commands();
 extern const Command kClassifyTrainCommand;
 extern const Command kClassifyValCommand;
 extern const Command kClassifyPredictCommand;

@@ -7,6 +7,9 @@
 #include <thread>
 
 #include "base/error.h"
+#include "dist/ddp.h"
+#include "dist/env.h"
+#include "dist/reducer.h"
 #include "engine/allocator.h"
 #include "engine/autograd.h"
 #include "engine/ops/cross_entropy.h"
@@ -25,6 +28,7 @@
 #include "yolo/plot/plots.h"
 #include "yolo/train/device_choice.h"
 #include "yolo/train/ema.h"
+#include "yolo/train/rank_info.h"
 
 namespace kestrel::yolo {
 namespace {
@@ -111,10 +115,18 @@ int train_classifier(const ClassifyTrainOptions& o, ClassifyTrainResults* result
   KESTREL_CHECK(o.label_smoothing >= 0 && o.label_smoothing <= 1, "--label-smoothing must be in [0, 1], got ",
                 o.label_smoothing);
   KESTREL_CHECK(!o.dropout || (*o.dropout >= 0 && *o.dropout < 1), "--dropout must be in [0, 1), got ", *o.dropout);
-  const Console out(true);
+  // Data-parallel when a launcher started this process: the reference's DDP (gradients averaged
+  // over ranks, rank 0's buffers broadcast before every forward), each rank with batch / world
+  // images of a DistributedSampler's share; rank 0 alone validates, prints and saves.
+  const dist::DistOptions dopt = dist::resolve_dist_options(dist::DistFlags{}, dist::process_environment());
+  RankInfo rank{dopt.rank, dopt.world_size, dopt.local_rank};
+  const Console out(rank.main());
+  KESTREL_CHECK(o.batch_size % rank.world == 0, "--batch-size ", o.batch_size, " must be a multiple of the world size ",
+                rank.world);
   const StopSignal stop;
-  const Device device = pick_device(o.device, -1);
-  const uint64_t seed = static_cast<uint64_t>(o.seed);  // init_seeds(seed + 1 + RANK), RANK -1
+  const Device device = pick_device(o.device, rank.world > 1 ? rank.local : -1);
+  if (rank.world > 1) rank.group = dist::init_process_group(device.is_cuda() ? "nccl" : "gloo", dopt, device);
+  const uint64_t seed = static_cast<uint64_t>(o.seed);  // the model's and the data order's, every rank
 
   // The dataset first: a wrong --data fails before a run directory exists.
   const std::string root = data::resolve_classify_data(o.data);
@@ -127,28 +139,37 @@ int train_classifier(const ClassifyTrainOptions& o, ClassifyTrainResults* result
   if (loaded.from_detector && fs::path(o.model).extension() != ".yaml" && fs::path(o.model).extension() != ".yml")
     out.line("WARNING ⚠️ pass YOLOv5 classifier model with '-cls' suffix, i.e. '--model yolov5s-cls.pt'");
 
-  ClaimedRunDir claim = claim_run_dir(o.project + "/" + o.name, o.exist_ok);
-  const std::string save_dir = claim.path, wdir = save_dir + "/weights";
-  fs::create_directories(wdir);
+  std::optional<ClaimedRunDir> claim;
+  if (rank.main()) claim = claim_run_dir(o.project + "/" + o.name, o.exist_ok);
+  const std::string save_dir = claim ? claim->path : "", wdir = save_dir + "/weights";
   const std::string last = wdir + "/last.safetensors", best = wdir + "/best.safetensors";
-  write_yaml_pairs(save_dir + "/opt.yaml", o.to_pairs(save_dir));
+  if (rank.main()) {
+    fs::create_directories(wdir);
+    write_yaml_pairs(save_dir + "/opt.yaml", o.to_pairs(save_dir));
+  }
 
   const int cores = static_cast<int>(std::thread::hardware_concurrency());
   const int nw = std::min(std::max(cores - 1, 0), o.workers);
   data::ClassifyLoaderOptions train_lo;
   train_lo.size = o.imgsz;
-  train_lo.batch_size = o.batch_size;
+  train_lo.batch_size = o.batch_size / rank.world;
+  train_lo.rank = rank.rank;
+  train_lo.world = rank.world;
   train_lo.augment = true;
   train_lo.shuffle = true;
   train_lo.seed = seed;
   train_lo.cache = cache;
-  train_lo.workers = data::dataloader_workers(cores, 1, o.batch_size, static_cast<int64_t>(dataset.train.samples.size()), nw);
+  const int local_ranks = dist::local_world_size(dist::process_environment());
+  train_lo.workers = data::dataloader_workers(cores, local_ranks, train_lo.batch_size,
+                                              static_cast<int64_t>(dataset.train.samples.size()), nw);
   data::ClassifyLoader train_loader(dataset.train.samples, train_lo);
   data::ClassifyLoaderOptions test_lo = train_lo;
-  test_lo.batch_size = o.batch_size * 2;
+  test_lo.rank = 0, test_lo.world = 1;
+  test_lo.batch_size = train_lo.batch_size * 2;
   test_lo.augment = false;
   test_lo.shuffle = false;
-  test_lo.workers = data::dataloader_workers(cores, 1, test_lo.batch_size, static_cast<int64_t>(dataset.test.samples.size()), nw);
+  test_lo.workers = data::dataloader_workers(cores, local_ranks, test_lo.batch_size,
+                                             static_cast<int64_t>(dataset.test.samples.size()), nw);
   data::ClassifyLoader test_loader(dataset.test.samples, test_lo);
 
   ClassificationModel& model = *loaded.model;
@@ -157,10 +178,20 @@ int train_classifier(const ClassifyTrainOptions& o, ClassifyTrainResults* result
   model.to(device);
   model.train(true);
   for (auto& [name, p] : model.named_parameters()) p.set_requires_grad(true);
+  dist::NamedTensors buffers = model.named_buffers();
+  std::unique_ptr<dist::Reducer> reducer;
+  std::unique_ptr<dist::TensorBroadcaster> buffer_broadcaster;
+  if (rank.world > 1) {  // identical weights everywhere, then DDP's gradient all-reduce
+    dist::NamedTensors all = model.named_parameters();
+    all.insert(all.end(), buffers.begin(), buffers.end());
+    dist::broadcast_tensors(*rank.group, all, 0);
+    reducer = std::make_unique<dist::Reducer>(model.named_parameters(), rank.group);
+    buffer_broadcaster = std::make_unique<dist::TensorBroadcaster>(rank.group, buffers, 0);
+  }
   const std::vector<std::string>& names = dataset.classes;
   out.line(model.summary(o.imgsz));
 
-  if (!o.noplots) {
+  if (rank.main() && !o.noplots) {
     train_loader.start_epoch(0);
     if (std::optional<data::ClassifyBatch> b = train_loader.next())
       plot_classify_images(b->images, b->labels, {}, names, save_dir + "/train_images.jpg");
@@ -168,9 +199,12 @@ int train_classifier(const ClassifyTrainOptions& o, ClassifyTrainResults* result
 
   Optimizer optimizer = smart_optimizer(model, o.optimizer, o.lr0, 0.9, o.decay);
   out.line(out.colour("optimizer:"), " ", optimizer.describe());
-  auto ema_model = std::make_shared<ClassificationModel>(model.config(), seed);
-  ema_model->to(device);
-  ModelEma ema(ema_model, model);
+  std::unique_ptr<ModelEma> ema;  // rank 0's
+  if (rank.main()) {
+    auto ema_model = std::make_shared<ClassificationModel>(model.config(), seed);
+    ema_model->to(device);
+    ema = std::make_unique<ModelEma>(ema_model, model);
+  }
 
   const std::string val_name = dataset.test_name;
   out.line("Image sizes ", o.imgsz, " train, ", o.imgsz, " test\nUsing ", train_lo.workers, " dataloader workers\n",
@@ -201,12 +235,15 @@ int train_classifier(const ClassifyTrainOptions& o, ClassifyTrainResults* result
       if (const int sig = stop.received()) throw Interrupted(sig, "training stopped by a signal");
       const Tensor images = batch->images.to(device);
       const Tensor labels = Tensor::from_vector(batch->labels, {batch->size()}, device);
+      if (buffer_broadcaster) buffer_broadcaster->broadcast();
+      if (reducer) reducer->prepare_for_backward();
       const Tensor loss = ops::cross_entropy(model.forward(images), labels, o.label_smoothing);
       loss.backward();
+      if (reducer) reducer->finalize();
       clip_grad_norm(params, 10.0);
       optimizer.step();
       optimizer.zero_grad();
-      ema.update(model);
+      if (ema) ema->update(model);
       tloss = (tloss * static_cast<double>(i) + loss.item()) / static_cast<double>(i + 1);
       ++i;
       const double secs = std::chrono::duration<double>(Clock::now() - te).count();
@@ -214,22 +251,24 @@ int train_classifier(const ClassifyTrainOptions& o, ClassifyTrainResults* result
         out.progress(epoch_columns(epoch, o.epochs, mem()) + g12(tloss) + std::string(36, ' ') + ": " +
                          format_bar(i, nb, secs), false);
     }
-    // The last batch's validation, on the EMA.
-    ClassifyValOptions vo;
-    vo.label_smoothing = o.label_smoothing;
-    vo.action = val_name == "val" ? "validating" : "testing";
-    ClassifyValResult v = validate_classifier(dynamic_cast<ClassificationModel&>(ema.module()), test_loader, device, vo);
-    const double fitness = v.top1;
-    const double secs = std::chrono::duration<double>(Clock::now() - te).count();
-    out.progress(epoch_columns(epoch, o.epochs, mem()) + g12(tloss) + g12(v.loss) + g12(v.top1) + g12(v.top5) + ": " +
-                     format_bar(nb, nb, secs), true);
-
-    // LambdaLR's step: the next epoch's rate.
+    // LambdaLR's step, every rank: the next epoch's rate.
     for (size_t g = 0; g < optimizer.groups().size(); ++g) {
       Optimizer::Rates rates = optimizer.rates(g);
       rates.lr = rates.initial_lr * linear_lr_factor(epoch + 1, o.epochs);
       optimizer.set_rates(g, rates);
     }
+    r.train_loss = tloss;
+    if (!rank.main()) continue;
+    // The last batch's validation, on the EMA (rank 0).
+    ClassificationModel& ema_model = dynamic_cast<ClassificationModel&>(ema->module());
+    ClassifyValOptions vo;
+    vo.label_smoothing = o.label_smoothing;
+    vo.action = val_name == "val" ? "validating" : "testing";
+    const ClassifyValResult v = validate_classifier(ema_model, test_loader, device, vo);
+    const double fitness = v.top1;
+    const double secs = std::chrono::duration<double>(Clock::now() - te).count();
+    out.progress(epoch_columns(epoch, o.epochs, mem()) + g12(tloss) + g12(v.loss) + g12(v.top1) + g12(v.top5) + ": " +
+                     format_bar(nb, nb, secs), true);
     if (fitness > best_fitness) best_fitness = fitness;
     append_results(save_dir + "/results.csv",
                    {{"train/loss", tloss}, {val_name + "/loss", v.loss}, {"metrics/accuracy_top1", v.top1},
@@ -240,16 +279,20 @@ int train_classifier(const ClassifyTrainOptions& o, ClassifyTrainResults* result
       std::map<std::string, std::string> meta = classifier_metadata(model, names, o.imgsz);
       meta["epoch"] = std::to_string(epoch);
       meta["best_fitness"] = json::dump(json::Value(best_fitness));
-      meta["updates"] = std::to_string(ema.updates());
+      meta["updates"] = std::to_string(ema->updates());
       json::Object opt;
       for (const auto& [k, val] : o.to_pairs(save_dir)) opt.emplace_back(k, val);
       meta["opt"] = json::dump(json::Value(std::move(opt)));
-      save_weights(ema.module(), last, DType::F16, meta, "model");
+      save_weights(ema_model, last, DType::F16, meta, "model");
       if (best_fitness == fitness) publish_copy(last, best);
     }
-    r.train_loss = tloss, r.val_loss = v.loss, r.top1 = v.top1, r.top5 = v.top5;
+    r.val_loss = v.loss, r.top1 = v.top1, r.top5 = v.top5;
   }
   r.best_fitness = best_fitness;
+  if (!rank.main()) {
+    if (results) *results = r;
+    return 0;
+  }
 
   const double hours = std::chrono::duration<double>(Clock::now() - t0).count() / 3600.0;
   char done[64];
@@ -265,8 +308,8 @@ int train_classifier(const ClassifyTrainOptions& o, ClassifyTrainResults* result
       ClassifyMetrics m;
       {
         autograd::NoGradGuard no_grad;
-        ema.module().train(false);
-        m.add(dynamic_cast<ClassificationModel&>(ema.module()).forward(b->images.to(device)), b->labels);
+        ema->module().train(false);
+        m.add(dynamic_cast<ClassificationModel&>(ema->module()).forward(b->images.to(device)), b->labels);
       }
       std::vector<int64_t> labels(b->labels.begin(), b->labels.begin() + n);
       std::vector<int64_t> pred(m.predictions().begin(), m.predictions().begin() + n);

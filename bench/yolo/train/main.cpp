@@ -1,5 +1,6 @@
 // train_step: throughput of one full training step (forward, loss, backward, clip, SGD) per
-// model / batch / precision, one JSON line per configuration.
+// model / batch / precision, one JSON line per configuration; --task classify times the
+// classifier's step instead (classify_step_bench.cpp).
 //
 //   train_step --model yolov5n,yolov5s --img-size 640 --batch-size 16,32 --amp bf16 --device 0
 //              --iters 20 [--warmup 3] [--data synthetic|D.yaml] [--workers 8]
@@ -49,7 +50,8 @@ const char* kUsage =
     "                  --device cpu|0 --iters N [--warmup K] [--data D.yaml|synthetic] [--workers W]\n"
     "                  [--profile]   per-op forward/backward/update time table on stderr\n"
     "                  [--forward-only]   inference instead: eval mode, no gradients, BN folded\n"
-    "                  [--cuda-graph off|on[,..]]   replay the step from CUDA graphs (CUDA only)\n";
+    "                  [--cuda-graph off|on[,..]]   replay the step from CUDA graphs (CUDA only)\n"
+    "                  [--task detect|classify]   classify: classify/train.py's step (Adam, 1000 classes)\n";
 
 }  // namespace
 
@@ -58,7 +60,8 @@ int main(int argc, char** argv) {
   std::map<std::string, std::string> args{{"model", "yolov5s"}, {"img-size", "640"}, {"batch-size", "16"},
                                           {"amp", "off"},       {"device", "cpu"},    {"iters", "10"},
                                           {"warmup", "2"},      {"data", ""},         {"workers", "4"},
-                                          {"profile", "0"},     {"forward-only", "0"}, {"cuda-graph", "off"}};
+                                          {"profile", "0"},     {"forward-only", "0"}, {"cuda-graph", "off"},
+                                          {"task", "detect"}};
   try {
     for (int i = 1; i < argc; ++i) {
       std::string a = argv[i];
@@ -86,6 +89,7 @@ int main(int argc, char** argv) {
     base.warmup = to_int("--warmup", args["warmup"]);
     base.workers = to_int("--workers", args["workers"]);
     base.data = args["data"];
+    base.task = args["task"];
     base.profile = args["profile"] != "0";
     base.forward_only = args["forward-only"] != "0";
     base.device = kestrel::Device::parse(args["device"]);

@@ -37,6 +37,8 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+}  // namespace
+
 std::string model_path(const std::string& model) {
   if (std::filesystem::exists(model)) return model;
   const std::string under = "models/" + model + (model.ends_with(".yaml") ? "" : ".yaml");
@@ -44,6 +46,8 @@ std::string model_path(const std::string& model) {
                 "' exists; give a model yaml or a name such as yolov5s (run from the repository root)");
   return under;
 }
+
+namespace {
 
 // Random u8 images and 4 random boxes per image, made once and kept on the device: the step then
 // measures compute only.
@@ -125,15 +129,17 @@ class DataFeed {
   std::unique_ptr<yolo::data::BatchUploader> uploader_;
 };
 
+}  // namespace
+
 double max_rss_mb() {
   rusage u{};
   getrusage(RUSAGE_SELF, &u);
   return static_cast<double>(u.ru_maxrss) / 1024.0;  // Linux reports kilobytes
 }
 
-}  // namespace
-
 StepResult run_step_bench(const StepConfig& c) {
+  if (c.task == "classify") return run_classify_step_bench(c);
+  KESTREL_CHECK(c.task == "detect", "train_step --task: detect or classify, got '", c.task, "'");
   KESTREL_CHECK(c.iters > 0 && c.warmup >= 0 && c.batch > 0 && c.img_size > 0,
                 "train_step: --iters, --batch-size and --img-size must be > 0 and --warmup >= 0");
   const yolo::Precision precision = yolo::pick_precision(yolo::parse_amp_mode(c.amp), c.device);
@@ -240,8 +246,8 @@ StepResult run_step_bench(const StepConfig& c) {
 namespace {
 std::string head(const StepConfig& c) {
   char buf[512];
-  std::snprintf(buf, sizeof buf, R"({"bench":"train_step","mode":"%s","model":"%s","img_size":%d,"batch":%d,"amp":"%s","device":"%s","iters":%d,"warmup":%d,"data":"%s","cuda_graph":"%s")",
-                c.forward_only ? "inference" : "train", c.model.c_str(), c.img_size, c.batch, c.amp.c_str(), c.device.str().c_str(), c.iters, c.warmup,
+  std::snprintf(buf, sizeof buf, R"({"bench":"train_step","task":"%s","mode":"%s","model":"%s","img_size":%d,"batch":%d,"amp":"%s","device":"%s","iters":%d,"warmup":%d,"data":"%s","cuda_graph":"%s")",
+                c.task.c_str(), c.forward_only ? "inference" : "train", c.model.c_str(), c.img_size, c.batch, c.amp.c_str(), c.device.str().c_str(), c.iters, c.warmup,
                 c.data.empty() ? "resident" : c.data.c_str(), c.cuda_graph ? "on" : "off");
   return buf;
 }

@@ -9,6 +9,7 @@
 namespace kestrel::bench {
 
 struct StepConfig {
+  std::string task = "detect";  // or "classify": classify/train.py's step (classify_step_bench.cpp)
   std::string model;  // a yaml path, or a name under models/ ("yolov5s")
   int img_size = 640;
   int batch = 16;
@@ -36,6 +37,15 @@ struct StepResult {
 };
 
 StepResult run_step_bench(const StepConfig& config);
+// The classifier's step, as classify/train.py takes it: the model cut at layer 10 with a Classify
+// head for 1000 classes, resident random normalised images and labels, cross-entropy with label
+// smoothing 0.1, backward, clip to norm 10, the Adam step (smart_optimizer), zero_grad and the
+// EMA update. float32 only.
+StepResult run_classify_step_bench(const StepConfig& config);
+// A model argument as a yaml path ("yolov5s" -> models/yolov5s.yaml).
+std::string model_path(const std::string& model);
+// The process's peak resident memory (MB).
+double max_rss_mb();
 
 // The JSON line of one configuration (the error variant names the failure instead of numbers).
 std::string result_json(const StepConfig& config, const StepResult& result);

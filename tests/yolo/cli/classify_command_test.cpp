@@ -9,10 +9,9 @@
 
 #include <filesystem>
 #include <fstream>
-#include <opencv2/core.hpp>
 
 #include "tests/support/cli.h"
-#include "yolo/data/image_codec.h"
+#include "tests/yolo/cli/classify_folder.h"
 
 namespace fs = std::filesystem;
 using kestrel::testing::CliResult;
@@ -31,21 +30,7 @@ class ClassifyCommand : public ::testing::Test {
     dir_ = fs::temp_directory_path() / ("kestrel_classify_cli_" + std::to_string(::getpid()));
     fs::remove_all(dir_);
     // Three classes of flat-coloured images with noise, 6 train and 2 val images each.
-    const std::vector<std::string> classes = {"blue", "green", "red"};
-    cv::RNG rng(7);
-    for (size_t c = 0; c < classes.size(); ++c)
-      for (const char* split : {"train", "val"}) {
-        const fs::path folder = dir_ / "data" / split / classes[c];
-        fs::create_directories(folder);
-        const int n = std::string(split) == "train" ? 6 : 2;
-        for (int i = 0; i < n; ++i) {
-          cv::Mat image(40 + 4 * i, 48, CV_8UC3, cv::Scalar(c == 0 ? 200 : 30, c == 1 ? 200 : 30, c == 2 ? 200 : 30));
-          cv::Mat noise(image.size(), CV_8UC3);
-          rng.fill(noise, cv::RNG::UNIFORM, 0, 40);
-          image += noise;
-          kestrel::yolo::data::write_jpeg((folder / (std::to_string(i) + ".jpg")).string(), image);
-        }
-      }
+    kestrel::testing::make_classify_folder(dir_ / "data", {"blue", "green", "red"}, 6, 2);
   }
   void TearDown() override { fs::remove_all(dir_); }
 
