@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages Kestrel builds against, only those missing. Idempotent.
-# openmpi-bin is for the mpirun launcher test (tests/dist/launchers_test.cpp), not the build.
+# openmpi-bin is for the mpirun launcher test (tests/dist/launchers_test.cpp), not the build;
+# libjpeg-turbo-progs (djpeg, cjpeg) for scripts/prepare-gpu-run.sh, which re-encodes coco128.
 # cuDNN, cuBLAS and NCCL come from the CUDA toolkit at /usr/local/cuda (or $CUDA_HOME).
 # oneDNN 3.2 comes from PyPI (scripts/install-onednn.sh); Debian's libdnnl-dev (2.6) stays the
 # fallback where PyPI is out of reach.
@@ -21,7 +22,7 @@ packages=(
   libcurl4-openssl-dev zlib1g-dev
   libprotobuf-dev protobuf-compiler
   patchelf xz-utils ccache
-  openmpi-bin
+  openmpi-bin libjpeg-turbo-progs
 )
 if [[ ${1:-} == --sanitize ]]; then
   packages+=(clang-14 libclang-rt-14-dev libomp-14-dev llvm-14)
