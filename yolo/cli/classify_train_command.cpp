@@ -34,6 +34,7 @@ const FlagTable kFlags = {
     {"seed", "N", "0", "global training seed"},
     {"local_rank", "N", "-1", "accepted for torch.distributed.run command lines (Kestrel's launcher sets ranks)"},
     {"noplots", nullptr, nullptr, "no train_images.jpg, test_images.jpg or results.png"},
+    {"resume", "[last.safetensors]", nullptr, "continue a stopped run: the newest weights/last.safetensors under --project, or the one given"},
     {"nproc-per-node", "N", "1", "data-parallel workers on this node (torch.distributed.run's flag)"},
     {"nnodes", "M", "1", "nodes of a multi-node job"},
     {"node-rank", "R", "0", "this node's rank in a multi-node job"},
@@ -66,9 +67,10 @@ int run_classify_train(const std::vector<std::string>& argv) {
     const bool bare = i + 1 == words.size() || words[i + 1].rfind("--", 0) == 0;
     if (bare && (words[i] == "--cache")) words.insert(words.begin() + static_cast<long>(++i), "ram");
     else if (bare && words[i] == "--pretrained") words.insert(words.begin() + static_cast<long>(++i), "True");
+    else if (bare && words[i] == "--resume") words[i] = "--resume=";
   }
   Args args(words, flag_spec(kFlags), {},
-            {"noplots", "max-batches", "nproc-per-node", "nnodes", "node-rank", "master-addr", "master-port"});
+            {"noplots", "max-batches", "resume", "nproc-per-node", "nnodes", "node-rank", "master-addr", "master-port"});
   yolo::ClassifyTrainOptions o;
   o.model = args.get("model", o.model);
   o.data = args.get("data", o.data);
@@ -96,6 +98,7 @@ int run_classify_train(const std::vector<std::string>& argv) {
   o.seed = args.get_int32("seed", 0);
   o.noplots = args.has("noplots");
   o.max_batches = args.get_int32("max-batches", 0);
+  if (args.has("resume")) o.resume = args.get("resume", "");
   if (o.epochs < 1 || o.batch_size < 1) throw UsageError("--epochs and --batch-size must be at least 1");
   if (o.imgsz < 32 || o.imgsz > kMaxImageSize)
     throw UsageError("--img-size must be in [32, " + std::to_string(kMaxImageSize) + "]");

@@ -17,16 +17,31 @@ const std::string* metadata_entry(const SafetensorsFile& file, const std::string
   return it == file.metadata().end() ? nullptr : &it->second;
 }
 
+// A JSON metadata entry, parsed; null when absent.
+json::Value parsed_entry(const SafetensorsFile& file, const std::string& key, const std::string& path) {
+  const std::string* text = metadata_entry(file, key);
+  if (!text) return json::Value();
+  try {
+    return json::parse(*text);
+  } catch (const Error& e) {
+    KESTREL_FAIL("'", path, "': its ", key, " are not valid JSON (", e.what(), "); the file is damaged");
+  }
+}
+
+// A value the file carries: a .pt's (or converted file's) own metadata entry, or a training
+// checkpoint's options (Kestrel's classify checkpoints keep names, nc and imgsz there).
+json::Value carried(const SafetensorsFile& file, const std::string& key, const std::string& path) {
+  json::Value v = parsed_entry(file, key, path);
+  if (!v.is_null()) return v;
+  const json::Value options = parsed_entry(file, "options", path);
+  const json::Value* in_options = options.is_object() ? options.find(key) : nullptr;
+  return in_options ? *in_options : json::Value();
+}
+
 std::vector<std::string> names_in(const SafetensorsFile& file, const std::string& path) {
   std::vector<std::string> out;
-  const std::string* text = metadata_entry(file, "names");
-  if (!text) return out;
-  json::Value names;
-  try {
-    names = json::parse(*text);
-  } catch (const Error& e) {
-    KESTREL_FAIL("'", path, "': its class names are not valid JSON (", e.what(), "); the file is damaged");
-  }
+  const json::Value names = carried(file, "names", path);
+  if (names.is_null()) return out;
   KESTREL_CHECK(names.is_array(), "'", path, "': its class names are not a list; the file is damaged");
   for (const auto& n : names.as_array()) out.push_back(n.as_string());
   return out;
@@ -43,17 +58,6 @@ bool is_yaml(const std::string& path) {
 }
 
 }  // namespace
-
-std::map<std::string, std::string> classifier_metadata(const ClassificationModel& model,
-                                                       const std::vector<std::string>& names, int img_size) {
-  json::Array list;
-  for (const auto& n : names) list.emplace_back(n);
-  return {{"task", "classify"},
-          {"model_yaml", model_config_yaml(model.config())},
-          {"nc", std::to_string(model.nc())},
-          {"names", json::dump(json::Value(std::move(list)))},
-          {"imgsz", std::to_string(img_size)}};
-}
 
 bool is_classifier_weights(const std::string& path) {
   try {
@@ -80,7 +84,7 @@ LoadedClassifier load_classifier_weights(const std::string& path, Device device)
   out.model->to(device);
   out.model->train(false);
   out.names = names_in(file, path);
-  if (const std::string* size = metadata_entry(file, "imgsz")) out.img_size = std::atoi(size->c_str());
+  if (const json::Value size = carried(file, "imgsz", path); size.is_integer()) out.img_size = static_cast<int>(size.as_integer());
   return out;
 }
 

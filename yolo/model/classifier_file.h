@@ -2,7 +2,6 @@
 // classifier's .pt or .safetensors), and classify/train.py's `--model` (a classifier, a detector cut
 // at --cutoff with a new head, or a model yaml built the same way).
 #pragma once
-#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -22,11 +21,6 @@ struct LoadedClassifier {
   int cutoff = 0;
   TransferResult transfer;         // weights taken from a detector (training only)
 };
-
-// The metadata Kestrel's classifier weights carry: "task" "classify", "model_yaml" (the rows,
-// model_config_yaml), "nc", "names" (JSON list) and "imgsz".
-std::map<std::string, std::string> classifier_metadata(const ClassificationModel& model,
-                                                       const std::vector<std::string>& names, int img_size);
 
 // Whether `path` names a classifier's weights (a .pt or .safetensors whose model ends with
 // Classify); false for detectors, ONNX graphs and files that are not weights (their readers say why).

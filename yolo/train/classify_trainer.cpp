@@ -1,6 +1,8 @@
 #include "yolo/train/classify_trainer.h"
 
 #include <chrono>
+#include <csignal>
+#include <type_traits>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -27,7 +29,9 @@
 #include "yolo/plot/plot_classify.h"
 #include "yolo/plot/plots.h"
 #include "yolo/train/device_choice.h"
+#include "yolo/train/checkpoint.h"
 #include "yolo/train/ema.h"
+#include "yolo/train/train_resume.h"
 #include "yolo/train/rank_info.h"
 
 namespace kestrel::yolo {
@@ -108,7 +112,108 @@ std::vector<std::pair<std::string, std::string>> ClassifyTrainOptions::to_pairs(
           {"save_dir", save_dir}};
 }
 
-int train_classifier(const ClassifyTrainOptions& o, ClassifyTrainResults* results) {
+ClassifyTrainOptions ClassifyTrainOptions::from_pairs(const json::Value& pairs, const std::string& path) {
+  KESTREL_CHECK(pairs.is_object(), "checkpoint '", path, "': its classify options are not a JSON object; the file is damaged");
+  ClassifyTrainOptions o;
+  auto text = [&](const char* key) -> std::optional<std::string> {
+    const json::Value* v = pairs.find(key);
+    if (!v) return std::nullopt;
+    KESTREL_CHECK(v->is_string(), "checkpoint '", path, "': option ", key, " is not a string; the file is damaged");
+    const std::string t = v->as_string();
+    return t == "''" ? std::string() : t;
+  };
+  auto number = [&](const char* key, auto& out) {
+    const std::optional<std::string> t = text(key);
+    if (!t) return;
+    try {
+      size_t used = 0;
+      const double v = std::stod(*t, &used);
+      KESTREL_CHECK(used == t->size(), "");
+      out = static_cast<std::remove_reference_t<decltype(out)>>(v);
+    } catch (const std::exception&) {
+      KESTREL_FAIL("checkpoint '", path, "': option ", key, " is '", *t, "', not a number; the file is damaged");
+    }
+  };
+  auto flag = [&](const char* key, bool& out) {
+    if (const std::optional<std::string> t = text(key)) out = *t == "true";
+  };
+  if (auto t = text("model")) o.model = *t;
+  if (auto t = text("data")) o.data = *t;
+  number("epochs", o.epochs);
+  number("batch_size", o.batch_size);
+  number("imgsz", o.imgsz);
+  flag("nosave", o.nosave);
+  if (auto t = text("cache")) o.cache = *t == "null" ? "" : *t;
+  if (auto t = text("device")) o.device = *t;
+  number("workers", o.workers);
+  if (auto t = text("project")) o.project = *t;
+  if (auto t = text("name")) o.name = *t;
+  flag("exist_ok", o.exist_ok);
+  flag("pretrained", o.pretrained);
+  if (auto t = text("optimizer")) o.optimizer = parse_optimizer_kind(*t);
+  number("lr0", o.lr0);
+  number("decay", o.decay);
+  number("label_smoothing", o.label_smoothing);
+  if (auto t = text("cutoff"); t && *t != "null") {
+    int c = 0;
+    number("cutoff", c);
+    o.cutoff = c;
+  }
+  if (auto t = text("dropout"); t && *t != "null") {
+    double d = 0;
+    number("dropout", d);
+    o.dropout = d;
+  }
+  flag("verbose", o.verbose);
+  number("seed", o.seed);
+  return o;
+}
+
+namespace {
+
+// A checkpoint's "options": the task, what a classifier file carries (the model yaml as cfg_yaml,
+// names, nc, imgsz) and the run's options (to_pairs).
+json::Value checkpoint_options(const ClassifyTrainOptions& o, const std::string& save_dir, const ClassificationModel& model,
+                               const std::vector<std::string>& names) {
+  json::Array list;
+  for (const auto& n : names) list.emplace_back(n);
+  json::Object opt;
+  for (const auto& [k, v] : o.to_pairs(save_dir)) opt.emplace_back(k, v);
+  return json::Object{{"task", json::Value("classify")},
+                      {"cfg_yaml", json::Value(model_config_yaml(model.config()))},
+                      {"names", json::Value(std::move(list))},
+                      {"nc", json::Value(static_cast<int64_t>(model.nc()))},
+                      {"imgsz", json::Value(static_cast<int64_t>(o.imgsz))},
+                      {"opt", json::Value(std::move(opt))}};
+}
+
+}  // namespace
+
+int train_classifier(const ClassifyTrainOptions& requested, ClassifyTrainResults* results) {
+  // --resume: the checkpoint's options, but for what cannot change the result.
+  ClassifyTrainOptions o = requested;
+  std::optional<CheckpointInfo> resumed;
+  std::string resume_path;
+  if (requested.resume) {
+    resume_path = requested.resume->empty() ? latest_checkpoint(requested.project) : *requested.resume;
+    KESTREL_CHECK(!resume_path.empty(), "--resume: no weights/last.safetensors under ", requested.project,
+                  "; give the checkpoint to continue (--resume runs/train-cls/exp/weights/last.safetensors)");
+    resumed = read_checkpoint_info(resume_path);
+    KESTREL_CHECK(!resumed->stripped, "--resume ", resume_path, ": its run finished, and its weights were stripped to ",
+                  "the EMA in float16 with nothing to resume from; to train on from them, start a new run with --model ",
+                  resume_path);
+    check_resumable(*resumed, resume_path);
+    const json::Value* task = resumed->options.find("task");
+    const json::Value* pairs = resumed->options.find("opt");
+    KESTREL_CHECK(task && task->is_string() && task->as_string() == "classify" && pairs, "--resume ", resume_path,
+                  ": not a classifier's training checkpoint; resume detection runs with kestrel train --resume");
+    o = ClassifyTrainOptions::from_pairs(*pairs, resume_path);
+    o.device = requested.device;
+    o.workers = requested.workers;
+    o.noplots = requested.noplots;
+    o.max_batches = requested.max_batches;
+    o.interrupt_after = requested.interrupt_after;
+  }
   KESTREL_CHECK(o.epochs >= 1, "--epochs must be at least 1, got ", o.epochs);
   KESTREL_CHECK(o.batch_size >= 1, "--batch-size must be at least 1, got ", o.batch_size);
   KESTREL_CHECK(o.imgsz >= 32, "--imgsz must be at least 32, got ", o.imgsz);
@@ -123,7 +228,7 @@ int train_classifier(const ClassifyTrainOptions& o, ClassifyTrainResults* result
   const Console out(rank.main());
   KESTREL_CHECK(o.batch_size % rank.world == 0, "--batch-size ", o.batch_size, " must be a multiple of the world size ",
                 rank.world);
-  const StopSignal stop;
+  StopSignal stop;
   const Device device = pick_device(o.device, rank.world > 1 ? rank.local : -1);
   if (rank.world > 1) rank.group = dist::init_process_group(device.is_cuda() ? "nccl" : "gloo", dopt, device);
   const uint64_t seed = static_cast<uint64_t>(o.seed);  // the model's and the data order's, every rank
@@ -134,13 +239,25 @@ int train_classifier(const ClassifyTrainOptions& o, ClassifyTrainResults* result
   const int nc = static_cast<int>(dataset.classes.size());
   const data::ClassifyCacheMode cache = data::parse_classify_cache(o.cache);
 
-  // The model next (a --model that cannot be read fails before a run directory exists).
-  LoadedClassifier loaded = load_classifier_for_training(o.model, nc, o.cutoff, o.pretrained, seed);
-  if (loaded.from_detector && fs::path(o.model).extension() != ".yaml" && fs::path(o.model).extension() != ".yml")
-    out.line("WARNING ⚠️ pass YOLOv5 classifier model with '-cls' suffix, i.e. '--model yolov5s-cls.pt'");
+  // The model next (a --model that cannot be read fails before a run directory exists); a resumed
+  // run's from its checkpoint's yaml, its weights restored below.
+  LoadedClassifier loaded;
+  if (resumed) {
+    const json::Value* yaml = resumed->options.find("cfg_yaml");
+    KESTREL_CHECK(yaml && yaml->is_string(), "--resume ", resume_path, ": the checkpoint has no model yaml; the file is damaged");
+    loaded.model = std::make_shared<ClassificationModel>(parse_model_config(yaml->as_string(), resume_path), seed);
+    KESTREL_CHECK(loaded.model->nc() == nc, "--resume ", resume_path, ": the run trained ", loaded.model->nc(),
+                  " classes but ", root, " has ", nc);
+  } else {
+    loaded = load_classifier_for_training(o.model, nc, o.cutoff, o.pretrained, seed);
+    if (loaded.from_detector && fs::path(o.model).extension() != ".yaml" && fs::path(o.model).extension() != ".yml")
+      out.line("WARNING ⚠️ pass YOLOv5 classifier model with '-cls' suffix, i.e. '--model yolov5s-cls.pt'");
+  }
 
   std::optional<ClaimedRunDir> claim;
-  if (rank.main()) claim = claim_run_dir(o.project + "/" + o.name, o.exist_ok);
+  if (rank.main())
+    claim = resumed ? claim_run_dir(fs::path(resume_path).parent_path().parent_path().string(), /*exist_ok=*/true)
+                    : claim_run_dir(o.project + "/" + o.name, o.exist_ok);
   const std::string save_dir = claim ? claim->path : "", wdir = save_dir + "/weights";
   const std::string last = wdir + "/last.safetensors", best = wdir + "/best.safetensors";
   if (rank.main()) {
@@ -205,6 +322,18 @@ int train_classifier(const ClassifyTrainOptions& o, ClassifyTrainResults* result
     ema_model->to(device);
     ema = std::make_unique<ModelEma>(ema_model, model);
   }
+  int start_epoch = 0;
+  double best_fitness = 0;
+  if (resumed) {  // every rank reads the same file: the same weights everywhere
+    const CheckpointInfo info = load_checkpoint(resume_path, {&model, ema.get(), &optimizer});
+    start_epoch = static_cast<int>(info.epoch) + 1;
+    best_fitness = info.best_fitness;
+    for (const GeneratorState& g : info.generators)
+      if (g.name == "dropout") model.head().drop->generator = restore_generator(g);
+    KESTREL_CHECK(start_epoch < o.epochs, "--resume ", resume_path, ": its run finished all ", o.epochs,
+                  " epochs; nothing to resume");
+    out.line("Resuming training from ", resume_path, " from epoch ", start_epoch + 1, " to ", o.epochs, " total epochs");
+  }
 
   const std::string val_name = dataset.test_name;
   out.line("Image sizes ", o.imgsz, " train, ", o.imgsz, " test\nUsing ", train_lo.workers, " dataloader workers\n",
@@ -216,11 +345,11 @@ int train_classifier(const ClassifyTrainOptions& o, ClassifyTrainResults* result
   out.line(header);
 
   const Clock::time_point t0 = Clock::now();
-  double best_fitness = 0;
   ClassifyTrainResults r;
+  int64_t batches_run = 0;
   r.save_dir = save_dir;
   const std::vector<Tensor> params = optimizer.parameters();
-  for (int epoch = 0; epoch < o.epochs; ++epoch) {
+  for (int epoch = start_epoch; epoch < o.epochs; ++epoch) {
     model.train(true);
     train_loader.start_epoch(epoch);
     const int64_t nb = o.max_batches > 0 ? std::min<int64_t>(o.max_batches, train_loader.len()) : train_loader.len();
@@ -232,7 +361,9 @@ int train_classifier(const ClassifyTrainOptions& o, ClassifyTrainResults* result
     while (i < nb) {
       std::optional<data::ClassifyBatch> batch = train_loader.next();
       if (!batch) break;
-      if (const int sig = stop.received()) throw Interrupted(sig, "training stopped by a signal");
+      if (const int sig = stop.received())
+        throw Interrupted(sig, str("training stopped by a signal in epoch ", epoch + 1, fs::exists(last) ?
+                                   "; continue it with kestrel classify train --resume " + last : std::string()));
       const Tensor images = batch->images.to(device);
       const Tensor labels = Tensor::from_vector(batch->labels, {batch->size()}, device);
       if (buffer_broadcaster) buffer_broadcaster->broadcast();
@@ -244,6 +375,7 @@ int train_classifier(const ClassifyTrainOptions& o, ClassifyTrainResults* result
       optimizer.step();
       optimizer.zero_grad();
       if (ema) ema->update(model);
+      if (++batches_run == o.interrupt_after) stop.raise_as(SIGINT);
       tloss = (tloss * static_cast<double>(i) + loss.item()) / static_cast<double>(i + 1);
       ++i;
       const double secs = std::chrono::duration<double>(Clock::now() - te).count();
@@ -275,15 +407,13 @@ int train_classifier(const ClassifyTrainOptions& o, ClassifyTrainResults* result
                     {"metrics/accuracy_top5", v.top5}, {"lr/0", optimizer.rates(0).lr}},
                    epoch);
     const bool final_epoch = epoch + 1 == o.epochs;
-    if (!o.nosave || final_epoch) {
-      std::map<std::string, std::string> meta = classifier_metadata(model, names, o.imgsz);
-      meta["epoch"] = std::to_string(epoch);
-      meta["best_fitness"] = json::dump(json::Value(best_fitness));
-      meta["updates"] = std::to_string(ema->updates());
-      json::Object opt;
-      for (const auto& [k, val] : o.to_pairs(save_dir)) opt.emplace_back(k, val);
-      meta["opt"] = json::dump(json::Value(std::move(opt)));
-      save_weights(ema_model, last, DType::F16, meta, "model");
+    if (!o.nosave || final_epoch) {  // everything --resume needs; stripped when the run ends
+      CheckpointInfo info;
+      info.epoch = epoch;
+      info.best_fitness = best_fitness;
+      info.options = checkpoint_options(o, save_dir, model, names);
+      info.generators = {generator_state("dropout", model.head().drop->generator)};
+      save_checkpoint(last, {&model, ema.get(), &optimizer}, info);
       if (best_fitness == fitness) publish_copy(last, best);
     }
     r.val_loss = v.loss, r.top1 = v.top1, r.top5 = v.top5;
@@ -294,6 +424,9 @@ int train_classifier(const ClassifyTrainOptions& o, ClassifyTrainResults* result
     return 0;
   }
 
+  // As the reference's checkpoints: the EMA in float16, nothing to resume.
+  for (const std::string& f : {last, best})
+    if (fs::exists(f)) strip_checkpoint(f);
   const double hours = std::chrono::duration<double>(Clock::now() - t0).count() / 3600.0;
   char done[64];
   std::snprintf(done, sizeof done, "%.3f", hours);
