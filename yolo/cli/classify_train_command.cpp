@@ -34,6 +34,7 @@ const FlagTable kFlags = {
     {"seed", "N", "0", "global training seed"},
     {"local_rank", "N", "-1", "accepted for torch.distributed.run command lines (Kestrel's launcher sets ranks)"},
     {"noplots", nullptr, nullptr, "no train_images.jpg, test_images.jpg or results.png"},
+    {"no-tensorboard", nullptr, nullptr, "no TensorBoard event file in the run directory"},
     {"resume", "[last.safetensors]", nullptr, "continue a stopped run: the newest weights/last.safetensors under --project, or the one given"},
     {"nproc-per-node", "N", "1", "data-parallel workers on this node (torch.distributed.run's flag)"},
     {"nnodes", "M", "1", "nodes of a multi-node job"},
@@ -70,7 +71,7 @@ int run_classify_train(const std::vector<std::string>& argv) {
     else if (bare && words[i] == "--resume") words[i] = "--resume=";
   }
   Args args(words, flag_spec(kFlags), {},
-            {"noplots", "max-batches", "resume", "nproc-per-node", "nnodes", "node-rank", "master-addr", "master-port"});
+            {"noplots", "max-batches", "resume", "no-tensorboard", "nproc-per-node", "nnodes", "node-rank", "master-addr", "master-port"});
   yolo::ClassifyTrainOptions o;
   o.model = args.get("model", o.model);
   o.data = args.get("data", o.data);
@@ -97,6 +98,7 @@ int run_classify_train(const std::vector<std::string>& argv) {
   o.verbose = args.has("verbose");
   o.seed = args.get_int32("seed", 0);
   o.noplots = args.has("noplots");
+  o.no_tensorboard = args.has("no-tensorboard");
   o.max_batches = args.get_int32("max-batches", 0);
   if (args.has("resume")) o.resume = args.get("resume", "");
   if (o.epochs < 1 || o.batch_size < 1) throw UsageError("--epochs and --batch-size must be at least 1");

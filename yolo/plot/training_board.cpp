@@ -21,6 +21,10 @@ void TrainingBoard::log_epoch(int64_t epoch, const std::vector<double>& results)
   for (size_t i = 0; i < tags.size(); ++i) writer_.add_scalar(tags[i], static_cast<float>(results[i]), epoch);
 }
 
+void TrainingBoard::log_scalars(int64_t epoch, const std::vector<std::pair<std::string, double>>& metrics) {
+  for (const auto& [tag, value] : metrics) writer_.add_scalar(tag, static_cast<float>(value), epoch);
+}
+
 void TrainingBoard::log_image(const std::string& image_path, int64_t step) {
   const std::vector<uint8_t> bytes = data::read_file_bytes(image_path);
   const data::ImageInfo info = data::probe_image(bytes, image_path);

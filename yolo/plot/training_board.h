@@ -24,6 +24,9 @@ class TrainingBoard {
   const std::string& path() const { return writer_.path(); }
   // `results`: one row of results.csv, in ResultsCsv::columns() order.
   void log_epoch(int64_t epoch, const std::vector<double>& results);
+  // Any task's metrics under their own tags (a classifier's train/loss, metrics/accuracy_top1, ...),
+  // as the reference's GenericLogger.log_metrics.
+  void log_scalars(int64_t epoch, const std::vector<std::pair<std::string, double>>& metrics);
   // A PNG or JPEG file as an image tagged with its stem.
   void log_image(const std::string& image_path, int64_t step);
   void log_result_plots(int64_t epoch);

@@ -28,6 +28,7 @@
 #include "yolo/model/weights.h"
 #include "yolo/plot/plot_classify.h"
 #include "yolo/plot/plots.h"
+#include "yolo/plot/training_board.h"
 #include "yolo/train/device_choice.h"
 #include "yolo/train/checkpoint.h"
 #include "yolo/train/ema.h"
@@ -211,6 +212,7 @@ int train_classifier(const ClassifyTrainOptions& requested, ClassifyTrainResults
     o.device = requested.device;
     o.workers = requested.workers;
     o.noplots = requested.noplots;
+    o.no_tensorboard = requested.no_tensorboard;
     o.max_batches = requested.max_batches;
     o.interrupt_after = requested.interrupt_after;
   }
@@ -308,10 +310,16 @@ int train_classifier(const ClassifyTrainOptions& requested, ClassifyTrainResults
   const std::vector<std::string>& names = dataset.classes;
   out.line(model.summary(o.imgsz));
 
-  if (rank.main() && !o.noplots) {
+  // The reference's GenericLogger writes TensorBoard events beside results.csv.
+  std::optional<TrainingBoard> board;
+  if (rank.main() && !o.no_tensorboard)
+    board.emplace(save_dir, resumed ? std::optional<int64_t>(resumed->epoch + 1) : std::nullopt);
+  if (rank.main() && !o.noplots && !resumed) {
     train_loader.start_epoch(0);
-    if (std::optional<data::ClassifyBatch> b = train_loader.next())
+    if (std::optional<data::ClassifyBatch> b = train_loader.next()) {
       plot_classify_images(b->images, b->labels, {}, names, save_dir + "/train_images.jpg");
+      if (board) board->log_image(save_dir + "/train_images.jpg", 0);
+    }
   }
 
   Optimizer optimizer = smart_optimizer(model, o.optimizer, o.lr0, 0.9, o.decay);
@@ -402,10 +410,11 @@ int train_classifier(const ClassifyTrainOptions& requested, ClassifyTrainResults
     out.progress(epoch_columns(epoch, o.epochs, mem()) + g12(tloss) + g12(v.loss) + g12(v.top1) + g12(v.top5) + ": " +
                      format_bar(nb, nb, secs), true);
     if (fitness > best_fitness) best_fitness = fitness;
-    append_results(save_dir + "/results.csv",
-                   {{"train/loss", tloss}, {val_name + "/loss", v.loss}, {"metrics/accuracy_top1", v.top1},
-                    {"metrics/accuracy_top5", v.top5}, {"lr/0", optimizer.rates(0).lr}},
-                   epoch);
+    const std::vector<std::pair<std::string, double>> metrics = {
+        {"train/loss", tloss}, {val_name + "/loss", v.loss}, {"metrics/accuracy_top1", v.top1},
+        {"metrics/accuracy_top5", v.top5}, {"lr/0", optimizer.rates(0).lr}};
+    append_results(save_dir + "/results.csv", metrics, epoch);
+    if (board) board->log_scalars(epoch, metrics);
     const bool final_epoch = epoch + 1 == o.epochs;
     if (!o.nosave || final_epoch) {  // everything --resume needs; stripped when the run ends
       CheckpointInfo info;
@@ -447,8 +456,10 @@ int train_classifier(const ClassifyTrainOptions& requested, ClassifyTrainResults
       std::vector<int64_t> labels(b->labels.begin(), b->labels.begin() + n);
       std::vector<int64_t> pred(m.predictions().begin(), m.predictions().begin() + n);
       plot_classify_images(b->images, labels, pred, names, save_dir + "/test_images.jpg");
+      if (board) board->log_image(save_dir + "/test_images.jpg", o.epochs - 1);
     }
     plot_results(save_dir + "/results.csv", save_dir + "/results.png");
+    if (board) board->log_result_plots(o.epochs - 1);
   }
   if (results) *results = r;
   return 0;

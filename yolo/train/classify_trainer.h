@@ -41,6 +41,7 @@ struct ClassifyTrainOptions {
   bool verbose = false;
   int seed = 0;
   bool noplots = false;   // Kestrel's: no train_images.jpg, test_images.jpg or results.png
+  bool no_tensorboard = false;  // Kestrel's, as train's: no TensorBoard event file
   int max_batches = 0;    // Kestrel's, for tests and benchmarks: batches per epoch (0: all)
   // Kestrel's --resume (the reference's classify/train.py has none): "" the newest
   // weights/last.safetensors under --project, else that checkpoint. The run continues as it was

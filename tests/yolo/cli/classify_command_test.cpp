@@ -55,6 +55,9 @@ TEST_F(ClassifyCommand, TrainsFromAYamlAndValidatesAndPredictsWithItsWeights) {
   for (const char* f : {"opt.yaml", "results.csv", "results.png", "train_images.jpg", "test_images.jpg",
                         "weights/last.safetensors", "weights/best.safetensors"})
     EXPECT_TRUE(fs::exists(run / f)) << f;
+  int event_files = 0;  // TensorBoard, as the reference's GenericLogger
+  for (const auto& e : fs::directory_iterator(run)) event_files += e.path().filename().string().rfind("events.out.tfevents.", 0) == 0;
+  EXPECT_EQ(event_files, 1);
   const std::string csv = read_text(run / "results.csv");
   EXPECT_EQ(csv.substr(0, csv.find('\n')),
             "                  epoch,             train/loss,               val/loss,  metrics/accuracy_top1,"
