@@ -1,9 +1,13 @@
 // `kestrel classify train`: the reference's classify/train.py flags, meanings and defaults.
+#include <filesystem>
+
 #include "dist/env.h"
 #include "dist/launcher.h"
+#include "dist/restart_policy.h"
 #include "yolo/cli/args.h"
 #include "yolo/cli/commands.h"
 #include "yolo/common/console.h"
+#include "yolo/common/run_dir.h"
 #include "yolo/train/classify_trainer.h"
 
 namespace kestrel::cli {
@@ -41,6 +45,7 @@ const FlagTable kFlags = {
     {"node-rank", "R", "0", "this node's rank in a multi-node job"},
     {"master-addr", "ADDR", "127.0.0.1", "rank 0's node address"},
     {"master-port", "PORT", "29500", "rank 0's rendezvous port"},
+    {"max-restarts", "K", "0", "restart failed workers up to K times, resuming the newest last.safetensors (torchrun's flag)"},
     {"max-batches", "N", "0", "batches per epoch at most (0: all); for tests and benchmarks"}};
 
 bool python_bool(const std::string& v, const char* flag) {
@@ -71,7 +76,8 @@ int run_classify_train(const std::vector<std::string>& argv) {
     else if (bare && words[i] == "--resume") words[i] = "--resume=";
   }
   Args args(words, flag_spec(kFlags), {},
-            {"noplots", "max-batches", "resume", "no-tensorboard", "nproc-per-node", "nnodes", "node-rank", "master-addr", "master-port"});
+            {"noplots", "max-batches", "resume", "no-tensorboard", "nproc-per-node", "nnodes", "node-rank", "master-addr", "master-port",
+             "max-restarts"});
   yolo::ClassifyTrainOptions o;
   o.model = args.get("model", o.model);
   o.data = args.get("data", o.data);
@@ -105,10 +111,13 @@ int run_classify_train(const std::vector<std::string>& argv) {
   if (o.imgsz < 32 || o.imgsz > kMaxImageSize)
     throw UsageError("--img-size must be in [32, " + std::to_string(kMaxImageSize) + "]");
   // DDP: this process becomes the launcher of --nproc-per-node workers (a launcher's own workers
-  // and torchrun's see their ranks in the environment and train).
+  // and torchrun's see their ranks in the environment and train); --max-restarts K restarts failed
+  // workers, resuming the newest last.safetensors the run wrote (dist/restart_policy.h).
   const int nproc = args.get_int32("nproc-per-node", 1);
   if (nproc < 1) throw UsageError("--nproc-per-node must be >= 1");
-  if (dist::detect_launcher(dist::process_environment()).empty() && (nproc > 1 || args.has("nnodes"))) {
+  const int max_restarts = args.get_int32("max-restarts", 0);
+  if (max_restarts < 0) throw UsageError("--max-restarts must be >= 0");
+  if (dist::detect_launcher(dist::process_environment()).empty() && (nproc > 1 || args.has("nnodes") || max_restarts > 0)) {
     dist::LaunchOptions l;
     l.nproc_per_node = nproc;
     l.nnodes = args.get_int32("nnodes", 1);
@@ -121,7 +130,10 @@ int run_classify_train(const std::vector<std::string>& argv) {
                        std::to_string(nproc * l.nnodes));
     l.command = {dist::current_executable().string(), "classify", "train"};
     for (const auto& a : dist::strip_launcher_flags(words)) l.command.push_back(a);
-    return dist::launch_workers(l).exit_code;
+    if (max_restarts == 0) return dist::launch_workers(l).exit_code;
+    const std::filesystem::path run_dir = yolo::increment_path(o.project + "/" + o.name, o.exist_ok);
+    dist::RestartPolicy policy({l.command, o.project, run_dir.lexically_relative(o.project).string(), max_restarts});
+    return dist::launch_workers(l, &policy).exit_code;
   }
   const yolo::Console console(dist::resolve_dist_options(dist::DistFlags{}, dist::process_environment()).rank == 0);
   console.line(console.colour("classify/train: "), args.echo(kFlags));
