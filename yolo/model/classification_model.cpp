@@ -1,7 +1,5 @@
 #include "yolo/model/classification_model.h"
 
-#include <cstdio>
-#include <sstream>
 
 #include "base/error.h"
 #include "engine/autograd.h"
@@ -108,32 +106,11 @@ double ClassificationModel::summary_gflops(int64_t img_size, bool fused) {
 }
 
 std::string ClassificationModel::summary(int64_t img_size, bool fused) {
-  int64_t layers = layer_count(), params = parameter_count(), grads = 0;
-  if (fused) {
-    visit([&](layers::Module& m) {
-      if (auto* c = dynamic_cast<layers::Conv*>(&m)) layers -= 1, params -= c->conv->out_channels;
-    });
-  } else {
-    for (const Tensor& p : parameters())
-      if (p.requires_grad()) grads += p.numel();
-  }
-  char flops[32];
-  std::snprintf(flops, sizeof flops, "%.1f", summary_gflops(img_size, fused));
-  return str("Model summary: ", layers, " layers, ", params, " parameters, ", grads, " gradients, ", flops, " GFLOPs");
+  return summary_line("Model", *this, layer_count(), fused, summary_gflops(img_size, fused));
 }
 
 std::string ClassificationModel::describe(int64_t img_size) {
-  std::ostringstream os;
-  char line[512];
-  std::snprintf(line, sizeof line, "\n%3s%18s%3s%10s  %-40s%-30s\n", "", "from", "n", "params", "module", "arguments");
-  os << line;
-  for (const LayerInfo& l : table_) {
-    std::snprintf(line, sizeof line, "%3d%18s%3d%10lld  %-40s%-30s\n", l.index, l.from.c_str(), l.number,
-                  static_cast<long long>(l.params), l.type.c_str(), l.args.c_str());
-    os << line;
-  }
-  os << summary(img_size) << "\n";
-  return os.str();
+  return layer_table_text(table_) + summary(img_size) + "\n";
 }
 
 }  // namespace kestrel::yolo

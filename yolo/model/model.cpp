@@ -1,11 +1,7 @@
 #include "yolo/model/model.h"
 
 #include <algorithm>
-#include <charconv>
 #include <cmath>
-#include <cstdio>
-#include <map>
-#include <sstream>
 
 #include "engine/autograd.h"
 #include "yolo/model/model_rows.h"
@@ -167,33 +163,9 @@ std::string DetectionModel::summary(int64_t img_size, bool fused) {
   std::string name = config_.name;
   if (name.rfind("yolov5", 0) == 0) name = "YOLOv5" + name.substr(6);
   if (name.empty()) name = "Model";
-  int64_t layers = layer_count(), params = parameter_count(), grads = 0;
-  if (fused) {  // each folded BatchNorm leaves the model, with its weight and bias; its conv gains a bias
-    visit([&](layers::Module& m) {
-      if (auto* c = dynamic_cast<layers::Conv*>(&m)) layers -= 1, params -= c->conv->out_channels;
-    });
-  } else {
-    for (const Tensor& p : parameters())
-      if (p.requires_grad()) grads += p.numel();
-  }
-  char flops[32];
-  std::snprintf(flops, sizeof flops, "%.1f", summary_gflops(img_size, fused));
-  return str(name, " summary: ", layers, " layers, ", params, " parameters, ", grads, " gradients, ", flops, " GFLOPs");
+  return summary_line(name, *this, layer_count(), fused, summary_gflops(img_size, fused));
 }
 
-std::string DetectionModel::describe(int64_t img_size) {
-  std::ostringstream os;
-  char line[512];
-  std::snprintf(line, sizeof line, "\n%3s%18s%3s%10s  %-40s%-30s\n", "", "from", "n", "params",
-                "module", "arguments");
-  os << line;
-  for (const LayerInfo& l : table_) {
-    std::snprintf(line, sizeof line, "%3d%18s%3d%10lld  %-40s%-30s\n", l.index, l.from.c_str(),
-                  l.number, static_cast<long long>(l.params), l.type.c_str(), l.args.c_str());
-    os << line;
-  }
-  os << summary(img_size) << "\n";
-  return os.str();
-}
+std::string DetectionModel::describe(int64_t img_size) { return layer_table_text(table_) + summary(img_size) + "\n"; }
 
 }  // namespace kestrel::yolo

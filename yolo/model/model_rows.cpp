@@ -1,6 +1,7 @@
 #include "yolo/model/model_rows.h"
 
 #include <charconv>
+#include <cstdio>
 #include <cmath>
 #include <map>
 
@@ -163,6 +164,34 @@ std::vector<Tensor> run_rows(const std::vector<ModelLayer>& layers, const std::v
     if (saved[i]) outputs[i] = previous;
   }
   return inputs_of(head);
+}
+
+std::string summary_line(const std::string& name, layers::Module& model, int64_t layer_count, bool fused, double gflops) {
+  int64_t layers = layer_count, params = model.parameter_count(), grads = 0;
+  if (fused) {  // each folded BatchNorm leaves the model, with its weight and bias; its conv gains a bias
+    model.visit([&](layers::Module& m) {
+      if (auto* c = dynamic_cast<layers::Conv*>(&m)) layers -= 1, params -= c->conv->out_channels;
+    });
+  } else {
+    for (const Tensor& p : model.parameters())
+      if (p.requires_grad()) grads += p.numel();
+  }
+  char flops[32];
+  std::snprintf(flops, sizeof flops, "%.1f", gflops);
+  return str(name, " summary: ", layers, " layers, ", params, " parameters, ", grads, " gradients, ", flops, " GFLOPs");
+}
+
+std::string layer_table_text(const std::vector<LayerInfo>& table) {
+  std::string out;
+  char line[512];
+  std::snprintf(line, sizeof line, "\n%3s%18s%3s%10s  %-40s%-30s\n", "", "from", "n", "params", "module", "arguments");
+  out += line;
+  for (const LayerInfo& l : table) {
+    std::snprintf(line, sizeof line, "%3d%18s%3d%10lld  %-40s%-30s\n", l.index, l.from.c_str(), l.number,
+                  static_cast<long long>(l.params), l.type.c_str(), l.args.c_str());
+    out += line;
+  }
+  return out;
 }
 
 }  // namespace kestrel::yolo

@@ -97,6 +97,13 @@ using LayerObserver = std::function<void(int index, const layers::Module& module
 std::vector<Tensor> run_rows(const std::vector<ModelLayer>& layers, const std::vector<bool>& saved,
                              const Tensor& x, std::vector<Shape>* shapes, const LayerObserver* observe);
 
+// The reference's model_info line: "<name> summary: <L> layers, <P> parameters, <G> gradients,
+// <F> GFLOPs" for `model` of `layer_count` modules. `fused`: as after the reference's fuse() (each
+// Conv block's BatchNorm folded into its convolution, which gains a bias; no gradients).
+std::string summary_line(const std::string& name, layers::Module& model, int64_t layer_count, bool fused, double gflops);
+// The layer table as the reference prints it (from, n, params, module, arguments), one line a row.
+std::string layer_table_text(const std::vector<LayerInfo>& table);
+
 // Python's text of a number, a list, and a yaml argument, as the reference's table prints them.
 std::string python_number(double v);
 std::string python_list(const std::vector<std::string>& items);

@@ -226,7 +226,8 @@ int train_classifier(const ClassifyTrainOptions& requested, ClassifyTrainResults
   // over ranks, rank 0's buffers broadcast before every forward), each rank with batch / world
   // images of a DistributedSampler's share; rank 0 alone validates, prints and saves.
   const dist::DistOptions dopt = dist::resolve_dist_options(dist::DistFlags{}, dist::process_environment());
-  RankInfo rank{dopt.rank, dopt.world_size, dopt.local_rank};
+  RankInfo rank;
+  rank.rank = dopt.rank, rank.world = dopt.world_size, rank.local = dopt.local_rank;
   const Console out(rank.main());
   KESTREL_CHECK(o.batch_size % rank.world == 0, "--batch-size ", o.batch_size, " must be a multiple of the world size ",
                 rank.world);
