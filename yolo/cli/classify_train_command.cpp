@@ -39,6 +39,7 @@ const FlagTable kFlags = {
     {"local_rank", "N", "-1", "accepted for torch.distributed.run command lines (Kestrel's launcher sets ranks)"},
     {"noplots", nullptr, nullptr, "no train_images.jpg, test_images.jpg or results.png"},
     {"no-tensorboard", nullptr, nullptr, "no TensorBoard event file in the run directory"},
+    {"amp", "bf16|fp16|off|bf16-emulated", "", "mixed precision, as train's (default: bf16 on sm_80+ GPUs, fp16 before, off on the CPU)"},
     {"resume", "[last.safetensors]", nullptr, "continue a stopped run: the newest weights/last.safetensors under --project, or the one given"},
     {"nproc-per-node", "N", "1", "data-parallel workers on this node (torch.distributed.run's flag)"},
     {"nnodes", "M", "1", "nodes of a multi-node job"},
@@ -76,7 +77,7 @@ int run_classify_train(const std::vector<std::string>& argv) {
     else if (bare && words[i] == "--resume") words[i] = "--resume=";
   }
   Args args(words, flag_spec(kFlags), {},
-            {"noplots", "max-batches", "resume", "no-tensorboard", "nproc-per-node", "nnodes", "node-rank", "master-addr", "master-port",
+            {"noplots", "max-batches", "resume", "no-tensorboard", "amp", "nproc-per-node", "nnodes", "node-rank", "master-addr", "master-port",
              "max-restarts"});
   yolo::ClassifyTrainOptions o;
   o.model = args.get("model", o.model);
@@ -105,6 +106,11 @@ int run_classify_train(const std::vector<std::string>& argv) {
   o.seed = args.get_int32("seed", 0);
   o.noplots = args.has("noplots");
   o.no_tensorboard = args.has("no-tensorboard");
+  try {
+    o.amp = yolo::parse_amp_mode(args.get("amp", ""));
+  } catch (const std::exception& e) {
+    throw UsageError(e.what());
+  }
   o.max_batches = args.get_int32("max-batches", 0);
   if (args.has("resume")) o.resume = args.get("resume", "");
   if (o.epochs < 1 || o.batch_size < 1) throw UsageError("--epochs and --batch-size must be at least 1");

@@ -15,6 +15,7 @@
 #include "engine/allocator.h"
 #include "engine/autograd.h"
 #include "engine/ops/cross_entropy.h"
+#include "layers/conv.h"
 #include "io/atomic_file.h"
 #include "io/json.h"
 #include "yolo/common/console.h"
@@ -32,6 +33,7 @@
 #include "yolo/train/device_choice.h"
 #include "yolo/train/checkpoint.h"
 #include "yolo/train/ema.h"
+#include "yolo/train/grad_scaler.h"
 #include "yolo/train/train_resume.h"
 #include "yolo/train/rank_info.h"
 
@@ -110,7 +112,8 @@ std::vector<std::pair<std::string, std::string>> ClassifyTrainOptions::to_pairs(
           {"verbose", yaml_bool(verbose)},
           {"seed", std::to_string(seed)},
           {"local_rank", "-1"},
-          {"save_dir", save_dir}};
+          {"save_dir", save_dir},
+          {"amp", amp == AmpMode::Auto ? "''" : amp_mode_name(amp)}};
 }
 
 ClassifyTrainOptions ClassifyTrainOptions::from_pairs(const json::Value& pairs, const std::string& path) {
@@ -167,6 +170,7 @@ ClassifyTrainOptions ClassifyTrainOptions::from_pairs(const json::Value& pairs, 
   }
   flag("verbose", o.verbose);
   number("seed", o.seed);
+  if (auto t = text("amp")) o.amp = parse_amp_mode(*t);
   return o;
 }
 
@@ -234,6 +238,8 @@ int train_classifier(const ClassifyTrainOptions& requested, ClassifyTrainResults
   StopSignal stop;
   const Device device = pick_device(o.device, rank.world > 1 ? rank.local : -1);
   if (rank.world > 1) rank.group = dist::init_process_group(device.is_cuda() ? "nccl" : "gloo", dopt, device);
+  const Precision precision = pick_precision(o.amp, device);
+  const DType compute = precision.activations;
   const uint64_t seed = static_cast<uint64_t>(o.seed);  // the model's and the data order's, every rank
 
   // The dataset first: a wrong --data fails before a run directory exists.
@@ -296,6 +302,7 @@ int train_classifier(const ClassifyTrainOptions& requested, ClassifyTrainResults
   if (o.dropout) model.head().drop->p = *o.dropout;
   model.head().drop->generator = Generator(seed, 1);
   model.to(device);
+  layers::set_conv_operands(model, precision.conv_operands);  // the EMA validates in float32
   model.train(true);
   for (auto& [name, p] : model.named_parameters()) p.set_requires_grad(true);
   dist::NamedTensors buffers = model.named_buffers();
@@ -325,6 +332,9 @@ int train_classifier(const ClassifyTrainOptions& requested, ClassifyTrainResults
 
   Optimizer optimizer = smart_optimizer(model, o.optimizer, o.lr0, 0.9, o.decay);
   out.line(out.colour("optimizer:"), " ", optimizer.describe());
+  if (compute != DType::F32 || precision.conv_operands != ops::ConvOperands::Float32)
+    out.line(out.colour("AMP: "), precision.describe());
+  GradScaler scaler(compute == DType::F16);  // float16 activations: the reference's GradScaler
   std::unique_ptr<ModelEma> ema;  // rank 0's
   if (rank.main()) {
     auto ema_model = std::make_shared<ClassificationModel>(model.config(), seed);
@@ -334,7 +344,7 @@ int train_classifier(const ClassifyTrainOptions& requested, ClassifyTrainResults
   int start_epoch = 0;
   double best_fitness = 0;
   if (resumed) {  // every rank reads the same file: the same weights everywhere
-    const CheckpointInfo info = load_checkpoint(resume_path, {&model, ema.get(), &optimizer});
+    const CheckpointInfo info = load_checkpoint(resume_path, {&model, ema.get(), &optimizer, nullptr, &scaler});
     start_epoch = static_cast<int>(info.epoch) + 1;
     best_fitness = info.best_fitness;
     for (const GeneratorState& g : info.generators)
@@ -373,15 +383,18 @@ int train_classifier(const ClassifyTrainOptions& requested, ClassifyTrainResults
       if (const int sig = stop.received())
         throw Interrupted(sig, str("training stopped by a signal in epoch ", epoch + 1, fs::exists(last) ?
                                    "; continue it with kestrel classify train --resume " + last : std::string()));
-      const Tensor images = batch->images.to(device);
+      Tensor images = batch->images.to(device);
+      if (compute != DType::F32) images = images.to(compute);
       const Tensor labels = Tensor::from_vector(batch->labels, {batch->size()}, device);
       if (buffer_broadcaster) buffer_broadcaster->broadcast();
       if (reducer) reducer->prepare_for_backward();
-      const Tensor loss = ops::cross_entropy(model.forward(images), labels, o.label_smoothing);
-      loss.backward();
+      const Tensor loss = ops::cross_entropy(model.forward(images), labels, o.label_smoothing);  // float32
+      scaler.scale(loss).backward();
       if (reducer) reducer->finalize();
+      scaler.unscale(optimizer);
       clip_grad_norm(params, 10.0);
-      optimizer.step();
+      scaler.step(optimizer);
+      scaler.update();
       optimizer.zero_grad();
       if (ema) ema->update(model);
       if (++batches_run == o.interrupt_after) stop.raise_as(SIGINT);
@@ -405,6 +418,7 @@ int train_classifier(const ClassifyTrainOptions& requested, ClassifyTrainResults
     ClassifyValOptions vo;
     vo.label_smoothing = o.label_smoothing;
     vo.action = val_name == "val" ? "validating" : "testing";
+    vo.compute = compute;
     const ClassifyValResult v = validate_classifier(ema_model, test_loader, device, vo);
     const double fitness = v.top1;
     const double secs = std::chrono::duration<double>(Clock::now() - te).count();
@@ -423,7 +437,7 @@ int train_classifier(const ClassifyTrainOptions& requested, ClassifyTrainResults
       info.best_fitness = best_fitness;
       info.options = checkpoint_options(o, save_dir, model, names);
       info.generators = {generator_state("dropout", model.head().drop->generator)};
-      save_checkpoint(last, {&model, ema.get(), &optimizer}, info);
+      save_checkpoint(last, {&model, ema.get(), &optimizer, nullptr, &scaler}, info);
       if (best_fitness == fitness) publish_copy(last, best);
     }
     r.val_loss = v.loss, r.top1 = v.top1, r.top5 = v.top5;

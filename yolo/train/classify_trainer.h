@@ -14,6 +14,7 @@
 
 #include "io/json.h"
 #include "yolo/train/optimizer.h"
+#include "yolo/train/train_options.h"
 
 namespace kestrel::yolo {
 
@@ -42,6 +43,9 @@ struct ClassifyTrainOptions {
   int seed = 0;
   bool noplots = false;   // Kestrel's: no train_images.jpg, test_images.jpg or results.png
   bool no_tensorboard = false;  // Kestrel's, as train's: no TensorBoard event file
+  // Kestrel's --amp, as train's (the reference autocasts to float16 on CUDA, with a GradScaler):
+  // Auto is bfloat16 on sm_80+ GPUs (float16 before, scaled), float32 on the CPU.
+  AmpMode amp = AmpMode::Auto;
   int max_batches = 0;    // Kestrel's, for tests and benchmarks: batches per epoch (0: all)
   // Kestrel's --resume (the reference's classify/train.py has none): "" the newest
   // weights/last.safetensors under --project, else that checkpoint. The run continues as it was

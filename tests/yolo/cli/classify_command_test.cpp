@@ -90,11 +90,12 @@ TEST_F(ClassifyCommand, TrainsFromAYamlAndValidatesAndPredictsWithItsWeights) {
 TEST_F(ClassifyCommand, CutsADetectorAtTheCutoffAndTakesItsWeights) {
   const CliResult r = run_kestrel("classify train --model tests/data/yolov5n_coco80.pt --data " + data() +
                                   " --img 32 --batch 6 --epochs 1 --device cpu --workers 1 --noplots --optimizer SGD"
-                                  " --lr0 0.01 --dropout 0.2 --project " + project() + " --name d");
+                                  " --lr0 0.01 --dropout 0.2 --amp bf16-emulated --project " + project() + " --name d");
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("WARNING ⚠️ pass YOLOv5 classifier model with '-cls' suffix"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("Model summary: 119 layers, 1215843 parameters"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("optimizer: SGD(lr=0.01)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("AMP: float32 activations, bfloat16 convolutions (emulated in float32)"), std::string::npos) << r.out;
   EXPECT_FALSE(fs::exists(dir_ / "runs" / "d" / "train_images.jpg"));
 }
 
