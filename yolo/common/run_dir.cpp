@@ -129,4 +129,14 @@ void write_yaml_pairs(const std::string& path,
   write_file_atomic(path, text);
 }
 
+void check_checkpoint_folder(const std::string& weights_dir) {
+  try {
+    write_file_atomic(weights_dir + "/.write-test", "");
+    std::filesystem::remove(weights_dir + "/.write-test");
+  } catch (const std::exception& e) {
+    KESTREL_FAIL("cannot write checkpoints to ", weights_dir, " (", e.what(), "); make it writable, or give ",
+                 "another --project or --name");
+  }
+}
+
 }  // namespace kestrel::yolo

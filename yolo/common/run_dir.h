@@ -42,6 +42,11 @@ class ResultsCsv {
   std::string path_;
 };
 
+// Checkpoints are first written at an epoch's end: a folder they cannot be written to is found at
+// start-up instead, by writing and removing a file there as a checkpoint is written. Throws naming
+// the folder and the fix.
+void check_checkpoint_folder(const std::string& weights_dir);
+
 // "key: value" lines of (name, text) pairs in order: opt.yaml.
 void write_yaml_pairs(const std::string& path,
                       const std::vector<std::pair<std::string, std::string>>& pairs);

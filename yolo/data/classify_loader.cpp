@@ -100,7 +100,7 @@ ClassifyBatch ClassifyLoader::build_batch(int64_t epoch, int64_t b) const {
   return build(epoch, b, epoch_indices(epoch), nullptr);
 }
 
-void ClassifyLoader::start_epoch(int64_t epoch) {
+void ClassifyLoader::start_epoch(int64_t epoch, int64_t first_batch) {
   auto order = std::make_shared<const std::vector<int64_t>>(epoch_indices(epoch));
   std::unique_lock lock(mutex_);
   // Abandon the previous epoch: drop its ready batches, wait for the ones being built.
@@ -109,8 +109,10 @@ void ClassifyLoader::start_epoch(int64_t epoch) {
   batch_ready_.wait(lock, [&] { return in_flight_ == 0; });
   order_ = std::move(order);
   epoch_ = epoch;
-  claimed_ = delivered_ = 0;
   batches_ = len();
+  KESTREL_CHECK(first_batch >= 0 && first_batch <= batches_, "classify loader: batch ", first_batch,
+                " is outside the epoch's ", batches_);
+  claimed_ = delivered_ = first_batch;
   failed_ = false;
   lock.unlock();
   work_ready_.notify_all();

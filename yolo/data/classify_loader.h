@@ -73,8 +73,9 @@ class ClassifyLoader {
   // This rank's dataset indices for `epoch`, in order.
   std::vector<int64_t> epoch_indices(int64_t epoch) const;
 
-  // Begins an epoch (abandoning what is left of the previous one) and sets the workers going.
-  void start_epoch(int64_t epoch);
+  // Begins an epoch (abandoning what is left of the previous one) at batch `first_batch` (a run
+  // resumed inside an epoch) and sets the workers going.
+  void start_epoch(int64_t epoch, int64_t first_batch = 0);
   // The next batch in order, or nullopt when the epoch is done. A worker's failure (an image that
   // cannot be read) is thrown here as kestrel::Error naming the file; the epoch then ends.
   std::optional<ClassifyBatch> next();

@@ -18,14 +18,20 @@ DatasetFingerprint DatasetFingerprint::from_json(const json::Value& v, const std
   return {images->as_integer(), digest->as_string()};
 }
 
-DatasetFingerprint dataset_fingerprint(const std::vector<data::ImageRecord>& records) {
+DatasetFingerprint dataset_fingerprint(const std::vector<std::string>& image_paths) {
   uint64_t h = 1469598103934665603ull;
-  for (const data::ImageRecord& r : records)  // with each path's NUL: "ab"+"c" is not "a"+"bc"
-    for (size_t i = 0; i <= r.image_path.size(); ++i)
-      h = (h ^ static_cast<unsigned char>(r.image_path.c_str()[i])) * 1099511628211ull;
+  for (const std::string& path : image_paths)  // with each path's NUL: "ab"+"c" is not "a"+"bc"
+    for (size_t i = 0; i <= path.size(); ++i) h = (h ^ static_cast<unsigned char>(path.c_str()[i])) * 1099511628211ull;
   char hex[17];
   std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
-  return {static_cast<int64_t>(records.size()), hex};
+  return {static_cast<int64_t>(image_paths.size()), hex};
+}
+
+DatasetFingerprint dataset_fingerprint(const std::vector<data::ImageRecord>& records) {
+  std::vector<std::string> paths;
+  paths.reserve(records.size());
+  for (const data::ImageRecord& r : records) paths.push_back(r.image_path);
+  return dataset_fingerprint(paths);
 }
 
 std::string check_resume_dataset(const std::optional<DatasetFingerprint>& saved,

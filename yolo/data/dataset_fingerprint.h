@@ -24,6 +24,8 @@ struct DatasetFingerprint {
 };
 
 DatasetFingerprint dataset_fingerprint(const std::vector<data::ImageRecord>& records);
+// The same over image paths in index order (a classifier's samples).
+DatasetFingerprint dataset_fingerprint(const std::vector<std::string>& image_paths);
 
 // The verdict on resuming `checkpoint` (stopped `next_batch` batches into its epoch; 0 at an
 // epoch boundary) with the train split `now`, which makes `batches_now` batches per epoch.

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <csignal>
+#include <exception>
 #include <type_traits>
 #include <cstdio>
 #include <filesystem>
@@ -31,6 +32,7 @@
 #include "yolo/plot/plots.h"
 #include "yolo/plot/training_board.h"
 #include "yolo/train/device_choice.h"
+#include "yolo/data/dataset_fingerprint.h"
 #include "yolo/train/checkpoint.h"
 #include "yolo/train/ema.h"
 #include "yolo/train/grad_scaler.h"
@@ -179,7 +181,7 @@ namespace {
 // A checkpoint's "options": the task, what a classifier file carries (the model yaml as cfg_yaml,
 // names, nc, imgsz) and the run's options (to_pairs).
 json::Value checkpoint_options(const ClassifyTrainOptions& o, const std::string& save_dir, const ClassificationModel& model,
-                               const std::vector<std::string>& names) {
+                               const std::vector<std::string>& names, const DatasetFingerprint& train_index) {
   json::Array list;
   for (const auto& n : names) list.emplace_back(n);
   json::Object opt;
@@ -189,6 +191,7 @@ json::Value checkpoint_options(const ClassifyTrainOptions& o, const std::string&
                       {"names", json::Value(std::move(list))},
                       {"nc", json::Value(static_cast<int64_t>(model.nc()))},
                       {"imgsz", json::Value(static_cast<int64_t>(o.imgsz))},
+                      {"train_index", train_index.to_json()},
                       {"opt", json::Value(std::move(opt))}};
 }
 
@@ -269,10 +272,27 @@ int train_classifier(const ClassifyTrainOptions& requested, ClassifyTrainResults
                     : claim_run_dir(o.project + "/" + o.name, o.exist_ok);
   const std::string save_dir = claim ? claim->path : "", wdir = save_dir + "/weights";
   const std::string last = wdir + "/last.safetensors", best = wdir + "/best.safetensors";
+  // A run that fails at start-up leaves no run directory of its own behind (disarmed before the
+  // first epoch; a resumed run's directory stays as it was found).
+  struct NewRunGuard {
+    std::string dir;
+    bool armed;
+    ~NewRunGuard() {
+      std::error_code ec;
+      if (armed && std::uncaught_exceptions() > 0) fs::remove_all(dir, ec);
+    }
+  } new_run{save_dir, claim && claim->created};
   if (rank.main()) {
     fs::create_directories(wdir);
+    check_checkpoint_folder(wdir);
     write_yaml_pairs(save_dir + "/opt.yaml", o.to_pairs(save_dir));
   }
+  const std::string prev = wdir + "/last.prev.safetensors";  // the checkpoint before last, while the run lasts
+  const DatasetFingerprint train_index = dataset_fingerprint([&] {
+    std::vector<std::string> paths;
+    for (const data::ClassifySample& sample : dataset.train.samples) paths.push_back(sample.path);
+    return paths;
+  }());
 
   const int cores = static_cast<int>(std::thread::hardware_concurrency());
   const int nw = std::min(std::max(cores - 1, 0), o.workers);
@@ -342,17 +362,47 @@ int train_classifier(const ClassifyTrainOptions& requested, ClassifyTrainResults
     ema = std::make_unique<ModelEma>(ema_model, model);
   }
   int start_epoch = 0;
-  double best_fitness = 0;
+  int64_t first_batch = 0;  // of start_epoch: where a run stopped inside it resumes
+  double best_fitness = 0, resumed_tloss = 0;
   if (resumed) {  // every rank reads the same file: the same weights everywhere
     const CheckpointInfo info = load_checkpoint(resume_path, {&model, ema.get(), &optimizer, nullptr, &scaler});
     start_epoch = static_cast<int>(info.epoch) + 1;
     best_fitness = info.best_fitness;
     for (const GeneratorState& g : info.generators)
       if (g.name == "dropout") model.head().drop->generator = restore_generator(g);
+    if (const json::Value* next = info.progress.find("next_batch"); next && next->as_integer() > 0) {
+      start_epoch = static_cast<int>(info.progress.find("epoch")->as_integer());
+      first_batch = next->as_integer();
+      resumed_tloss = info.progress.find("tloss")->as_real();
+    }
+    const json::Value* saved_index = info.options.find("train_index");
+    const std::string note = check_resume_dataset(
+        saved_index ? std::optional<DatasetFingerprint>(DatasetFingerprint::from_json(*saved_index, resume_path)) : std::nullopt,
+        train_index, first_batch, train_loader.len(), resume_path);
+    if (!note.empty()) out.line(note);
     KESTREL_CHECK(start_epoch < o.epochs, "--resume ", resume_path, ": its run finished all ", o.epochs,
                   " epochs; nothing to resume");
-    out.line("Resuming training from ", resume_path, " from epoch ", start_epoch + 1, " to ", o.epochs, " total epochs");
+    out.line("Resuming training from ", resume_path, " from epoch ", start_epoch + 1,
+             first_batch ? str(", batch ", first_batch + 1) : std::string(), " to ", o.epochs, " total epochs");
   }
+  // A checkpoint of everything --resume needs (stripped when the run ends); `progress` says where a
+  // run stopped inside an epoch stands ({} at an epoch's end). The one before stays as
+  // last.prev.safetensors while the run lasts.
+  const auto save_last = [&](int64_t completed_epoch, json::Value progress) {
+    CheckpointInfo info;
+    info.epoch = completed_epoch;
+    info.best_fitness = best_fitness;
+    info.options = checkpoint_options(o, save_dir, model, names, train_index);
+    info.generators = {generator_state("dropout", model.head().drop->generator)};
+    info.progress = std::move(progress);
+    if (fs::exists(last)) publish_copy(last, prev);
+    save_checkpoint(last, {&model, ema.get(), &optimizer, nullptr, &scaler}, info);
+  };
+  const auto stopped = [&](int sig, int epoch) {
+    return Interrupted(sig, str("training stopped by a signal in epoch ", epoch + 1, fs::exists(last) ?
+                                "; continue it with kestrel classify train --resume " + last : std::string()));
+  };
+  new_run.armed = false;
 
   const std::string val_name = dataset.test_name;
   out.line("Image sizes ", o.imgsz, " train, ", o.imgsz, " test\nUsing ", train_lo.workers, " dataloader workers\n",
@@ -370,19 +420,17 @@ int train_classifier(const ClassifyTrainOptions& requested, ClassifyTrainResults
   const std::vector<Tensor> params = optimizer.parameters();
   for (int epoch = start_epoch; epoch < o.epochs; ++epoch) {
     model.train(true);
-    train_loader.start_epoch(epoch);
+    const bool resuming_inside = epoch == start_epoch && first_batch > 0;
+    train_loader.start_epoch(epoch, resuming_inside ? first_batch : 0);
     const int64_t nb = o.max_batches > 0 ? std::min<int64_t>(o.max_batches, train_loader.len()) : train_loader.len();
-    double tloss = 0;
-    int64_t i = 0;
+    double tloss = resuming_inside ? resumed_tloss : 0.0;
+    int64_t i = resuming_inside ? first_batch : 0;
     ProgressCadence cadence = out.cadence();
     const Clock::time_point te = Clock::now();
     const auto mem = [&] { return device.is_cuda() ? allocator_stats(device).reserved / 1e9 : 0.0; };
     while (i < nb) {
       std::optional<data::ClassifyBatch> batch = train_loader.next();
       if (!batch) break;
-      if (const int sig = stop.received())
-        throw Interrupted(sig, str("training stopped by a signal in epoch ", epoch + 1, fs::exists(last) ?
-                                   "; continue it with kestrel classify train --resume " + last : std::string()));
       Tensor images = batch->images.to(device);
       if (compute != DType::F32) images = images.to(compute);
       const Tensor labels = Tensor::from_vector(batch->labels, {batch->size()}, device);
@@ -400,6 +448,14 @@ int train_classifier(const ClassifyTrainOptions& requested, ClassifyTrainResults
       if (++batches_run == o.interrupt_after) stop.raise_as(SIGINT);
       tloss = (tloss * static_cast<double>(i) + loss.item()) / static_cast<double>(i + 1);
       ++i;
+      // A stop inside the epoch: rank 0 saves where it stands (the next batch, the running loss),
+      // and every rank ends; --resume continues at that batch.
+      if (const int sig = stop.received(); sig && i < nb) {
+        if (rank.main())
+          save_last(epoch - 1, json::Object{{"epoch", json::Value(static_cast<int64_t>(epoch))},
+                                            {"next_batch", json::Value(i)}, {"tloss", json::Value(tloss)}});
+        throw stopped(sig, epoch);
+      }
       const double secs = std::chrono::duration<double>(Clock::now() - te).count();
       if (i < nb && cadence.due(i, nb, secs))
         out.progress(epoch_columns(epoch, o.epochs, mem()) + g12(tloss) + std::string(36, ' ') + ": " +
@@ -412,7 +468,11 @@ int train_classifier(const ClassifyTrainOptions& requested, ClassifyTrainResults
       optimizer.set_rates(g, rates);
     }
     r.train_loss = tloss;
-    if (!rank.main()) continue;
+    const bool final_epoch = epoch + 1 == o.epochs;
+    if (!rank.main()) {
+      if (const int sig = stop.received(); sig && !final_epoch) throw stopped(sig, epoch + 1);
+      continue;
+    }
     // The last batch's validation, on the EMA (rank 0).
     ClassificationModel& ema_model = dynamic_cast<ClassificationModel&>(ema->module());
     ClassifyValOptions vo;
@@ -430,17 +490,13 @@ int train_classifier(const ClassifyTrainOptions& requested, ClassifyTrainResults
         {"metrics/accuracy_top5", v.top5}, {"lr/0", optimizer.rates(0).lr}};
     append_results(save_dir + "/results.csv", metrics, epoch);
     if (board) board->log_scalars(epoch, metrics);
-    const bool final_epoch = epoch + 1 == o.epochs;
-    if (!o.nosave || final_epoch) {  // everything --resume needs; stripped when the run ends
-      CheckpointInfo info;
-      info.epoch = epoch;
-      info.best_fitness = best_fitness;
-      info.options = checkpoint_options(o, save_dir, model, names);
-      info.generators = {generator_state("dropout", model.head().drop->generator)};
-      save_checkpoint(last, {&model, ema.get(), &optimizer, nullptr, &scaler}, info);
+    const int sig = final_epoch ? 0 : stop.received();
+    if (!o.nosave || final_epoch || sig) {  // --nosave: the final epoch's, or where a stop left it
+      save_last(epoch, json::Object{});
       if (best_fitness == fitness) publish_copy(last, best);
     }
     r.val_loss = v.loss, r.top1 = v.top1, r.top5 = v.top5;
+    if (sig) throw stopped(sig, epoch + 1);
   }
   r.best_fitness = best_fitness;
   if (!rank.main()) {
@@ -451,6 +507,8 @@ int train_classifier(const ClassifyTrainOptions& requested, ClassifyTrainResults
   // As the reference's checkpoints: the EMA in float16, nothing to resume.
   for (const std::string& f : {last, best})
     if (fs::exists(f)) strip_checkpoint(f);
+  std::error_code ec;
+  fs::remove(prev, ec);  // the run has ended: last is what fine-tunes it
   const double hours = std::chrono::duration<double>(Clock::now() - t0).count() / 3600.0;
   char done[64];
   std::snprintf(done, sizeof done, "%.3f", hours);

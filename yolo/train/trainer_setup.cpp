@@ -85,15 +85,7 @@ void Trainer::prepare_run_directory() {
   prev_path_ = weights_dir_ + "/last.prev.safetensors";
   if (rank_.main()) {
     fs::create_directories(weights_dir_);
-    // Checkpoints are written at the first epoch's end: a folder they cannot be written to is found
-    // now, with a file written and removed there as a checkpoint is (not an epoch later).
-    try {
-      write_file_atomic(weights_dir_ + "/.write-test", "");
-      fs::remove(weights_dir_ + "/.write-test");
-    } catch (const std::exception& e) {
-      KESTREL_FAIL("cannot write checkpoints to ", weights_dir_, " (", e.what(), "); make it writable, or give ",
-                   "another --project or --name");
-    }
+    check_checkpoint_folder(weights_dir_);
   }
   hyp_ = resume_             ? resume_->info.hyp
          : options_.hyp_values     ? *options_.hyp_values

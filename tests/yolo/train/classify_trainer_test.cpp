@@ -1,8 +1,9 @@
 // The classifier's trainer (yolo/train/classify_trainer) called directly: a run stopped by a
-// signal in its second epoch and resumed (--resume, the newest last.safetensors under the project)
-// ends bitwise where an uninterrupted run ends, dropout's random stream included: the final losses
-// to the last bit, every tensor of the stripped last.safetensors, every results.csv row; the
-// resumed run continues in its own directory. A finished run is not resumable, and a detection
+// signal inside its second epoch, resumed there (--resume, the newest last.safetensors under the
+// project), stopped again at that epoch's end and resumed again, ends bitwise where an
+// uninterrupted run ends, dropout's random stream included: the final losses to the last bit,
+// every tensor of the stripped last.safetensors, every results.csv row; the resumed runs continue
+// in their own directory. A finished run is not resumable, and a detection
 // checkpoint is refused by --resume.
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -54,7 +55,7 @@ TEST_F(ClassifyTrainer, StoppedAndResumedRunEqualsAnUninterruptedRun) {
   ASSERT_EQ(yolo::train_classifier(options("a"), &whole), 0);
 
   yolo::ClassifyTrainOptions first = options("b");
-  first.interrupt_after = 4;  // epoch 1's first batch: the stop lands inside epoch 1
+  first.interrupt_after = 4;  // epoch 1's first batch: stopped inside epoch 1, before its batch 1
   try {
     yolo::train_classifier(first);
     FAIL() << "the run was not stopped";
@@ -63,13 +64,19 @@ TEST_F(ClassifyTrainer, StoppedAndResumedRunEqualsAnUninterruptedRun) {
     EXPECT_NE(std::string(e.what()).find("--resume"), std::string::npos) << e.what();
   }
   const fs::path b = dir_ / "b" / "exp";
-  EXPECT_EQ(kestrel::testing::read_results_csv(b / "results.csv").size(), 1u) << "the stopped epoch leaves no row";
+  EXPECT_EQ(kestrel::testing::read_results_csv(b / "results.csv").size(), 1u) << "the stopped epoch has no row yet";
+  EXPECT_TRUE(fs::exists(b / "weights" / "last.prev.safetensors")) << "the checkpoint before last is kept while the run lasts";
   yolo::ClassifyTrainOptions again = options("b");
   again.epochs = 1;        // the checkpoint's options win
   again.batch_size = 4;
   again.resume = "";       // the newest last.safetensors under the project
+  again.interrupt_after = 2;  // epoch 1's last batch: this stop waits for the epoch's end
+  EXPECT_THROW(yolo::train_classifier(again), yolo::Interrupted);
+  EXPECT_EQ(kestrel::testing::read_results_csv(b / "results.csv").size(), 2u) << "epoch 1 ended before the stop";
+  again.interrupt_after = 0;
   ASSERT_EQ(yolo::train_classifier(again, &resumed), 0);
   EXPECT_FALSE(fs::exists(dir_ / "b" / "exp2")) << "a resumed run continues in its own directory";
+  EXPECT_FALSE(fs::exists(b / "weights" / "last.prev.safetensors")) << "removed when the run ends";
 
   EXPECT_EQ(whole.train_loss, resumed.train_loss);
   EXPECT_EQ(whole.val_loss, resumed.val_loss);
