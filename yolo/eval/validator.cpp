@@ -213,7 +213,9 @@ void plot_metrics(const ValMetrics& m, const ConfusionMatrix& confusion, const s
     curve_ap50.push_back(d.ap[i][0]);
     curve_names.push_back(class_name(names, d.classes[i]));
   }
-  plot_pr_curve(px, curves, curve_ap50, curve_names, dir + "/PR_curve.png");
+  // The legend's "all classes" figure is the console's mAP50 (every class with labels), as the
+  // reference's ap[:, 0].mean(); the curves are those of the classes with predictions.
+  plot_pr_curve(px, curves, curve_ap50, curve_names, dir + "/PR_curve.png", m.map50);
   // The metric-confidence curves of every class with labels, as the reference plots them.
   std::vector<std::string> class_names;
   for (int c : d.classes) class_names.push_back(class_name(names, c));

@@ -67,7 +67,7 @@ void draw_curves(const std::vector<double>& px, const std::vector<std::vector<do
 
 void plot_pr_curve(const std::vector<double>& px, const std::vector<std::vector<double>>& py,
                    const std::vector<double>& ap50, const std::vector<std::string>& names,
-                   const std::string& path) {
+                   const std::string& path, std::optional<double> map50) {
   std::vector<std::string> labels;
   double map = 0;
   for (size_t c = 0; c < py.size(); ++c) {
@@ -76,6 +76,7 @@ void plot_pr_curve(const std::vector<double>& px, const std::vector<std::vector<
     labels.push_back((c < names.size() ? names[c] : std::to_string(c)) + buf);
   }
   for (double a : ap50) map += a / std::max<size_t>(1, ap50.size());
+  if (map50) map = *map50;
   char mean_label[64];
   std::snprintf(mean_label, sizeof mean_label, "all classes %.3f mAP@0.5", map);
   draw_curves(px, py, mean_curve(px.size(), py), labels, mean_label, "Precision-Recall Curve", "Recall",

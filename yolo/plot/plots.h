@@ -6,6 +6,7 @@
 #pragma once
 #include <opencv2/core.hpp>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -61,9 +62,12 @@ void plot_confusion_matrix(const std::vector<std::vector<double>>& matrix,
 
 // PR_curve.png: precision over recall (px: recall grid, py[c]: precision per class) with the
 // per-class mAP@0.5 in the legend and the mean curve bold.
+// map50: the legend's "all classes" figure, the reference's ap[:, 0].mean() over every class with
+// labels (those without predictions have no curve but count, as 0): the console's mAP50. Without
+// it, the mean of ap50.
 void plot_pr_curve(const std::vector<double>& px, const std::vector<std::vector<double>>& py,
                    const std::vector<double>& ap50, const std::vector<std::string>& names,
-                   const std::string& path);
+                   const std::string& path, std::optional<double> map50 = std::nullopt);
 
 // F1_curve.png, P_curve.png, R_curve.png: a metric over confidence (px: the confidence grid,
 // py[c]: per class), a thin line per class (named in the legend below 21 classes, grey above) and

@@ -127,6 +127,8 @@ void Trainer::check_anchors_and_plot_labels() {
     autoanchor_report_ = check_anchors(train_split_.records, model_->detect(), hyp_.anchor_t, img_size_, anchor_gen);
   }
   if (rank_.main() && plots() && !resume_) {
+    // Said after AutoAnchor's report, which is said later (build_validator), as the reference says both.
+    autoanchor_report_ += "Plotting labels to " + save_dir_ + "/labels.jpg... \n";
     plot_labels(train_split_.records, names_, save_dir_ + "/labels.jpg");
     plot_labels_correlogram(train_split_.records, save_dir_ + "/labels_correlogram.jpg");
   }

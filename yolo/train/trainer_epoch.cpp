@@ -34,9 +34,10 @@ bool Trainer::train_epoch(int epoch) {
     progress_.next_batch = i + 1;
     instances = b->targets.size(0);
     size = b->images.size(1);
-    // The mean losses are learnt a batch late: the epoch's last line waits for the drain below,
-    // so that it shows the epoch's mean as results.csv records it.
-    if (out_->on() && i + 1 < shown) show(false);
+    // The mean losses are learnt a batch late: no bar before the first is known (it would show
+    // losses of 0), and the epoch's last line waits for the drain below, so that it shows the
+    // epoch's mean as results.csv records it.
+    if (out_->on() && i + 1 < shown && progress_.seen + progress_.skipped > 0) show(false);
     // Stop at an optimizer-step boundary: nothing is half-accumulated in the saved state.
     if (stop_agreed_ && !accumulated_) {
       account(step_->drain());
@@ -83,7 +84,8 @@ void Trainer::train_batch(const data::Batch& batch, int epoch, int64_t i) {
   }
   if (rank_.main() && ni < 3 && plots()) {
     const std::string mosaic = save_dir_ + "/train_batch" + std::to_string(ni) + ".jpg";
-    plot_batch(batch.images, batch.paths, target_boxes(batch.targets, batch.images.size(1), batch.images.size(2)), names_, mosaic);
+    // As the reference's train.py, which draws its training mosaics without names: class numbers.
+    plot_batch(batch.images, batch.paths, target_boxes(batch.targets, batch.images.size(1), batch.images.size(2)), {}, mosaic);
     if (board_) board_->log_image(mosaic, epoch);
   }
 }

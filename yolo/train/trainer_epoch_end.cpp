@@ -138,6 +138,10 @@ void Trainer::strip_final_checkpoints() {
 
 int Trainer::finish(bool interrupted) {
   const double hours = std::chrono::duration<double>(Clock::now() - t_start_).count() / 3600.0;
+  // In the reference's order: the epochs' time, the stripped checkpoints, the best weights'
+  // validation, then where the results are.
+  const int completed = std::max(0, last_completed_ - start_epoch_ + 1);
+  out_->line(str("\n", completed, " epoch", completed == 1 ? "" : "s", " completed in ", short_number(hours), " hours."));
   if (rank_.main() && !interrupted) strip_final_checkpoints();
   // As the reference: the best weights validated once more (the stripped file, which is what the
   // run hands on), with plots (also after an early stop or an interruption).
@@ -161,8 +165,6 @@ int Trainer::finish(bool interrupted) {
                " capture", g.captures == 1 ? "" : "s",
                step_->graphs_disabled_reason().empty() ? std::string() : "; given up: " + step_->graphs_disabled_reason());
   }
-  const int completed = std::max(0, last_completed_ - start_epoch_ + 1);
-  out_->line(str("\n", completed, " epoch", completed == 1 ? "" : "s", " completed in ", short_number(hours), " hours."));
   out_->line("Results saved to ", save_dir_);
   wait_for_rank0(rank_, "the final validation");
   if (!interrupted) return 0;

@@ -67,7 +67,8 @@ TEST(StartupLines, TrainEchoesOptionsHyperparametersAndTheModelTable) {
 }
 
 // train.py's order after the model: the optimizer, the train loader's scan, the val loader's, then
-// AutoAnchor (which needs the loader's labels), then the sizes and the start.
+// AutoAnchor (which needs the loader's labels) and the labels plot, then the sizes and the start;
+// at the end the epochs' time before the best weights' validation, then where the results are.
 TEST(StartupLines, TrainSaysTheLoadersAndAutoAnchorInTheReferencesOrder) {
   const fs::path dir = scratch("order");
   fs::create_directories(dir / "images");
@@ -80,12 +81,13 @@ TEST(StartupLines, TrainSaysTheLoadersAndAutoAnchorInTheReferencesOrder) {
   }
   std::ofstream(dir / "four.yaml") << "path: " << dir.string() << "\ntrain: images\nval: images\nnames: ['box']\n";
   const auto r = run_kestrel("train --cfg models/yolov5n.yaml --data " + (dir / "four.yaml").string() +
-                             " --epochs 1 --img 64 --batch-size 4 --device cpu --workers 1 --noplots --no-tensorboard "
+                             " --epochs 1 --img 64 --batch-size 4 --device cpu --workers 1 --no-tensorboard "
                              "--nosave --project " + (dir / "runs").string());
   ASSERT_EQ(r.code, 0) << r.out;
   const std::vector<std::string> order = {" summary: 214 layers", "optimizer: SGD", "train: Scanning",
-                                          "val: Scanning", "AutoAnchor: ", "Image sizes 64 train",
-                                          "Starting training for 1 epochs"};
+                                          "val: Scanning", "AutoAnchor: ", "Plotting labels to ",
+                                          "Image sizes 64 train", "Starting training for 1 epochs",
+                                          "1 epoch completed in", "Validating ", "Results saved to "};
   size_t last = 0;
   for (const std::string& line : order) {
     const size_t here = at(r.out, line);
