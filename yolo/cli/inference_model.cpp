@@ -8,6 +8,7 @@
 #include "io/json.h"
 #include "layers/conv.h"
 #include "yolo/common/shipped_files.h"
+#include "yolo/common/version.h"
 #include "yolo/eval/augmented_inference.h"
 #include "yolo/model/release_weights.h"
 #include "yolo/model/weights.h"
@@ -16,10 +17,15 @@
 namespace kestrel::cli {
 
 Device inference_device(const std::string& spec) {
-  if (spec.empty()) return cuda_available() ? Device::cuda(0) : Device::cpu();
-  const Device d = Device::parse(spec);
-  KESTREL_CHECK(d.is_cpu() || d.index < cuda_device_count(), "--device ", spec, ": no such GPU (",
-                cuda_device_count(), " CUDA devices); use --device cpu");
+  Device d = Device::cpu();
+  if (spec.empty()) {
+    d = cuda_available() ? Device::cuda(0) : Device::cpu();
+  } else {
+    d = Device::parse(spec);
+    KESTREL_CHECK(d.is_cpu() || d.index < cuda_device_count(), "--device ", spec, ": no such GPU (",
+                  cuda_device_count(), " CUDA devices); use --device cpu");
+  }
+  std::printf("%s\n", yolo::startup_line(d).c_str());  // as the reference's select_device says it
   return d;
 }
 

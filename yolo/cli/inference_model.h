@@ -32,7 +32,8 @@ struct InferenceModel {
 InferenceModel load_inference_model(const std::string& weights, const std::string& cfg,
                                     std::optional<int> nc, Device device, bool allow_onnx = false);
 
-// cpu, a GPU index, or the first GPU when `spec` is empty and one is present.
+// cpu, a GPU index, or the first GPU when `spec` is empty and one is present; says which, in the
+// start-up line (yolo/common/version.h), as the reference's select_device does.
 Device inference_device(const std::string& spec);
 
 // val's and detect's shared precision and augmentation flags. --half: float16 inference on CUDA;

@@ -8,19 +8,24 @@
 #include "yolo/cli/args.h"
 #include "yolo/cli/commands.h"
 #include "yolo/common/stop_signal.h"
+#include "yolo/common/version.h"
 
 namespace {
 
 void print_overview(FILE* out) {
   std::fprintf(out, "usage: kestrel <command> [flags]\n\ncommands:\n");
   for (const auto* c : kestrel::cli::all_commands()) std::fprintf(out, "  %-8s %s\n", c->name, c->summary);
-  std::fprintf(out, "\n`kestrel <command> --help` shows a command's flags.\n");
+  std::fprintf(out, "\n`kestrel <command> --help` shows a command's flags; `kestrel --version` what this is.\n");
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   kestrel::settle_openmp_wait(argv);  // before any thread: libgomp reads it when it loads
+  if (argc >= 2 && std::string(argv[1]) == "--version") {
+    std::printf("%s", kestrel::yolo::version_text().c_str());
+    return 0;
+  }
   if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
     print_overview(argc < 2 ? stderr : stdout);
     return argc < 2 ? 2 : 0;

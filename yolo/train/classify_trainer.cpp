@@ -22,6 +22,7 @@
 #include "yolo/common/console.h"
 #include "yolo/common/run_dir.h"
 #include "yolo/common/stop_signal.h"
+#include "yolo/common/version.h"
 #include "yolo/data/classify_dataset.h"
 #include "yolo/data/classify_loader.h"
 #include "yolo/data/loader.h"
@@ -240,6 +241,7 @@ int train_classifier(const ClassifyTrainOptions& requested, ClassifyTrainResults
                 rank.world);
   StopSignal stop;
   const Device device = pick_device(o.device, rank.world > 1 ? rank.local : -1);
+  out.line(startup_line(device));
   if (rank.world > 1) rank.group = dist::init_process_group(device.is_cuda() ? "nccl" : "gloo", dopt, device);
   const Precision precision = pick_precision(o.amp, device);
   const DType compute = precision.activations;

@@ -14,6 +14,7 @@
 #include "yolo/train/device_choice.h"
 #include "yolo/train/rank_collectives.h"
 #include "yolo/train/train_echo.h"
+#include "yolo/common/version.h"
 
 namespace kestrel::yolo {
 namespace fs = std::filesystem;
@@ -46,6 +47,7 @@ void Trainer::resolve_options() {
   KESTREL_CHECK(!options_.quad || (options_.batch_size / rank_.world) % 4 == 0, "--quad makes one image of every 4: the ",
                 "batch per rank (", options_.batch_size / rank_.world, ") must be a multiple of 4");
   device_ = pick_device(options_.device, rank_.local);
+  out_->line(startup_line(device_));
   // This rank's GPU is current on this thread from here on: nothing creates a context on GPU 0.
   if (device_.is_cuda()) KESTREL_CUDA_CHECK(cudaSetDevice(device_.index));
   if (rank_.world > 1) rank_.group = dist::init_process_group(device_.is_cuda() ? "nccl" : "gloo", dopt, device_);

@@ -151,3 +151,19 @@ TEST(StartupLines, PrefixesAreColouredOnATerminalOnly) {
       << piped.out;
   EXPECT_EQ(piped.out.find("\x1b["), std::string::npos) << piped.out;
 }
+
+// `kestrel --version` and the start-up line after a command's options, as the reference's
+// "YOLOv5 🚀 v7.0-... torch-... CPU": the version, the commit, and the device.
+TEST(StartupLines, VersionAndTheDeviceLine) {
+  auto r = run_kestrel("--version");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(r.out.rfind("kestrel 0.", 0), 0u) << r.out;
+  EXPECT_NE(r.out.find(" (commit "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("built with CUDA "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(", oneDNN "), std::string::npos) << r.out;
+  r = run_kestrel("val --weights /no/such.pt --device cpu");
+  const size_t echo = r.out.find("val: "), line = r.out.find("Kestrel 🚀 0.");
+  ASSERT_NE(line, std::string::npos) << r.out;
+  EXPECT_LT(echo, line) << r.out;
+  EXPECT_NE(r.out.find(" CPU (", line), std::string::npos) << r.out;
+}
