@@ -8,6 +8,10 @@
 # --sanitize also installs what scripts/sanitize.sh needs: clang 14 with its sanitizer and
 # libFuzzer runtimes (libclang-rt-14-dev ships libclang_rt.fuzzer), its OpenMP runtime, and
 # llvm-symbolizer for readable reports.
+# OpenCV's videoio (libopencv-videoio-dev, about 100 packages with FFmpeg and GStreamer) comes by
+# default, so that `kestrel detect --source vid.mp4` and streams work from the quick start; --lean
+# (or KESTREL_LEAN=1) leaves it out: the build then reads images only (a video source is refused,
+# saying so).
 set -euo pipefail
 
 packages=(
@@ -24,9 +28,15 @@ packages=(
   patchelf xz-utils ccache
   openmpi-bin libjpeg-turbo-progs
 )
-if [[ ${1:-} == --sanitize ]]; then
-  packages+=(clang-14 libclang-rt-14-dev libomp-14-dev llvm-14)
-fi
+lean=${KESTREL_LEAN:-0}
+for arg in "$@"; do
+  case $arg in
+    --sanitize) packages+=(clang-14 libclang-rt-14-dev libomp-14-dev llvm-14) ;;
+    --lean) lean=1 ;;
+    *) echo "install-deps: unknown argument $arg (--sanitize, --lean)" >&2; exit 2 ;;
+  esac
+done
+((lean)) || packages+=(libopencv-videoio-dev)
 
 missing=()
 for p in "${packages[@]}"; do

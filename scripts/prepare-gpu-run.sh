@@ -18,7 +18,9 @@
 # (docs/history/performance.md).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-build_dir=${BUILD_DIR:-$root/build}
+# A build of its own: the bundle leaves OpenCV's videoio out (its FFmpeg would not fit the travel),
+# which the default build links where install-deps put it.
+build_dir=${BUILD_DIR:-$root/build-gpu}
 stage=$root/.gpu
 ref_git="" ref_dir="" coco128=$root/../shared/datasets/coco128
 while (($#)); do
@@ -33,7 +35,7 @@ done
 [[ -f $coco128/coco128.yaml ]] || { echo "prepare-gpu-run: no coco128 at $coco128 (give --coco128 DIR)" >&2; exit 2; }
 
 "$root/scripts/install-deps.sh"
-cmake -S "$root" -B "$build_dir" -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake -S "$root" -B "$build_dir" -DCMAKE_BUILD_TYPE=Release -DKESTREL_VIDEOIO=OFF -DKESTREL_HIGHGUI=OFF >/dev/null
 mapfile -t cuda_tests < <(cd "$root/tests" && find . -name '*_cuda_test.cpp' | sed 's|^\./||; s|/|_|g; s|\.cpp$||' | sort)
 cmake --build "$build_dir" -j "$(nproc)" --target kestrel train_step bench_kernels overlap "${cuda_tests[@]}"
 

@@ -61,7 +61,10 @@ const FlagTable kFlags = {
     {"half", nullptr, nullptr, "float16 inference on a GPU (ignored on the CPU, as in the reference)"},
     {"dnn", nullptr, nullptr, "accepted: .onnx weights always run in OpenCV DNN (on the CPU), square, batch 1"},
     {"cfg", "M.yaml", nullptr, "model yaml, only for plain weights files (checkpoints carry their model)"},
-    {"nc", "N", nullptr, "class count, only for plain weights files"}};
+    {"nc", "N", nullptr, "class count, only for plain weights files"},
+    {"coco-eval", nullptr, nullptr, "COCO's official mAP (pycocotools' COCOeval rules) on the detections, against --coco-gt or "
+                                    "else the labels; prints its 12 lines, its AP and AP50 become mAP50-95 and mAP50 (implies --save-json)"},
+    {"coco-gt", "FILE", nullptr, "COCO ground-truth json for --coco-eval (implies it), evaluated on the split's images"}};
 
 }  // namespace
 
@@ -72,12 +75,14 @@ const Command kValCommand = {
     "                   [--task val|test|train] [--device cpu|0] [--half] [--augment] [--dnn]\n"
     "                   [--save-json] [--save-txt] [--save-conf] [--save-hybrid] [--verbose] [--single-cls]\n"
     "                   [--max-det 300] [--workers 8] [--cfg M.yaml] [--nc N] [--project runs/val]\n"
-    "                   [--name exp] [--exist-ok]\n"
-    "  --cfg/--nc are only needed for plain weights files (checkpoints carry their model).\n",
+    "                   [--name exp] [--exist-ok] [--coco-eval] [--coco-gt FILE]\n"
+    "  --cfg/--nc are only needed for plain weights files (checkpoints carry their model).\n"
+    "  With --save-json on COCO (val: coco/val2017.txt), as the reference: the detections are evaluated\n"
+    "  against <path>/annotations/instances_val2017.json (pycocotools' COCOeval rules, in Kestrel).\n",
     run_val, &kFlags};
 
 int run_val(const std::vector<std::string>& argv) {
-  Args args(argv, flag_spec(kFlags), /*lists=*/{}, /*own=*/{"cfg", "nc"});
+  Args args(argv, flag_spec(kFlags), /*lists=*/{}, /*own=*/{"cfg", "nc", "coco-eval", "coco-gt"});
   const yolo::Console console(true);
   console.line(console.colour("val: "), args.echo(kFlags));
   if (!args.has("weights")) throw UsageError("--weights is required");
@@ -120,6 +125,18 @@ int run_val(const std::vector<std::string>& argv) {
   const std::vector<std::string> names = im.names.empty() ? dcfg.names : im.names;
   // As the reference: COCO's 91 category ids only when validating on COCO's own val2017.txt.
   vo.coco_ids = dcfg.val.size() == 1 && dcfg.val[0].ends_with("coco/val2017.txt");
+  // COCO's official metric (yolo/eval/coco_eval.h): --coco-eval against --coco-gt or the labels;
+  // else, as the reference with --save-json (on by itself for coco.yaml), the dataset's
+  // annotations file: always on COCO (a warning when it is missing), elsewhere where it exists.
+  vo.coco_eval = args.has("coco-eval") || args.has("coco-gt");
+  vo.save_json = vo.save_json || vo.coco_eval || data.ends_with("coco.yaml");
+  if (args.has("coco-gt")) {
+    vo.coco_gt = args.get("coco-gt", "");
+    if (!std::filesystem::is_regular_file(vo.coco_gt)) throw UsageError("--coco-gt " + vo.coco_gt + ": no such file");
+  } else if (vo.save_json && !vo.coco_eval) {
+    const std::string annotations = (std::filesystem::path(dcfg.root) / "annotations/instances_val2017.json").string();
+    if (vo.coco_ids || std::filesystem::exists(annotations)) vo.coco_gt = annotations;
+  }
 
   yolo::data::DatasetSplit split = yolo::data::load_split(dcfg, task, dcfg.nc, vo.single_cls, true, 0,
                                                                      /*evaluation=*/true);

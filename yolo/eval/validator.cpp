@@ -13,6 +13,7 @@
 #include "yolo/data/batch_uploader.h"
 #include "yolo/eval/augmented_inference.h"
 #include "yolo/eval/box_ops.h"
+#include "yolo/eval/coco_eval.h"
 #include "yolo/eval/nms.h"
 #include "yolo/plot/plots.h"
 
@@ -154,9 +155,9 @@ void write_txt(const std::vector<float>& d, const data::SampleShapes& shapes, co
 // the image id as a number; the box is x, y, w, h from the float32 centre form, rounded to 3
 // digits, the score to 5.
 void add_json_rows(const std::vector<float>& d, const std::string& path, bool coco_ids, json::Array& rows) {
-  const std::string s = stem(path);
-  const bool numeric = !s.empty() && s.size() <= 18 && s.find_first_not_of("0123456789") == std::string::npos;
-  const json::Value image_id = numeric ? json::Value(static_cast<int64_t>(std::stoll(s))) : json::Value(s);
+  const CocoImageId id = coco_image_id(path);
+  const json::Value image_id = std::holds_alternative<int64_t>(id) ? json::Value(std::get<int64_t>(id))
+                                                                   : json::Value(std::get<std::string>(id));
   for (size_t k = 0; k + 6 <= d.size(); k += 6) {
     const int c = static_cast<int>(d[k + 5]);
     const float w = d[k + 2] - d[k], h = d[k + 3] - d[k + 1];
@@ -164,7 +165,7 @@ void add_json_rows(const std::vector<float>& d, const std::string& path, bool co
     json::Array bbox;
     for (float v : {x, y, w, h}) bbox.emplace_back(round_digits(v, 3));
     rows.emplace_back(json::Object{{"image_id", image_id},
-                                   {"category_id", static_cast<int64_t>(coco_ids && c < 80 ? coco80_to_91()[c] : c)},
+                                   {"category_id", coco_category_id(c, coco_ids)},
                                    {"bbox", std::move(bbox)},
                                    {"score", round_digits(d[k + 4], 5)}});
   }
@@ -222,6 +223,32 @@ void plot_metrics(const ValMetrics& m, const ConfusionMatrix& confusion, const s
   plot_mc_curve(px, d.f1_curve, class_names, "F1", dir + "/F1_curve.png");
   plot_mc_curve(px, d.p_curve, class_names, "Precision", dir + "/P_curve.png");
   plot_mc_curve(px, d.r_curve, class_names, "Recall", dir + "/R_curve.png");
+}
+
+// The reference's pycocotools step on the run's detections: the summary (or why it could not
+// run) for the table; AP@[.5:.95] and AP50 into the metrics.
+std::string coco_evaluate(const json::Array& rows, const std::vector<data::ImageRecord>& records,
+                          const std::vector<std::string>& names, const ValOptions& o, ValMetrics& metrics) {
+  std::string text = "\nEvaluating COCO mAP (pycocotools' COCOeval) on " + std::to_string(rows.size()) + " detections against " +
+                     (o.coco_gt.empty() ? std::string("the labels") : o.coco_gt) + "...\n";
+  try {
+    const std::vector<CocoDetection> detections = parse_coco_detections(json::Value(rows), "predictions");
+    CocoEvalOptions options;
+    CocoGroundTruth gt;
+    if (o.coco_gt.empty()) {
+      gt = parse_coco_ground_truth(coco_labels_json(records, names, o.coco_ids, o.single_cls), "the labels");
+    } else {
+      gt = read_coco_ground_truth(o.coco_gt);
+      options.image_ids.emplace();
+      for (const data::ImageRecord& r : records) options.image_ids->push_back(coco_image_id(r.image_path));
+    }
+    const CocoEvalResult r = evaluate_coco(gt, detections, options);
+    metrics.map = r.stats[0];
+    metrics.map50 = r.stats[1];
+    return text + coco_summary(r.stats);
+  } catch (const std::exception& e) {
+    return text + "WARNING: COCO evaluation unable to run: " + e.what() + "\n";
+  }
 }
 
 // predictions.json: one detection object per line.
@@ -344,6 +371,15 @@ ValResult Validator::run_batches(const std::function<DetectionModel::Prediction(
   result.table = format_table(result, o, names_, nc_, console_ != nullptr);
   if (to_files && o.plots) plot_metrics(result.metrics, acc.confusion, names_, nc_, o.save_dir);
   if (to_files && o.save_json) write_json(acc.json_rows, o.save_dir + "/predictions.json");
+  if (o.save_json && (o.coco_eval || !o.coco_gt.empty())) {
+    if (!acc.json_rows.empty()) {
+      std::vector<data::ImageRecord> records;
+      for (int64_t i = 0; i < pipeline_->size(); ++i) records.push_back(pipeline_->record(i));
+      result.table += coco_evaluate(acc.json_rows, records, names_, o, result.metrics);
+    } else if (o.coco_eval) {
+      result.table += "COCO evaluation skipped: no detections\n";
+    }
+  }
   return result;
 }
 

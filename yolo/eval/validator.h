@@ -40,6 +40,14 @@ struct ValOptions {
   bool save_txt = false;      // labels/<image>.txt per image (class x y w h, normalised)
   bool save_conf = false;     // ... with each box's confidence as a sixth column
   bool coco_ids = false;      // map classes to the 91 COCO category ids in the json
+  // With save_json: COCO's official metric on the detections (yolo/eval/coco_eval.h), as the
+  // reference's pycocotools step: its 12 summary lines end the table, and its AP@[.5:.95] and AP50
+  // replace mAP50-95 and mAP50. Against the file `coco_gt` when set (on the split's images only),
+  // else, with `coco_eval`, against a ground truth made from the split's labels. A ground truth
+  // that cannot be read leaves a warning line and the metrics as they were; no detections, no
+  // evaluation (as the reference).
+  std::string coco_gt;
+  bool coco_eval = false;
 };
 
 // The validation losses of one batch, from the model's raw outputs and the batch's targets (the
