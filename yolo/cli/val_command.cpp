@@ -108,6 +108,8 @@ int run_val(const std::vector<std::string>& argv) {
   if (vo.img_size > kMaxImageSize)
     throw UsageError("--img-size " + std::to_string(vo.img_size) + " is above the limit of " +
                      std::to_string(kMaxImageSize) + " pixels a side");
+  if (args.has("coco-gt") && !std::filesystem::is_regular_file(args.get("coco-gt", "")))
+    throw UsageError("--coco-gt " + args.get("coco-gt", "") + ": no such file");
   Device device = inference_device(args.get("device", ""));
 
   const std::string data = yolo::resolve_data(args.get("data", "synthetic"));
@@ -132,7 +134,6 @@ int run_val(const std::vector<std::string>& argv) {
   vo.save_json = vo.save_json || vo.coco_eval || data.ends_with("coco.yaml");
   if (args.has("coco-gt")) {
     vo.coco_gt = args.get("coco-gt", "");
-    if (!std::filesystem::is_regular_file(vo.coco_gt)) throw UsageError("--coco-gt " + vo.coco_gt + ": no such file");
   } else if (vo.save_json && !vo.coco_eval) {
     const std::string annotations = (std::filesystem::path(dcfg.root) / "annotations/instances_val2017.json").string();
     if (vo.coco_ids || std::filesystem::exists(annotations)) vo.coco_gt = annotations;

@@ -1,6 +1,7 @@
 #include "yolo/eval/coco_eval.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <functional>
