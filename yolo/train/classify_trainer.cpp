@@ -39,6 +39,7 @@
 #include "yolo/train/grad_scaler.h"
 #include "yolo/train/train_resume.h"
 #include "yolo/train/rank_info.h"
+#include "yolo/train/run_files.h"
 
 namespace kestrel::yolo {
 namespace {
@@ -268,28 +269,25 @@ int train_classifier(const ClassifyTrainOptions& requested, ClassifyTrainResults
       out.line("WARNING ⚠️ pass YOLOv5 classifier model with '-cls' suffix, i.e. '--model yolov5s-cls.pt'");
   }
 
-  std::optional<ClaimedRunDir> claim;
-  if (rank.main())
-    claim = resumed ? claim_run_dir(fs::path(resume_path).parent_path().parent_path().string(), /*exist_ok=*/true)
-                    : claim_run_dir(o.project + "/" + o.name, o.exist_ok);
-  const std::string save_dir = claim ? claim->path : "", wdir = save_dir + "/weights";
-  const std::string last = wdir + "/last.safetensors", best = wdir + "/best.safetensors";
+  RunFilesOptions fo;
+  fo.project = o.project;
+  fo.name = o.name;
+  fo.exist_ok = o.exist_ok;
+  if (resumed) fo.resume_dir = fs::path(resume_path).parent_path().parent_path().string();
+  RunFiles files(rank, device, fo);
+  const std::string& save_dir = files.save_dir();
+  const std::string& last = files.last();
+  const std::string& best = files.best();
   // A run that fails at start-up leaves no run directory of its own behind (disarmed before the
-  // first epoch; a resumed run's directory stays as it was found).
+  // first epoch; the event file, opened later, is closed first).
   struct NewRunGuard {
-    std::string dir;
-    bool armed;
+    RunFiles& files;
+    bool armed = true;
     ~NewRunGuard() {
-      std::error_code ec;
-      if (armed && std::uncaught_exceptions() > 0) fs::remove_all(dir, ec);
+      if (armed && std::uncaught_exceptions() > 0) files.discard();
     }
-  } new_run{save_dir, claim && claim->created};
-  if (rank.main()) {
-    fs::create_directories(wdir);
-    check_checkpoint_folder(wdir);
-    write_yaml_pairs(save_dir + "/opt.yaml", o.to_pairs(save_dir));
-  }
-  const std::string prev = wdir + "/last.prev.safetensors";  // the checkpoint before last, while the run lasts
+  } new_run{files};
+  if (rank.main()) write_yaml_pairs(save_dir + "/opt.yaml", o.to_pairs(save_dir));
   const DatasetFingerprint train_index = dataset_fingerprint([&] {
     std::vector<std::string> paths;
     for (const data::ClassifySample& sample : dataset.train.samples) paths.push_back(sample.path);
@@ -397,7 +395,7 @@ int train_classifier(const ClassifyTrainOptions& requested, ClassifyTrainResults
     info.options = checkpoint_options(o, save_dir, model, names, train_index);
     info.generators = {generator_state("dropout", model.head().drop->generator)};
     info.progress = std::move(progress);
-    if (fs::exists(last)) publish_copy(last, prev);
+    files.keep_previous();
     save_checkpoint(last, {&model, ema.get(), &optimizer, nullptr, &scaler}, info);
   };
   const auto stopped = [&](int sig, int epoch) {
@@ -507,10 +505,7 @@ int train_classifier(const ClassifyTrainOptions& requested, ClassifyTrainResults
   }
 
   // As the reference's checkpoints: the EMA in float16, nothing to resume.
-  for (const std::string& f : {last, best})
-    if (fs::exists(f)) strip_checkpoint(f);
-  std::error_code ec;
-  fs::remove(prev, ec);  // the run has ended: last is what fine-tunes it
+  files.finish();
   const double hours = std::chrono::duration<double>(Clock::now() - t0).count() / 3600.0;
   char done[64];
   std::snprintf(done, sizeof done, "%.3f", hours);

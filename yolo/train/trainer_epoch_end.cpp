@@ -99,7 +99,7 @@ void Trainer::save_checkpoint_as(const std::string& path, int64_t last_epoch, co
   // The checkpoint before this one stays, as last.prev.safetensors, until the run ends: a last
   // that is damaged on disk (its checksums say so when read) leaves that to resume from. Published
   // (a hard link renamed into place) before the new last replaces the old, so last is never missing.
-  if (path == last_path_ && fs::exists(last_path_)) publish_copy(last_path_, prev_path_);
+  if (path == last_path_) files_->keep_previous();
   CheckpointInfo info;
   info.epoch = last_epoch;
   info.best_fitness = best_fitness_;
@@ -125,11 +125,7 @@ void Trainer::save_interrupted(int epoch) {
 // interruption, whose last must stay resumable): last and best keep the EMA weights in float16.
 // The epoch<N> copies keep the full state.
 void Trainer::strip_final_checkpoints() {
-  std::error_code ec;
-  fs::remove(prev_path_, ec);  // the run has ended: last is what resumes or fine-tunes it
-  for (const std::string& path : {last_path_, best_path_}) {
-    if (!fs::exists(path)) continue;
-    const uint64_t bytes = strip_checkpoint(path);
+  for (const auto& [path, bytes] : files_->finish()) {
     char size[32];
     std::snprintf(size, sizeof size, "%.1fMB", bytes / 1e6);
     out_->line("Optimizer stripped from ", path, ", ", size);

@@ -33,6 +33,7 @@
 #include "yolo/train/loss.h"
 #include "yolo/train/optimizer.h"
 #include "yolo/train/rank_info.h"
+#include "yolo/train/run_files.h"
 #include "yolo/train/schedule.h"
 #include "yolo/train/train_progress.h"
 #include "yolo/train/train_resume.h"
@@ -151,13 +152,10 @@ class Trainer {
   Precision precision_;
   std::optional<ResumePlan> resume_;
   std::optional<Console> out_;
+  // The run directory, its lock and checkpoints' paths (yolo/train/run_files.h), and their copies
+  // the phases read.
+  std::optional<RunFiles> files_;
   std::string save_dir_, weights_dir_, last_path_, best_path_;
-  std::string prev_path_;  // last.prev.safetensors: the checkpoint before last, while the run lasts
-  // Rank 0's hold on save_dir_ for the run's life (none for an --evolve generation: evolve()
-  // holds it across the generations).
-  std::optional<RunDirLock> run_lock_;
-  bool created_run_dir_ = false;  // by this run, not found (so start-up failures remove it)
-  std::vector<std::filesystem::path> made_folders_;  // project folders claiming the run made, innermost first
   Hyp hyp_;
   std::optional<data::DatasetConfig> dataset_config_;
   int num_classes_ = 0;  // 1 with --single-cls (train.py's nc)

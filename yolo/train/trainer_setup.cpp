@@ -60,35 +60,17 @@ void Trainer::resolve_options() {
 }
 
 void Trainer::prepare_run_directory() {
-  if (rank_.main()) {
-    const std::string named = (fs::path(options_.project) / options_.name).string();
-    if (resume_) {
-      save_dir_ = resume_->save_dir;
-      run_lock_ = RunDirLock::acquire(save_dir_, "that run is still training; let it finish or stop it "
-                                                 "(Ctrl-C) before resuming");
-    } else if (options_.evolve > 0) {
-      save_dir_ = named;
-    } else {
-      // The folders above the run that claiming it makes (runs/, runs/train/): a start-up failure
-      // removes them again, with the run's own.
-      for (fs::path p = fs::path(options_.project); !p.empty() && !fs::exists(p); p = p.parent_path())
-        made_folders_.push_back(p);
-      ClaimedRunDir claim = claim_run_dir(named, options_.exist_ok);
-      save_dir_ = claim.path;
-      created_run_dir_ = claim.created;
-      run_lock_ = std::move(claim.lock);
-    }
-    if (run_lock_) remove_stale_temporaries(*run_lock_);
-  }
-  save_dir_ = broadcast_string(rank_, device_, save_dir_);
-  weights_dir_ = save_dir_ + "/weights";
-  last_path_ = weights_dir_ + "/last.safetensors";
-  best_path_ = weights_dir_ + "/best.safetensors";
-  prev_path_ = weights_dir_ + "/last.prev.safetensors";
-  if (rank_.main()) {
-    fs::create_directories(weights_dir_);
-    check_checkpoint_folder(weights_dir_);
-  }
+  RunFilesOptions fo;
+  fo.project = options_.project;
+  fo.name = options_.name;
+  fo.exist_ok = options_.exist_ok;
+  if (resume_) fo.resume_dir = resume_->save_dir;
+  fo.unclaimed = options_.evolve > 0;  // evolve() holds the directory across its generations
+  files_.emplace(rank_, device_, fo);
+  save_dir_ = files_->save_dir();
+  weights_dir_ = files_->weights_dir();
+  last_path_ = files_->last();
+  best_path_ = files_->best();
   hyp_ = resume_             ? resume_->info.hyp
          : options_.hyp_values     ? *options_.hyp_values
          : options_.hyp.empty()    ? Hyp{}
@@ -107,13 +89,9 @@ void Trainer::prepare_run_directory() {
 }
 
 void Trainer::discard_new_run_directory() {
-  if (!created_run_dir_) return;
+  if (!files_ || !files_->created()) return;
   board_.reset();  // its event file is open in the directory
-  std::error_code ec;
-  fs::remove_all(save_dir_, ec);
-  if (ec) out_->line("WARNING: cannot remove the new run directory ", save_dir_, ": ", ec.message());
-  for (const fs::path& folder : made_folders_) fs::remove(folder, ec);  // innermost first; only while empty
-  run_lock_.reset();
+  if (const std::string warning = files_->discard(); !warning.empty()) out_->line(warning);
 }
 
 void Trainer::load_data() {
