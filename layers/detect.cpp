@@ -10,8 +10,9 @@
 namespace kestrel::layers {
 
 Detect::Detect(int64_t nc_, const std::vector<std::vector<double>>& anchors_px,
-               const std::vector<int64_t>& ch, Generator& gen)
-    : nc(nc_), no(nc_ + 5), nl(static_cast<int64_t>(anchors_px.size())) {
+               const std::vector<int64_t>& ch, Generator& gen, int64_t nm_)
+    : nc(nc_), nm(nm_), no(nc_ + 5 + nm_), nl(static_cast<int64_t>(anchors_px.size())) {
+  KESTREL_CHECK(nm >= 0, "Detect: ", nm, " mask coefficients; give 0 or more");
   KESTREL_CHECK(nl > 0 && nl == static_cast<int64_t>(ch.size()), "Detect: ", anchors_px.size(),
                 " anchor levels for ", ch.size(), " input layers; give one anchor row per input");
   na = static_cast<int64_t>(anchors_px[0].size() / 2);
@@ -65,6 +66,8 @@ Tensor Detect::decode(const std::vector<Tensor>& raw) const {
           kernels::detect_decode_cuda(r.dtype(), r.data_ptr(), out.data_ptr(), s,
                                       px_dev.data<float>(), stream);
         });
+    // The decode takes the sigmoid of every channel; mask coefficients stay raw.
+    if (nm > 0) out = ops::concat({out.slice(4, 0, no - nm), r.slice(4, no - nm, no).to(out.dtype())}, 4);
     levels.push_back(out.reshape({s.batch, s.na * s.ny * s.nx, s.no}));
   }
   return ops::concat(levels, 1);

@@ -215,8 +215,9 @@ ModelConfig parse_model_config(const std::string& yaml_text, const std::string& 
   }
   parse_rows(root["backbone"], "backbone", source, cfg);
   parse_rows(root["head"], "head", source, cfg);
-  KESTREL_CHECK(!cfg.rows.empty() && (cfg.rows.back().module == "Detect" || cfg.rows.back().module == "Classify"),
-                source, ": the last head row must be Detect (a detector) or Classify (a classifier)");
+  const std::string last = cfg.rows.empty() ? "" : cfg.rows.back().module;
+  KESTREL_CHECK(last == "Detect" || last == "Segment" || last == "Classify", source,
+                ": the last head row must be Detect (a detector), Segment (a -seg model) or Classify (a classifier)");
   return cfg;
 }
 

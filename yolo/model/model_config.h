@@ -23,7 +23,7 @@ struct LayerRow {
   std::vector<int> from;  // as written: -1 is the previous layer, other values absolute indices
   bool from_is_list = false;
   int number = 1;
-  std::string module;  // "Conv", "C3", "Bottleneck", "SPPF", "nn.Upsample", "Concat", "Detect", "Classify"
+  std::string module;  // "Conv", "C3", "Bottleneck", "SPPF", "nn.Upsample", "Concat", "Detect", "Segment", "Classify"
   std::vector<ConfigArg> args;
   std::string where;   // "models/yolov5s.yaml, head row 3 (layer 13)" for error messages
 };

@@ -121,7 +121,7 @@ BuiltRows build_rows(const ModelConfig& config, LayerSequence& container, int64_
     const int n = row.number > 1 ? static_cast<int>(std::max<int64_t>(std::nearbyint(row.number * config.depth_multiple), 1))
                                  : row.number;
     const RowBuild r{row, row.where, n, c_in, no, config.width_multiple, from, ch, gen};
-    const bool known = row.module != "Detect" && row.module != "Classify";
+    const bool known = row.module != "Detect" && row.module != "Segment" && row.module != "Classify";
     KESTREL_CHECK(known || i + 1 == config.rows.size(), row.where, ": ", row.module, " must be the last layer");
     const BuiltRow built = known ? build_row(r) : head(r);
     container.append(built.module);

@@ -76,12 +76,12 @@ struct BuiltRow {
 };
 
 
-// Every row but a model's head (Detect, Classify), by the yaml's module name: Conv, C3,
+// Every row but a model's head (Detect, Segment, Classify), by the yaml's module name: Conv, C3,
 // Bottleneck, SPPF, nn.Upsample, Concat.
 BuiltRow build_row(const RowBuild& r);
 
 // A model's rows built in order into `container` ("model.0", ...), with the reference's table;
-// `head(r)` builds the rows build_row() does not know (Detect, Classify), the last row only.
+// `head(r)` builds the rows build_row() does not know (Detect, Segment, Classify), the last row only.
 struct BuiltRows {
   std::vector<ModelLayer> layers;
   std::vector<bool> saved;  // outputs a later layer reads

@@ -20,6 +20,10 @@ using pickle::Value;
 const std::set<std::string> kYolov5Globals = {
     "models.yolo.DetectionModel", "models.yolo.Model", "models.yolo.Detect",
     "models.yolo.ClassificationModel", "models.common.Classify",
+    // A -seg model; its Segment keeps Detect.forward as an attribute, which pickle writes as
+    // getattr(Detect, 'forward'): a record like the rest, never called.
+    "models.yolo.SegmentationModel", "models.yolo.Segment", "models.common.Proto",
+    "__builtin__.getattr", "builtins.getattr",
     // A classifier's checkpoint also pickles its inference transforms (model.transforms) and the
     // options' save_dir as a path: records, never called.
     "torchvision.transforms.transforms.Compose", "torchvision.transforms.transforms.Normalize",
@@ -209,7 +213,7 @@ PtCheckpoint parse_pt_checkpoint(std::string bytes, const std::string& path) {
   c.root = &root;
   auto is_model = [](const Value* v) {
     return v && (v->is_call("models.yolo.DetectionModel") || v->is_call("models.yolo.Model") ||
-                 v->is_call("models.yolo.ClassificationModel"));
+                 v->is_call("models.yolo.ClassificationModel") || v->is_call("models.yolo.SegmentationModel"));
   };
   if (is_model(&root)) {  // torch.save(model)
     c.model = &root;
@@ -221,7 +225,7 @@ PtCheckpoint parse_pt_checkpoint(std::string bytes, const std::string& path) {
   c.model = root.find("model");
   KESTREL_CHECK(is_model(c.model), path, ": its 'model' entry is ",
                 c.model ? (c.model->is(Value::Kind::Object) ? c.model->text : pickle::kind_name(c.model->kind)) : "missing",
-                ", not a YOLOv5 DetectionModel or ClassificationModel; is this a YOLOv5 v7.0 checkpoint?");
+                ", not a YOLOv5 DetectionModel, SegmentationModel or ClassificationModel; is this a YOLOv5 v7.0 checkpoint?");
   const Value* ema = root.find("ema");
   if (is_model(ema)) c.ema = ema;
   return c;
@@ -247,6 +251,7 @@ SafetensorsFile pt_weights(const PtCheckpoint& ckpt) {
                   "is this a YOLOv5 v7.0 checkpoint?");
     yaml_json = to_json(ckpt.file.document(), *yaml, path + ": the model's yaml");
     metadata["model_yaml"] = json::dump(yaml_json);
+    if (source.is_call("models.yolo.SegmentationModel")) metadata["task"] = "segment";
   }
   // The yaml file the model was built from (absent when it was built from a yaml dict): the
   // reference's model summary is named after it.

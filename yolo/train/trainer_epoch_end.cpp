@@ -147,6 +147,10 @@ int Trainer::finish(bool interrupted) {
     out_->line("Fusing layers... \n", ema_model_->summary(640, /*fused=*/true));  // as attempt_load there
     validator_->set_plots(plots());
     validator_->set_verbose(true);
+    // As train.py on COCO (save_json=is_coco): the official metric on the best weights.
+    const std::vector<std::string>& val = dataset_config_->val;
+    if (val.size() == 1 && val[0].ends_with("coco/val2017.txt"))
+      validator_->set_coco_eval((fs::path(dataset_config_->root) / "annotations/instances_val2017.json").string());
     out_->raw(validator_->run(*ema_model_, validation_loss(*compute_loss_)).table);
   }
   if (rank_.main() && results_) {
