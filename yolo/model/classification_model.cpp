@@ -88,12 +88,7 @@ double ClassificationModel::summary_gflops(int64_t img_size, bool fused) {
     forward(Tensor::zeros({1, s, s, config_.input_channels}, DType::F32, device));
   }
   train(was_training);
-  double ops = 0;
-  visit([&](layers::Module& m) {
-    if (auto* c = dynamic_cast<layers::Conv2d*>(&m)) ops += static_cast<double>(c->last_macs());
-    if (auto* c = dynamic_cast<layers::Conv*>(&m); c && !fused)
-      ops += 4.0 * static_cast<double>(c->conv->last_macs() / (c->conv->in_channels * c->conv->kernel * c->conv->kernel));
-  });
+  double ops = thop_ops(*this, fused);
   // The head after its Conv: thop counts the Linear's multiplies (one image) and the average
   // pool's additions and one division per output.
   const layers::Linear& linear = *head_->linear;

@@ -31,9 +31,7 @@ DetectionModel::DetectionModel(const ModelConfig& config, std::optional<int> nc,
     autograd::NoGradGuard no_grad;
     out = forward(Tensor::zeros({1, s, s, config_.input_channels}));
   }
-  std::vector<double> strides;
-  for (const Tensor& o : out) strides.push_back(static_cast<double>(s) / o.size(2));
-  detect_->set_strides(strides);
+  detect_->set_strides(level_strides(out, s));
   if (norm) layers::set_batch_norm(*this, norm);
 }
 
@@ -55,23 +53,9 @@ BuiltRow DetectionModel::build_detect(const RowBuild& r) {
   KESTREL_CHECK(!detect_, r.where, ": only one Detect layer is supported");
   std::vector<int64_t> level_ch;
   for (int f : r.from) level_ch.push_back(r.ch[f]);
-  std::vector<std::vector<double>> anchors = config_.anchors;
-  if (anchors.empty()) {  // a count only: provisional anchors until AutoAnchor, as the reference
-    for (size_t l = 0; l < r.from.size(); ++l) {
-      std::vector<double> level;
-      for (int64_t k = 0; k < 2 * config_.anchors_per_level; ++k) level.push_back(static_cast<double>(k));
-      anchors.push_back(level);
-    }
-  }
+  const std::vector<std::vector<double>> anchors = head_anchors(config_, r.from.size());
   detect_ = std::make_shared<layers::Detect>(config_.nc, anchors, level_ch, r.gen);
-  std::vector<std::string> levels, chs;
-  for (const auto& l : anchors) {
-    std::vector<std::string> v;
-    for (double x : l) v.push_back(python_number(x));
-    levels.push_back(python_list(v));
-  }
-  for (int64_t c : level_ch) chs.push_back(std::to_string(c));
-  return {detect_, {std::to_string(config_.nc), python_list(levels), python_list(chs)}, r.no};
+  return {detect_, {std::to_string(config_.nc), anchors_text(anchors), channels_text(level_ch)}, r.no};
 }
 
 std::vector<Tensor> DetectionModel::run(const Tensor& x, std::vector<Shape>* shapes, const LayerObserver* observe) {
@@ -144,26 +128,12 @@ double DetectionModel::summary_gflops(int64_t img_size, bool fused) {
     shapes = layer_output_shapes(Tensor::zeros({1, s, s, config_.input_channels}, DType::F32, device));
   }
   train(was_training);
-  double ops = 0;
-  visit([&](layers::Module& m) {
-    if (auto* c = dynamic_cast<layers::Conv2d*>(&m)) ops += static_cast<double>(c->last_macs());
-    if (auto* c = dynamic_cast<layers::Conv*>(&m); c && !fused)
-      ops += 4.0 * static_cast<double>(c->conv->last_macs() / (c->conv->in_channels * c->conv->kernel * c->conv->kernel));
-  });
-  for (size_t i = 0; i < layers_.size() && i < shapes.size(); ++i)
-    if (dynamic_cast<const layers::Upsample*>(layers_[i].module.get())) {
-      double n = 1;
-      for (int64_t d : shapes[i]) n *= static_cast<double>(d);
-      ops += n;
-    }
+  const double ops = thop_ops(*this, fused, upsample_shapes(layers_, shapes));
   return 2.0 * ops / 1e9 * (img_size / static_cast<double>(s)) * (img_size / static_cast<double>(s));
 }
 
 std::string DetectionModel::summary(int64_t img_size, bool fused) {
-  std::string name = config_.name;
-  if (name.rfind("yolov5", 0) == 0) name = "YOLOv5" + name.substr(6);
-  if (name.empty()) name = "Model";
-  return summary_line(name, *this, layer_count(), fused, summary_gflops(img_size, fused));
+  return summary_line(summary_name(config_), *this, layer_count(), fused, summary_gflops(img_size, fused));
 }
 
 std::string DetectionModel::describe(int64_t img_size) { return layer_table_text(table_) + summary(img_size) + "\n"; }

@@ -166,6 +166,63 @@ std::vector<Tensor> run_rows(const std::vector<ModelLayer>& layers, const std::v
   return inputs_of(head);
 }
 
+std::string summary_name(const ModelConfig& config) {
+  std::string name = config.name;
+  if (name.rfind("yolov5", 0) == 0) name = "YOLOv5" + name.substr(6);
+  return name.empty() ? "Model" : name;
+}
+
+double thop_ops(layers::Module& model, bool fused, const std::vector<Shape>& upsampled) {
+  double ops = 0;
+  model.visit([&](layers::Module& m) {
+    if (auto* c = dynamic_cast<layers::Conv2d*>(&m)) ops += static_cast<double>(c->last_macs());
+    if (auto* c = dynamic_cast<layers::Conv*>(&m); c && !fused)
+      ops += 4.0 * static_cast<double>(c->conv->last_macs() / (c->conv->in_channels * c->conv->kernel * c->conv->kernel));
+  });
+  for (const Shape& shape : upsampled) {
+    double n = 1;
+    for (int64_t d : shape) n *= static_cast<double>(d);
+    ops += n;
+  }
+  return ops;
+}
+
+std::vector<Shape> upsample_shapes(const std::vector<ModelLayer>& layers, const std::vector<Shape>& shapes) {
+  std::vector<Shape> out;
+  for (size_t i = 0; i < layers.size() && i < shapes.size(); ++i)
+    if (dynamic_cast<const layers::Upsample*>(layers[i].module.get())) out.push_back(shapes[i]);
+  return out;
+}
+
+std::vector<std::vector<double>> head_anchors(const ModelConfig& config, size_t levels) {
+  if (!config.anchors.empty()) return config.anchors;
+  std::vector<double> level;
+  for (int64_t k = 0; k < 2 * config.anchors_per_level; ++k) level.push_back(static_cast<double>(k));
+  return std::vector<std::vector<double>>(levels, level);
+}
+
+std::string anchors_text(const std::vector<std::vector<double>>& anchors) {
+  std::vector<std::string> levels;
+  for (const auto& l : anchors) {
+    std::vector<std::string> v;
+    for (double x : l) v.push_back(python_number(x));
+    levels.push_back(python_list(v));
+  }
+  return python_list(levels);
+}
+
+std::string channels_text(const std::vector<int64_t>& channels) {
+  std::vector<std::string> out;
+  for (int64_t c : channels) out.push_back(std::to_string(c));
+  return python_list(out);
+}
+
+std::vector<double> level_strides(const std::vector<Tensor>& raw, int64_t size) {
+  std::vector<double> strides;
+  for (const Tensor& level : raw) strides.push_back(static_cast<double>(size) / static_cast<double>(level.size(2)));
+  return strides;
+}
+
 std::string summary_line(const std::string& name, layers::Module& model, int64_t layer_count, bool fused, double gflops) {
   int64_t layers = layer_count, params = model.parameter_count(), grads = 0;
   if (fused) {  // each folded BatchNorm leaves the model, with its weight and bias; its conv gains a bias

@@ -104,6 +104,27 @@ std::string summary_line(const std::string& name, layers::Module& model, int64_t
 // The layer table as the reference prints it (from, n, params, module, arguments), one line a row.
 std::string layer_table_text(const std::vector<LayerInfo>& table);
 
+// The reference's model_info name: "YOLOv5s" for yolov5s.yaml, "Model" without a yaml's name.
+std::string summary_name(const ModelConfig& config);
+
+// thop's count for a model just run on one image (its modules' last forward): the convolutions'
+// multiply-accumulates, 4 per BatchNorm output unless `fused` (2, doubled for the affine pair),
+// and 1 per element of each of `upsampled`.
+double thop_ops(layers::Module& model, bool fused, const std::vector<Shape>& upsampled = {});
+// Every row's output that an nn.Upsample layer made, from a shapes pass (layer_output_shapes).
+std::vector<Shape> upsample_shapes(const std::vector<ModelLayer>& layers, const std::vector<Shape>& shapes);
+
+// A Detect-like head's anchors in pixels: the yaml's, or, where it gives only a count per level,
+// provisional ones (0, 1, 2, ...) until AutoAnchor computes them, as the reference. Also their
+// and the levels' channels' text in the layer table.
+std::vector<std::vector<double>> head_anchors(const ModelConfig& config, size_t levels);
+std::string anchors_text(const std::vector<std::vector<double>>& anchors);
+std::string channels_text(const std::vector<int64_t>& channels);
+
+// A stride per output level, from a training-mode pass of a size x size image (the reference's
+// stride pass): size over each level's grid height.
+std::vector<double> level_strides(const std::vector<Tensor>& raw, int64_t size);
+
 // Python's text of a number, a list, and a yaml argument, as the reference's table prints them.
 std::string python_number(double v);
 std::string python_list(const std::vector<std::string>& items);

@@ -51,9 +51,7 @@ SegmentationModel::SegmentationModel(const ModelConfig& config, std::optional<in
     autograd::NoGradGuard no_grad;
     out = forward(Tensor::zeros({1, s, s, config_.input_channels}));
   }
-  std::vector<double> strides;
-  for (const Tensor& o : out.raw) strides.push_back(static_cast<double>(s) / o.size(2));
-  segment_->set_strides(strides);
+  segment_->set_strides(level_strides(out.raw, s));
   if (norm) layers::set_batch_norm(*this, norm);
 }
 
@@ -71,22 +69,11 @@ BuiltRow SegmentationModel::build_segment(const RowBuild& r) {
                 " are supported (the official models use 256)");
   std::vector<int64_t> level_ch;
   for (int f : r.from) level_ch.push_back(r.ch[f]);
-  std::vector<std::vector<double>> anchors = config_.anchors;
-  if (anchors.empty()) {  // a count only: provisional anchors until AutoAnchor, as the reference
-    std::vector<double> level;
-    for (int64_t k = 0; k < 2 * config_.anchors_per_level; ++k) level.push_back(static_cast<double>(k));
-    anchors.assign(r.from.size(), level);
-  }
+  const std::vector<std::vector<double>> anchors = head_anchors(config_, r.from.size());
   segment_ = std::make_shared<layers::Segment>(config_.nc, anchors, nm, npr, level_ch, r.gen);
-  std::vector<std::string> levels, chs;
-  for (const auto& l : anchors) {
-    std::vector<std::string> v;
-    for (double x : l) v.push_back(python_number(x));
-    levels.push_back(python_list(v));
-  }
-  for (int64_t c : level_ch) chs.push_back(std::to_string(c));
   return {segment_,
-          {std::to_string(config_.nc), python_list(levels), std::to_string(nm), std::to_string(npr), python_list(chs)},
+          {std::to_string(config_.nc), anchors_text(anchors), std::to_string(nm), std::to_string(npr),
+           channels_text(level_ch)},
           r.no};
 }
 
@@ -132,19 +119,7 @@ double SegmentationModel::summary_gflops(int64_t img_size, bool fused) {
     shapes = layer_output_shapes(Tensor::zeros({1, s, s, config_.input_channels}, DType::F32, device));
   }
   train(was_training);
-  double ops = 0;
-  visit([&](layers::Module& m) {
-    if (auto* c = dynamic_cast<layers::Conv2d*>(&m)) ops += static_cast<double>(c->last_macs());
-    if (auto* c = dynamic_cast<layers::Conv*>(&m); c && !fused)
-      ops += 4.0 * static_cast<double>(c->conv->last_macs() / (c->conv->in_channels * c->conv->kernel * c->conv->kernel));
-  });
-  auto elements = [](const Shape& shape) {
-    double n = 1;
-    for (int64_t d : shape) n *= static_cast<double>(d);
-    return n;
-  };
-  for (size_t i = 0; i < layers_.size() && i < shapes.size(); ++i)
-    if (dynamic_cast<const layers::Upsample*>(layers_[i].module.get())) ops += elements(shapes[i]);
+  double ops = thop_ops(*this, fused, upsample_shapes(layers_, shapes));
   // Proto's upsample: four outputs per element of cv1's output.
   const layers::Conv2d& cv1 = *segment_->proto->cv1->conv;
   ops += 4.0 * static_cast<double>(cv1.last_macs() / (cv1.in_channels * cv1.kernel * cv1.kernel));
@@ -152,10 +127,7 @@ double SegmentationModel::summary_gflops(int64_t img_size, bool fused) {
 }
 
 std::string SegmentationModel::summary(int64_t img_size, bool fused) {
-  std::string name = config_.name;
-  if (name.rfind("yolov5", 0) == 0) name = "YOLOv5" + name.substr(6);
-  if (name.empty()) name = "Model";
-  return summary_line(name, *this, layer_count(), fused, summary_gflops(img_size, fused));
+  return summary_line(summary_name(config_), *this, layer_count(), fused, summary_gflops(img_size, fused));
 }
 
 std::string SegmentationModel::describe(int64_t img_size) {
