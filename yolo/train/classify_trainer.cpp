@@ -38,6 +38,7 @@
 #include "yolo/train/ema.h"
 #include "yolo/train/grad_scaler.h"
 #include "yolo/train/train_resume.h"
+#include "yolo/train/rank_collectives.h"
 #include "yolo/train/rank_info.h"
 #include "yolo/train/run_files.h"
 
@@ -237,6 +238,8 @@ int train_classifier(const ClassifyTrainOptions& requested, ClassifyTrainResults
   const dist::DistOptions dopt = dist::resolve_dist_options(dist::DistFlags{}, dist::process_environment());
   RankInfo rank;
   rank.rank = dopt.rank, rank.world = dopt.world_size, rank.local = dopt.local_rank;
+  // How long the other ranks wait while rank 0 validates and saves alone: train's default.
+  rank.phase_limit = std::chrono::milliseconds(static_cast<int64_t>(TrainOptions{}.dist_phase_timeout * 1000));
   const Console out(rank.main());
   KESTREL_CHECK(o.batch_size % rank.world == 0, "--batch-size ", o.batch_size, " must be a multiple of the world size ",
                 rank.world);
@@ -398,6 +401,12 @@ int train_classifier(const ClassifyTrainOptions& requested, ClassifyTrainResults
     files.keep_previous();
     save_checkpoint(last, {&model, ema.get(), &optimizer, nullptr, &scaler}, info);
   };
+  // A stop signal, as every rank agrees on it at the same point (any rank's; a collective).
+  const auto agreed_stop = [&]() -> int {
+    const int mine = stop.received();
+    if (rank.world == 1) return mine;
+    return ranks_raising(rank, device, {mine != 0})[0] > 0 ? (mine ? mine : SIGTERM) : 0;
+  };
   const auto stopped = [&](int sig, int epoch) {
     return Interrupted(sig, str("training stopped by a signal in epoch ", epoch + 1, fs::exists(last) ?
                                 "; continue it with kestrel classify train --resume " + last : std::string()));
@@ -448,9 +457,9 @@ int train_classifier(const ClassifyTrainOptions& requested, ClassifyTrainResults
       if (++batches_run == o.interrupt_after) stop.raise_as(SIGINT);
       tloss = (tloss * static_cast<double>(i) + loss.item()) / static_cast<double>(i + 1);
       ++i;
-      // A stop inside the epoch: rank 0 saves where it stands (the next batch, the running loss),
-      // and every rank ends; --resume continues at that batch.
-      if (const int sig = stop.received(); sig && i < nb) {
+      // A stop inside the epoch, agreed by every rank at the same batch: rank 0 saves where it
+      // stands (the next batch, the running loss), and every rank ends; --resume continues there.
+      if (const int sig = agreed_stop(); sig && i < nb) {
         if (rank.main())
           save_last(epoch - 1, json::Object{{"epoch", json::Value(static_cast<int64_t>(epoch))},
                                             {"next_batch", json::Value(i)}, {"tloss", json::Value(tloss)}});
@@ -469,34 +478,36 @@ int train_classifier(const ClassifyTrainOptions& requested, ClassifyTrainResults
     }
     r.train_loss = tloss;
     const bool final_epoch = epoch + 1 == o.epochs;
-    if (!rank.main()) {
-      if (const int sig = stop.received(); sig && !final_epoch) throw stopped(sig, epoch + 1);
-      continue;
+    if (rank.main()) {
+      // The last batch's validation, on the EMA (rank 0).
+      ClassificationModel& ema_model = dynamic_cast<ClassificationModel&>(ema->module());
+      ClassifyValOptions vo;
+      vo.label_smoothing = o.label_smoothing;
+      vo.action = val_name == "val" ? "validating" : "testing";
+      vo.compute = compute;
+      const ClassifyValResult v = validate_classifier(ema_model, test_loader, device, vo);
+      const double fitness = v.top1;
+      const double secs = std::chrono::duration<double>(Clock::now() - te).count();
+      out.progress(epoch_columns(epoch, o.epochs, mem()) + g12(tloss) + g12(v.loss) + g12(v.top1) + g12(v.top5) + ": " +
+                       format_bar(nb, nb, secs), true);
+      if (fitness > best_fitness) best_fitness = fitness;
+      const std::vector<std::pair<std::string, double>> metrics = {
+          {"train/loss", tloss}, {val_name + "/loss", v.loss}, {"metrics/accuracy_top1", v.top1},
+          {"metrics/accuracy_top5", v.top5}, {"lr/0", optimizer.rates(0).lr}};
+      append_results(save_dir + "/results.csv", metrics, epoch);
+      if (board) board->log_scalars(epoch, metrics);
+      if (!o.nosave || final_epoch) {  // --nosave: the final epoch's only (or where a stop leaves it)
+        save_last(epoch, json::Object{});
+        if (best_fitness == fitness) publish_copy(last, best);
+      }
+      r.val_loss = v.loss, r.top1 = v.top1, r.top5 = v.top5;
     }
-    // The last batch's validation, on the EMA (rank 0).
-    ClassificationModel& ema_model = dynamic_cast<ClassificationModel&>(ema->module());
-    ClassifyValOptions vo;
-    vo.label_smoothing = o.label_smoothing;
-    vo.action = val_name == "val" ? "validating" : "testing";
-    vo.compute = compute;
-    const ClassifyValResult v = validate_classifier(ema_model, test_loader, device, vo);
-    const double fitness = v.top1;
-    const double secs = std::chrono::duration<double>(Clock::now() - te).count();
-    out.progress(epoch_columns(epoch, o.epochs, mem()) + g12(tloss) + g12(v.loss) + g12(v.top1) + g12(v.top5) + ": " +
-                     format_bar(nb, nb, secs), true);
-    if (fitness > best_fitness) best_fitness = fitness;
-    const std::vector<std::pair<std::string, double>> metrics = {
-        {"train/loss", tloss}, {val_name + "/loss", v.loss}, {"metrics/accuracy_top1", v.top1},
-        {"metrics/accuracy_top5", v.top5}, {"lr/0", optimizer.rates(0).lr}};
-    append_results(save_dir + "/results.csv", metrics, epoch);
-    if (board) board->log_scalars(epoch, metrics);
-    const int sig = final_epoch ? 0 : stop.received();
-    if (!o.nosave || final_epoch || sig) {  // --nosave: the final epoch's, or where a stop left it
-      save_last(epoch, json::Object{});
-      if (best_fitness == fitness) publish_copy(last, best);
+    // A stop that came during the epoch's last batch or its validation, agreed by every rank.
+    wait_for_rank0(rank, str("validation and saving of epoch ", epoch + 1));
+    if (const int sig = final_epoch ? 0 : agreed_stop()) {
+      if (rank.main() && o.nosave) save_last(epoch, json::Object{});
+      throw stopped(sig, epoch + 1);
     }
-    r.val_loss = v.loss, r.top1 = v.top1, r.top5 = v.top5;
-    if (sig) throw stopped(sig, epoch + 1);
   }
   r.best_fitness = best_fitness;
   if (!rank.main()) {
