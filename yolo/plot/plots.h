@@ -15,6 +15,11 @@
 
 namespace kestrel::yolo {
 
+// study.png: val --task study's curves, one per study*.txt in `folder` (mAP50-95 x 100 over the
+// inference milliseconds per image, from the second image size up to the best), as the reference's
+// plot_val_study without its EfficientDet line.
+void plot_val_study(const std::string& folder, const std::string& png_path);
+
 // results.png: one chart per column of results.csv (the reference's 2 x 5 grid).
 void plot_results(const std::string& csv_path, const std::string& png_path);
 

@@ -199,3 +199,23 @@ TEST(ValDetectFlags, DetectDataNamesAndVisualize) {
   EXPECT_TRUE(mentions(bad.out, "names 2 classes, but the weights predict 3")) << bad.out;
   fs::remove_all(dir);
 }
+
+// val.py --task speed: every --weights validated with the reference's thresholds (conf 0.25, IoU
+// 0.45), no plots, each in a run directory of its own; several weights are refused elsewhere.
+TEST(ValDetectFlags, TaskSpeedRunsEachWeights) {
+  const fs::path dir = scratch("speed");
+  mini_dataset(dir, 2);
+  const std::string data = (dir / "mini.yaml").string();
+  const CliResult r = run("val --task speed --weights " + std::string(kWeights) + " " + kWeights + " --data " + data +
+                          " --single-cls --img 64 --device cpu --workers 1 --project " + (dir / "val").string());
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_TRUE(mentions(r.out, "conf_thres=0.001")) << "the echo shows the flags as given: " << r.out;
+  size_t speeds = 0;
+  for (size_t at = r.out.find("Speed: "); at != std::string::npos; at = r.out.find("Speed: ", at + 1)) ++speeds;
+  EXPECT_EQ(speeds, 2u) << r.out;
+  EXPECT_TRUE(fs::is_directory(dir / "val" / "exp2"));
+  EXPECT_FALSE(fs::exists(dir / "val" / "exp" / "confusion_matrix.png")) << "no plots";
+  const CliResult two = run("val --weights " + std::string(kWeights) + " " + kWeights + " --data " + data + " --img 64");
+  EXPECT_EQ(two.code, 2) << two.out;
+  fs::remove_all(dir);
+}

@@ -337,3 +337,16 @@ TEST(Plots, BatchMosaicTileOrderAndCaptions) {
   EXPECT_EQ(l.tile(1).x, 0);
   EXPECT_GT(l.tile(1).y, 0);
 }
+
+// study.png from val --task study's files (rows of 10 numbers), and a malformed row refused.
+TEST(Plots, ValStudy) {
+  const std::filesystem::path dir = out_dir() / "study";
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "study_coco_yolov5n.txt") << "0.5 0.4 0.30 0.20 0 0 0 0.1 5.0 0.2\n"
+                                                 << "0.5 0.4 0.35 0.24 0 0 0 0.1 7.0 0.2\n"
+                                                 << "0.5 0.4 0.36 0.26 0 0 0 0.1 9.0 0.2\n";
+  plot_val_study(dir.string(), (dir / "study.png").string());
+  EXPECT_GT(std::filesystem::file_size(dir / "study.png"), 1000u);
+  std::ofstream(dir / "study_bad.txt") << "1 2 3\n";
+  EXPECT_THROW(plot_val_study(dir.string(), (dir / "study2.png").string()), kestrel::Error);
+}
