@@ -1,6 +1,7 @@
-// Checking macros for CUDA runtime, cuBLAS and cuDNN calls: they name the call, file and line.
+// Checking macros for CUDA runtime and cuDNN calls: they name the call, file and line. (Kestrel
+// calls no cuBLAS: its GEMMs are cuDNN convolutions; `kestrel env` loads cuBLAS only to say its
+// version.)
 #pragma once
-#include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <cudnn.h>
 
@@ -11,13 +12,6 @@
     cudaError_t kestrel_err_ = (call);                                                    \
     if (kestrel_err_ != cudaSuccess)                                                      \
       KESTREL_FAIL("CUDA call ", #call, " failed: ", cudaGetErrorString(kestrel_err_));   \
-  } while (0)
-
-#define KESTREL_CUBLAS_CHECK(call)                                                        \
-  do {                                                                                    \
-    cublasStatus_t kestrel_st_ = (call);                                                  \
-    if (kestrel_st_ != CUBLAS_STATUS_SUCCESS)                                             \
-      KESTREL_FAIL("cuBLAS call ", #call, " failed: ", cublasGetStatusString(kestrel_st_)); \
   } while (0)
 
 #define KESTREL_CUDNN_CHECK(call)                                                         \

@@ -1,9 +1,10 @@
-// `kestrel env`: the CUDA stack this binary finds at run time, beside the versions it was built
+// `kestrel env`: the CUDA stack this binary finds at run time (cuBLAS, which it does not link,
+// loaded to say its version), beside the versions it was built
 // against, and the devices it sees. The first thing to read on a new GPU machine: a cuDNN or NCCL
 // older than the build's, or a driver older than the runtime, explains failures that would
 // otherwise look like kernel bugs. Every query answers without a GPU (versions of 0 or "none").
-#include <cublas_api.h>
 #include <cuda_runtime.h>
+#include <dlfcn.h>
 #include <cudnn.h>
 #include <nccl.h>
 
@@ -33,6 +34,23 @@ void print_cudnn(const char* what, size_t v) {
 }
 void print_nccl(const char* what, int v) { std::printf("%-13s %d.%d.%d\n", what, v / 10000, (v % 10000) / 100, v % 100); }
 
+// cuBLAS, which Kestrel does not link (its GEMMs are cuDNN convolutions): loaded here only to say
+// which one the loader would find, for a first look at a GPU machine; "not found" otherwise.
+void print_cublas() {
+  void* lib = dlopen("libcublas.so.13", RTLD_LAZY | RTLD_LOCAL);
+  if (!lib) lib = dlopen("libcublas.so", RTLD_LAZY | RTLD_LOCAL);
+  // cublasGetProperty(libraryPropertyType, int*): 0 major, 1 minor, 2 patch (library_types.h).
+  using GetProperty = int (*)(int, int*);
+  auto get = lib ? reinterpret_cast<GetProperty>(dlsym(lib, "cublasGetProperty")) : nullptr;
+  int v[3] = {0, 0, 0};
+  if (!get || get(0, &v[0]) != 0 || get(1, &v[1]) != 0 || get(2, &v[2]) != 0) {
+    std::printf("%-13s not found (Kestrel does not use it)\n", "cuBLAS");
+  } else {
+    std::printf("%-13s %d.%d.%d (not linked: Kestrel does not use it)\n", "cuBLAS", v[0], v[1], v[2]);
+  }
+  if (lib) dlclose(lib);
+}
+
 }  // namespace
 
 int run_env(const std::vector<std::string>& argv) {
@@ -43,11 +61,7 @@ int run_env(const std::vector<std::string>& argv) {
   print_cuda("CUDA runtime", runtime);
   print_cuda("  built with", CUDART_VERSION);
   print_cuda("CUDA driver", driver);
-  int major = 0, minor = 0, patch = 0;
-  cublasGetProperty(MAJOR_VERSION, &major);
-  cublasGetProperty(MINOR_VERSION, &minor);
-  cublasGetProperty(PATCH_LEVEL, &patch);
-  std::printf("%-13s %d.%d.%d\n", "cuBLAS", major, minor, patch);
+  print_cublas();
   print_cudnn("cuDNN", cudnnGetVersion());
   print_cudnn("  built with", CUDNN_VERSION);
   int nccl = 0;
