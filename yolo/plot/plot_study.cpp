@@ -67,7 +67,8 @@ void plot_val_study(const std::string& folder, const std::string& png_path) {
   ChartStyle style;
   style.font = 0.7;
   style.left = 90, style.right = 30, style.top = 50, style.bottom = 80;
-  Chart chart(canvas, {0, 0, 1200, 900}, "", 0, x1 * 1.1, std::max(0.0, y0 - 2), y1 + 2, style);
+  const double pad = std::max({0.1 * (y1 - y0), 0.1 * y1, 0.01});
+  Chart chart(canvas, {0, 0, 1200, 900}, "", 0, x1 * 1.1, std::max(0.0, y0 - pad), y1 + pad, style);
   std::vector<LegendEntry> legend;
   for (size_t i = 0; i < curves.size(); ++i) {
     chart.line(curves[i].ms, curves[i].ap, tab10(static_cast<int>(i)), 2, /*markers=*/true);
@@ -76,7 +77,7 @@ void plot_val_study(const std::string& folder, const std::string& png_path) {
   chart.close();
   chart.x_label("Speed (ms/img)");
   chart.y_label("AP val (mAP50-95 x 100)");
-  if (!legend.empty()) draw_legend(canvas, legend, {chart.area().x + chart.area().width - 300, chart.area().y + chart.area().height - 40 * static_cast<int>(legend.size()) - 20}, 0.7);
+  if (!legend.empty()) draw_legend(canvas, legend, {chart.area().x + 20, chart.area().y + 20}, 0.7);
   save_plot(png_path, canvas);
 }
 

@@ -341,6 +341,7 @@ TEST(Plots, BatchMosaicTileOrderAndCaptions) {
 // study.png from val --task study's files (rows of 10 numbers), and a malformed row refused.
 TEST(Plots, ValStudy) {
   const std::filesystem::path dir = out_dir() / "study";
+  std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   std::ofstream(dir / "study_coco_yolov5n.txt") << "0.5 0.4 0.30 0.20 0 0 0 0.1 5.0 0.2\n"
                                                  << "0.5 0.4 0.35 0.24 0 0 0 0.1 7.0 0.2\n"
