@@ -16,6 +16,7 @@
 
 #include "yolo/data/image_cache.h"
 #include "yolo/data/image_codec.h"
+#include "yolo/data/npy_image.h"
 
 namespace kestrel::yolo::data {
 
@@ -24,16 +25,6 @@ enum class ClassifyCacheMode { None, Ram, Disk };
 // --cache's value: "" or "none", "ram" (also "true", the bare flag's value), "disk"; anything else
 // is an error naming the choices.
 ClassifyCacheMode parse_classify_cache(const std::string& value);
-
-// The .npy beside an image: "a/b.c.jpg" -> "a/b.c.npy".
-std::string npy_path_of(const std::string& image_path);
-
-// numpy's .npy format (version 1.0, header padded to 64 bytes) for an H x W x 3 uint8 array,
-// written atomically (io/atomic_file.h), so a crash never leaves a torn file to be read later.
-void write_npy_image(const std::string& path, const cv::Mat& bgr);
-// An H x W x 3 (or H x W, made 3-channel) uint8 C-order array from an .npy file; anything else is
-// an error naming the file and saying to delete it (it is written again from the image).
-cv::Mat read_npy_image(const std::string& path);
 
 // One loader thread's reused memory for decoding (not thread-safe: one per thread).
 struct DecodeBuffers {
