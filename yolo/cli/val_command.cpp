@@ -171,7 +171,8 @@ int run_study(const Args& args, const yolo::ValOptions& base, bool half, const y
       std::string row;
       for (double v : {m.mp, m.mr, m.map50, m.map, r.box_loss, r.obj_loss, r.cls_loss, r.ms_pre, r.ms_inf, r.ms_nms}) {
         std::snprintf(cell, sizeof cell, "%10.4g", v);
-        row += (row.empty() ? "" : " ") + std::string(cell);
+        if (!row.empty()) row += ' ';
+        row += cell;
       }
       rows += row + "\n";
     }

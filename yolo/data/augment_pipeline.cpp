@@ -1,11 +1,13 @@
 #include "yolo/data/augment_pipeline.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <opencv2/imgproc.hpp>
 #include <sstream>
 
 #include "base/error.h"
 #include "engine/thread_pool.h"
+#include "yolo/data/npy_image.h"
 #include "yolo/data/rect_batches.h"
 
 namespace kestrel::yolo::data {
@@ -72,6 +74,29 @@ bool AugmentPipeline::cache_images(int threads) {
   return true;
 }
 
+int64_t AugmentPipeline::cache_to_disk(int threads) {
+  std::vector<int64_t> bytes(records_.size(), 0);
+  ThreadPool pool(static_cast<size_t>(std::max(1, threads)));
+  pool.parallel_for(0, size(), [&](int64_t i) {
+    const std::string& image = records_[i].image_path;
+    const std::string npy = npy_path_of(image);
+    std::error_code ec;
+    if (!std::filesystem::exists(npy, ec)) {
+      try {
+        write_npy_image(npy, read_image(image));
+      } catch (const Error& e) {
+        KESTREL_FAIL("--cache disk saves each decoded image as an .npy file beside it, but ", npy, " cannot be ",
+                     "written (", e.what(), "); make the folder writable, or use --cache ram or no --cache");
+      }
+    }
+    bytes[i] = static_cast<int64_t>(std::filesystem::file_size(npy, ec));
+  });
+  npy_ = true;
+  int64_t total = 0;
+  for (int64_t b : bytes) total += b;
+  return total;
+}
+
 void AugmentPipeline::keep_decoded_images(int64_t budget_bytes) {
   decoded_ = budget_bytes > 0 ? std::make_unique<ImageCache>(size(), budget_bytes) : nullptr;
 }
@@ -81,8 +106,14 @@ LoadedImage AugmentPipeline::load(int64_t index, LoadBuffers* buffers, int slot)
   if (!cache_.empty()) return cache_[index];
   if (decoded_)
     if (std::optional<LoadedImage> kept = decoded_->find(index)) return *kept;
-  LoadedImage loaded = buffers ? load_image(r.image_path, options_.img_size, options_.augment, *buffers, slot)
-                               : load_image(r.image_path, options_.img_size, options_.augment);
+  LoadedImage loaded;
+  if (npy_) {  // --cache disk: the decoded pixels from the .npy beside the image
+    const cv::Mat decoded = read_npy_image(npy_path_of(r.image_path));
+    loaded = {resize_long_side(decoded, options_.img_size, options_.augment), decoded.rows, decoded.cols};
+  } else {
+    loaded = buffers ? load_image(r.image_path, options_.img_size, options_.augment, *buffers, slot)
+                     : load_image(r.image_path, options_.img_size, options_.augment);
+  }
   // The cache copies an image in a thread's buffer (image_cache.h).
   if (decoded_) decoded_->offer(index, loaded);
   return loaded;

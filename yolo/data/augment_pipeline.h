@@ -68,6 +68,12 @@ class AugmentPipeline {
   // loading starts.
   bool cache_images(int threads);
   bool cached() const { return !cache_.empty(); }
+  // --cache disk, as the reference's cache_images_to_disk: every image's decoded pixels (BGR, as
+  // read, before resizing) saved once as an .npy file beside it (npy_image.h; files already there
+  // are kept, the reference's included), on `threads` threads; from then on load() reads the .npy
+  // instead of decoding. Returns the bytes of the .npy files. A folder that cannot be written is an
+  // error naming it and the ways on.
+  int64_t cache_to_disk(int threads);
   // Bytes the cache holds (or would hold: computed from the records' sizes).
   int64_t cache_bytes() const;
 
@@ -114,6 +120,7 @@ class AugmentPipeline {
   PipelineOptions options_;
   std::vector<std::array<int, 2>> batch_shapes_;
   std::vector<LoadedImage> cache_;
+  bool npy_ = false;  // --cache disk: load() reads each image's .npy
   std::unique_ptr<ImageCache> decoded_;
 };
 

@@ -217,7 +217,8 @@ const std::vector<TrainOptionSpec>& train_option_specs() {
       switch_row<&O::noplots>("noplots", "noplots", "write no plot files"),
       {"evolve", "evolve", "[N]", "evolve the hyperparameters over N generations (bare: 300)", read_evolve, write_evolve, ""},
       command_row("bucket", "B", "", "Google Cloud bucket: accepted with a note (Kestrel copies nothing to gs://)"),
-      {"cache", "cache", "[ram]", "cache decoded images in RAM (bare --cache: ram)", read_cache, write_cache},
+      {"cache", "cache", "[ram|disk]", "cache decoded images in RAM (bare --cache: ram) or as .npy files beside them",
+       read_cache, write_cache},
       switch_row<&O::image_weights>("image-weights", "image_weights", "draw each epoch's images weighted by their classes' (1 - mAP)^2 (one process)"),
       text_row<&O::device>("device", "device", "cpu|0|0,1", "cpu, a GPU index, or a GPU list (one DDP process per GPU); empty: GPU 0 if any"),
       switch_row<&O::multi_scale>("multi-scale", "multi_scale", "vary the image size by +/- 50 % per batch"),
@@ -279,12 +280,16 @@ std::vector<std::pair<std::string, std::string>> TrainOptions::to_pairs() const 
   return out;
 }
 
-std::string cache_mode_name(CacheMode mode) { return mode == CacheMode::Ram ? "ram" : ""; }
+std::string cache_mode_name(CacheMode mode) {
+  return mode == CacheMode::Ram ? "ram" : mode == CacheMode::Disk ? "disk" : "";
+}
 
 CacheMode parse_cache_mode(const std::string& text) {
   if (text.empty()) return CacheMode::None;
   if (text == "ram") return CacheMode::Ram;
-  throw OptionError("supports ram (images decoded into memory), got '" + text + "'");
+  if (text == "disk") return CacheMode::Disk;
+  throw OptionError("supports ram (images decoded into memory) and disk (decoded images as .npy files beside "
+                    "them), got '" + text + "'");
 }
 
 std::string amp_mode_name(AmpMode mode) {

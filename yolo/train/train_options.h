@@ -18,7 +18,7 @@
 
 namespace kestrel::yolo {
 
-enum class CacheMode { None, Ram };                               // --cache: "" | ram
+enum class CacheMode { None, Ram, Disk };                         // --cache: "" | ram | disk
 enum class AmpMode { Auto, Bf16, Fp16, Off, Bf16Emulated };       // --amp: "" | bf16 | fp16 | off | bf16-emulated
 enum class CudaGraphMode { Auto, On, Off };                       // --cuda-graph: auto | on | off
 

@@ -175,6 +175,12 @@ void Trainer::build_train_loader() {
   popt.pad = 0.0;
   popt.hyp = hyp_;
   auto pipeline = std::make_shared<data::AugmentPipeline>(train_split_.records, popt);
+  if (options_.cache == CacheMode::Disk) {
+    const int64_t bytes = pipeline->cache_to_disk(std::max(1, options_.workers));
+    char size[32];
+    std::snprintf(size, sizeof size, "%.1fGB", static_cast<double>(bytes) / (1 << 30));
+    out_->line("train: Caching images (", size, " disk)");
+  }
   if (options_.cache == CacheMode::Ram && !pipeline->cache_images(std::max(1, options_.workers)))
     out_->line("WARNING: --cache ram: not enough memory, images are read from disk");
   const data::DistributedSampler sampler(pipeline->size(), rank_.rank, rank_.world, !options_.rect, options_.seed);

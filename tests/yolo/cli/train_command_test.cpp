@@ -68,7 +68,7 @@ TEST(TrainCommand, BareCacheAndAbbreviationsParseAsTheReference) {
   auto r = run("train --cache --batch 5 --nproc-per-node 2 --device cpu");
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_NE(r.out.find("--batch-size 5 must be a multiple of the world size 2"), std::string::npos) << r.out;
-  r = run("train --cache disk --device cpu");
+  r = run("train --cache tape --device cpu");
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_NE(r.out.find("--cache supports ram"), std::string::npos) << r.out;
 }

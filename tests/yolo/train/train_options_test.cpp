@@ -77,7 +77,7 @@ TEST(TrainOptionTable, ReadingChecksEveryValueOnce) {
   EXPECT_EQ(refusal("seed", "-1"), "expects an integer, got '-1'");
   EXPECT_EQ(refusal("label-smoothing", "1"), "must be in [0, 1), got 1");
   EXPECT_EQ(refusal("label-smoothing", "x"), "expects a number, got 'x'");
-  EXPECT_EQ(refusal("cache", "disk").rfind("supports ram", 0), 0u);
+  EXPECT_EQ(refusal("cache", "tape").rfind("supports ram", 0), 0u);
   EXPECT_EQ(refusal("optimizer", "Lion"), "must be SGD, Adam or AdamW, got 'Lion'");
   EXPECT_EQ(refusal("amp", "fp32"), "must be bf16, fp16, bf16-emulated or off, got 'fp32'");
   EXPECT_EQ(refusal("grad-compress", "int8"), "must be none, fp16 or bf16, got 'int8'");

@@ -224,7 +224,7 @@ TEST(TrainResumeOptions, DamagedNumbersNameTheCheckpoint) {
       {"patience", "99999999999"}, {"bucket_cap_mb", "4MB"}, {"max_batches", "+3"},
       {"freeze", "[99999999999]"}, {"save_period", "1.5"},
       // Beyond the numbers: every typed option refuses what it cannot be.
-      {"epochs", "0"}, {"imgsz", "16"}, {"cache", "disk"}, {"optimizer", "Lion"}, {"amp", "fp32"},
+      {"epochs", "0"}, {"imgsz", "16"}, {"cache", "tape"}, {"optimizer", "Lion"}, {"amp", "fp32"},
       {"grad_compress", "int8"}, {"cuda_graph", "maybe"}, {"rect", "yes"}, {"evolve", "0"},
   };
   for (const auto& [key, value] : damaged) {
