@@ -343,8 +343,11 @@ int train_classifier(const ClassifyTrainOptions& requested, ClassifyTrainResults
 
   // The reference's GenericLogger writes TensorBoard events beside results.csv.
   std::optional<TrainingBoard> board;
-  if (rank.main() && !o.no_tensorboard)
+  if (rank.main() && !o.no_tensorboard) {
     board.emplace(save_dir, resumed ? std::optional<int64_t>(resumed->epoch + 1) : std::nullopt);
+    out.line(out.colour("TensorBoard: "), "Start with 'tensorboard --logdir ", fs::path(save_dir).parent_path().string(),
+             "', view at http://localhost:6006/");
+  }
   if (rank.main() && !o.noplots && !resumed) {
     train_loader.start_epoch(0);
     if (std::optional<data::ClassifyBatch> b = train_loader.next()) {
