@@ -130,12 +130,21 @@ std::vector<CorrectRow> match_predictions(const Tensor& detections, const Tensor
   for (int64_t i = 0; i < nl; ++i)
     for (int64_t j = 0; j < nd; ++j) iou[i * nd + j] = box_iou_xyxy(l + 5 * i + 1, d + 6 * j);
 
-  std::vector<CorrectRow> correct(nd, CorrectRow{});
+  std::vector<float> label_cls(nl), det_cls(nd);
+  for (int64_t i = 0; i < nl; ++i) label_cls[i] = l[5 * i];
+  for (int64_t j = 0; j < nd; ++j) det_cls[j] = d[6 * j + 5];
+  return match_iou_matrix(iou.data(), label_cls, det_cls);
+}
+
+std::vector<CorrectRow> match_iou_matrix(const float* iou, const std::vector<float>& label_classes,
+                                         const std::vector<float>& detection_classes) {
+  const auto nl = static_cast<int64_t>(label_classes.size()), nd = static_cast<int64_t>(detection_classes.size());
+  std::vector<CorrectRow> correct(static_cast<size_t>(nd), CorrectRow{});
   for (int t = 0; t < kNumIouThresholds; ++t) {
     std::vector<Match> m;
     for (int64_t i = 0; i < nl; ++i)
       for (int64_t j = 0; j < nd; ++j)
-        if (iou[i * nd + j] >= iou_thresholds()[t] && l[5 * i] == d[6 * j + 5])
+        if (iou[i * nd + j] >= iou_thresholds()[t] && label_classes[i] == detection_classes[j])
           m.push_back({i, j, iou[i * nd + j]});
     if (m.size() > 1) {
       sort_by_iou_descending(m);

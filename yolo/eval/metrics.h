@@ -29,6 +29,10 @@ using CorrectRow = std::array<bool, kNumIouThresholds>;
 // reference does with its second sort commented out). detections (K, 6): x1, y1, x2, y2, conf,
 // class; labels (M, 5): class, x1, y1, x2, y2; both CPU float32 in the same pixel space.
 std::vector<CorrectRow> match_predictions(const Tensor& detections, const Tensor& labels);
+// The same matching over a given (labels, detections) IoU matrix, row-major (box IoU above; mask
+// IoU for segmentation), with each label's and detection's class.
+std::vector<CorrectRow> match_iou_matrix(const float* iou, const std::vector<float>& label_classes,
+                                         const std::vector<float>& detection_classes);
 
 // The area under the precision envelope by 101-point interpolation (np.interp + np.trapz). A
 // perfect curve gives 0.995, not 1: the interpolation at recall 1 lands on the closing (1, 0)

@@ -15,27 +15,6 @@ double np_mean(const double* a, int64_t n, int64_t stride = 1) {
   return data::numpy_sum(a, n, stride) / static_cast<double>(n);
 }
 
-struct Match {
-  int64_t label, det;
-  float iou;
-};
-
-// matches[matches[:, 2].argsort()[::-1]]: ascending (stable), then reversed.
-void sort_by_iou_descending(std::vector<Match>& m) {
-  std::stable_sort(m.begin(), m.end(), [](const Match& a, const Match& b) { return a.iou < b.iou; });
-  std::reverse(m.begin(), m.end());
-}
-
-// matches[np.unique(matches[:, col], return_index=True)[1]]: the first row of each value, in
-// ascending order of the value.
-std::vector<Match> first_per(const std::vector<Match>& m, bool by_det) {
-  std::map<int64_t, size_t> first;
-  for (size_t k = 0; k < m.size(); ++k) first.emplace(by_det ? m[k].det : m[k].label, k);
-  std::vector<Match> out;
-  for (const auto& [key, k] : first) out.push_back(m[k]);
-  return out;
-}
-
 std::string row_text(const std::string& name, const char* cells) {
   return (name.size() >= 22 ? name : std::string(22 - name.size(), ' ') + name) + cells;
 }
@@ -52,21 +31,7 @@ std::vector<CorrectRow> match_iou_matrix(const Tensor& iou, const std::vector<fl
                 " labels and ", nd, " detections, got ",
                 iou.defined() ? iou.describe() : "an undefined tensor");
   const Tensor m = iou.contiguous();
-  const float* v = m.data<float>();
-  std::vector<CorrectRow> correct(static_cast<size_t>(nd), CorrectRow{});
-  for (int t = 0; t < kNumIouThresholds; ++t) {
-    std::vector<Match> matches;
-    for (int64_t i = 0; i < nl; ++i)
-      for (int64_t j = 0; j < nd; ++j)
-        if (v[i * nd + j] >= iou_thresholds()[t] && label_classes[i] == detection_classes[j])
-          matches.push_back({i, j, v[i * nd + j]});
-    if (matches.size() > 1) {
-      sort_by_iou_descending(matches);
-      matches = first_per(first_per(matches, /*by_det=*/true), /*by_det=*/false);
-    }
-    for (const Match& x : matches) correct[x.det][t] = true;
-  }
-  return correct;
+  return yolo::match_iou_matrix(m.data<float>(), label_classes, detection_classes);
 }
 
 std::vector<CorrectRow> match_masks(const Tensor& detections, const Tensor& labels, const Tensor& pred_masks,
