@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <map>
 
 #include "yolo/data/numpy_sum.h"
 #include "yolo/eval/mask_ops.h"
