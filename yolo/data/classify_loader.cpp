@@ -34,22 +34,17 @@ ClassifyLoader::ClassifyLoader(std::vector<ClassifySample> samples, ClassifyLoad
                 o.workers, " and ", o.prefetch);
   batch_size_ = static_cast<int>(std::min<int64_t>(o.batch_size, dataset_size()));
   pinned_ = o.pin_memory && cuda_available();
-  for (int i = 0; i < o.workers; ++i)
-    threads_.emplace_back([this] {
-      if (options_.cuda_device >= 0) cudaSetDevice(options_.cuda_device);
-      work();
-    });
+  const int device = o.cuda_device;
+  batches_ = std::make_unique<Batches>(
+      o.workers, o.prefetch, "classification loader",
+      [this](int64_t epoch, int64_t b, const std::vector<int64_t>& order, const std::function<bool()>&,
+             DecodeBuffers* buffers) { return std::optional<ClassifyBatch>(build(epoch, b, order, buffers)); },
+      [device] {
+        if (device >= 0) cudaSetDevice(device);
+      });
 }
 
-ClassifyLoader::~ClassifyLoader() {
-  {
-    std::lock_guard lock(mutex_);
-    stop_ = true;
-    ++generation_;
-  }
-  work_ready_.notify_all();
-  for (std::thread& t : threads_) t.join();
-}
+ClassifyLoader::~ClassifyLoader() = default;  // batches_ stops and joins its workers first
 
 int64_t ClassifyLoader::samples_per_epoch() const {
   return (dataset_size() + options_.world - 1) / options_.world;
@@ -101,77 +96,9 @@ ClassifyBatch ClassifyLoader::build_batch(int64_t epoch, int64_t b) const {
 }
 
 void ClassifyLoader::start_epoch(int64_t epoch, int64_t first_batch) {
-  auto order = std::make_shared<const std::vector<int64_t>>(epoch_indices(epoch));
-  std::unique_lock lock(mutex_);
-  // Abandon the previous epoch: drop its ready batches, wait for the ones being built.
-  ++generation_;
-  ready_.clear();
-  batch_ready_.wait(lock, [&] { return in_flight_ == 0; });
-  order_ = std::move(order);
-  epoch_ = epoch;
-  batches_ = len();
-  KESTREL_CHECK(first_batch >= 0 && first_batch <= batches_, "classify loader: batch ", first_batch,
-                " is outside the epoch's ", batches_);
-  claimed_ = delivered_ = first_batch;
-  failed_ = false;
-  lock.unlock();
-  work_ready_.notify_all();
+  batches_->start_epoch(epoch, len(), first_batch, std::make_shared<const std::vector<int64_t>>(epoch_indices(epoch)));
 }
 
-void ClassifyLoader::work() {
-  const int64_t window = options_.workers + options_.prefetch;
-  DecodeBuffers buffers;  // this thread's decode memory, reused by every image it loads
-  std::unique_lock lock(mutex_);
-  for (;;) {
-    work_ready_.wait(lock, [&] { return stop_ || (!failed_ && claimed_ < batches_ && claimed_ - delivered_ < window); });
-    if (stop_) return;
-    const int64_t b = claimed_++, epoch = epoch_;
-    const uint64_t generation = generation_;
-    const std::shared_ptr<const std::vector<int64_t>> order = order_;
-    ++in_flight_;
-    lock.unlock();
-    Slot slot;
-    try {
-      slot.batch = build(epoch, b, *order, &buffers);
-    } catch (const Error&) {
-      slot.error = std::current_exception();
-    } catch (const std::exception& e) {
-      slot.error = std::make_exception_ptr(Error(str("classification loader: batch ", b, ": ", e.what())));
-    }
-    lock.lock();
-    --in_flight_;
-    if (generation == generation_) ready_[b] = std::move(slot);
-    batch_ready_.notify_all();
-  }
-}
-
-std::optional<ClassifyBatch> ClassifyLoader::next() {
-  std::unique_lock lock(mutex_);
-  KESTREL_CHECK(epoch_ >= 0, "classification loader: call start_epoch(epoch) before next()");
-  if (failed_ || delivered_ >= batches_) return std::nullopt;
-  const int64_t b = delivered_;
-  if (threads_.empty()) {
-    const std::shared_ptr<const std::vector<int64_t>> order = order_;
-    const int64_t epoch = epoch_;
-    ++delivered_;
-    lock.unlock();
-    try {
-      return build(epoch, b, *order, &consumer_buffers_);
-    } catch (...) {
-      lock.lock();
-      failed_ = true;
-      throw;
-    }
-  }
-  batch_ready_.wait(lock, [&] { return ready_.count(b) > 0; });
-  Slot slot = std::move(ready_.at(b));
-  ready_.erase(b);
-  ++delivered_;
-  if (slot.error) failed_ = true;
-  lock.unlock();
-  work_ready_.notify_all();
-  if (slot.error) std::rethrow_exception(slot.error);
-  return std::move(slot.batch);
-}
+std::optional<ClassifyBatch> ClassifyLoader::next() { return batches_->next(); }
 
 }  // namespace kestrel::yolo::data

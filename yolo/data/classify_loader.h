@@ -15,19 +15,15 @@
 //     while (std::optional<ClassifyBatch> b = loader.next()) { ... }
 //   }
 #pragma once
-#include <condition_variable>
 #include <cstdint>
-#include <exception>
-#include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
-#include <thread>
 #include <vector>
 
 #include "engine/tensor.h"
 #include "yolo/data/classify_cache.h"
 #include "yolo/data/classify_dataset.h"
+#include "yolo/data/ordered_batches.h"
 
 namespace kestrel::yolo::data {
 
@@ -84,11 +80,6 @@ class ClassifyLoader {
   ClassifyBatch build_batch(int64_t epoch, int64_t b) const;
 
  private:
-  struct Slot {
-    std::optional<ClassifyBatch> batch;
-    std::exception_ptr error;
-  };
-  void work();
   ClassifyBatch build(int64_t epoch, int64_t b, const std::vector<int64_t>& order, DecodeBuffers* buffers) const;
 
   std::vector<ClassifySample> samples_;
@@ -97,18 +88,8 @@ class ClassifyLoader {
   bool pinned_ = false;
   ClassifyImages images_;
 
-  std::mutex mutex_;
-  std::condition_variable work_ready_;   // workers: a batch may be claimed, or stop
-  std::condition_variable batch_ready_;  // consumer: a slot was filled; start_epoch: idle
-  std::shared_ptr<const std::vector<int64_t>> order_;  // the current epoch's indices
-  int64_t epoch_ = -1;
-  int64_t claimed_ = 0, delivered_ = 0, batches_ = 0;
-  uint64_t generation_ = 0;  // bumped by start_epoch and the destructor: results of older ones are dropped
-  int in_flight_ = 0;
-  bool failed_ = false, stop_ = false;
-  std::map<int64_t, Slot> ready_;
-  std::vector<std::thread> threads_;
-  DecodeBuffers consumer_buffers_;  // without workers, next() decodes into these
+  using Batches = OrderedBatches<ClassifyBatch, DecodeBuffers, std::vector<int64_t>>;  // an epoch's order
+  std::unique_ptr<Batches> batches_;  // last: its workers stop before the members above go
 };
 
 }  // namespace kestrel::yolo::data

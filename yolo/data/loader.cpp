@@ -47,22 +47,19 @@ Loader::Loader(std::shared_ptr<const AugmentPipeline> pipeline, LoaderOptions op
   KESTREL_CHECK(!options_.quad || options_.batch_size % 4 == 0, "--quad: the batch per rank (",
                 options_.batch_size, ") must be a multiple of 4; the quad collate makes one image of every 4");
   pinned_ = options_.pin_memory && cuda_available();
-  for (int i = 0; i < options_.workers; ++i)
-    threads_.emplace_back([this] {
-      if (options_.cuda_device >= 0) cudaSetDevice(options_.cuda_device);
-      work();
-    });
+  const int device = options_.cuda_device;
+  batches_ = std::make_unique<Batches>(
+      options_.workers, options_.prefetch, "data loader",
+      [this](int64_t epoch, int64_t b, const EpochPlan& plan, const std::function<bool()>& cancelled,
+             LoadBuffers* buffers) {
+        return build(b, batch_samples(plan.order, b), epoch, plan.partners, cancelled, buffers);
+      },
+      [device] {
+        if (device >= 0) cudaSetDevice(device);
+      });
 }
 
-Loader::~Loader() {
-  {
-    std::lock_guard lock(mutex_);
-    stop_ = true;
-    ++generation_;  // batches being built give up at their next sample
-  }
-  work_ready_.notify_all();
-  for (std::thread& t : threads_) t.join();
-}
+Loader::~Loader() = default;  // batches_ stops and joins its workers first
 
 int64_t Loader::len() const {
   const int64_t full = order_.samples / options_.batch_size, rest = order_.samples % options_.batch_size;
@@ -146,88 +143,12 @@ Batch Loader::build_batch(int64_t epoch, int64_t b) const {
 
 void Loader::start_epoch(int64_t epoch, int64_t first_batch) {
   KESTREL_CHECK(epoch >= 0, "data loader: epoch must be >= 0, got ", epoch);
-  KESTREL_CHECK(first_batch >= 0 && first_batch <= len(), "data loader: first batch ", first_batch,
-                " outside [0, ", len(), "]");
-  std::vector<int64_t> order = checked_order(epoch);
-  auto partners = std::make_shared<const std::vector<int64_t>>(order_.partners ? order_.partners(epoch)
-                                                                                : std::vector<int64_t>());
-  std::unique_lock lock(mutex_);
-  // Abandon the previous epoch: drop its ready batches and let the batches being built finish
-  // (they stop at their next sample) before the counters are reset.
-  ++generation_;
-  ready_.clear();
-  batch_ready_.wait(lock, [&] { return in_flight_ == 0; });
-  indices_ = std::move(order);
-  partners_ = std::move(partners);
-  epoch_ = epoch;
-  claimed_ = delivered_ = first_batch;
-  batches_ = len();
-  failed_ = false;
-  lock.unlock();
-  work_ready_.notify_all();
+  auto plan = std::make_shared<EpochPlan>();
+  plan->order = checked_order(epoch);
+  if (order_.partners) plan->partners = order_.partners(epoch);
+  batches_->start_epoch(epoch, len(), first_batch, std::move(plan));
 }
 
-void Loader::work() {
-  // At most workers + prefetch batches are claimed and not yet handed out.
-  const int64_t window = options_.workers + options_.prefetch;
-  // This thread's decode memory, reused by every image it loads (no new pages in steady state).
-  LoadBuffers buffers;
-  std::unique_lock lock(mutex_);
-  for (;;) {
-    work_ready_.wait(lock, [&] {
-      return stop_ || (!failed_ && claimed_ < batches_ && claimed_ - delivered_ < window);
-    });
-    if (stop_) return;
-    const int64_t b = claimed_++;
-    const uint64_t generation = generation_;
-    const int64_t epoch = epoch_;
-    const std::vector<int64_t> samples = batch_samples(indices_, b);
-    const std::shared_ptr<const std::vector<int64_t>> partners = partners_;
-    ++in_flight_;
-    lock.unlock();
-    Slot slot;
-    try {
-      slot.batch = build(b, samples, epoch, *partners, [&] { return generation_ != generation; }, &buffers);
-    } catch (const Error&) {
-      slot.error = std::current_exception();
-    } catch (const std::exception& e) {
-      slot.error = std::make_exception_ptr(Error(str("data loader: batch ", b, ": ", e.what())));
-    }
-    lock.lock();
-    --in_flight_;
-    if (generation == generation_ && (slot.batch || slot.error)) ready_[b] = std::move(slot);
-    batch_ready_.notify_all();
-  }
-}
-
-std::optional<Batch> Loader::next() {
-  std::unique_lock lock(mutex_);
-  KESTREL_CHECK(epoch_ >= 0, "data loader: call start_epoch(epoch) before next()");
-  if (failed_ || delivered_ >= batches_) return std::nullopt;
-  const int64_t b = delivered_;
-  if (threads_.empty()) {  // no workers: build it here
-    const std::vector<int64_t> samples = batch_samples(indices_, b);
-    const std::shared_ptr<const std::vector<int64_t>> partners = partners_;
-    const int64_t epoch = epoch_;
-    ++delivered_;
-    lock.unlock();
-    try {
-      return build(b, samples, epoch, *partners, [] { return false; }, &consumer_buffers_);
-    } catch (...) {
-      lock.lock();
-      failed_ = true;
-      throw;
-    }
-  }
-  batch_ready_.wait(lock, [&] { return ready_.count(b) > 0; });
-  Slot slot = std::move(ready_.at(b));
-  ready_.erase(b);
-  ++delivered_;
-  if (slot.error) failed_ = true;
-  lock.unlock();
-  work_ready_.notify_all();
-  if (slot.error) std::rethrow_exception(slot.error);
-  return std::move(slot.batch);
-}
+std::optional<Batch> Loader::next() { return batches_->next(); }
 
 }  // namespace kestrel::yolo::data

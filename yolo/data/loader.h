@@ -11,23 +11,17 @@
 //     while (std::optional<Batch> b = loader.next()) { ... }
 //   }
 #pragma once
-#include <atomic>
-#include <condition_variable>
 #include <cstdint>
-#include <deque>
-#include <exception>
 #include <functional>
-#include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "engine/stream.h"
 #include "engine/tensor.h"
 #include "yolo/data/augment_pipeline.h"
+#include "yolo/data/ordered_batches.h"
 #include "yolo/data/sampler.h"
 
 namespace kestrel::yolo::data {
@@ -102,11 +96,6 @@ class Loader {
   Batch build_batch(int64_t epoch, int64_t b) const;
 
  private:
-  struct Slot {
-    std::optional<Batch> batch;
-    std::exception_ptr error;
-  };
-  void work();
   // Batch b from the dataset indices it holds; nullopt when `cancelled` turned true on the way.
   // `buffers`: the building thread's own decode memory (image_io.h), or null for fresh memory.
   std::optional<Batch> build(int64_t b, const std::vector<int64_t>& samples, int64_t epoch,
@@ -121,22 +110,13 @@ class Loader {
   EpochOrder order_;
   bool pinned_ = false;
 
-  std::mutex mutex_;
-  std::condition_variable work_ready_;   // workers: a batch may be claimed, or stop
-  std::condition_variable batch_ready_;  // consumer: a slot was filled; start_epoch: idle
-  std::vector<int64_t> indices_;         // the current epoch's order
-  // The current epoch's mosaic partners (empty: any image); shared with the batches being built.
-  std::shared_ptr<const std::vector<int64_t>> partners_ = std::make_shared<const std::vector<int64_t>>();
-  int64_t epoch_ = -1;
-  int64_t claimed_ = 0, delivered_ = 0, batches_ = 0;
-  int in_flight_ = 0;
-  bool failed_ = false, stop_ = false;
-  std::atomic<uint64_t> generation_{0};  // bumped to abandon batches being built
-  std::map<int64_t, Slot> ready_;
-  std::vector<std::thread> threads_;
-  // Without workers, the consumer's thread decodes (inside next()) into these; each worker thread
-  // has its own.
-  LoadBuffers consumer_buffers_;
+  // An epoch's order and mosaic partners (empty: any image), shared by its batches' builds.
+  struct EpochPlan {
+    std::vector<int64_t> order;
+    std::vector<int64_t> partners;
+  };
+  using Batches = OrderedBatches<Batch, LoadBuffers, EpochPlan>;
+  std::unique_ptr<Batches> batches_;  // last: its workers stop before the members above go
 };
 
 }  // namespace kestrel::yolo::data
