@@ -1,5 +1,7 @@
 #include "yolo/export/onnx_detect.h"
 
+#include "yolo/export/onnx_layers.h"
+
 namespace kestrel::yolo::onnx_export {
 namespace {
 
@@ -56,6 +58,7 @@ std::string emit_level(GraphBuilder& g, const layers::Detect& d, int64_t level, 
       quad[ch] = 4.f * anchors_px[(level * na + a) * 2 + wh];
       lin[ch] = 0.f;
     }
+    for (int64_t m = no - d.nm; m < no; ++m) lin[a * no + m] = 0.f;  // mask coefficients: raw (below)
   }
   const std::string s = g.node("Sigmoid", {raw}, scope + "/decode");
   const std::string s2 = g.node("Mul", {s, s}, scope + "/decode");
@@ -66,7 +69,14 @@ std::string emit_level(GraphBuilder& g, const layers::Detect& d, int64_t level, 
                                           g.initializer(scope + ".decode.offset.bias", offset_b, {c})},
                                  scope + "/decode",
                                  {ints_attr("kernel_shape", {1, 1}), ints_attr("pads", {0, 0, 0, 0}), ints_attr("strides", {1, 1})});
-  const std::string out = g.node("Add", {g.node("Add", {q, l}, scope + "/decode"), off}, scope + "/decode");
+  std::string out = g.node("Add", {g.node("Add", {q, l}, scope + "/decode"), off}, scope + "/decode");
+  if (d.nm > 0) {  // a Segment's mask coefficients stay raw: their quad and lin are 0, raw is kept
+    std::vector<float> keep(c, 0.f);
+    for (int64_t a = 0; a < na; ++a)
+      for (int64_t m = no - d.nm; m < no; ++m) keep[a * no + m] = 1.f;
+    out = g.node("Add", {out, g.node("Mul", {raw, g.initializer(scope + ".decode.keep", keep, {1, c, 1, 1})}, scope + "/decode")},
+                 scope + "/decode");
+  }
 
   // (batch, na·no, ny, nx) -> (batch, na, no, ny·nx) -> (batch, na, ny·nx, no) -> (batch, na·ny·nx, no):
   // the reference's view(bs, na, no, ny, nx).permute(0, 1, 3, 4, 2).view(bs, -1, no). Reshape's 0
@@ -94,6 +104,17 @@ std::string emit_detect(GraphBuilder& g, const layers::Detect& detect, const std
   for (int64_t l = 0; l < detect.nl; ++l)
     levels.push_back(emit_level(g, detect, l, features[l], anchors_px, scope + ".m." + std::to_string(l)));
   return levels.size() == 1 ? levels[0] : g.node("Concat", levels, scope, {int_attr("axis", 1)});
+}
+
+std::vector<std::string> emit_segment(GraphBuilder& g, layers::Segment& segment, const std::vector<std::string>& features,
+                                      const std::string& scope) {
+  const std::string detections = emit_detect(g, segment, features, scope);
+  const layers::Proto& p = *segment.proto;
+  std::string x = emit_unary(g, *p.cv1, features[0], scope + ".proto.cv1");
+  x = emit_unary(g, *p.upsample, x, scope + ".proto.upsample");
+  x = emit_unary(g, *p.cv2, x, scope + ".proto.cv2");
+  x = emit_unary(g, *p.cv3, x, scope + ".proto.cv3");
+  return {detections, x};
 }
 
 }  // namespace kestrel::yolo::onnx_export

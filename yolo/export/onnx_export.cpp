@@ -84,11 +84,17 @@ namespace {
 // The graph of a model built from rows: the input, every row but the head as
 // DetectionModel::forward runs them (-1 on the first row is the input), the head by `emit_head`
 // (returning its output's name), the output `output0` of `output_dims`, and the metadata.
+// A graph output: its dims, and the names of its dynamic axes ("" for a fixed one).
+struct GraphOutput {
+  std::vector<int64_t> dims;
+  std::vector<std::string> params;
+};
+
 template <class EmitHead>
 onnx::ModelProto build_rows_graph(const std::string& name, const ModelConfig& config,
                                   const std::vector<ModelLayer>& layers, const OnnxExportOptions& o,
-                                  const std::vector<int64_t>& output_dims, const std::vector<std::string>& output_params,
-                                  int64_t stride, std::vector<std::string> names, int64_t nc, EmitHead emit_head) {
+                                  const std::vector<GraphOutput>& outputs_described, int64_t stride,
+                                  std::vector<std::string> names, int64_t nc, EmitHead emit_head) {
   autograd::NoGradGuard no_grad;
   const int32_t float_type = o.half ? onnx::TensorProto::FLOAT16 : onnx::TensorProto::FLOAT;
   onnx::ModelProto m;
@@ -121,9 +127,16 @@ onnx::ModelProto build_rows_graph(const std::string& name, const ModelConfig& co
   const size_t head = layers.size() - 1;
   std::vector<std::string> ins;
   for (int f : layers[head].from) ins.push_back(f < 0 ? input : outputs[f]);
-  g.rename_output(emit_head(g, *layers[head].module, ins, "model." + std::to_string(head)), "output0");
-  describe(graph->add_output(), "output0", float_type, output_dims,
-           o.dynamic ? output_params : std::vector<std::string>(output_dims.size()));
+  // The head's outputs (Detect: one; Segment: the detections and the prototypes) as output0, 1, ...
+  const std::vector<std::string> heads = emit_head(g, *layers[head].module, ins, "model." + std::to_string(head));
+  KESTREL_CHECK(heads.size() == outputs_described.size(), "ONNX export: the head made ", heads.size(), " outputs, not ",
+                outputs_described.size());
+  for (size_t k = 0; k < heads.size(); ++k) {
+    const std::string output = "output" + std::to_string(k);
+    g.rename_output(heads[k], output);
+    const GraphOutput& d = outputs_described[k];
+    describe(graph->add_output(), output, float_type, d.dims, o.dynamic ? d.params : std::vector<std::string>(d.dims.size()));
+  }
 
   for (int64_t c = static_cast<int64_t>(names.size()); c < nc; ++c) names.push_back(std::to_string(c));
   auto add_metadata = [&](const std::string& key, const std::string& value) {
@@ -153,25 +166,46 @@ void check_common_options(const OnnxExportOptions& o, int64_t gs, int64_t nc) {
 
 onnx::ModelProto build_onnx_model(const DetectionModel& model, const OnnxExportOptions& o) {
   check_common_options(o, largest_stride(model), model.detect().nc);
-  return build_rows_graph(model.config().name, model.config(), model.layers(), o, onnx_output_shape(model, o),
-                          {"batch", "anchors", ""}, largest_stride(model), o.names, model.detect().nc,
+  return build_rows_graph(model.config().name, model.config(), model.layers(), o,
+                          {{onnx_output_shape(model, o), {"batch", "anchors", ""}}}, largest_stride(model), o.names,
+                          model.detect().nc,
                           [](onnx_export::GraphBuilder& g, layers::Module& module, const std::vector<std::string>& ins,
                              const std::string& scope) {
                             auto* detect = dynamic_cast<layers::Detect*>(&module);
                             KESTREL_CHECK(detect, "ONNX export: the model has no Detect layer");
-                            return onnx_export::emit_detect(g, *detect, ins, scope);
+                            return std::vector<std::string>{onnx_export::emit_detect(g, *detect, ins, scope)};
                           });
 }
 
 onnx::ModelProto build_onnx_model(const ClassificationModel& model, const OnnxExportOptions& o) {
   check_common_options(o, kClassifierStride, model.nc());
-  return build_rows_graph("", model.config(), model.layers(), o, {o.batch, model.nc()}, {"batch", ""},
+  return build_rows_graph("", model.config(), model.layers(), o, {{{o.batch, model.nc()}, {"batch", ""}}},
                           kClassifierStride, o.names, model.nc(),
                           [](onnx_export::GraphBuilder& g, layers::Module& module, const std::vector<std::string>& ins,
                              const std::string& scope) {
                             auto* head = dynamic_cast<layers::Classify*>(&module);
                             KESTREL_CHECK(head, "ONNX export: the classifier's last layer is not Classify");
-                            return onnx_export::emit_classify(g, *head, ins, scope);
+                            return std::vector<std::string>{onnx_export::emit_classify(g, *head, ins, scope)};
+                          });
+}
+
+onnx::ModelProto build_onnx_model(const SegmentationModel& model, const OnnxExportOptions& o) {
+  const layers::Segment& segment = model.segment();
+  const int64_t gs = static_cast<int64_t>(*std::max_element(segment.strides.begin(), segment.strides.end()));
+  check_common_options(o, gs, model.nc());
+  int64_t anchors = 0;
+  for (double st : segment.strides)
+    anchors += segment.na * (o.height / static_cast<int64_t>(st)) * (o.width / static_cast<int64_t>(st));
+  const int64_t s0 = static_cast<int64_t>(segment.strides[0]);
+  const std::vector<GraphOutput> outputs = {
+      {{o.batch, anchors, segment.no}, {"batch", "anchors", ""}},
+      {{o.batch, segment.nm, 2 * (o.height / s0), 2 * (o.width / s0)}, {"batch", "", "height", "width"}}};
+  return build_rows_graph(model.config().name, model.config(), model.layers(), o, outputs, gs, o.names, model.nc(),
+                          [](onnx_export::GraphBuilder& g, layers::Module& module, const std::vector<std::string>& ins,
+                             const std::string& scope) {
+                            auto* head = dynamic_cast<layers::Segment*>(&module);
+                            KESTREL_CHECK(head, "ONNX export: the segmentation model's last layer is not Segment");
+                            return onnx_export::emit_segment(g, *head, ins, scope);
                           });
 }
 

@@ -12,6 +12,7 @@
 
 #include "yolo/model/classification_model.h"
 #include "yolo/model/model.h"
+#include "yolo/model/segmentation_model.h"
 
 namespace kestrel::yolo {
 
@@ -34,6 +35,11 @@ onnx::ModelProto build_onnx_model(const DetectionModel& model, const OnnxExportO
 // and Gemm; metadata 'stride' 32 (the detector's it was cut from) and 'names'.
 inline constexpr int64_t kClassifierStride = 32;
 onnx::ModelProto build_onnx_model(const ClassificationModel& model, const OnnxExportOptions& options);
+
+// A -seg model's graph, as the reference's export of a SegmentationModel: output0 (batch, anchors,
+// 5 + nc + 32), boxes decoded as Detect's and the mask coefficients raw, and output1 the
+// prototypes (batch, 32, height / 4, width / 4).
+onnx::ModelProto build_onnx_model(const SegmentationModel& model, const OnnxExportOptions& options);
 
 // Runs onnx::checker::check_model and strict shape inference; throws naming what they found.
 void check_onnx_model(const onnx::ModelProto& model);

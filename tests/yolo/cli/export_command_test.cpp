@@ -99,3 +99,17 @@ TEST(ExportCommand, ExportsAReferencePt) {
   EXPECT_TRUE(fs::exists(dir / "best.onnx"));
   fs::remove_all(dir);
 }
+
+// A reference -seg .pt exports as the reference's: output0 (boxes, classes and 32 mask
+// coefficients; 80 classes + 5 + 32) is the shape printed; output1 holds the prototypes.
+TEST(ExportCommand, ExportsAReferenceSegmentationPt) {
+  const fs::path dir = fs::temp_directory_path() / "kestrel_cli_test_export_seg_pt";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  fs::copy_file("tests/data/yolov5n_seg_seeded.pt", dir / "best.pt");
+  Result r = run("export --weights " + (dir / "best.pt").string() + " --img-size 64");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_TRUE(contains(r.out, "output shape (1, 252, 117)")) << r.out;
+  EXPECT_TRUE(fs::exists(dir / "best.onnx"));
+  fs::remove_all(dir);
+}

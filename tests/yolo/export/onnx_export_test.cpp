@@ -255,3 +255,54 @@ TEST(OnnxExport, ClassifierMatchesInOpenCv) {
     EXPECT_LT(worst, 1e-4);
   }
 }
+
+// A -seg model (yolov5n-seg, random BatchNorm statistics) exports as the reference's: output0
+// (batch, anchors, 5 + nc + 32) with the boxes decoded and the mask coefficients raw, output1 the
+// prototypes (batch, 32, h/4, w/4); OpenCV DNN's run equals Kestrel's predict, fixed and dynamic.
+TEST(OnnxExport, SegmentationModelMatchesInOpenCv) {
+  SegmentationModel m(load_model_config("models/yolov5n-seg.yaml"), 3, 5);
+  {
+    autograd::NoGradGuard no_grad;
+    uint64_t s = 900;
+    m.visit([&](layers::Module& module) {
+      auto* bn = dynamic_cast<layers::BatchNorm2d*>(&module);
+      if (!bn) return;
+      const Shape c = bn->weight.shape();
+      bn->running_mean.copy_(kestrel::testing::random_tensor(c, ++s, DType::F32, -0.3, 0.3));
+      bn->running_var.copy_(kestrel::testing::random_tensor(c, ++s, DType::F32, 0.5, 2.0));
+    });
+  }
+  m.train(false);
+  for (const bool dynamic : {false, true}) {
+    OnnxExportOptions o;
+    o.batch = 1, o.height = 128, o.width = 160, o.dynamic = dynamic;
+    const onnx::ModelProto proto = build_onnx_model(m, o);
+    ASSERT_EQ(proto.graph().output_size(), 2);
+    EXPECT_EQ(proto.graph().output(1).name(), "output1");
+    const fs::path dir = fs::temp_directory_path() / "kestrel_onnx_export_test";
+    fs::create_directories(dir);
+    const std::string path = (dir / (dynamic ? "seg_dynamic.onnx" : "seg_fixed.onnx")).string();
+    save_onnx_model(proto, path);
+    cv::dnn::Net net = cv::dnn::readNetFromONNX(path);
+    const Input in = random_images(dynamic ? 2 : 1, dynamic ? 96 : 128, dynamic ? 128 : 160, 31);
+    net.setInput(in.nchw, "images");
+    std::vector<cv::Mat> outs;
+    net.forward(outs, std::vector<std::string>{"output0", "output1"});
+    ASSERT_EQ(outs.size(), 2u);
+    const SegmentationModel::Prediction want = m.predict(in.nhwc);
+    auto worst = [](const cv::Mat& got, const Tensor& expected) {
+      const std::vector<float> w = expected.contiguous().to_vector<float>();
+      EXPECT_EQ(got.total(), w.size());
+      double d = 0;
+      for (size_t i = 0; i < std::min<size_t>(w.size(), got.total()); ++i)
+        d = std::max(d, std::abs(static_cast<double>(got.ptr<float>()[i]) - w[i]));
+      return d;
+    };
+    const double boxes = worst(outs[0], want.boxes);
+    const double protos = worst(outs[1], want.protos.permute({0, 3, 1, 2}));
+    std::printf("seg %s: max |OpenCV DNN - Kestrel| boxes %.3g, prototypes %.3g\n", dynamic ? "dynamic" : "fixed", boxes,
+                protos);
+    EXPECT_LT(boxes, 1e-3);
+    EXPECT_LT(protos, 1e-4);
+  }
+}
