@@ -109,6 +109,7 @@ struct Packed {
   float4* box;         // plain xyxy, what is output
   float* conf;
   int32_t* cls;
+  int32_t* index;      // the box's row in its image's predictions (for the mask coefficients)
 };
 
 template <class T>
@@ -136,6 +137,7 @@ __global__ void pack_kernel(const T* pred, NmsShape s, NmsParams p, int64_t cand
     out.box[at] = make_float4(xyxy[0], xyxy[1], xyxy[2], xyxy[3]);
     out.conf[at] = conf;
     out.cls[at] = cls;
+    out.index[at] = static_cast<int32_t>(i);
   }
 }
 
@@ -175,8 +177,10 @@ __global__ void mask_kernel(Packed boxes, ImageLayout l, double iou_thres, uint6
 
 // One block per image. Bit i of `removed` is final once every row before i has been swept, so all
 // threads take the same branch for i; the barrier after each kept row publishes its bits.
-__global__ void sweep_kernel(Packed boxes, ImageLayout l, const uint64_t* mask, int64_t max_det,
-                             float* out, int32_t* out_counts) {
+template <class T>
+__global__ void sweep_kernel(const T* pred, NmsShape s, Packed boxes, ImageLayout l,
+                             const uint64_t* mask, int64_t max_det, float* out,
+                             int32_t* out_counts) {
   extern __shared__ uint64_t removed[];
   const int64_t b = blockIdx.x;
   const int m = l.m[b];
@@ -184,17 +188,22 @@ __global__ void sweep_kernel(Packed boxes, ImageLayout l, const uint64_t* mask, 
   for (int w = threadIdx.x; w < blocks; w += blockDim.x) removed[w] = 0;
   __syncthreads();
   const uint64_t* image_mask = mask + l.mask_base[b];
-  float* image_out = out + b * max_det * 6;
+  float* image_out = out + b * max_det * s.out_cols();
   int64_t kept = 0;
   for (int i = 0; i < m && kept < max_det; ++i) {
     if ((removed[i / kMaskBits] >> (i % kMaskBits)) & 1) continue;
+    const int64_t at = l.box_base[b] + i;
+    float* row = image_out + kept * s.out_cols();
     if (threadIdx.x == 0) {
-      const int64_t at = l.box_base[b] + i;
       const float4 v = boxes.box[at];
-      float* row = image_out + kept * 6;
       row[0] = v.x, row[1] = v.y, row[2] = v.z, row[3] = v.w;
       row[4] = boxes.conf[at];
       row[5] = static_cast<float>(boxes.cls[at]);
+    }
+    if (s.nm > 0) {
+      const T* in = pred + (b * s.boxes + boxes.index[at]) * s.no + 5 + s.classes();
+      for (int64_t k = threadIdx.x; k < s.nm; k += blockDim.x)
+        row[6 + k] = static_cast<float>(to_acc(in[k]));
     }
     ++kept;
     const uint64_t* bits = image_mask + int64_t(i) * blocks;
@@ -249,6 +258,7 @@ struct Workspace {
     packed.box = static_cast<float4*>(take(m * sizeof(float4)));
     packed.conf = static_cast<float*>(take(m * sizeof(float)));
     packed.cls = static_cast<int32_t*>(take(m * sizeof(int32_t)));
+    packed.index = static_cast<int32_t*>(take(m * sizeof(int32_t)));
     mask = static_cast<uint64_t*>(take(plan.mask_words * sizeof(uint64_t)));
   }
 };
@@ -330,8 +340,10 @@ void nms_suppress_cuda(DType t, const void* pred, const NmsShape& s, const NmsPa
     mask_kernel<<<grid, kMaskBits, 0, stream>>>(w.packed, w.layout, p.iou_thres, w.mask);
     KESTREL_CUDA_CHECK_LAUNCH();
   }
-  sweep_kernel<<<s.batch, kSweepThreads, plan.max_blocks * sizeof(uint64_t), stream>>>(
-      w.packed, w.layout, w.mask, p.max_det, out, out_counts);
+  KESTREL_DISPATCH_CUDA_FLOAT(t, T, "nms", {
+    sweep_kernel<T><<<s.batch, kSweepThreads, plan.max_blocks * sizeof(uint64_t), stream>>>(
+        static_cast<const T*>(pred), s, w.packed, w.layout, w.mask, p.max_det, out, out_counts);
+  });
   KESTREL_CUDA_CHECK_LAUNCH();
 }
 

@@ -26,10 +26,13 @@
 
 namespace kestrel::kernels {
 
-// Predictions (batch, boxes, no), contiguous; no = 5 + classes: cx, cy, w, h, obj, class scores.
+// Predictions (batch, boxes, no), contiguous; no = 5 + classes + nm: cx, cy, w, h, obj, class
+// scores, then nm mask coefficients (a segmentation model's; 0 for detection).
 struct NmsShape {
-  int64_t batch = 0, boxes = 0, no = 0;
-  KESTREL_HD int64_t classes() const { return no - 5; }
+  int64_t batch = 0, boxes = 0, no = 0, nm = 0;
+  KESTREL_HD int64_t classes() const { return no - 5 - nm; }
+  // Floats per output row: x1, y1, x2, y2, conf, cls, then the nm coefficients as given.
+  KESTREL_HD int64_t out_cols() const { return 6 + nm; }
   // Candidate slots per box: one per class in multi-label mode, else one.
   KESTREL_HD int64_t slots(bool multi_label) const { return multi_label ? classes() : 1; }
 };
@@ -113,8 +116,15 @@ KESTREL_HD inline A nms_iou(const A* a, A area_a, const A* b, A area_b) {
   return inter / (area_a + area_b - inter);
 }
 
-// CPU reference, float or double predictions. out: batch * max_det rows of 6 floats (rows past an
-// image's count are left untouched); counts: batch kept counts.
+// The mask coefficients of a kept box into its output row (columns 6..), widened to float.
+template <class T>
+KESTREL_HD inline void nms_copy_coefficients(const T* row, const NmsShape& s, float* out_row) {
+  for (int64_t k = 0; k < s.nm; ++k)
+    out_row[6 + k] = static_cast<float>(to_acc(row[5 + s.classes() + k]));
+}
+
+// CPU reference, float or double predictions. out: batch * max_det rows of out_cols() floats
+// (rows past an image's count are left untouched); counts: batch kept counts.
 void nms_cpu(DType t, const void* pred, const NmsShape& shape, const NmsParams& params,
              float* out, int32_t* counts);
 
@@ -136,7 +146,7 @@ struct NmsCudaPlan {
 NmsCudaPlan nms_cuda_plan(const NmsShape& shape, const NmsParams& params,
                           const int32_t* host_image_counts);
 
-// Stage 2: sort, suppression and output, all on `stream`. out (batch * max_det * 6 floats) and
+// Stage 2: sort, suppression and output, all on `stream`. out (batch * max_det * out_cols() floats) and
 // out_counts (batch int32) are device memory; workspace holds plan.workspace_bytes.
 void nms_suppress_cuda(DType t, const void* pred, const NmsShape& shape, const NmsParams& params,
                        const NmsCudaPlan& plan, const int32_t* box_counts,

@@ -48,10 +48,11 @@ void nms_image(const T* pred, const NmsShape& s, const NmsParams& p, float* out,
     if (suppressed[a]) continue;
     A xyxy[4];
     nms_xyxy(pred + cands[a].box * s.no, xyxy);
-    float* row = out + static_cast<int64_t>(kept) * 6;
+    float* row = out + static_cast<int64_t>(kept) * s.out_cols();
     for (int c = 0; c < 4; ++c) row[c] = static_cast<float>(xyxy[c]);
     row[4] = static_cast<float>(cands[a].conf);
     row[5] = static_cast<float>(cands[a].cls);
+    nms_copy_coefficients(pred + cands[a].box * s.no, s, row);
     ++kept;
     for (size_t b = a + 1; b < m; ++b) {
       if (suppressed[b]) continue;
@@ -69,7 +70,7 @@ void nms_cpu(DType t, const void* pred, const NmsShape& s, const NmsParams& p, f
   KESTREL_DISPATCH_CPU_FLOAT(t, T, "nms", {
     const T* x = static_cast<const T*>(pred);
     for (int64_t b = 0; b < s.batch; ++b)
-      nms_image(x + b * s.boxes * s.no, s, p, out + b * p.max_det * 6, counts + b);
+      nms_image(x + b * s.boxes * s.no, s, p, out + b * p.max_det * s.out_cols(), counts + b);
   });
 }
 

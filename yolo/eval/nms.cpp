@@ -16,12 +16,12 @@ namespace {
 constexpr size_t kWorkspaceBudget = size_t(1) << 30;
 
 std::vector<Tensor> split_rows(const std::vector<float>& rows, const std::vector<int32_t>& counts,
-                               int64_t max_det) {
+                               int64_t max_det, int64_t cols) {
   std::vector<Tensor> result;
   for (size_t b = 0; b < counts.size(); ++b) {
-    Tensor t = Tensor::empty({counts[b], 6}, DType::F32);
+    Tensor t = Tensor::empty({counts[b], cols}, DType::F32);
     if (counts[b] > 0)
-      std::memcpy(t.data_ptr(), rows.data() + b * max_det * 6, counts[b] * 6 * sizeof(float));
+      std::memcpy(t.data_ptr(), rows.data() + b * max_det * cols, counts[b] * cols * sizeof(float));
     result.push_back(t);
   }
   return result;
@@ -43,14 +43,14 @@ std::vector<Tensor> nms_cuda(const Tensor& pred, const kernels::NmsShape& s,
                           image_counts.data<int32_t>(), stream);
   const std::vector<int32_t> counts = image_counts.to(Device::cpu()).to_vector<int32_t>();
 
-  Tensor out = Tensor::empty({s.batch, p.max_det, 6}, DType::F32, dev);
+  Tensor out = Tensor::empty({s.batch, p.max_det, s.out_cols()}, DType::F32, dev);
   Tensor out_counts = Tensor::empty({s.batch}, DType::I32, dev);
   const size_t elem = dtype_size(pred.dtype());
   for (int64_t b0 = 0; b0 < s.batch;) {
-    kernels::NmsShape part{1, s.boxes, s.no};
+    kernels::NmsShape part{1, s.boxes, s.no, s.nm};
     kernels::NmsCudaPlan plan = kernels::nms_cuda_plan(part, p, counts.data() + b0);
     while (b0 + part.batch < s.batch) {
-      kernels::NmsShape wider{part.batch + 1, s.boxes, s.no};
+      kernels::NmsShape wider{part.batch + 1, s.boxes, s.no, s.nm};
       kernels::NmsCudaPlan next = kernels::nms_cuda_plan(wider, p, counts.data() + b0);
       if (next.workspace_bytes > kWorkspaceBudget) break;
       part = wider;
@@ -63,30 +63,30 @@ std::vector<Tensor> nms_cuda(const Tensor& pred, const kernels::NmsShape& s,
     kernels::nms_suppress_cuda(pred.dtype(), x, part, p, plan,
                                box_counts.data<int32_t>() + b0 * s.boxes,
                                image_counts.data<int32_t>() + b0, workspace.data_ptr(),
-                               out.data<float>() + b0 * p.max_det * 6,
+                               out.data<float>() + b0 * p.max_det * s.out_cols(),
                                out_counts.data<int32_t>() + b0, stream);
     b0 += part.batch;
   }
   return split_rows(out.to(Device::cpu()).to_vector<float>(),
-                    out_counts.to(Device::cpu()).to_vector<int32_t>(), p.max_det);
+                    out_counts.to(Device::cpu()).to_vector<int32_t>(), p.max_det, s.out_cols());
 }
 
 // The CPU reference, one image at a time (on the pool's threads when there is one).
 std::vector<Tensor> nms_host(const Tensor& pred, const kernels::NmsShape& s,
                              const kernels::NmsParams& p, ThreadPool* pool) {
-  std::vector<float> rows(s.batch * p.max_det * 6);
+  std::vector<float> rows(s.batch * p.max_det * s.out_cols());
   std::vector<int32_t> counts(s.batch);
-  const kernels::NmsShape one{1, s.boxes, s.no};
+  const kernels::NmsShape one{1, s.boxes, s.no, s.nm};
   const size_t image_bytes = s.boxes * s.no * pred.element_size();
   auto image = [&](int64_t b) {
     kernels::nms_cpu(pred.dtype(), static_cast<const char*>(pred.data_ptr()) + b * image_bytes,
-                     one, p, rows.data() + b * p.max_det * 6, counts.data() + b);
+                     one, p, rows.data() + b * p.max_det * s.out_cols(), counts.data() + b);
   };
   if (pool != nullptr)
     pool->parallel_for(0, s.batch, image);
   else
     for (int64_t b = 0; b < s.batch; ++b) image(b);
-  return split_rows(rows, counts, p.max_det);
+  return split_rows(rows, counts, p.max_det, s.out_cols());
 }
 
 }  // namespace
@@ -104,8 +104,11 @@ std::vector<Tensor> non_max_suppression(const Tensor& prediction, const NmsOptio
                 o.iou_thres, " is outside [0, 1]");
   KESTREL_CHECK(o.max_det >= 1 && o.max_nms >= 1, "non_max_suppression: max_det ", o.max_det,
                 " and max_nms ", o.max_nms, " must be at least 1");
+  KESTREL_CHECK(o.nm >= 0 && prediction.size(2) >= 6 + o.nm, "non_max_suppression: ", o.nm,
+                " mask coefficients need rows of at least ", 6 + o.nm,
+                " values (5 + classes + nm), got ", prediction.size(2));
   const Tensor pred = prediction.contiguous();
-  const kernels::NmsShape s{pred.size(0), pred.size(1), pred.size(2)};
+  const kernels::NmsShape s{pred.size(0), pred.size(1), pred.size(2), o.nm};
   std::vector<uint8_t> allowed;
   if (!o.classes.empty()) {
     allowed.assign(s.classes(), 0);

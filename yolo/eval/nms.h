@@ -18,11 +18,15 @@ struct NmsOptions {
   bool multi_label = false;  // one box may keep several classes (val uses true)
   int64_t max_det = 300;
   int64_t max_nms = 30000;   // candidates per image entering suppression (the highest conf)
+  // Mask coefficients at the end of each prediction row (a segmentation model's 32; the
+  // reference's nm): they take no part in the suppression and follow each kept row.
+  int64_t nm = 0;
 };
 
-// prediction: (batch, boxes, 5 + nc) as DetectionModel::predict returns in `boxes` (cx, cy, w, h
-// in pixels, objectness, class scores). Returns one CPU float32 tensor (K, 6) per image: x1, y1,
-// x2, y2, conf, class, in descending conf order (K <= max_det). On the CPU, a pool spreads the
+// prediction: (batch, boxes, 5 + nc + nm) as DetectionModel::predict (or SegmentationModel's)
+// returns in `boxes` (cx, cy, w, h in pixels, objectness, class scores, mask coefficients).
+// Returns one CPU float32 tensor (K, 6 + nm) per image: x1, y1, x2, y2, conf, class and the kept
+// box's coefficients, in descending conf order (K <= max_det). On the CPU, a pool spreads the
 // images over its workers (same result).
 std::vector<Tensor> non_max_suppression(const Tensor& prediction, const NmsOptions& options = {},
                                         ThreadPool* pool = nullptr);

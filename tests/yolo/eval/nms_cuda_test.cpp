@@ -124,3 +124,22 @@ TEST(NmsCuda, ImagesWithoutCandidates) {
   EXPECT_GT(cpu[2].size(0), 0);
   expect_same(non_max_suppression(q.to(Device::cuda(0))), cpu);
 }
+
+// Rows with mask coefficients (a segmentation model's 5 + nc + 32): the same rows as the CPU's,
+// coefficients included, in float32 and bfloat16.
+TEST(NmsCuda, MaskCoefficientsMatchCpu) {
+  KESTREL_SKIP_WITHOUT_CUDA();
+  const int64_t nm = 32;
+  Tensor p = crowded(3, 1500, 6 + nm, 200, 60, 10, 5);  // the last 32 "classes" act as coefficients
+  for (DType t : {DType::F32, DType::BF16}) {
+    const Tensor x = p.to(t);
+    NmsOptions o;
+    o.conf_thres = 0.1;
+    o.multi_label = true;
+    o.nm = nm;
+    const std::vector<Tensor> cpu = non_max_suppression(x.to(DType::F32), o);
+    ASSERT_GT(cpu[0].size(0), 5);
+    ASSERT_EQ(cpu[0].size(1), 6 + nm);
+    expect_same(non_max_suppression(x.to(Device::cuda(0)), o), cpu);
+  }
+}

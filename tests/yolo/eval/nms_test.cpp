@@ -256,3 +256,43 @@ TEST(Nms, ThreadPoolGivesTheSameResult) {
     EXPECT_EQ(values(parallel[b]), values(serial[b])) << b;
   }
 }
+
+// A segmentation model's rows end in nm mask coefficients: they take no part in the choice (the
+// kept set equals that of the rows without them) and each kept row carries its own box's.
+TEST(Nms, MaskCoefficientsFollowTheirBox) {
+  std::mt19937 rng(11);
+  std::uniform_int_distribution<int> pos(0, 80), size(5, 30), level(1, 8);
+  const int64_t n = 300, nc = 3, nm = 4, no = 5 + nc + nm;
+  std::vector<float> with, without;
+  for (int64_t i = 0; i < n; ++i) {
+    std::vector<float> r = {float(pos(rng)), float(pos(rng)), float(size(rng)), float(size(rng))};
+    for (int j = 0; j < 1 + nc; ++j) r.push_back(level(rng) / 8.0f);
+    without.insert(without.end(), r.begin(), r.end());
+    for (int k = 0; k < nm; ++k) r.push_back(static_cast<float>(i) + 0.25f * static_cast<float>(k) - 100.0f);
+    with.insert(with.end(), r.begin(), r.end());
+  }
+  for (bool multi : {false, true}) {
+    NmsOptions o;
+    o.conf_thres = 0.2;
+    o.multi_label = multi;
+    o.nm = nm;
+    const Tensor kept = non_max_suppression(Tensor::from_vector(with, {1, n, no}), o)[0];
+    o.nm = 0;
+    const Tensor plain = non_max_suppression(Tensor::from_vector(without, {1, n, no - nm}), o)[0];
+    ASSERT_GT(plain.size(0), 5);
+    ASSERT_EQ(kept.size(0), plain.size(0));
+    ASSERT_EQ(kept.size(1), 6 + nm);
+    const std::vector<float> k = values(kept), p = values(plain);
+    for (int64_t r = 0; r < kept.size(0); ++r) {
+      for (int c = 0; c < 6; ++c) EXPECT_EQ(k[r * (6 + nm) + c], p[r * 6 + c]) << r;
+      const int64_t box = static_cast<int64_t>(k[r * (6 + nm) + 6] + 100.0f);
+      const float* src = &with[box * no];
+      EXPECT_EQ(k[r * (6 + nm) + 0], src[0] - src[2] / 2) << r;
+      EXPECT_EQ(k[r * (6 + nm) + 3], src[1] + src[3] / 2) << r;
+      for (int c = 0; c < nm; ++c) EXPECT_EQ(k[r * (6 + nm) + 6 + c], src[5 + nc + c]) << r;
+    }
+  }
+  NmsOptions bad;
+  bad.nm = 4;
+  EXPECT_THROW(non_max_suppression(Tensor::zeros({1, 4, 9}), bad), Error);
+}
