@@ -1,0 +1,48 @@
+// Writing a DetectionModel as an ultralytics YOLOv5 v7.0 checkpoint (.pt), so that the
+// reference's own tools (val.py, detect.py, export.py, torch.load(weights_only=False)) read
+// Kestrel's weights directly. The file is what the reference's strip_optimizer leaves of a
+// best.pt: {'epoch': -1, 'best_fitness', 'model': the model in float16, 'ema': None,
+// 'updates': None, 'optimizer': None, 'opt', 'git': None, 'date'}. The model is pickled as the
+// reference's module tree (models.yolo.DetectionModel > torch.nn Sequential > models.common
+// Conv/C3/Bottleneck/SPPF/Concat, torch.nn Upsample, models.yolo.Detect), each module carrying the
+// attributes torch and the reference read (Conv2d's geometry, BatchNorm's eps and momentum,
+// Detect's nc/no/nl/na/stride/grid, each layer's i/f/type/np, the model's yaml, names, stride,
+// save), the hook dicts of torch 1.13's nn.Module (torch 2.x's __setstate__ adds its newer ones),
+// one SiLU shared by every Conv as the reference's Conv.default_act, and parameters as
+// torch.nn.Parameter. Tensors carry the reference's state-dict names and layouts (conv weights
+// OIHW). The container is io/torch_zip_writer.h (written atomically); the reader is
+// yolo/model/pt_checkpoint.h.
+#pragma once
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "io/json.h"
+#include "yolo/model/model.h"
+
+namespace kestrel::yolo {
+
+struct PtWriteOptions {
+  // Class names, written as the reference's {index: name} dict; empty: class0, class1, ...
+  std::vector<std::string> names;
+  // The model yaml's text, pickled as the dict the reference's yaml.safe_load makes of it (with
+  // nc set to the model's and ch added, as DetectionModel does). Empty: the file the model's
+  // config was loaded from (config().path when it names a .yaml), else the config rendered
+  // (model_config_yaml).
+  std::string model_yaml;
+  // What train.py attaches to the model (and its EMA copies at each epoch's end): the
+  // hyperparameters, written as model.hyp when given, and the class weights, written as the
+  // float32 tensor model.class_weights when given.
+  json::Object hyp;
+  std::vector<double> class_weights;
+  std::optional<double> best_fitness;  // None when absent
+  json::Object opt;                    // the training options, pickled as a dict
+  std::string date;                    // 'date': an ISO 8601 time, as the reference writes
+  std::string archive_name = "archive";  // the folder inside the zip
+};
+
+// Writes `model` to `path` (atomically). Throws kestrel::Error for a module the reference's
+// detection model does not hold (Segment heads are not written yet) or for I/O failures.
+void write_reference_pt(const DetectionModel& model, const std::string& path, const PtWriteOptions& o);
+
+}  // namespace kestrel::yolo
