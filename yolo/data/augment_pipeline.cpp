@@ -20,6 +20,16 @@ Generator sample_generator(uint64_t seed, int rank, int64_t epoch, int64_t index
                    (static_cast<uint64_t>(epoch) << 32) + static_cast<uint64_t>(index));
 }
 
+FinishDraws draw_finish(Generator& gen, const Hyp& hyp, bool augment) {
+  FinishDraws d;
+  if (augment) {
+    d.hsv = draw_hsv_gains(gen, hyp.hsv_h, hyp.hsv_s, hyp.hsv_v);
+    d.flip_ud = gen.uniform() < hyp.flipud;
+    d.flip_lr = gen.uniform() < hyp.fliplr;
+  }
+  return d;
+}
+
 AugmentPipeline::AugmentPipeline(std::vector<ImageRecord> records, PipelineOptions options)
     : records_(std::move(records)), options_(std::move(options)) {
   const PipelineOptions& o = options_;
@@ -202,13 +212,7 @@ Sample AugmentPipeline::get(int64_t index, Generator& gen, const std::vector<int
     } else if (options_.augment) {
       perspective = draw_perspective(gen, hyp);
     }
-    std::optional<std::array<double, 3>> hsv;
-    bool flip_ud = false, flip_lr = false;
-    if (options_.augment) {
-      hsv = draw_hsv_gains(gen, hyp.hsv_h, hyp.hsv_s, hyp.hsv_v);
-      flip_ud = gen.uniform() < hyp.flipud;
-      flip_lr = gen.uniform() < hyp.fliplr;
-    }
+    const auto [hsv, flip_ud, flip_lr] = draw_finish(gen, hyp, options_.augment);
 
     cv::Mat img;
     if (mosaic) {

@@ -7,6 +7,7 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <opencv2/core.hpp>
 #include <string>
 #include <vector>
@@ -49,6 +50,15 @@ struct Sample {
 // The Generator of one sample: stream (epoch << 32) + index of seed + 1 + rank, so ranks draw
 // different augmentations and any (epoch, index) is reproducible on its own.
 Generator sample_generator(uint64_t seed, int rank, int64_t epoch, int64_t index);
+
+// The draws that end every training sample, after the geometric ones: HSV gains (none when every
+// gain is zero), flip up-down, flip left-right, in the reference's order; nothing is drawn
+// without augment.
+struct FinishDraws {
+  std::optional<std::array<double, 3>> hsv;
+  bool flip_ud = false, flip_lr = false;
+};
+FinishDraws draw_finish(Generator& gen, const Hyp& hyp, bool augment);
 
 class AugmentPipeline {
  public:

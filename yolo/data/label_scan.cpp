@@ -229,6 +229,10 @@ ScanResult scan_images(const std::vector<std::string>& image_paths, int class_li
   pool.parallel_for(0, static_cast<int64_t>(image_paths.size()), [&](int64_t i) {
     checks[i] = verify_image_label(image_paths[i], image_to_label_path(image_paths[i]), class_limit);
   });
+  return collect_checks(std::move(checks));
+}
+
+ScanResult collect_checks(std::vector<PairCheck> checks) {
   ScanResult result;
   for (PairCheck& c : checks) {
     result.counts.found += c.counts.found;

@@ -66,6 +66,10 @@ struct ScanResult {
 ScanResult scan_images(const std::vector<std::string>& image_paths, int class_limit,
                        ThreadPool& pool);
 
+// The scan's result from every pair's check, in the order given: counts summed, warnings kept,
+// usable records kept (scan_images and the segmentation scan, seg_scan.h, share it).
+ScanResult collect_checks(std::vector<PairCheck> checks);
+
 // "Scanning '<what>'... 126 images, 2 backgrounds, 0 corrupt", as the reference prints.
 std::string scan_summary(const std::string& what, const ScanCounts& counts);
 

@@ -11,6 +11,7 @@
 //     while (std::optional<Batch> b = loader.next()) { ... }
 //   }
 #pragma once
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -34,6 +35,12 @@ struct Batch {
   // Per image, for mapping boxes back to the original (absent for mosaics).
   std::vector<std::optional<SampleShapes>> shapes;
   int64_t size() const { return static_cast<int64_t>(paths.size()); }
+};
+
+// An epoch's order and mosaic partners (empty: any image), shared by its batches' builds.
+struct EpochPlan {
+  std::vector<int64_t> order;
+  std::vector<int64_t> partners;
 };
 
 // Which dataset indices an epoch visits, in order (this rank's share): a fixed count per epoch
@@ -73,6 +80,36 @@ struct LoaderOptions {
   bool quad = false;
 };
 
+// Which dataset indices each batch of an epoch holds: the epoch's order (checked against the
+// dataset) cut into batch_size pieces. Shared by the detection and segmentation loaders.
+class BatchPlan {
+ public:
+  // `what` names the loader in errors.
+  BatchPlan(EpochOrder order, const LoaderOptions& options, int64_t dataset_size, std::string what);
+  // Batches per epoch (the last one may be short; with quad, one of fewer than 4 images is dropped).
+  int64_t len() const;
+  // The epoch's order, checked: the promised count, every index inside the dataset.
+  std::vector<int64_t> order(int64_t epoch) const;
+  // The epoch's mosaic partners (empty: any image).
+  std::vector<int64_t> partners(int64_t epoch) const;
+  // The dataset indices of batch b of an epoch's order.
+  std::vector<int64_t> batch(const std::vector<int64_t>& order, int64_t b) const;
+
+ private:
+  EpochOrder order_;
+  int batch_size_;
+  bool quad_;
+  int64_t dataset_size_;
+  std::string what_;
+};
+
+// The (height, width) every sample of batch b has: rectangular batches need the dataset's own
+// order, and an error names two images of different shapes.
+std::array<int, 2> batch_shape(const AugmentPipeline& pipeline, const std::vector<int64_t>& samples, int64_t b);
+
+// f32 [M, 6] targets: each image's labels in turn, as rows (image index, class, x, y, w, h).
+Tensor collate_targets(const std::vector<const std::vector<LabelBox>*>& labels, bool pinned);
+
 class Loader {
  public:
   Loader(std::shared_ptr<const AugmentPipeline> pipeline, LoaderOptions options, EpochOrder order);
@@ -101,20 +138,12 @@ class Loader {
   std::optional<Batch> build(int64_t b, const std::vector<int64_t>& samples, int64_t epoch,
                              const std::vector<int64_t>& partners, const std::function<bool()>& cancelled,
                              LoadBuffers* buffers) const;
-  // The dataset indices of batch b of an epoch's order.
-  std::vector<int64_t> batch_samples(const std::vector<int64_t>& order, int64_t b) const;
-  std::vector<int64_t> checked_order(int64_t epoch) const;
 
   std::shared_ptr<const AugmentPipeline> pipeline_;
   LoaderOptions options_;
-  EpochOrder order_;
+  BatchPlan plan_;
   bool pinned_ = false;
 
-  // An epoch's order and mosaic partners (empty: any image), shared by its batches' builds.
-  struct EpochPlan {
-    std::vector<int64_t> order;
-    std::vector<int64_t> partners;
-  };
   using Batches = OrderedBatches<Batch, LoadBuffers, EpochPlan>;
   std::unique_ptr<Batches> batches_;  // last: its workers stop before the members above go
 };

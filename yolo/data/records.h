@@ -16,6 +16,9 @@ struct ImageRecord {
   std::string image_path;
   int width = 0, height = 0;  // as stored, after EXIF orientation
   std::vector<LabelBox> boxes;
+  // Instance segmentation only: one polygon per box (x1 y1 x2 y2 ..., normalised, float32 as the
+  // reference reads them), or none when the labels are plain boxes or the task is detection.
+  std::vector<std::vector<float>> segments{};
 };
 
 }  // namespace kestrel::yolo::data

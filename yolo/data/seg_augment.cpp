@@ -1,5 +1,8 @@
 #include "yolo/data/seg_augment.h"
 
+#include <algorithm>
+#include <opencv2/imgproc.hpp>
+
 #include "base/error.h"
 
 namespace kestrel::yolo::data {
@@ -32,6 +35,47 @@ WarpedSegments warp_segments(const std::vector<PixelBox>& boxes,
     out.segments.push_back(std::move(moved));
   }
   return out;
+}
+
+namespace {
+
+// The reference's bbox_ioa: intersection over the area of `other`.
+double intersection_over_other(const PixelBox& box, const PixelBox& other) {
+  const double iw = std::max(0.0, std::min(box.x2, other.x2) - std::max(box.x1, other.x1));
+  const double ih = std::max(0.0, std::min(box.y2, other.y2) - std::max(box.y1, other.y1));
+  return iw * ih / ((other.x2 - other.x1) * (other.y2 - other.y1) + 1e-7);
+}
+
+}  // namespace
+
+void copy_paste(cv::Mat& image, std::vector<PixelBox>& boxes, std::vector<PixelSegment>& segments,
+                const std::vector<int64_t>& picks) {
+  KESTREL_CHECK(boxes.size() == segments.size(), "copy_paste: ", boxes.size(), " boxes but ",
+                segments.size(), " segments; each instance needs both");
+  if (picks.empty()) return;
+  const int w = image.cols;
+  cv::Mat pasted = cv::Mat::zeros(image.size(), CV_8U);
+  for (int64_t j : picks) {
+    KESTREL_CHECK(j >= 0 && j < static_cast<int64_t>(boxes.size()), "copy_paste: instance ", j,
+                  " of ", boxes.size());
+    const PixelBox l = boxes[j];
+    const PixelBox mirrored{l.cls, w - l.x2, l.y1, w - l.x1, l.y2};
+    if (!std::all_of(boxes.begin(), boxes.end(),
+                     [&](const PixelBox& b) { return intersection_over_other(mirrored, b) < 0.30; }))
+      continue;
+    PixelSegment flipped = segments[j];
+    for (cv::Point2d& p : flipped) p.x = static_cast<float>(w - p.x);  // float32, as the reference's
+    std::vector<cv::Point> points;
+    points.reserve(segments[j].size());
+    for (const cv::Point2d& p : segments[j]) points.emplace_back(static_cast<int>(p.x), static_cast<int>(p.y));
+    boxes.push_back(mirrored);
+    segments.push_back(std::move(flipped));
+    if (!points.empty()) cv::fillPoly(pasted, std::vector<std::vector<cv::Point>>{points}, cv::Scalar(1));
+  }
+  cv::Mat mirrored_image, where;
+  cv::flip(image, mirrored_image, 1);
+  cv::flip(pasted, where, 1);
+  mirrored_image.copyTo(image, where);
 }
 
 void flip_segments_lr(std::vector<PixelSegment>& segments, double width) {

@@ -26,6 +26,16 @@ WarpedSegments warp_segments(const std::vector<PixelBox>& boxes,
                              const std::vector<PixelSegment>& segments, const cv::Matx33d& M,
                              bool projective, double scale, int width, int height);
 
+// The reference's copy_paste (utils/augmentations.py) on a mosaic canvas: for each instance j of
+// `picks` in turn (random.sample's draw of round(p * n) of the n instances), its left-right mirror
+// (box x -> width - x, polygon too) is added as a new instance when it covers less than 30% of
+// every instance's box so far (bbox_ioa, area of the other box, eps 1e-7); the image then takes
+// the mirrored pixels inside the added instances' mirrored polygons (each original polygon's
+// points truncated to int and filled, as cv2.drawContours(FILLED) draws them). `boxes` and
+// `segments` pair up one to one.
+void copy_paste(cv::Mat& image, std::vector<PixelBox>& boxes, std::vector<PixelSegment>& segments,
+                const std::vector<int64_t>& picks);
+
 // Polygons mirrored in an image `width` (or `height`) pixels across: x -> width - x (y ->
 // height - y), as flip_lr / flip_ud mirror normalised boxes.
 void flip_segments_lr(std::vector<PixelSegment>& segments, double width);
