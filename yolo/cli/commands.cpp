@@ -6,7 +6,7 @@ const std::vector<const Command*>& all_commands() {
   static const std::vector<const Command*> commands = {&kTrainCommand,  &kValCommand,   &kDetectCommand,
                                                        &kExportCommand, &kModelCommand, &kStepCommand,
                                                        &kDemoCommand,   &kEnvCommand,
-                                                       &kClassifyCommand};
+                                                       &kClassifyCommand, &kSegmentCommand};
   return commands;
 }
 

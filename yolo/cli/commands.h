@@ -14,8 +14,8 @@ struct Command {
   const char* usage;
   int (*run)(const std::vector<std::string>& args);
   const FlagTable* flags;  // every flag it takes, as --help lists them
-  // A family's subcommands (`kestrel classify train|val|predict`), whose run() handles --help
-  // and each subcommand's usage errors itself; null for a plain command.
+  // A family's subcommands (`kestrel classify train|val|predict`, `kestrel segment predict`),
+  // whose run() handles --help and each subcommand's usage errors itself; null for a plain command.
   const std::vector<const Command*>* subcommands = nullptr;
 };
 
@@ -37,6 +37,9 @@ int run_classify(const std::vector<std::string>& args);
 int run_classify_train(const std::vector<std::string>& args);
 int run_classify_val(const std::vector<std::string>& args);
 int run_classify_predict(const std::vector<std::string>& args);
+int run_segment(const std::vector<std::string>& args);
+int run_segment_predict(const std::vector<std::string>& args);
+int run_segment_val(const std::vector<std::string>& args);
 
 extern const Command kModelCommand;
 extern const Command kDemoCommand;
@@ -51,5 +54,9 @@ const std::vector<const Command*>& classify_commands();
 extern const Command kClassifyTrainCommand;
 extern const Command kClassifyValCommand;
 extern const Command kClassifyPredictCommand;
+extern const Command kSegmentCommand;
+const std::vector<const Command*>& segment_commands();
+extern const Command kSegmentPredictCommand;
+extern const Command kSegmentValCommand;
 
 }  // namespace kestrel::cli

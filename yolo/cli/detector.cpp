@@ -1,7 +1,5 @@
 #include "yolo/cli/detector.h"
 
-#include <opencv2/imgproc.hpp>
-
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -10,8 +8,6 @@
 
 #include "engine/autograd.h"
 #include "yolo/common/run_dir.h"
-#include "yolo/data/augment.h"
-#include "yolo/data/image_codec.h"
 #include "yolo/eval/box_ops.h"
 #include "yolo/plot/annotate.h"
 #include "yolo/plot/plot_canvas.h"
@@ -26,30 +22,10 @@ double ms_since(Clock::time_point t) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
 }
 
-// The reference's increment_path on a file: dir/stem.jpg, else dir/stem2.jpg, stem3.jpg, ...
-fs::path free_jpg(const fs::path& dir, const std::string& stem) {
-  fs::path p = dir / (stem + ".jpg");
-  for (int n = 2; fs::exists(p); ++n) p = dir / (stem + std::to_string(n) + ".jpg");
-  return p;
-}
-
 }  // namespace
 
 Detector::Detector(InferenceModel model, DetectSettings settings, Device device, std::string save_dir)
     : model_(std::move(model)), s_(std::move(settings)), device_(device), save_dir_(std::move(save_dir)) {}
-
-std::string Detector::class_name(int c) const {
-  return c >= 0 && c < static_cast<int>(model_.names.size()) ? model_.names[c] : std::to_string(c);
-}
-
-void Detector::save_crop(const cv::Mat& image, const float box[4], int cls, const std::string& stem) const {
-  const cv::Rect r = yolo::crop_rect(box, image.rows, image.cols);
-  if (r.empty()) return;
-  const fs::path dir = fs::path(save_dir_) / "crops" / class_name(cls);
-  fs::create_directories(dir);
-  // The reference saves crops through PIL at quality 95 without chroma subsampling.
-  yolo::data::write_jpeg(free_jpg(dir, stem).string(), image(r).clone(), 95, /*full_chroma=*/true);
-}
 
 Tensor Detector::predict(const Tensor& x, const std::string& stem) {
   if (!s_.visualize || !model_.model || model_.augment) return model_.predict(x);
@@ -65,20 +41,12 @@ Tensor Detector::predict(const Tensor& x, const std::string& stem) {
 std::string Detector::process(cv::Mat& frame, const std::string& txt_stem, const std::string& crop_stem) {
   autograd::NoGradGuard no_grad;
   auto t0 = Clock::now();
-  const yolo::data::Letterboxed lb =
-      yolo::data::letterbox(frame, s_.img_h, s_.img_w, s_.letterbox_auto, /*scaleup=*/true, s_.stride);
-  cv::Mat rgb;
-  cv::cvtColor(lb.image, rgb, cv::COLOR_BGR2RGB);
-  Tensor x = Tensor::empty({1, rgb.rows, rgb.cols, 3});
-  float* px = x.data<float>();
-  for (int y = 0; y < rgb.rows; ++y)
-    for (int i = 0; i < rgb.cols * 3; ++i) px[y * rgb.cols * 3 + i] = rgb.ptr<uint8_t>(y)[i] / 255.0f;
-  x = x.to(device_);
-  if (s_.dtype != DType::F32) x = x.to(s_.dtype);
+  const FrameInput in = frame_input(frame, s_, device_);
+  const int in_h = in.letterboxed.rows, in_w = in.letterboxed.cols;
   times_.pre += ms_since(t0);
 
   t0 = Clock::now();
-  const Tensor boxes = predict(x, crop_stem);
+  const Tensor boxes = predict(in.x, crop_stem);
   current_stream(device_).synchronize();
   const double inference_ms = ms_since(t0);
   times_.inference += inference_ms;
@@ -88,7 +56,7 @@ std::string Detector::process(cv::Mat& frame, const std::string& txt_stem, const
   times_.nms += ms_since(t0);
   ++times_.frames;
   // As detect.py: scale_boxes from the shapes alone, then round.
-  yolo::scale_boxes(det, {rgb.rows, rgb.cols}, {frame.rows, frame.cols});
+  yolo::scale_boxes(det, {in_h, in_w}, {frame.rows, frame.cols});
   std::vector<float> d = det.to_vector<float>();
   for (size_t i = 0; i + 6 <= d.size(); i += 6)
     for (size_t k = 0; k < 4; ++k) d[i + k] = std::nearbyint(d[i + k]);
@@ -107,17 +75,12 @@ std::string Detector::process(cv::Mat& frame, const std::string& txt_stem, const
       txt << yolo::yolo_txt_line(cls, row, row[4], frame.rows, frame.cols, s_.save_conf) << "\n";
     }
     if (s_.draw || s_.save_crop)
-      yolo::draw_box_label(frame, row, yolo::detection_label(class_name(cls), row[4], s_.hide_labels, s_.hide_conf),
+      yolo::draw_box_label(frame, row, yolo::detection_label(class_name(model_.names, cls), row[4], s_.hide_labels, s_.hide_conf),
                            yolo::class_colour(cls), line_width);
-    if (s_.save_crop) save_crop(unannotated, row, cls, crop_stem);
+    if (s_.save_crop) save_box_crop(save_dir_, unannotated, row, class_name(model_.names, cls), crop_stem);
   }
 
-  std::string line = str(rgb.rows, "x", rgb.cols, " ");
-  for (const auto& [c, n] : counts) line += str(n, " ", class_name(c), n > 1 ? "s" : "", ", ");
-  if (counts.empty()) line += "(no detections), ";
-  char ms[32];
-  std::snprintf(ms, sizeof ms, "%.1fms", inference_ms);
-  return line + ms;
+  return frame_line(in_h, in_w, counts, model_.names, inference_ms);
 }
 
 }  // namespace kestrel::cli

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <string_view>
 
 #include "engine/autograd.h"
@@ -13,11 +14,8 @@
 #include "yolo/cli/inference_model.h"
 #include "yolo/common/console.h"
 #include "yolo/export/onnx_export.h"
-#include "io/json.h"
 #include "yolo/model/classifier_file.h"
-#include "yolo/model/segmentation_model.h"
-#include "yolo/model/weights.h"
-#include "yolo/model/weights_file.h"
+#include "yolo/model/segmentation_file.h"
 #include "yolo/model/release_weights.h"
 
 namespace kestrel::cli {
@@ -70,38 +68,6 @@ void print_other_format_notes(const Args& args) {
     for (const Flag& f : kFlags)
       if (std::string_view(f.name) == flag) std::printf("--%s: %s\n", flag, f.help);
   }
-}
-
-// A -seg model from its weights (the reference's -seg .pt or Kestrel's), in eval mode on `device`;
-// null for any other weights (the detector's path then reads them, and says what is wrong).
-std::shared_ptr<yolo::SegmentationModel> segmentation_weights(const std::string& path, Device device) {
-  std::optional<SafetensorsFile> file;
-  yolo::ModelConfig config;
-  try {
-    if (!std::filesystem::is_regular_file(path) || yolo::weights_format(path) == yolo::WeightsFormat::kOnnx) return nullptr;
-    file = yolo::read_weights_file(path);
-    config = yolo::parse_model_config(yolo::weights_model_yaml(*file), path + " (its model yaml)");
-  } catch (const Error&) {
-    return nullptr;
-  }
-  if (!yolo::is_segmentation_config(config)) return nullptr;
-  auto model = std::make_shared<yolo::SegmentationModel>(config);
-  yolo::load_weights(*model, *file, yolo::inference_prefix(*file));
-  model->to(device);
-  model->train(false);
-  return model;
-}
-
-// The class names a weights file carries (its "names" metadata), empty when none.
-std::vector<std::string> names_of_weights(const std::string& path) {
-  const SafetensorsFile file = yolo::read_weights_file(path);
-  const auto it = file.metadata().find("names");
-  std::vector<std::string> out;
-  if (it == file.metadata().end()) return out;
-  const json::Value names = json::parse(it->second);
-  if (names.is_array())
-    for (const auto& n : names.as_array()) out.push_back(n.as_string());
-  return out;
 }
 
 }  // namespace
@@ -164,10 +130,11 @@ int run_export(const std::vector<std::string>& argv) {
   const auto dry_run = [&](const Shape& got) {
     KESTREL_CHECK(got == shape, "the model's output ", shape_text(got), " differs from the graph's ", shape_text(shape));
   };
-  if (std::shared_ptr<yolo::SegmentationModel> seg = segmentation_weights(weights, device)) {
+  if (std::optional<yolo::LoadedSegmenter> loaded = yolo::try_load_segmentation_weights(weights, device)) {
+    const std::shared_ptr<yolo::SegmentationModel>& seg = loaded->model;
     const auto& strides = seg->strides();
     sizes(static_cast<int64_t>(*std::max_element(strides.begin(), strides.end())));
-    o.names = names_of_weights(weights);
+    o.names = loaded->names;
     const onnx::ModelProto proto = yolo::build_onnx_model(*seg, o);
     shape.clear();
     for (const auto& dim : proto.graph().output(0).type().tensor_type().shape().dim()) shape.push_back(dim.dim_value());

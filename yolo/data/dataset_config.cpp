@@ -12,6 +12,7 @@
 #include "base/error.h"
 #include "yolo/common/yaml_load.h"
 #include "yolo/data/label_cache.h"
+#include "yolo/data/seg_scan.h"
 
 namespace kestrel::yolo::data {
 namespace {
@@ -363,7 +364,8 @@ std::vector<std::string> list_images(const std::vector<std::string>& sources,
 }
 
 DatasetSplit load_split(const DatasetConfig& config, const std::string& split, int nc,
-                        bool single_cls, bool use_cache, int threads, bool evaluation) {
+                        bool single_cls, bool use_cache, int threads, bool evaluation, bool polygons) {
+  if (polygons) use_cache = false;
   const std::vector<std::string>& sources = config.split(split);
   const std::string where = str(config.yaml_path, ": `", split, "`");
   KESTREL_CHECK(!sources.empty(), where, " is not set in the dataset yaml");
@@ -392,7 +394,7 @@ DatasetSplit load_split(const DatasetConfig& config, const std::string& split, i
   if (!out.from_cache) {
     const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
     ThreadPool pool(threads > 0 ? static_cast<size_t>(threads) : std::min(8u, hw));
-    scan = scan_images(images, class_limit, pool);
+    scan = polygons ? scan_segment_images(images, class_limit, pool) : scan_images(images, class_limit, pool);
     if (use_cache) {
       const std::string problem = write_label_cache(out.cache_path, hash, scan);
       if (!problem.empty())

@@ -82,7 +82,10 @@ struct DatasetSplit {
 // and becomes 0 (the reference's --single-cls). The train split must have at least one label
 // file, as the reference's augmenting (training) dataset insists; `evaluation` lifts that for
 // `kestrel val --task train`. Other splits may have none (every image is then a background).
+// With `polygons` (instance segmentation), every record keeps its polygons (seg_scan.h); the label
+// cache, which holds boxes only, is then neither read nor written (the split is scanned each time).
 DatasetSplit load_split(const DatasetConfig& config, const std::string& split, int nc,
-                        bool single_cls, bool use_cache, int threads = 0, bool evaluation = false);
+                        bool single_cls, bool use_cache, int threads = 0, bool evaluation = false,
+                        bool polygons = false);
 
 }  // namespace kestrel::yolo::data

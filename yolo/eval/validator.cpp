@@ -15,6 +15,7 @@
 #include "yolo/eval/box_ops.h"
 #include "yolo/eval/coco_eval.h"
 #include "yolo/eval/nms.h"
+#include "yolo/eval/val_outputs.h"
 #include "yolo/plot/plots.h"
 
 namespace kestrel::yolo {
@@ -27,19 +28,6 @@ double ms_since(Clock::time_point t0) {
 }
 
 void sync(Device d) { current_stream(d).synchronize(); }
-
-std::string stem(const std::string& path) { return std::filesystem::path(path).stem().string(); }
-
-std::string class_name(const std::vector<std::string>& names, int c) {
-  return c < static_cast<int>(names.size()) ? names[c] : std::to_string(c);
-}
-
-// Python's round(x, digits): the correctly rounded decimal, read back as a double.
-double round_digits(double x, int digits) {
-  char text[64];
-  std::snprintf(text, sizeof text, "%.*f", digits, x);
-  return std::strtod(text, nullptr);
-}
 
 // What a run accumulates over its batches.
 struct Accumulated {
@@ -138,39 +126,6 @@ Tensor match(Tensor det, const std::vector<LabelBox>& labels, const data::Batch&
   return predn;
 }
 
-// labels/<image>.txt: class and normalised centre box per detection, optionally its confidence.
-void write_txt(const std::vector<float>& d, const data::SampleShapes& shapes, const std::string& path,
-               bool save_conf) {
-  std::ofstream txt(path);
-  const double gw = shapes.w0, gh = shapes.h0;
-  for (size_t k = 0; k + 6 <= d.size(); k += 6) {
-    txt << static_cast<int>(d[k + 5]) << " " << (d[k] + d[k + 2]) / 2 / gw << " " << (d[k + 1] + d[k + 3]) / 2 / gh
-        << " " << (d[k + 2] - d[k]) / gw << " " << (d[k + 3] - d[k + 1]) / gh;
-    if (save_conf) txt << " " << d[k + 4];
-    txt << "\n";
-  }
-}
-
-// The COCO-format rows of one image, as the reference's save_one_json: a numeric file stem is
-// the image id as a number; the box is x, y, w, h from the float32 centre form, rounded to 3
-// digits, the score to 5.
-void add_json_rows(const std::vector<float>& d, const std::string& path, bool coco_ids, json::Array& rows) {
-  const CocoImageId id = coco_image_id(path);
-  const json::Value image_id = std::holds_alternative<int64_t>(id) ? json::Value(std::get<int64_t>(id))
-                                                                   : json::Value(std::get<std::string>(id));
-  for (size_t k = 0; k + 6 <= d.size(); k += 6) {
-    const int c = static_cast<int>(d[k + 5]);
-    const float w = d[k + 2] - d[k], h = d[k + 3] - d[k + 1];
-    const float x = (d[k] + d[k + 2]) / 2 - w / 2, y = (d[k + 1] + d[k + 3]) / 2 - h / 2;
-    json::Array bbox;
-    for (float v : {x, y, w, h}) bbox.emplace_back(round_digits(v, 3));
-    rows.emplace_back(json::Object{{"image_id", image_id},
-                                   {"category_id", coco_category_id(c, coco_ids)},
-                                   {"bbox", std::move(bbox)},
-                                   {"score", round_digits(d[k + 4], 5)}});
-  }
-}
-
 // Phase 3, report: the table and speed line, the curves and confusion matrix, the json file.
 std::string format_table(const ValResult& r, const ValOptions& o, const std::vector<std::string>& names,
                          int nc, bool console_has_header) {
@@ -185,44 +140,8 @@ std::string format_table(const ValResult& r, const ValOptions& o, const std::vec
       table += metrics_row(class_name(names, c), r.images, m.nt[c], m.p[i], m.r[i], m.ap50[i], m.ap[i]) + "\n";
     }
   }
-  if (!o.training) {
-    char speed[160];
-    std::snprintf(speed, sizeof speed,
-                  "Speed: %.1fms pre-process, %.1fms inference, %.1fms NMS per image at shape (%d, 3, %d, %d)\n",
-                  r.ms_pre, r.ms_inf, r.ms_nms, o.batch_size, o.img_size, o.img_size);
-    table += speed;
-  }
+  if (!o.training) table += speed_line(r.ms_pre, r.ms_inf, r.ms_nms, o.batch_size, o.img_size);
   return table;
-}
-
-void plot_metrics(const ValMetrics& m, const ConfusionMatrix& confusion, const std::vector<std::string>& names,
-                  int nc, const std::string& dir) {
-  std::vector<std::vector<double>> cm(nc + 1, std::vector<double>(nc + 1));
-  for (int r = 0; r <= nc; ++r)
-    for (int c = 0; c <= nc; ++c) cm[r][c] = confusion.at(r, c);
-  plot_confusion_matrix(cm, names, dir + "/confusion_matrix.png");
-  const ApResult& d = m.details;
-  if (d.pr_curve.empty()) return;
-  std::vector<double> px(kCurvePoints);
-  for (int i = 0; i < kCurvePoints; ++i) px[i] = i / static_cast<double>(kCurvePoints - 1);
-  std::vector<std::vector<double>> curves;
-  std::vector<std::string> curve_names;
-  std::vector<double> curve_ap50;
-  for (size_t i = 0; i < d.pr_curve.size(); ++i) {
-    if (d.pr_curve[i].empty()) continue;
-    curves.push_back(d.pr_curve[i]);
-    curve_ap50.push_back(d.ap[i][0]);
-    curve_names.push_back(class_name(names, d.classes[i]));
-  }
-  // The legend's "all classes" figure is the console's mAP50 (every class with labels), as the
-  // reference's ap[:, 0].mean(); the curves are those of the classes with predictions.
-  plot_pr_curve(px, curves, curve_ap50, curve_names, dir + "/PR_curve.png", m.map50);
-  // The metric-confidence curves of every class with labels, as the reference plots them.
-  std::vector<std::string> class_names;
-  for (int c : d.classes) class_names.push_back(class_name(names, c));
-  plot_mc_curve(px, d.f1_curve, class_names, "F1", dir + "/F1_curve.png");
-  plot_mc_curve(px, d.p_curve, class_names, "Precision", dir + "/P_curve.png");
-  plot_mc_curve(px, d.r_curve, class_names, "Recall", dir + "/R_curve.png");
 }
 
 // The reference's pycocotools step on the run's detections: the summary (or why it could not
@@ -249,14 +168,6 @@ std::string coco_evaluate(const json::Array& rows, const std::vector<data::Image
   } catch (const std::exception& e) {
     return text + "WARNING: COCO evaluation unable to run: " + e.what() + "\n";
   }
-}
-
-// predictions.json: one detection object per line.
-void write_json(const json::Array& rows, const std::string& path) {
-  std::ofstream out(path);
-  out << "[";
-  for (size_t i = 0; i < rows.size(); ++i) out << (i ? ",\n" : "\n") << json::dump(rows[i]);
-  out << "\n]\n";
 }
 
 }  // namespace
@@ -335,8 +246,10 @@ ValResult Validator::run_batches(const std::function<DetectionModel::Prediction(
       if (!predn.defined()) continue;
       const std::vector<float> d = predn.to_vector<float>();
       if (o.save_txt)
-        write_txt(d, *batch->shapes[si], o.save_dir + "/labels/" + stem(batch->paths[si]) + ".txt", o.save_conf);
-      if (o.save_json) add_json_rows(d, batch->paths[si], o.coco_ids, acc.json_rows);
+        write_detections_txt(d, 6, *batch->shapes[si], o.save_dir + "/labels/" + file_stem(batch->paths[si]) + ".txt",
+                             o.save_conf);
+      if (o.save_json)
+        for (json::Object& row : detection_json_rows(d, 6, batch->paths[si], o.coco_ids)) acc.json_rows.emplace_back(std::move(row));
       if (plot_batch_now) {
         const std::vector<float> raw = p.detections[si].to_vector<float>();
         for (size_t k = 0; k + 6 <= raw.size(); k += 6)
@@ -369,8 +282,11 @@ ValResult Validator::run_batches(const std::function<DetectionModel::Prediction(
   result.ms_inf = acc.t_inf / n;
   result.ms_nms = acc.t_nms / n;
   result.table = format_table(result, o, names_, nc_, console_ != nullptr);
-  if (to_files && o.plots) plot_metrics(result.metrics, acc.confusion, names_, nc_, o.save_dir);
-  if (to_files && o.save_json) write_json(acc.json_rows, o.save_dir + "/predictions.json");
+  if (to_files && o.plots) {
+    plot_confusion(acc.confusion, names_, nc_, o.save_dir);
+    plot_curves(result.metrics.details, result.metrics.map50, names_, o.save_dir);
+  }
+  if (to_files && o.save_json) write_predictions_json(acc.json_rows, o.save_dir + "/predictions.json");
   if (o.save_json && (o.coco_eval || !o.coco_gt.empty())) {
     if (!acc.json_rows.empty()) {
       std::vector<data::ImageRecord> records;

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <sstream>
 
@@ -133,8 +134,13 @@ cv::Rect BatchMosaicLayout::tile(int i) const {
   return {(i / grid) * tile_w, (i % grid) * tile_h, tile_w, tile_h};  // down each column first
 }
 
-void plot_batch(const Tensor& images_in, const std::vector<std::string>& files, const std::vector<PlotBox>& boxes,
-                const std::vector<std::string>& names, const std::string& path, float conf_min) {
+namespace {
+
+// plot_batch's mosaic; `after_tile` (optional) draws over each tile once its boxes are drawn.
+using TileHook = std::function<void(cv::Mat& mosaic, int image, const cv::Rect& cell)>;
+void render_batch(const Tensor& images_in, const std::vector<std::string>& files, const std::vector<PlotBox>& boxes,
+                  const std::vector<std::string>& names, const std::string& path, float conf_min,
+                  const TileHook& after_tile) {
   KESTREL_CHECK(images_in.dim() == 4 && images_in.size(3) == 3 && images_in.dtype() == DType::U8,
                 "plot_batch needs u8 NHWC RGB images, got ", images_in.describe());
   Tensor images = images_in.to(Device::cpu()).contiguous();
@@ -173,8 +179,53 @@ void plot_batch(const Tensor& images_in, const std::vector<std::string>& files, 
       }
       draw_label(mosaic, text, p1, class_colour(b.cls), font);
     }
+    if (after_tile) after_tile(mosaic, i, cell);
   }
   save_plot(path, mosaic);
+}
+
+}  // namespace
+
+void plot_batch(const Tensor& images, const std::vector<std::string>& files, const std::vector<PlotBox>& boxes,
+                const std::vector<std::string>& names, const std::string& path, float conf_min) {
+  render_batch(images, files, boxes, names, path, conf_min, nullptr);
+}
+
+Tensor mask_plane(const Tensor& mask, float value) {
+  const Tensor m = mask.to(Device::cpu()).to(DType::F32).contiguous();
+  KESTREL_CHECK(m.dim() >= 2, "mask_plane needs a (..., h, w) mask, got ", m.describe());
+  const int64_t h = m.size(m.dim() - 2), w = m.size(m.dim() - 1);
+  KESTREL_CHECK(m.numel() == h * w, "mask_plane needs one plane, got ", m.describe());
+  Tensor out = Tensor::empty({h, w}, DType::U8);
+  const float* in = m.data<float>();
+  uint8_t* o = out.data<uint8_t>();
+  for (int64_t k = 0; k < h * w; ++k) o[k] = in[k] == value ? 1 : 0;
+  return out;
+}
+
+void plot_batch_with_masks(const Tensor& images, const std::vector<std::string>& files,
+                           const std::vector<PlotBox>& boxes, const std::vector<PlotMask>& masks,
+                           const std::vector<std::string>& names, const std::string& path, float conf_min) {
+  render_batch(images, files, boxes, names, path, conf_min, [&](cv::Mat& mosaic, int image, const cv::Rect& cell) {
+    for (const PlotMask& pm : masks) {
+      if (pm.image != image || (pm.conf >= 0 && pm.conf <= conf_min)) continue;
+      cv::Mat plane(static_cast<int>(pm.plane.size(0)), static_cast<int>(pm.plane.size(1)), CV_8U,
+                    const_cast<uint8_t*>(pm.plane.data<uint8_t>()));
+      cv::Mat on = plane;
+      if (plane.rows != cell.height || plane.cols != cell.width) cv::resize(plane, on, cell.size());
+      const cv::Scalar colour = class_colour(pm.cls);
+      cv::Mat tile = mosaic(cell);
+      for (int y = 0; y < tile.rows; ++y) {
+        const uint8_t* keep = on.ptr<uint8_t>(y);
+        cv::Vec3b* px = tile.ptr<cv::Vec3b>(y);
+        for (int x = 0; x < tile.cols; ++x) {
+          if (!keep[x]) continue;
+          // uint8 * 0.4 + colour * 0.6 in double, stored back truncated, as numpy's assignment.
+          for (int c = 0; c < 3; ++c) px[x][c] = static_cast<uint8_t>(px[x][c] * 0.4 + colour[c] * 0.6);
+        }
+      }
+    }
+  });
 }
 
 }  // namespace kestrel::yolo

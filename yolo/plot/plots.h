@@ -58,6 +58,25 @@ BatchMosaicLayout batch_mosaic_layout(int64_t images, int64_t height, int64_t wi
 void plot_batch(const Tensor& images, const std::vector<std::string>& files, const std::vector<PlotBox>& boxes,
                 const std::vector<std::string>& names, const std::string& path, float conf_min = 0.25f);
 
+// One instance's mask for plot_batch_with_masks: a u8 (h, w) plane of 0/1 on any grid (resized
+// to the tile as the reference's cv2.resize), drawn in its class's colour; a prediction's (conf
+// >= 0) only above conf_min, as its boxes.
+struct PlotMask {
+  int64_t image = 0;
+  int cls = 0;
+  Tensor plane;
+  float conf = -1;
+};
+// The 0/1 plane of a (..., h, w) mask holding one plane (float or integer): 1 where it equals
+// `value` (an overlap image's instance number, or 1).
+Tensor mask_plane(const Tensor& mask, float value);
+// plot_batch with each instance's mask blended into its tile (pixel * 0.4 + colour * 0.6), as
+// the reference's plot_images_and_masks (val_batch0_labels.jpg / _pred.jpg of segment/val.py).
+void plot_batch_with_masks(const Tensor& images, const std::vector<std::string>& files,
+                           const std::vector<PlotBox>& boxes, const std::vector<PlotMask>& masks,
+                           const std::vector<std::string>& names, const std::string& path,
+                           float conf_min = 0.25f);
+
 // confusion_matrix.png at the reference's 3000 x 2250: (nc + 1) x (nc + 1) counts (rows
 // predicted, columns true, last = background), each column normalised, in the Blues colour map
 // with a colour bar; values written in the cells below 30 classes, class names on the axes below

@@ -1,0 +1,71 @@
+#!/usr/bin/env python3
+"""Reference-side helpers for the segmentation validation parity test
+(tests/scripts/seg_val_parity_test.cpp); the reference's source tree (YOLOv5 v7.0) is
+$KESTREL_REFERENCE_DIR (default /tmp/yolov5):
+
+  train DATA IMG BATCH EPOCHS OUT   the reference's segment/train.py from scratch (yolov5n-seg,
+                                    seed 0, CPU, no plots), its stripped best.pt copied to OUT
+  val W.pt DATA IMG BATCH CONF DIR  the reference's segment/val.py run() on the CPU with its NMS
+                                    wall-clock cut-off switched off (so that its numbers do not
+                                    depend on the machine's speed); prints the "all" row as it
+                                    does, then its eight means in full
+"""
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import torch  # noqa: F401  (imported before the reference, as its scripts do)
+
+REFERENCE = os.environ.get('KESTREL_REFERENCE_DIR', '/tmp/yolov5')
+sys.path.insert(0, REFERENCE)
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / 'bench' / 'pytorch'))
+import reference_shims  # noqa: E402
+
+reference_shims.apply(REFERENCE)
+
+
+def stop_nms_clock():
+    import time
+    import types
+    import utils.general
+    utils.general.time = types.SimpleNamespace(**{k: getattr(time, k) for k in dir(time) if not k.startswith('_')})
+    utils.general.time.time = lambda: 0.0
+
+
+def train(data, imgsz, batch, epochs, out):
+    reference_shims.stub_tensorboard()
+    sys.path.insert(0, str(Path(REFERENCE) / 'segment'))
+    import importlib
+    reference_train = importlib.import_module('segment.train')
+    from utils.callbacks import Callbacks
+    out = Path(out).resolve()
+    project = out.parent / (out.stem + '_run')
+    os.chdir(REFERENCE)
+    opt = reference_train.parse_opt(True)
+    for k, v in dict(data=data, cfg=str(Path(REFERENCE) / 'models' / 'segment' / 'yolov5n-seg.yaml'), weights='', imgsz=imgsz, batch_size=batch,
+                     epochs=epochs, device='cpu', workers=2, seed=0, project=str(project), name='full',
+                     exist_ok=True, noplots=True).items():
+        setattr(opt, k, v)
+    reference_train.main(opt, Callbacks())
+    shutil.copy(project / 'full' / 'weights' / 'best.pt', out)
+
+
+def val(weights, data, imgsz, batch, conf, save_dir):
+    stop_nms_clock()
+    import importlib
+    reference_val = importlib.import_module('segment.val')
+    results, _, _ = reference_val.run(data=data, weights=weights, imgsz=imgsz, batch_size=batch, conf_thres=conf,
+                                      iou_thres=0.6, device='cpu', workers=2, project=save_dir, name='reference',
+                                      exist_ok=True, half=False, plots=False)
+    print('full precision: ' + ' '.join(repr(float(x)) for x in results[:8]))
+
+
+if __name__ == '__main__':
+    command = sys.argv[1]
+    if command == 'train':
+        train(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), sys.argv[6])
+    elif command == 'val':
+        val(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), float(sys.argv[6]), sys.argv[7])
+    else:
+        sys.exit(f'unknown command {command}')

@@ -1,0 +1,133 @@
+// `kestrel segment val`: the reference v7.0's segment/val.py on a dataset split: box and mask
+// P, R, mAP50, mAP50-95 (yolo/eval/seg_validator.h). As the reference run on its own, the label
+// masks are one full-size mask per instance (no overlap, mask ratio 1).
+#include <cstdio>
+#include <filesystem>
+#include <thread>
+
+#include "yolo/cli/args.h"
+#include "yolo/cli/commands.h"
+#include "yolo/cli/inference_model.h"
+#include "yolo/common/console.h"
+#include "yolo/common/run_dir.h"
+#include "yolo/data/data_argument.h"
+#include "yolo/data/dataset_config.h"
+#include "yolo/data/loader.h"
+#include "yolo/eval/seg_validator.h"
+#include "yolo/model/model.h"
+#include "yolo/model/segmentation_file.h"
+
+namespace kestrel::cli {
+namespace {
+
+// The reference's flags in its order.
+const FlagTable kFlags = {
+    {"data", "D.yaml", "coco128-seg.yaml", "dataset yaml with polygon labels (coco128-seg.yaml, ... by name)"},
+    {"weights", "W.pt", nullptr, "a segmentation model: the reference's -seg .pt or a Kestrel .safetensors of one (required)"},
+    {"batch-size", "N", "32", "batch size"},
+    {"img-size", "PIXELS", "640", "inference size (also --img, --imgsz)"},
+    {"conf-thres", "C", "0.001", "confidence threshold"},
+    {"iou-thres", "IOU", "0.6", "NMS IoU threshold"},
+    {"max-det", "N", "300", "most detections per image"},
+    {"task", "val|test|train", "val", "the split to validate"},
+    {"device", "cpu|0", "", "cpu or a GPU index; empty: GPU 0 if any"},
+    {"workers", "N", "8", "most data-loader workers"},
+    {"single-cls", nullptr, nullptr, "treat the dataset as one class"},
+    {"augment", nullptr, nullptr, "refused: the reference's augmented forward drops the mask prototypes"},
+    {"verbose", nullptr, nullptr, "report mAP per class"},
+    {"save-txt", nullptr, nullptr, "save the detections' boxes to labels/*.txt"},
+    {"save-hybrid", nullptr, nullptr, "accepted with a note: Kestrel mixes no labels into the predictions; saves them as --save-txt"},
+    {"save-conf", nullptr, nullptr, "with --save-txt: add each detection's confidence"},
+    {"save-json", nullptr, nullptr, "save the detections with their masks (COCO RLE) as COCO JSON"},
+    {"project", "DIR", "runs/val-seg", "results go to project/name"},
+    {"name", "NAME", "exp", "results go to project/name, numbered (exp2, ...) when it exists"},
+    {"exist-ok", nullptr, nullptr, "reuse an existing project/name instead of numbering a new one"},
+    {"half", nullptr, nullptr, "float16 inference on a GPU (ignored on the CPU, as in the reference)"},
+    {"dnn", nullptr, nullptr, "accepted with a note: segmentation models run as .pt or .safetensors, not ONNX"}};
+
+}  // namespace
+
+const Command kSegmentValCommand = {
+    "val", "validate a segmentation model: box and mask P, R, mAP50, mAP50-95 (reference segment/val.py)",
+    "usage: kestrel segment val --weights W.pt|W.safetensors --data D.yaml [--img-size 640]\n"
+    "                           [--batch-size 32] [--conf-thres 0.001] [--iou-thres 0.6] [--max-det 300]\n"
+    "                           [--task val|test|train] [--device cpu|0] [--half] [--save-json]\n"
+    "                           [--save-txt] [--save-conf] [--verbose] [--single-cls] [--workers 8]\n"
+    "                           [--project runs/val-seg] [--name exp] [--exist-ok]\n",
+    run_segment_val, &kFlags};
+
+int run_segment_val(const std::vector<std::string>& argv) {
+  Args args(argv, flag_spec(kFlags));
+  const yolo::Console console(true);
+  console.line(console.colour("segment/val: "), args.echo(kFlags));
+  if (!args.has("weights")) throw UsageError("--weights is required");
+  if (args.has("augment"))
+    throw UsageError("--augment: the reference's segment/val.py cannot run it (its augmented forward keeps the "
+                     "boxes and drops the mask prototypes); run without --augment");
+  const std::string task = args.get("task", "val");
+  if (task != "val" && task != "test" && task != "train") throw UsageError("--task must be val, test or train");
+  yolo::SegValOptions vo;
+  vo.img_size = args.get_int32("img-size", 640);
+  vo.batch_size = args.get_int32("batch-size", 32);
+  vo.conf_thres = args.get_double("conf-thres", 0.001);
+  vo.iou_thres = args.get_double("iou-thres", 0.6);
+  vo.max_det = args.get_int("max-det", 300);
+  vo.single_cls = args.has("single-cls");
+  vo.verbose = args.has("verbose");
+  vo.save_json = args.has("save-json");
+  vo.save_txt = args.has("save-txt") || args.has("save-hybrid");
+  vo.save_conf = args.has("save-conf");
+  vo.workers = args.get_int32("workers", 8);
+  vo.plots = true;
+  if (args.has("save-hybrid"))
+    std::printf("--save-hybrid: Kestrel does not add the labels to the predictions (which changes the "
+                "metrics); it validates as without it and saves the predictions as --save-txt does\n");
+  if (args.has("dnn")) std::printf("--dnn: ignored: segmentation models run as .pt or .safetensors\n");
+  if (vo.batch_size < 1 || vo.img_size < 32) throw UsageError("--batch-size >= 1 and --img-size >= 32");
+  if (vo.img_size > kMaxImageSize)
+    throw UsageError("--img-size " + std::to_string(vo.img_size) + " is above the limit of " +
+                     std::to_string(kMaxImageSize) + " pixels a side");
+
+  const Device device = inference_device(args.get("device", ""));
+  const std::string data = yolo::resolve_data(args.get("data", "coco128-seg.yaml"));
+  const yolo::data::DatasetConfig dcfg = yolo::data::load_dataset_config(data);
+  const yolo::LoadedSegmenter loaded = yolo::load_segmentation_weights(args.get("weights", ""), device);
+  yolo::SegmentationModel& model = *loaded.model;
+  if (args.has("half")) {  // as the reference: half precision is a GPU matter
+    if (device.is_cuda())
+      vo.compute_dtype = DType::F16;
+    else
+      std::printf("WARNING: --half is ignored on the CPU (float32 inference)\n");
+  }
+  KESTREL_CHECK(vo.single_cls || model.nc() == dcfg.nc, args.get("weights", ""), " (", model.nc(),
+                " classes) was trained on different --data than ", dcfg.yaml_path, " (", dcfg.nc,
+                " classes); pass weights and data that belong together");
+  const std::vector<std::string> names = loaded.names.empty() ? dcfg.names : loaded.names;
+  const int nc = vo.single_cls ? 1 : dcfg.nc;
+  vo.coco_ids = dcfg.val.size() == 1 && dcfg.val[0].ends_with("coco/val2017.txt");
+
+  yolo::data::DatasetSplit split = yolo::data::load_split(dcfg, task, dcfg.nc, vo.single_cls, true, 0,
+                                                          /*evaluation=*/true, /*polygons=*/true);
+  std::printf("%s: %s\n", task.c_str(), split.summary.c_str());
+  for (const auto& w : split.warnings) std::printf("%s: %s\n", task.c_str(), w.c_str());
+  vo.workers = yolo::data::dataloader_workers(static_cast<int>(std::thread::hardware_concurrency()), 1, vo.batch_size,
+                                              static_cast<int64_t>(split.records.size()), vo.workers);
+  const yolo::ClaimedRunDir claim =
+      yolo::claim_run_dir(args.get("project", "runs/val-seg") + "/" + args.get("name", "exp"), args.has("exist-ok"));
+  vo.save_dir = claim.path;
+  int stride = 32;  // the reference's gs: the largest stride, at least 32
+  for (double s : model.strides()) stride = std::max(stride, static_cast<int>(s));
+  const int rounded = static_cast<int>(yolo::make_divisible(vo.img_size, stride));
+  if (rounded != vo.img_size)
+    std::printf("WARNING: --img-size %d must be a multiple of the max stride %d, updating to %d\n", vo.img_size, stride,
+                rounded);
+  vo.img_size = rounded;
+  yolo::SegValidator validator(split.records, names, nc, vo, device, stride);
+  validator.set_console(&console);
+  const yolo::SegValResult result = validator.run(model);
+  std::printf("%s", result.table.c_str());
+  std::printf("Results saved to %s\n", vo.save_dir.c_str());
+  return 0;
+}
+
+}  // namespace kestrel::cli
