@@ -201,9 +201,8 @@ __global__ void sweep_kernel(const T* pred, NmsShape s, Packed boxes, ImageLayou
       row[5] = static_cast<float>(boxes.cls[at]);
     }
     if (s.nm > 0) {
-      const T* in = pred + (b * s.boxes + boxes.index[at]) * s.no + 5 + s.classes();
-      for (int64_t k = threadIdx.x; k < s.nm; k += blockDim.x)
-        row[6 + k] = static_cast<float>(to_acc(in[k]));
+      const T* in = pred + (b * s.boxes + boxes.index[at]) * s.no;
+      for (int64_t k = threadIdx.x; k < s.nm; k += blockDim.x) row[6 + k] = nms_coefficient(in, s, k);
     }
     ++kept;
     const uint64_t* bits = image_mask + int64_t(i) * blocks;

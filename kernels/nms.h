@@ -31,7 +31,7 @@ namespace kestrel::kernels {
 struct NmsShape {
   int64_t batch = 0, boxes = 0, no = 0, nm = 0;
   KESTREL_HD int64_t classes() const { return no - 5 - nm; }
-  // Floats per output row: x1, y1, x2, y2, conf, cls, then the nm coefficients as given.
+  // Floats per output row: x1, y1, x2, y2, conf, cls, then the nm coefficients (nms_coefficient).
   KESTREL_HD int64_t out_cols() const { return 6 + nm; }
   // Candidate slots per box: one per class in multi-label mode, else one.
   KESTREL_HD int64_t slots(bool multi_label) const { return multi_label ? classes() : 1; }
@@ -116,11 +116,13 @@ KESTREL_HD inline A nms_iou(const A* a, A area_a, const A* b, A area_b) {
   return inter / (area_a + area_b - inter);
 }
 
-// The mask coefficients of a kept box into its output row (columns 6..), widened to float.
+// Mask coefficient k of a box as the reference outputs it: scaled by the box's objectness, since
+// its `x[:, 5:] *= x[:, 4:5]` multiplies every column after the objectness, the coefficients
+// included (v7.0 utils/general.py). A mask's sign is unchanged, but the sigmoid of the scaled
+// logits is what process_mask upsamples, so masks made at the input size depend on it.
 template <class T>
-KESTREL_HD inline void nms_copy_coefficients(const T* row, const NmsShape& s, float* out_row) {
-  for (int64_t k = 0; k < s.nm; ++k)
-    out_row[6 + k] = static_cast<float>(to_acc(row[5 + s.classes() + k]));
+KESTREL_HD inline float nms_coefficient(const T* row, const NmsShape& s, int64_t k) {
+  return static_cast<float>(mul_rn(to_acc(row[5 + s.classes() + k]), to_acc(row[4])));
 }
 
 // CPU reference, float or double predictions. out: batch * max_det rows of out_cols() floats

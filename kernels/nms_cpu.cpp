@@ -52,7 +52,7 @@ void nms_image(const T* pred, const NmsShape& s, const NmsParams& p, float* out,
     for (int c = 0; c < 4; ++c) row[c] = static_cast<float>(xyxy[c]);
     row[4] = static_cast<float>(cands[a].conf);
     row[5] = static_cast<float>(cands[a].cls);
-    nms_copy_coefficients(pred + cands[a].box * s.no, s, row);
+    for (int64_t k = 0; k < s.nm; ++k) row[6 + k] = nms_coefficient(pred + cands[a].box * s.no, s, k);
     ++kept;
     for (size_t b = a + 1; b < m; ++b) {
       if (suppressed[b]) continue;

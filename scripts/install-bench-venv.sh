@@ -27,7 +27,7 @@ export LD_LIBRARY_PATH=${CUDA_HOME:-/usr/local/cuda}/lib64${LD_LIBRARY_PATH:+:$L
 packages=(
   torchvision==0.29.2 onnxruntime==1.32.0
   opencv-python-headless pandas matplotlib seaborn pyyaml tqdm psutil requests pillow scipy
-  packaging
+  packaging pycocotools==2.0.11
   # dependencies of the above, as --no-deps skips them
   python-dateutil six tzdata pytz contourpy cycler fonttools kiwisolver pyparsing
   charset-normalizer idna urllib3 certifi flatbuffers protobuf coloredlogs humanfriendly

@@ -14,6 +14,10 @@ where the original works, so timings and numbers stay the reference's:
   (train.py's strip_optimizer reloads last.pt and best.pt): default it back to False for these
   files, which the reference itself just wrote.
 - `torch.cuda.amp.autocast` / `GradScaler`, where a newer PyTorch has removed the aliases.
+- `cv2.resize` on OpenCV 5, which refuses images of more than 128 channels where OpenCV 4 took up
+  to 512 (segment/val.py's scale_image resizes its (h, w, n) masks of n detections at once): such
+  an image is resized 128 channels at a time and put back together, which is what OpenCV 4
+  computes (each channel is interpolated on its own).
 - Offline: `check_requirements` would run `pip install` for gitpython/thop/ipython and wait on
   the network, `check_git_info` imports gitpython, `check_font` downloads Arial.ttf, and
   `check_amp` falls back to downloading yolov5n.pt when its first check is inconclusive. They
@@ -72,6 +76,24 @@ def _python_stack():
     if "weights_only" in inspect.signature(original_load).parameters:
         torch.load = load
         applied.append("torch.load(weights_only=False)")
+    try:
+        import cv2
+    except ImportError:
+        cv2 = None
+    if cv2 is not None and int(cv2.__version__.split(".")[0]) >= 5:
+        original_resize = cv2.resize
+
+        @functools.wraps(original_resize)
+        def resize(src, *args, **kwargs):
+            if getattr(src, "ndim", 0) == 3 and src.shape[2] > 128:
+                parts = [original_resize(np.ascontiguousarray(src[:, :, i:i + 128]), *args, **kwargs)
+                         for i in range(0, src.shape[2], 128)]
+                parts = [p[:, :, None] if p.ndim == 2 else p for p in parts]
+                return np.concatenate(parts, axis=2)
+            return original_resize(src, *args, **kwargs)
+
+        cv2.resize = resize
+        applied.append("cv2.resize(> 128 channels)")
     amp = torch.cuda.amp
     if not hasattr(amp, "autocast"):
         amp.autocast = functools.partial(torch.amp.autocast, "cuda")

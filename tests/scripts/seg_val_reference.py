@@ -4,11 +4,15 @@
 $KESTREL_REFERENCE_DIR (default /tmp/yolov5):
 
   train DATA IMG BATCH EPOCHS OUT   the reference's segment/train.py from scratch (yolov5n-seg,
-                                    seed 0, CPU, no plots), its stripped best.pt copied to OUT
-  val W.pt DATA IMG BATCH CONF DIR  the reference's segment/val.py run() on the CPU with its NMS
+                                    seed 0, CPU, no plots, no validation) with every augmentation
+                                    off (hyp.scratch-low otherwise), so that a few images are
+                                    learnt by heart; its stripped last.pt copied to OUT
+  val W.pt DATA IMG BATCH CONF DIR [json]
+                                    the reference's segment/val.py run() on the CPU with its NMS
                                     wall-clock cut-off switched off (so that its numbers do not
                                     depend on the machine's speed); prints the "all" row as it
-                                    does, then its eight means in full
+                                    does, then its eight means in full; with `json`, --save-json
+                                    (masks made at the input size, and <W>_predictions.json)
 """
 import os
 import shutil
@@ -34,6 +38,7 @@ def stop_nms_clock():
 
 
 def train(data, imgsz, batch, epochs, out):
+    import yaml
     reference_shims.stub_tensorboard()
     sys.path.insert(0, str(Path(REFERENCE) / 'segment'))
     import importlib
@@ -41,23 +46,27 @@ def train(data, imgsz, batch, epochs, out):
     from utils.callbacks import Callbacks
     out = Path(out).resolve()
     project = out.parent / (out.stem + '_run')
+    project.mkdir(parents=True, exist_ok=True)
+    hyp = yaml.safe_load((Path(REFERENCE) / 'data' / 'hyps' / 'hyp.scratch-low.yaml').read_text())
+    hyp.update(hsv_h=0.0, hsv_s=0.0, hsv_v=0.0, translate=0.0, scale=0.0, fliplr=0.0, mosaic=0.0)
+    (project / 'hyp.yaml').write_text(yaml.safe_dump(hyp, sort_keys=False))
     os.chdir(REFERENCE)
     opt = reference_train.parse_opt(True)
     for k, v in dict(data=data, cfg=str(Path(REFERENCE) / 'models' / 'segment' / 'yolov5n-seg.yaml'), weights='', imgsz=imgsz, batch_size=batch,
                      epochs=epochs, device='cpu', workers=2, seed=0, project=str(project), name='full',
-                     exist_ok=True, noplots=True).items():
+                     exist_ok=True, noplots=True, noval=True, hyp=str(project / 'hyp.yaml')).items():
         setattr(opt, k, v)
     reference_train.main(opt, Callbacks())
-    shutil.copy(project / 'full' / 'weights' / 'best.pt', out)
+    shutil.copy(project / 'full' / 'weights' / 'last.pt', out)
 
 
-def val(weights, data, imgsz, batch, conf, save_dir):
+def val(weights, data, imgsz, batch, conf, save_dir, save_json=False):
     stop_nms_clock()
     import importlib
     reference_val = importlib.import_module('segment.val')
     results, _, _ = reference_val.run(data=data, weights=weights, imgsz=imgsz, batch_size=batch, conf_thres=conf,
                                       iou_thres=0.6, device='cpu', workers=2, project=save_dir, name='reference',
-                                      exist_ok=True, half=False, plots=False)
+                                      exist_ok=True, half=False, plots=False, save_json=save_json)
     print('full precision: ' + ' '.join(repr(float(x)) for x in results[:8]))
 
 
@@ -66,6 +75,7 @@ if __name__ == '__main__':
     if command == 'train':
         train(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), sys.argv[6])
     elif command == 'val':
-        val(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), float(sys.argv[6]), sys.argv[7])
+        val(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), float(sys.argv[6]), sys.argv[7],
+            save_json=sys.argv[8:] == ['json'])
     else:
         sys.exit(f'unknown command {command}')

@@ -258,7 +258,8 @@ TEST(Nms, ThreadPoolGivesTheSameResult) {
 }
 
 // A segmentation model's rows end in nm mask coefficients: they take no part in the choice (the
-// kept set equals that of the rows without them) and each kept row carries its own box's.
+// kept set equals that of the rows without them) and each kept row carries its own box's, times
+// its objectness, as the reference's `x[:, 5:] *= x[:, 4:5]` leaves them.
 TEST(Nms, MaskCoefficientsFollowTheirBox) {
   std::mt19937 rng(11);
   std::uniform_int_distribution<int> pos(0, 80), size(5, 30), level(1, 8);
@@ -268,7 +269,7 @@ TEST(Nms, MaskCoefficientsFollowTheirBox) {
     std::vector<float> r = {float(pos(rng)), float(pos(rng)), float(size(rng)), float(size(rng))};
     for (int j = 0; j < 1 + nc; ++j) r.push_back(level(rng) / 8.0f);
     without.insert(without.end(), r.begin(), r.end());
-    for (int k = 0; k < nm; ++k) r.push_back(static_cast<float>(i) + 0.25f * static_cast<float>(k) - 100.0f);
+    for (int k = 0; k < nm; ++k) r.push_back(0.37f * static_cast<float>(i) + 0.25f * static_cast<float>(k) - 100.0f);
     with.insert(with.end(), r.begin(), r.end());
   }
   for (bool multi : {false, true}) {
@@ -284,12 +285,19 @@ TEST(Nms, MaskCoefficientsFollowTheirBox) {
     ASSERT_EQ(kept.size(1), 6 + nm);
     const std::vector<float> k = values(kept), p = values(plain);
     for (int64_t r = 0; r < kept.size(0); ++r) {
-      for (int c = 0; c < 6; ++c) EXPECT_EQ(k[r * (6 + nm) + c], p[r * 6 + c]) << r;
-      const int64_t box = static_cast<int64_t>(k[r * (6 + nm) + 6] + 100.0f);
-      const float* src = &with[box * no];
-      EXPECT_EQ(k[r * (6 + nm) + 0], src[0] - src[2] / 2) << r;
-      EXPECT_EQ(k[r * (6 + nm) + 3], src[1] + src[3] / 2) << r;
-      for (int c = 0; c < nm; ++c) EXPECT_EQ(k[r * (6 + nm) + 6 + c], src[5 + nc + c]) << r;
+      const float* row = &k[r * (6 + nm)];
+      for (int c = 0; c < 6; ++c) EXPECT_EQ(row[c], p[r * 6 + c]) << r;
+      // The box the row came from: its corners and confidence, and coefficients equal to that
+      // box's times its objectness.
+      bool found = false;
+      for (int64_t i = 0; i < n && !found; ++i) {
+        const float* src = &with[i * no];
+        if (row[0] != src[0] - src[2] / 2 || row[3] != src[1] + src[3] / 2) continue;
+        bool same = true;
+        for (int c = 0; c < nm; ++c) same = same && row[6 + c] == src[5 + nc + c] * src[4];
+        found = same;
+      }
+      EXPECT_TRUE(found) << "row " << r << ": no box with these corners and coefficients";
     }
   }
   NmsOptions bad;
