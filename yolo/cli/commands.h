@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "yolo/cli/args.h"
+#include "yolo/train/train_options.h"
 
 namespace kestrel::cli {
 
@@ -40,6 +41,9 @@ int run_classify_predict(const std::vector<std::string>& args);
 int run_segment(const std::vector<std::string>& args);
 int run_segment_predict(const std::vector<std::string>& args);
 int run_segment_val(const std::vector<std::string>& args);
+int run_segment_train(const std::vector<std::string>& args);
+// `kestrel train` and `kestrel segment train`: one command over the task's option table.
+int run_training(const std::vector<std::string>& args, yolo::TrainTaskKind task);
 
 extern const Command kModelCommand;
 extern const Command kDemoCommand;
@@ -58,5 +62,6 @@ extern const Command kSegmentCommand;
 const std::vector<const Command*>& segment_commands();
 extern const Command kSegmentPredictCommand;
 extern const Command kSegmentValCommand;
+extern const Command kSegmentTrainCommand;
 
 }  // namespace kestrel::cli

@@ -1,5 +1,5 @@
 // `kestrel segment predict`: the reference v7.0's segment/predict.py (the family `kestrel segment`
-// will also hold train and val, segment/train.py and val.py, which are not here yet). Sources are
+// also holds train and val, segment/train.py and val.py: train_command.cpp, segment_val_command.cpp). Sources are
 // detect's (yolo/data/detect_sources.h); each frame goes through the Segmenter, and is saved (the
 // image under its own name, a video as <stem>.mp4) unless --nosave, and shown with --view-img.
 #include <algorithm>
@@ -99,29 +99,23 @@ const Command kSegmentPredictCommand = {
     run_segment_predict, &kPredictFlags};
 
 const std::vector<const Command*>& segment_commands() {
-  static const std::vector<const Command*> commands = {&kSegmentValCommand, &kSegmentPredictCommand};
+  static const std::vector<const Command*> commands = {&kSegmentTrainCommand, &kSegmentValCommand, &kSegmentPredictCommand};
   return commands;
 }
 
 const Command kSegmentCommand = {
-    "segment", "instance segmentation: val, predict (reference segment/*.py)",
-    "usage: kestrel segment val|predict [flags]\n"
+    "segment", "instance segmentation: train, val, predict (reference segment/*.py)",
+    "usage: kestrel segment train|val|predict [flags]\n"
+    "  train    train a -seg model on polygon labels (segment/train.py)\n"
     "  val      box and mask mAP of a -seg model on a dataset split (segment/val.py)\n"
     "  predict  instance masks of images, videos or streams with a -seg model (segment/predict.py)\n"
-    "  (train, segment/train.py, is not in Kestrel yet)\n"
-    "`kestrel segment val --help` and `kestrel segment predict --help` show their flags.\n",
+    "`kestrel segment train|val|predict --help` show their flags.\n",
     run_segment, nullptr, &segment_commands()};
 
 int run_segment(const std::vector<std::string>& argv) {
   if (argv.empty() || argv[0] == "--help" || argv[0] == "-h") {
     std::printf("%s", kSegmentCommand.usage);
     return argv.empty() ? 2 : 0;
-  }
-  if (argv[0] == "train") {
-    std::fprintf(stderr,
-                 "kestrel segment train: not available yet: Kestrel validates and runs segmentation models "
-                 "(`kestrel segment val|predict`); segment/train.py has no Kestrel counterpart so far\n");
-    return 2;
   }
   const Command* sub = nullptr;
   for (const Command* c : segment_commands())

@@ -2,7 +2,8 @@
 // (--nproc-per-node, --nnodes, --node-rank, --master-addr, --master-port, --max-restarts),
 // --bucket-cap-mb, --no-overlap and --trace. With --nproc-per-node N > 1, a --device list of N > 1
 // GPUs, or --max-restarts K > 0, this process becomes the launcher and starts N workers running
-// the same command.
+// the same command. `kestrel segment train` is the same command over segmentation's option table
+// (segment/train.py's flags: --mask-ratio, --no-overlap for the masks, DDP's --no-ddp-overlap).
 #include <algorithm>
 #include <cstdio>
 #include <deque>
@@ -26,23 +27,24 @@ namespace {
 
 // The flags, from the options' one table (yolo/train/train_options.h): its rows in its order, each
 // showing its field's default (TrainOptions' initialiser) unless the row names another.
-FlagTable train_flags() {
+FlagTable train_flags(yolo::TrainTaskKind task) {
   static std::deque<std::string> fallbacks;  // the defaults' text, alive as long as the table
-  const yolo::TrainOptions defaults;
+  const yolo::TrainOptions defaults = yolo::train_defaults(task);
   FlagTable flags;
-  for (const yolo::TrainOptionSpec& s : yolo::train_option_specs()) {
+  for (const yolo::TrainOptionSpec& s : yolo::train_option_specs(task)) {
     const char* fallback = s.fallback;
     if (!fallback && s.write) fallback = fallbacks.emplace_back(s.write(defaults)).c_str();
     flags.push_back({s.flag, s.value, fallback, s.help});
   }
   return flags;
 }
-const FlagTable kFlags = train_flags();
+const FlagTable kFlags = train_flags(yolo::TrainTaskKind::Detect);
+const FlagTable kSegmentFlags = train_flags(yolo::TrainTaskKind::Segment);
 
 // Every option of the table that the command line gives, read into its typed field (checked as it
 // is read: a bad value is a usage error naming the flag).
 void read_options(const Args& args, yolo::TrainOptions& o) {
-  for (const yolo::TrainOptionSpec& s : yolo::train_option_specs()) {
+  for (const yolo::TrainOptionSpec& s : yolo::train_option_specs(o.task)) {
     if (!s.read || !args.has(s.flag)) continue;
     try {
       s.read(o, s.value ? args.get(s.flag, "") : "true");
@@ -200,8 +202,25 @@ const Command kTrainCommand = {
     "  (auto: on for CUDA runs without --multi-scale, --rect or --trace; off: eager).\n",
     run_train, &kFlags};
 
-int run_train(const std::vector<std::string>& raw) {
-  const std::map<std::string, bool> spec = flag_spec(kFlags);
+const Command kSegmentTrainCommand = {
+    "train", "train a YOLOv5 segmentation model (reference segment/train.py flags)",
+    "usage: kestrel segment train [--data coco128-seg.yaml] [--cfg models/yolov5s-seg.yaml]\n"
+    "                     [--weights W-seg.pt|W.safetensors] [--mask-ratio 4] [--no-overlap]\n"
+    "                     [--project runs/train-seg] and kestrel train's other flags\n"
+    "  As kestrel train (the same options, resume, DDP and launcher), with segment/train.py's\n"
+    "  differences: a -seg model, polygon labels drawn into masks at 1/--mask-ratio of the input\n"
+    "  (one index image per image, or one mask per instance with --no-overlap), the mask loss,\n"
+    "  box and mask metrics (fitness 0.1 mAP50 + 0.9 mAP50-95 of both) and results.csv's\n"
+    "  (B)/(M) columns. DDP's --no-overlap is spelt --no-ddp-overlap here. No --evolve, no W&B\n"
+    "  flags (segment/train.py has none); CUDA graphs stay off (the mask loss reads the targets).\n",
+    run_segment_train, &kSegmentFlags};
+
+int run_train(const std::vector<std::string>& raw) { return run_training(raw, yolo::TrainTaskKind::Detect); }
+int run_segment_train(const std::vector<std::string>& raw) { return run_training(raw, yolo::TrainTaskKind::Segment); }
+
+int run_training(const std::vector<std::string>& raw, yolo::TrainTaskKind task) {
+  const bool segment = task == yolo::TrainTaskKind::Segment;
+  const std::map<std::string, bool> spec = flag_spec(segment ? kSegmentFlags : kFlags);
   // The reference's `--resume [PATH]`: an optional value, taken when the next word is no flag.
   std::vector<std::string> argv;
   for (size_t i = 0; i < raw.size(); ++i) {
@@ -212,7 +231,7 @@ int run_train(const std::vector<std::string>& raw) {
     } else if (raw[i] == "--evolve" && !(next_is_value && is_count(raw[i + 1]))) {
       argv.push_back("--evolve");  // a bare --evolve: the reference's 300 generations
       argv.push_back("300");
-    } else if (spells_bare(raw[i], "upload-dataset", spec) && !next_is_value) {
+    } else if (!segment && spells_bare(raw[i], "upload-dataset", spec) && !next_is_value) {
       argv.push_back(raw[i]);  // the reference's nargs='?', const=True
       argv.push_back("true");
     } else if (raw[i] == "--resume" && next_is_value) {
@@ -223,7 +242,7 @@ int run_train(const std::vector<std::string>& raw) {
     }
   }
   Args args(argv, spec);
-  yolo::TrainOptions o;
+  yolo::TrainOptions o = yolo::train_defaults(task);
   read_options(args, o);
   // As the reference's Model(cfg or ckpt['model'].yaml): weights without --cfg bring their model.
   if (!args.has("cfg") && !o.weights.empty()) o.cfg.clear();
@@ -242,6 +261,9 @@ int run_train(const std::vector<std::string>& raw) {
   const int max_restarts = args.get_int32("max-restarts", 0);
   if (max_restarts < 0) throw UsageError("--max-restarts must be >= 0");
   const int nproc = local_workers(o.device, nproc_flag);
+  if (o.evolve > 0 && segment)
+    throw UsageError("--evolve: kestrel segment train does not evolve hyperparameters; evolve them with "
+                     "kestrel train on the boxes, or train without --evolve");
   if (o.evolve > 0) {
     if (nproc > 1 || args.has("nnodes"))
       throw UsageError("--evolve is not compatible with multi-process (DDP) training, as in the "
@@ -262,14 +284,16 @@ int run_train(const std::vector<std::string>& raw) {
     l.master_addr = args.get("master-addr", "127.0.0.1");
     l.master_port = args.get_int32("master-port", 29500);
     l.log_dir = rank_log_dir(o);
-    l.command = {dist::current_executable().string(), "train"};
+    l.command = {dist::current_executable().string()};
+    if (segment) l.command.push_back("segment");
+    l.command.push_back("train");
     for (const auto& a : dist::strip_launcher_flags(argv)) l.command.push_back(a);
     check_launch(o, l.nproc_per_node, l.nnodes);
     if (max_restarts == 0) return dist::launch_workers(l).exit_code;  // it prints what failed
     dist::RestartPolicy policy = restart_policy(o, l.command, max_restarts);
     return dist::launch_workers(l, &policy).exit_code;
   }
-  print_notes(cloud_option_notes(args));
+  if (!segment) print_notes(cloud_option_notes(args));
   return yolo::train(o);
 }
 

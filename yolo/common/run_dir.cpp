@@ -74,30 +74,30 @@ std::string read_all(const std::string& path) {
   return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
-std::string header_line() {
+}  // namespace
+
+std::string ResultsCsv::header_line() const {
   char cell[64];
-  std::snprintf(cell, sizeof cell, "%20s", "epoch");
+  std::snprintf(cell, sizeof cell, "%*s", width_, "epoch");
   std::string header = cell;
-  for (const auto& c : ResultsCsv::columns()) {
-    std::snprintf(cell, sizeof cell, ",%20s", c.c_str());
+  for (const auto& c : *columns_) {
+    std::snprintf(cell, sizeof cell, ",%*s", width_, c.c_str());
     header += cell;
   }
   return header + "\n";
 }
 
-}  // namespace
-
 // The whole file is rewritten through a temporary each time (a few KB): a kill leaves the old
 // rows or the new ones, never half a row.
 void ResultsCsv::append(int epoch, const std::vector<double>& values) const {
-  KESTREL_CHECK(values.size() == columns().size(), "results.csv row needs ", columns().size(),
+  KESTREL_CHECK(values.size() == columns_->size(), "results.csv row needs ", columns_->size(),
                 " values, got ", values.size());
   std::string text = std::filesystem::exists(path_) ? read_all(path_) : header_line();
   char cell[64];
-  std::snprintf(cell, sizeof cell, "%20.5g", static_cast<double>(epoch));
+  std::snprintf(cell, sizeof cell, "%*.5g", width_, static_cast<double>(epoch));
   text += cell;
   for (double v : values) {
-    std::snprintf(cell, sizeof cell, ",%20.5g", v);
+    std::snprintf(cell, sizeof cell, ",%*.5g", width_, v);
     text += cell;
   }
   write_file_atomic(path_, text + "\n");

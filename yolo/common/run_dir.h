@@ -28,18 +28,25 @@ struct ClaimedRunDir {
 ClaimedRunDir claim_run_dir(const std::string& path, bool exist_ok);
 
 // One row per epoch; the header is written with the first row, as the reference does ('%20s'
-// names, '%20.5g' values, comma separated). Every write is atomic (io/atomic_file.h).
+// names, '%20.5g' values, comma separated; another task's columns at its own width, e.g.
+// segment/train.py's GenericLogger: '%23s', '%23.5g'). Every write is atomic (io/atomic_file.h).
 class ResultsCsv {
  public:
-  static const std::vector<std::string>& columns();  // without "epoch"
-  explicit ResultsCsv(std::string path) : path_(std::move(path)) {}
+  static const std::vector<std::string>& columns();  // detection's, without "epoch"
+  explicit ResultsCsv(std::string path) : path_(std::move(path)), columns_(&columns()) {}
+  // `columns` must outlive this object (a task's static list).
+  ResultsCsv(std::string path, const std::vector<std::string>& columns, int width)
+      : path_(std::move(path)), columns_(&columns), width_(width) {}
   void append(int epoch, const std::vector<double>& values) const;
   // Drops the rows of epochs after `last_epoch` (a resumed run redoes them); returns how many.
   int keep_through(int last_epoch) const;
   const std::string& path() const { return path_; }
 
  private:
+  std::string header_line() const;
   std::string path_;
+  const std::vector<std::string>* columns_;
+  int width_ = 20;
 };
 
 // Checkpoints are first written at an epoch's end: a folder they cannot be written to is found at

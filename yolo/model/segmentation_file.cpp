@@ -12,6 +12,20 @@ namespace kestrel::yolo {
 namespace {
 
 // What a file holds, read once: its weights, and its model when it carries one.
+// A training checkpoint's option (its "options" metadata, JSON), or null when the file has none.
+std::optional<json::Value> checkpoint_option(const SafetensorsFile& file, const char* key, const std::string& path) {
+  const auto it = file.metadata().find("options");
+  if (it == file.metadata().end()) return std::nullopt;
+  json::Value options;
+  try {
+    options = json::parse(it->second);
+  } catch (const Error& e) {
+    KESTREL_FAIL("'", path, "': its training options are not valid JSON (", e.what(), "); the file is damaged");
+  }
+  const json::Value* v = options.is_object() ? options.find(key) : nullptr;
+  return v ? std::optional<json::Value>(*v) : std::nullopt;
+}
+
 struct ReadFile {
   std::optional<SafetensorsFile> file;
   std::optional<ModelConfig> config;  // empty: plain weights without their yaml
@@ -27,6 +41,8 @@ ReadFile read_model_file(const std::string& path) {
     return out;
   }
   out.config = parse_model_config(yaml, path + " (its model yaml)");
+  // A training checkpoint (kestrel segment train's) records the run's class count beside its yaml.
+  if (const std::optional<json::Value> nc = checkpoint_option(*out.file, "nc", path)) out.config->nc = static_cast<int>(nc->as_integer());
   // The reference names its model after the yaml file (YOLOv5n-seg summary: ...).
   if (const auto it = out.file->metadata().find("model_yaml_file"); it != out.file->metadata().end())
     out.config->name = std::filesystem::path(it->second).stem().string();
@@ -35,13 +51,17 @@ ReadFile read_model_file(const std::string& path) {
 
 std::vector<std::string> names_in(const SafetensorsFile& file, const std::string& path) {
   std::vector<std::string> out;
-  const auto it = file.metadata().find("names");
-  if (it == file.metadata().end()) return out;
   json::Value names;
-  try {
-    names = json::parse(it->second);
-  } catch (const Error& e) {
-    KESTREL_FAIL("'", path, "': its class names are not valid JSON (", e.what(), "); the file is damaged");
+  if (const std::optional<json::Value> trained = checkpoint_option(file, "names", path)) {  // a training checkpoint's
+    names = *trained;
+  } else {
+    const auto it = file.metadata().find("names");
+    if (it == file.metadata().end()) return out;
+    try {
+      names = json::parse(it->second);
+    } catch (const Error& e) {
+      KESTREL_FAIL("'", path, "': its class names are not valid JSON (", e.what(), "); the file is damaged");
+    }
   }
   KESTREL_CHECK(names.is_array(), "'", path, "': its class names are not a list; the file is damaged");
   for (const auto& n : names.as_array()) out.push_back(n.as_string());

@@ -6,10 +6,12 @@
 
 namespace kestrel::yolo {
 
-bool cuda_graphs_wanted(const TrainOptions& o, Device device, const RankInfo& rank) {
+bool cuda_graphs_wanted(const TrainOptions& o, Device device, const RankInfo& rank,
+                        const std::string& task_obstacle) {
   if (o.cuda_graph == CudaGraphMode::Off) return false;
   std::string why_not;
   if (device.is_cpu()) why_not = "it needs a CUDA device";
+  else if (!task_obstacle.empty()) why_not = task_obstacle;
   else if (o.multi_scale) why_not = "--multi-scale changes the input shape every batch";
   else if (o.rect) why_not = "--rect gives the batches of an epoch many shapes, a graph each";
   else if (!o.trace.empty()) why_not = "--trace times every collective from the host";

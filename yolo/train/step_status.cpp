@@ -16,6 +16,17 @@ void StepStatusQueue::push(int64_t batch, const Tensor& summary, const Tensor& r
                     summary.numel() == kernels::kSummarySize && summary.is_contiguous(),
                 "StepStatusQueue: the loss summary must be float64[", kernels::kSummarySize,
                 "] on ", device_.str(), ", got ", summary.describe());
+  const Tensor items = summary.slice(0, kernels::kSummaryBox, kernels::kSummaryBox + 3);
+  push(batch, items, items, requests, to_host);
+}
+
+void StepStatusQueue::push(int64_t batch, const Tensor& components, const Tensor& items,
+                           const Tensor& requests, bool to_host) {
+  for (const Tensor* t : {&components, &items})
+    KESTREL_CHECK(t->device() == device_ && t->dtype() == DType::F64 && t->is_contiguous() &&
+                      (t->numel() == 3 || (t == &items && t->numel() == 4)),
+                  "StepStatusQueue: the loss components must be float64[3] and the items float64[3 or 4] on ",
+                  device_.str(), ", got ", t->describe());
   KESTREL_CHECK(requests.device() == device_ && requests.dtype() == DType::F32 &&
                     requests.numel() == kernels::kStepRequests && requests.is_contiguous(),
                 "StepStatusQueue: the requests must be float32[", kernels::kStepRequests, "] on ",
@@ -24,14 +35,14 @@ void StepStatusQueue::push(int64_t batch, const Tensor& summary, const Tensor& r
   e.batch = batch;
   e.to_host = to_host;
   e.flags = Tensor::empty({kernels::kStepFlags}, DType::F32, device_);
-  const double* losses = summary.data<double>() + kernels::kSummaryBox;
+  const double* losses = components.data<double>();
   ops::launch(
       device_,
       [&] { kernels::step_flags_cpu(losses, requests.data<float>(), e.flags.data<float>()); },
       [&](cudaStream_t s) {
         kernels::step_flags_cuda(losses, requests.data<float>(), e.flags.data<float>(), s);
       });
-  e.losses = summary.slice(0, kernels::kSummaryBox, kernels::kSummaryBox + 3);
+  e.losses = items;
   if (rank_.world > 1) e.work = rank_.group->all_reduce(e.flags, dist::ReduceOp::Sum);
   entries_.push_back(std::move(e));
 }
@@ -98,9 +109,11 @@ BatchStatus StepStatusQueue::pop() {
   s.nonfinite_ranks = static_cast<int>(flags[kernels::kFlagNonFinite]);
   s.stop_ranks = static_cast<int>(flags[kernels::kFlagStop]);
   s.replayed_ranks = static_cast<int>(flags[kernels::kFlagReplayed]);
+  s.items = static_cast<int>(e.losses.numel());
   s.box = losses[0];
-  s.obj = losses[1];
-  s.cls = losses[2];
+  if (s.items == 4) s.seg = losses[1];
+  s.obj = losses[s.items - 2];
+  s.cls = losses[s.items - 1];
   entries_.pop_front();
   return s;
 }

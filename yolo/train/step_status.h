@@ -24,6 +24,8 @@ struct BatchStatus {
   int stop_ranks = 0;        // ranks that had been asked to stop (SIGINT, SIGTERM)
   int replayed_ranks = 0;    // ranks that ran the batch as a CUDA graph replay
   double box = 0, obj = 0, cls = 0;  // this rank's loss components
+  double seg = 0;                    // segmentation's mask term (0 for detection)
+  int items = 3;                     // the loss items: 3 (box, obj, cls) or 4 (box, seg, obj, cls)
 };
 
 // Every rank runs a batch alike, all as a CUDA graph replay or all eagerly: NCCL requires
@@ -43,6 +45,11 @@ class StepStatusQueue {
   // it at the same point of the same batch. to_host=false: inside a CUDA graph capture, where the
   // copies to pinned memory must stay out of the graph (see take_captured / push_replayed).
   void push(int64_t batch, const Tensor& summary, const Tensor& requests, bool to_host = true);
+  // The same from a task's own loss items: `components`, float64 [3] on the device, whose sum is
+  // finite exactly when the loss is (the non-finite flag's input); `items`, float64 [3] (box, obj,
+  // cls) or [4] (box, seg, obj, cls) on the device, what the host reads back.
+  void push(int64_t batch, const Tensor& components, const Tensor& items, const Tensor& requests,
+            bool to_host);
   // The newest batch's flags summed over the ranks (float32 [kStepFlags] on the device), for the
   // device to act on; orders the current stream after the all-reduce (no host wait on CUDA).
   Tensor newest_flags();
@@ -76,7 +83,7 @@ class StepStatusQueue {
   struct Entry {
     int64_t batch;
     Tensor flags;           // device: this rank's, then summed over the ranks
-    Tensor losses;          // device: box, obj, cls (a view of the loss summary)
+    Tensor losses;          // device: the loss items (box, obj, cls: a view of the loss summary)
     Tensor host_flags, host_losses;  // CUDA: pinned copies
     std::shared_ptr<dist::Work> work;  // the all-reduce (several ranks)
     std::optional<Event> copied;       // CUDA: the copies to pinned memory

@@ -273,9 +273,51 @@ const std::vector<TrainOptionSpec>& train_option_specs() {
   return specs;
 }
 
+const std::vector<TrainOptionSpec>& segment_train_option_specs() {
+  static const std::vector<TrainOptionSpec> specs = [] {
+    std::vector<TrainOptionSpec> out;
+    for (const TrainOptionSpec& s : train_option_specs()) {
+      const std::string flag = s.flag ? s.flag : "";
+      if (flag == "entity" || flag == "upload-dataset" || flag == "bbox-interval" || flag == "artifact-alias")
+        continue;  // segment/train.py has no W&B flags
+      if (flag == "no-overlap") {  // the masks' flag there; DDP's gets another name
+        TrainOptionSpec ddp = s;
+        ddp.flag = "no-ddp-overlap";
+        ddp.key = "no_ddp_overlap";
+        out.push_back(ddp);
+        continue;
+      }
+      out.push_back(s);
+      if (flag == "local-rank") {  // segment/train.py's own flags follow it
+        out.push_back({"mask-ratio", "mask_ratio", "N", "label masks at 1/N of the input size",
+                       read_int_at_least<&O::mask_ratio, 1>, write_int<&O::mask_ratio>});
+        out.push_back(switch_row<&O::no_overlap_masks>("no-overlap", "no_overlap",
+                                                       "one mask per instance instead of one index image per image"));
+      }
+    }
+    return out;
+  }();
+  return specs;
+}
+
+const std::vector<TrainOptionSpec>& train_option_specs(TrainTaskKind task) {
+  return task == TrainTaskKind::Segment ? segment_train_option_specs() : train_option_specs();
+}
+
+TrainOptions train_defaults(TrainTaskKind task) {
+  TrainOptions o;
+  o.task = task;
+  if (task == TrainTaskKind::Segment) {
+    o.data = "coco128-seg.yaml";
+    o.cfg = "models/yolov5s-seg.yaml";
+    o.project = "runs/train-seg";
+  }
+  return o;
+}
+
 std::vector<std::pair<std::string, std::string>> TrainOptions::to_pairs() const {
   std::vector<std::pair<std::string, std::string>> out;
-  for (const TrainOptionSpec& s : train_option_specs())
+  for (const TrainOptionSpec& s : train_option_specs(task))
     if (s.key) out.emplace_back(s.key, s.write(*this));
   return out;
 }
@@ -323,6 +365,7 @@ json::Value options_json(const TrainOptions& o, const std::string& cfg_text, int
                          const std::vector<std::string>& names) {
   json::Object obj;
   for (const auto& [k, v] : o.to_pairs()) obj.emplace_back(k, v);
+  if (o.task == TrainTaskKind::Segment) obj.emplace_back("task", "segment");
   obj.emplace_back("cfg_yaml", cfg_text);
   obj.emplace_back("nc", static_cast<int64_t>(nc));
   json::Array name_list;

@@ -21,8 +21,11 @@ namespace kestrel::yolo {
 enum class CacheMode { None, Ram, Disk };                         // --cache: "" | ram | disk
 enum class AmpMode { Auto, Bf16, Fp16, Off, Bf16Emulated };       // --amp: "" | bf16 | fp16 | off | bf16-emulated
 enum class CudaGraphMode { Auto, On, Off };                       // --cuda-graph: auto | on | off
+// Which model the run trains: `kestrel train` (detection) or `kestrel segment train`.
+enum class TrainTaskKind { Detect, Segment };
 
 struct TrainOptions {
+  TrainTaskKind task = TrainTaskKind::Detect;  // picks the option table (train_option_specs)
   std::string data;     // dataset yaml, or "synthetic" (default)
   std::string cfg = "models/yolov5s.yaml";  // "": the model yaml the weights carry
   std::string weights;  // .safetensors or YOLOv5 .pt to start from ("" = scratch)
@@ -72,8 +75,13 @@ struct TrainOptions {
   // --evolve N: this run is one of N generations (yolo/train/evolve.h): as the reference, it writes no
   // weights and no plots, and validates only its final epoch.
   int evolve = 0;
+  // Segmentation (segment/train.py's own flags): label masks at 1 / mask_ratio of the input, and
+  // one index image per sample (overlap) or one mask per instance (--no-overlap).
+  int mask_ratio = 4;
+  bool no_overlap_masks = false;
 
-  // The recorded options (every table row with a key), in the table's order: opt.yaml's pairs.
+  // The recorded options (every table row with a key of the task's table), in the table's order:
+  // opt.yaml's pairs.
   std::vector<std::pair<std::string, std::string>> to_pairs() const;
 };
 
@@ -101,6 +109,14 @@ struct TrainOptionSpec {
   const char* fallback = nullptr;  // the command's own flags: what --help shows as the default
 };
 const std::vector<TrainOptionSpec>& train_option_specs();
+// `kestrel segment train`'s table: segment/train.py's flags (train.py's without the W&B ones, then
+// --mask-ratio and --no-overlap, the masks' overlap), Kestrel's own as detection's, except that
+// DDP's --no-overlap is spelt --no-ddp-overlap (key no_ddp_overlap) there.
+const std::vector<TrainOptionSpec>& segment_train_option_specs();
+const std::vector<TrainOptionSpec>& train_option_specs(TrainTaskKind task);
+// A task's defaults: TrainOptions' initialisers; for segmentation segment/train.py's data
+// (coco128-seg.yaml), project (runs/train-seg) and a -seg model (models/yolov5s-seg.yaml).
+TrainOptions train_defaults(TrainTaskKind task);
 
 // The enums' spellings, as the flags take them and opt.yaml records them; parse_* throw
 // OptionError for anything else, listing the choices.
@@ -111,7 +127,8 @@ AmpMode parse_amp_mode(const std::string& text);
 std::string cuda_graph_mode_name(CudaGraphMode mode);
 CudaGraphMode parse_cuda_graph_mode(const std::string& text);
 
-// The options, the model yaml text, nc and names: what val/detect need to rebuild the model.
+// The options, the model yaml text, nc and names: what val/detect need to rebuild the model; a
+// segmentation run's also "task": "segment".
 json::Value options_json(const TrainOptions& o, const std::string& cfg_text, int nc,
                          const std::vector<std::string>& names);
 

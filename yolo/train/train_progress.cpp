@@ -16,14 +16,18 @@ const json::Value& field(const json::Value& v, const char* key, const std::strin
 }  // namespace
 
 void EpochProgress::add(double box, double obj, double cls) {
-  const double items[3] = {box, obj, cls};
-  for (int k = 0; k < 3; ++k) mloss[k] = (mloss[k] * seen + items[k]) / (seen + 1);
+  const double values[3] = {box, obj, cls};
+  add(values);
+}
+
+void EpochProgress::add(const double* values) {
+  for (int k = 0; k < items; ++k) mloss[k] = (mloss[k] * seen + values[k]) / (seen + 1);
   ++seen;
 }
 
 json::Value RunProgress::to_json() const {
   json::Array mloss;
-  for (double m : epoch.mloss) mloss.emplace_back(m);
+  for (int k = 0; k < epoch.items; ++k) mloss.emplace_back(epoch.mloss[k]);
   json::Object out{{"next_batch", json::Value(epoch.next_batch)},
                    {"mloss", std::move(mloss)},
                    {"seen", json::Value(epoch.seen)},
@@ -57,8 +61,9 @@ RunProgress RunProgress::from_json(const json::Value& v, const std::string& path
   if (!v.is_object() || v.as_object().empty()) return p;
   p.epoch.next_batch = field(v, "next_batch", path).as_integer();
   const json::Array& mloss = field(v, "mloss", path).as_array();
-  KESTREL_CHECK(mloss.size() == 3, "checkpoint '", path, "': progress mloss needs 3 values");
-  for (int k = 0; k < 3; ++k) p.epoch.mloss[k] = mloss[k].as_real();
+  KESTREL_CHECK(mloss.size() == 3 || mloss.size() == 4, "checkpoint '", path, "': progress mloss needs 3 values (4 for segmentation)");
+  p.epoch.items = static_cast<int>(mloss.size());
+  for (int k = 0; k < p.epoch.items; ++k) p.epoch.mloss[k] = mloss[k].as_real();
   p.epoch.seen = field(v, "seen", path).as_integer();
   p.epoch.skipped = field(v, "skipped", path).as_integer();
   p.nan_steps = field(v, "nan_steps", path).as_integer();
@@ -92,12 +97,29 @@ RunProgress RunProgress::from_json(const json::Value& v, const std::string& path
 
 std::string progress_line(int epoch, int epochs, double mem_gb, const EpochProgress& p,
                           int64_t instances, int64_t size, int64_t done, int64_t total, double seconds) {
-  char mem[32], line[256];
+  char mem[32], cell[64];
   std::snprintf(mem, sizeof mem, "%.3gG", mem_gb);
-  std::snprintf(line, sizeof line, "%11s%11s%11.4g%11.4g%11.4g%11.4g%11.4g: ", str(epoch, "/", epochs - 1).c_str(),
-                mem, p.mloss[0], p.mloss[1], p.mloss[2], static_cast<double>(instances),
-                static_cast<double>(size));
-  return line + format_bar(done, total, seconds);
+  std::snprintf(cell, sizeof cell, "%11s%11s", str(epoch, "/", epochs - 1).c_str(), mem);
+  std::string line = cell;
+  for (int k = 0; k < p.items; ++k) {
+    std::snprintf(cell, sizeof cell, "%11.4g", p.mloss[k]);
+    line += cell;
+  }
+  std::snprintf(cell, sizeof cell, "%11.4g%11.4g: ", static_cast<double>(instances), static_cast<double>(size));
+  return line + cell + format_bar(done, total, seconds);
+}
+
+std::string progress_header(const std::vector<std::string>& loss_names) {
+  std::vector<std::string> names = {"Epoch", "GPU_mem"};
+  names.insert(names.end(), loss_names.begin(), loss_names.end());
+  names.insert(names.end(), {"Instances", "Size"});
+  std::string header = "\n";
+  char cell[64];
+  for (const std::string& n : names) {
+    std::snprintf(cell, sizeof cell, "%11s", n.c_str());
+    header += cell;
+  }
+  return header;
 }
 
 }  // namespace kestrel::yolo

@@ -19,9 +19,13 @@ namespace kestrel::yolo {
 
 struct EpochProgress {
   int64_t next_batch = 0;          // batches of the epoch done
-  double mloss[3] = {0, 0, 0};     // running means of the box, obj and cls losses
+  // Running means of the loss items: box, obj, cls (detection), or box, seg, obj, cls
+  // (segmentation, items = 4).
+  double mloss[4] = {0, 0, 0, 0};
+  int items = 3;
   int64_t seen = 0, skipped = 0;   // batches counted; batches skipped for a NaN/Inf loss
   void add(double box, double obj, double cls);
+  void add(const double* values);  // `items` values, in mloss' order
 };
 
 struct RunProgress {
@@ -45,9 +49,12 @@ struct RunProgress {
 };
 
 // The reference's epoch line: ('%11s' * 2 + '%11.4g' * 5) % (epoch/epochs-1, GPU memory,
-// the three mean losses, instances, size), then ": " and the bar, e.g.
+// the three mean losses, instances, size) (segment/train.py's: '%11.4g' * 6, four losses), then
+// ": " and the bar, e.g.
 // "       3/99     0.512G     0.1034    0.06011    0.02433         57        640:  40%|████      | 12/30 00:05<00:07"
 std::string progress_line(int epoch, int epochs, double mem_gb, const EpochProgress& p,
                           int64_t instances, int64_t size, int64_t done, int64_t total, double seconds);
+// The header above the epoch lines: '%11s' of Epoch, GPU_mem, the loss names, Instances and Size.
+std::string progress_header(const std::vector<std::string>& loss_names);
 
 }  // namespace kestrel::yolo

@@ -9,9 +9,11 @@ namespace fs = std::filesystem;
 namespace {
 
 // Options a resumed run takes from its command line: none of them changes what is computed.
-bool may_change_on_resume(const std::string& key) {
-  for (const char* k : {"device", "workers", "bucket_cap_mb", "edge_bucket_mb", "no_overlap", "timed_buckets", "check_sync", "no_tensorboard",
-                        "cuda_graph"})
+// (Segmentation's no_overlap is the masks' form; DDP's is no_ddp_overlap there.)
+bool may_change_on_resume(const std::string& key, TrainTaskKind task) {
+  if (key == "no_overlap" && task == TrainTaskKind::Segment) return false;
+  for (const char* k : {"device", "workers", "bucket_cap_mb", "edge_bucket_mb", "no_overlap", "no_ddp_overlap", "timed_buckets",
+                        "check_sync", "no_tensorboard", "cuda_graph"})
     if (key == k) return true;
   return false;
 }
@@ -37,12 +39,17 @@ std::string latest_checkpoint(const std::string& project) {
   return best;
 }
 
+static TrainTaskKind checkpoint_task(const json::Value& options) {
+  const json::Value* task = options.is_object() ? options.find("task") : nullptr;
+  return task && task->is_string() && task->as_string() == "segment" ? TrainTaskKind::Segment : TrainTaskKind::Detect;
+}
+
 TrainOptions options_from_json(const json::Value& options, const std::string& path) {
   KESTREL_CHECK(options.is_object(), "checkpoint '", path, "': its options are not a JSON object");
-  TrainOptions o;
+  TrainOptions o = train_defaults(checkpoint_task(options));
   for (const auto& [key, value] : options.as_object()) {
-    if (!value.is_string()) continue;  // cfg_yaml, nc, names: the model's, not the options
-    for (const TrainOptionSpec& spec : train_option_specs()) {
+    if (!value.is_string() || key == "task") continue;  // cfg_yaml, nc, names: the model's, not the options
+    for (const TrainOptionSpec& spec : train_option_specs(o.task)) {
       if (!spec.key || key != spec.key) continue;
       try {
         spec.read(o, value.as_string());
@@ -72,7 +79,10 @@ ResumePlan plan_resume(const TrainOptions& requested) {
   plan.save_dir = fs::path(plan.path).parent_path().parent_path().string();
 
   TrainOptions o = options_from_json(plan.info.options, plan.path);
-  const TrainOptions defaults;
+  KESTREL_CHECK(o.task == requested.task, "--resume: '", plan.path, "' is a ",
+                o.task == TrainTaskKind::Segment ? "segmentation" : "detection", " run's checkpoint; resume it with ",
+                o.task == TrainTaskKind::Segment ? "kestrel segment train" : "kestrel train", " --resume ", plan.path);
+  const TrainOptions defaults = train_defaults(requested.task);
   const auto saved = o.to_pairs(), asked = requested.to_pairs(), plain = defaults.to_pairs();
   for (size_t i = 0; i < saved.size(); ++i) {
     const std::string& key = saved[i].first;
@@ -80,7 +90,7 @@ ResumePlan plan_resume(const TrainOptions& requested) {
     if (!given || asked[i].second == saved[i].second || key == "project" || key == "name" ||
         key == "exist_ok" || key == "weights")
       continue;
-    if (may_change_on_resume(key))
+    if (may_change_on_resume(key, o.task))
       plan.notes.push_back(str(key, " changed from '", saved[i].second, "' to '", asked[i].second, "'"));
     else
       plan.notes.push_back(str("keeping the checkpoint's ", key, " '", saved[i].second,

@@ -18,7 +18,8 @@ namespace kestrel::yolo {
 std::string latest_checkpoint(const std::string& project);
 
 // The run's options, parsed back from a checkpoint's "options" metadata (TrainOptions::to_pairs);
-// keys an older file lacks keep their defaults.
+// keys an older file lacks keep their defaults. The task is the file's ("task": "segment", else
+// detection), and so is the option table read.
 TrainOptions options_from_json(const json::Value& options, const std::string& path);
 
 struct ResumePlan {

@@ -8,6 +8,7 @@
 #include "engine/ops/elementwise.h"
 #include "engine/stream.h"
 #include "kernels/step_flags.h"
+#include "kernels/yolo_loss.h"
 #include "yolo/train/step_snapshot.h"
 
 namespace kestrel::yolo {
@@ -20,6 +21,13 @@ struct TrainStep::Graph {
   StepStatusQueue::Captured status;  // the static outputs it writes
 };
 
+StepLoss DetectionObjective::forward(const Tensor& x, const Tensor& targets, const Tensor& masks) const {
+  KESTREL_CHECK(!masks.defined(), "DetectionObjective: detection takes no masks");
+  const DeviceLoss loss = loss_.forward(model_.forward(x), targets);
+  const Tensor items = loss.summary.slice(0, kernels::kSummaryBox, kernels::kSummaryBox + 3);
+  return {loss.total, items, items};
+}
+
 TrainStep::TrainStep(TrainStepParts parts, const RankInfo& rank, Device device,
                      TrainStepOptions options)
     : p_(parts),
@@ -30,8 +38,10 @@ TrainStep::TrainStep(TrainStepParts parts, const RankInfo& rank, Device device,
       window_(Tensor::zeros({1}, DType::F32, device)),
       requests_(Tensor::zeros({kernels::kStepRequests}, DType::F32, device)),
       policy_(options.graph_warmup_steps) {
-  KESTREL_CHECK(p_.model && p_.loss && p_.optimizer && p_.scaler,
-                "TrainStep: the model, loss, optimizer and loss scaler are required");
+  KESTREL_CHECK((p_.objective || (p_.model && p_.loss)) && p_.optimizer && p_.scaler,
+                "TrainStep: the model and loss (or an objective), optimizer and loss scaler are required");
+  if (!p_.objective) detection_ = std::make_unique<DetectionObjective>(*p_.model, *p_.loss);
+  objective_ = p_.objective ? p_.objective : detection_.get();
   KESTREL_CHECK(rank_.world == 1 || p_.reducer,
                 "TrainStep: a job of ", rank_.world, " ranks needs a Reducer");
   KESTREL_CHECK(options_.graphs == GraphMode::Off || device_.is_cuda(),
@@ -42,28 +52,29 @@ TrainStep::TrainStep(TrainStepParts parts, const RankInfo& rank, Device device,
 TrainStep::~TrainStep() = default;
 
 void TrainStep::run(const Tensor& x, const Tensor& targets, int64_t batch, bool step_now,
-                    bool stop_requested) {
+                    bool stop_requested, const Tensor& masks) {
   if (graphs_on()) {
+    KESTREL_CHECK(!masks.defined(), "TrainStep: CUDA graphs capture detection's step only (no masks); "
+                  "train with --cuda-graph off");
     run_graphed(x, targets, batch, step_now, stop_requested);
     return;
   }
-  forward_backward(x, targets, batch, step_now, stop_requested);
+  forward_backward(x, targets, batch, step_now, stop_requested, masks);
   if (step_now) optimizer_step();
 }
 
 void TrainStep::forward_backward(const Tensor& x, const Tensor& targets, int64_t batch,
-                                 bool step_now, bool stop_requested) {
+                                 bool step_now, bool stop_requested, const Tensor& masks) {
   set_requests(stop_requested, /*replayed=*/false);
-  enqueue_forward_backward(x, targets, batch, step_now, /*to_host=*/true);
+  enqueue_forward_backward(x, targets, masks, batch, step_now, /*to_host=*/true);
 }
 
-void TrainStep::enqueue_forward_backward(const Tensor& x, const Tensor& targets, int64_t batch,
-                                         bool step_now, bool to_host) {
+void TrainStep::enqueue_forward_backward(const Tensor& x, const Tensor& targets, const Tensor& masks,
+                                         int64_t batch, bool step_now, bool to_host) {
   if (p_.buffers) p_.buffers->broadcast();  // DDP's broadcast_buffers
-  const std::vector<Tensor> preds = p_.model->forward(x);
-  const DeviceLoss loss = p_.loss->forward(preds, targets);
+  const StepLoss loss = objective_->forward(x, targets, masks);
   // The flags' all-reduce is issued before backward's buckets, in the same place on every rank.
-  status_.push(batch, loss.summary, requests_, to_host);
+  status_.push(batch, loss.components, loss.items, requests_, to_host);
   pending_.push_back({step_now});
   // DDP averages the ranks' gradients; the reference multiplies the loss by the world size (and
   // by 4 with --quad).
@@ -119,7 +130,7 @@ void TrainStep::enqueue_optimizer_step() {
     p_.reducer->zero_grad();
   else
     p_.optimizer->zero_grad();
-  if (p_.ema) p_.ema->update(*p_.model, window_);
+  if (p_.ema) p_.ema->update(objective_->model(), window_);
   window_.zero_();
 }
 
@@ -160,7 +171,7 @@ void mix_tensor(uint64_t& h, const Tensor& t) { mix(h, t.defined() ? t.data_ptr(
 // gradients, BN buffers, optimizer state, the EMA's state, the step's own device scalars.
 uint64_t TrainStep::fingerprint() const {
   uint64_t h = 14695981039346656037ull;
-  for (const layers::StateEntry& e : p_.model->state_entries()) {
+  for (const layers::StateEntry& e : objective_->model().state_entries()) {
     mix_tensor(h, *e.slot);
     if (e.is_parameter) mix_tensor(h, e.slot->grad());
   }
@@ -238,7 +249,7 @@ bool TrainStep::capture(const StepKey& key, const Tensor& x, const Tensor& targe
     // A host read inside a capture is an error the graph would hide: refuse it at once.
     HostSyncGuard no_host_reads(HostSyncGuard::Policy::Throw);
     g->graph.capture_begin(*capture_stream_);
-    enqueue_forward_backward(g->x, g->targets, /*batch=*/-1, key.step_now, /*to_host=*/false);
+    enqueue_forward_backward(g->x, g->targets, Tensor(), /*batch=*/-1, key.step_now, /*to_host=*/false);
     if (key.step_now) enqueue_optimizer_step();
     if (options_.capture_probe) options_.capture_probe();
     g->graph.capture_end();

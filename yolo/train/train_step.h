@@ -41,8 +41,38 @@ class GraphPool;
 
 namespace kestrel::yolo {
 
+// A step's loss as the device holds it (nothing read back): the differentiable total; the
+// non-finite flag's input, float64 [3] whose sum is finite exactly when the loss is; the items
+// the host reads a batch later, float64 [3] (box, obj, cls) or [4] (box, seg, obj, cls).
+struct StepLoss {
+  Tensor total, components, items;
+};
+
+// What a task computes in a step: its model's forward, then its loss. Detection's is
+// DetectionObjective; segmentation's (yolo/train/train_task.h) adds the prototypes and the
+// batch's label masks.
+class StepObjective {
+ public:
+  virtual ~StepObjective() = default;
+  virtual layers::Module& model() const = 0;
+  // masks: the batch's label masks on the step's device (segmentation), undefined otherwise.
+  virtual StepLoss forward(const Tensor& x, const Tensor& targets, const Tensor& masks) const = 0;
+};
+
+class DetectionObjective : public StepObjective {
+ public:
+  DetectionObjective(DetectionModel& model, const ComputeLoss& loss) : model_(model), loss_(loss) {}
+  layers::Module& model() const override { return model_; }
+  StepLoss forward(const Tensor& x, const Tensor& targets, const Tensor& masks) const override;
+
+ private:
+  DetectionModel& model_;
+  const ComputeLoss& loss_;
+};
+
 // What a step works with; the trainer owns them. ema, reducer and buffers may be null (the EMA
 // lives on rank 0 only; one process has no reducer; SyncBN needs no buffer broadcast).
+// objective, when set, is the step's model and loss (another task's); else model and loss are.
 struct TrainStepParts {
   DetectionModel* model = nullptr;
   const ComputeLoss* loss = nullptr;
@@ -51,6 +81,7 @@ struct TrainStepParts {
   ModelEma* ema = nullptr;
   dist::Reducer* reducer = nullptr;
   dist::TensorBroadcaster* buffers = nullptr;
+  const StepObjective* objective = nullptr;
 };
 
 enum class GraphMode { Off, On };
@@ -82,16 +113,17 @@ class TrainStep {
   ~TrainStep();
 
   // One batch: forward_backward, then optimizer_step when step_now; eagerly, or by capturing
-  // or replaying the step's CUDA graph in graph mode.
+  // or replaying the step's CUDA graph in graph mode. masks: the objective's (segmentation's
+  // label masks on the step's device); graph mode takes none.
   void run(const Tensor& x, const Tensor& targets, int64_t batch, bool step_now,
-           bool stop_requested);
+           bool stop_requested, const Tensor& masks = Tensor());
 
   // Forward, loss and backward of one batch: x the model input, targets on the device (checked
   // on the host before the upload: ComputeLoss::check_targets). step_now: an optimizer step
   // follows this batch (under DDP the gradients are all-reduced in this backward). Issues the
   // batch's status with this rank's stop request.
   void forward_backward(const Tensor& x, const Tensor& targets, int64_t batch, bool step_now,
-                        bool stop_requested);
+                        bool stop_requested, const Tensor& masks = Tensor());
   // The statuses of the batches before the newest one, oldest first: one host read each, of
   // work issued a forward and backward ago.
   std::vector<BatchStatus> take_previous();
@@ -120,8 +152,8 @@ class TrainStep {
   struct Graph;  // one captured step (train_step.cpp)
 
   // The step's device work on the current stream, shared by eager runs and captures.
-  void enqueue_forward_backward(const Tensor& x, const Tensor& targets, int64_t batch,
-                                bool step_now, bool to_host);
+  void enqueue_forward_backward(const Tensor& x, const Tensor& targets, const Tensor& masks,
+                                int64_t batch, bool step_now, bool to_host);
   void enqueue_optimizer_step();
   BatchStatus settle(BatchStatus s);
   void set_requests(bool stop_requested, bool replayed);
@@ -136,6 +168,8 @@ class TrainStep {
               bool stop_requested);
 
   TrainStepParts p_;
+  std::unique_ptr<DetectionObjective> detection_;  // the objective when parts name model and loss
+  const StepObjective* objective_ = nullptr;
   RankInfo rank_;
   Device device_;
   TrainStepOptions options_;

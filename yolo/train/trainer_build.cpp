@@ -55,10 +55,10 @@ void Trainer::build_model() {
   // SyncBN is chosen here, when the model is built; the reference's "Using SyncBatchNorm()" line
   // comes where it converts the model (place_model).
   const bool sync_bn = options_.sync_bn && rank_.world > 1;
-  model_ = std::make_shared<DetectionModel>(model_config_, num_classes_, options_.seed,
-                                            sync_bn ? sync_batch_norm_over(rank_.group) : layers::BatchNorm2d::NormFn{});
+  model_ = task_->make_model(model_config_, num_classes_, options_.seed,
+                             sync_bn ? sync_batch_norm_over(rank_.group) : layers::BatchNorm2d::NormFn{});
   // The reference's parse_model table and summary as its Model() logs them (GFLOPs at 640).
-  if (out_->on()) out_->raw(model_->describe(640));
+  if (out_->on()) out_->raw(task_->describe(640));
   if (resume_) {
     // The model as the checkpoint left it (the reference builds it from ckpt['model']) before
     // anything copies from it: AutoAnchor does not run again on --resume, and ComputeLoss copies
@@ -102,7 +102,8 @@ void Trainer::freeze_layers() {
 }
 
 void Trainer::check_image_size() {
-  max_stride_ = std::max(static_cast<int>(*std::max_element(model_->strides().begin(), model_->strides().end())), 32);
+  const std::vector<double>& strides = task_->head().strides;
+  max_stride_ = std::max(static_cast<int>(*std::max_element(strides.begin(), strides.end())), 32);
   img_size_ = options_.img_size;
   if (img_size_ % max_stride_ != 0) {  // the reference's check_img_size: round up, say so
     img_size_ = (options_.img_size + max_stride_ - 1) / max_stride_ * max_stride_;
@@ -124,7 +125,7 @@ void Trainer::check_anchors_and_plot_labels() {
   // AutoAnchor on rank 0, before the weights are shared.
   if (rank_.main() && !options_.noautoanchor && !resume_) {
     Generator anchor_gen(options_.seed, 7);
-    autoanchor_report_ = check_anchors(train_split_.records, model_->detect(), hyp_.anchor_t, img_size_, anchor_gen);
+    autoanchor_report_ = check_anchors(train_split_.records, task_->head(), hyp_.anchor_t, img_size_, anchor_gen);
   }
   if (rank_.main() && plots() && !resume_) {
     // Said after AutoAnchor's report, which is said later (build_validator), as the reference says both.
@@ -150,7 +151,7 @@ void Trainer::place_model() {
 
 void Trainer::build_ema() {
   if (!rank_.main()) return;
-  ema_model_ = std::make_shared<DetectionModel>(model_config_, num_classes_, options_.seed);
+  ema_model_ = task_->make_ema_model(model_config_, num_classes_, options_.seed);
   ema_model_->to(device_);
   ema_ = std::make_unique<ModelEma>(ema_model_, *model_);
 }
@@ -174,7 +175,7 @@ void Trainer::build_train_loader() {
   popt.stride = max_stride_;
   popt.pad = 0.0;
   popt.hyp = hyp_;
-  auto pipeline = std::make_shared<data::AugmentPipeline>(train_split_.records, popt);
+  data::AugmentPipeline* pipeline = &task_->make_pipeline(train_split_.records, popt);
   if (options_.cache == CacheMode::Disk) {
     const int64_t bytes = pipeline->cache_to_disk(std::max(1, options_.workers));
     char size[32];
@@ -202,8 +203,7 @@ void Trainer::build_train_loader() {
   lopt.seed = options_.seed;
   lopt.rank = rank_.rank;
   lopt.cuda_device = device_.is_cuda() ? device_.index : -1;
-  loader_ = std::make_unique<data::Loader>(pipeline, lopt, std::move(order));
-  batches_per_epoch_ = loader_->len();
+  batches_per_epoch_ = task_->make_loader(lopt, std::move(order));
 }
 
 void Trainer::build_schedule() {
@@ -227,13 +227,16 @@ void Trainer::build_reducer() {
 }
 
 void Trainer::build_loss() {
-  const int nl = static_cast<int>(model_->detect().nl);
-  compute_loss_ = std::make_unique<ComputeLoss>(model_->detect(), scale_loss_hyp(hyp_, nl, num_classes_, img_size_));
+  const int nl = static_cast<int>(task_->head().nl);
+  task_->build_loss(scale_loss_hyp(hyp_, nl, num_classes_, img_size_));
+  // Before any validation ran (--noval), results.csv records zeros, as the reference's results.
+  last_val_.metrics.assign(task_->results_columns().size() - task_->loss_names().size() - 3, 0.0);
 }
 
 void Trainer::build_validator() {
   if (rank_.main()) {
-    data::DatasetSplit val_split = data::load_split(*dataset_config_, "val", dataset_config_->nc, options_.single_cls, true);
+    data::DatasetSplit val_split = data::load_split(*dataset_config_, "val", dataset_config_->nc, options_.single_cls,
+                                                    true, 0, false, task_->polygons());
     out_->line("val: ", val_split.summary);
     for (const auto& w : val_split.warnings) out_->line("val: ", w);
     const int batch = batch_per_rank();
@@ -248,8 +251,7 @@ void Trainer::build_validator() {
                                             options_.workers * 2);
     vopt.save_dir = save_dir_;
     vopt.training = true;
-    validator_ = std::make_unique<Validator>(val_split.records, names_, num_classes_, vopt, device_, max_stride_);
-    validator_->set_console(&*out_);
+    task_->build_validator(std::move(val_split.records), names_, num_classes_, vopt, device_, max_stride_, &*out_);
   }
   out_->raw(autoanchor_report_);  // the reference checks the anchors once both loaders exist
   autoanchor_report_.clear();
@@ -259,15 +261,14 @@ void Trainer::build_validator() {
 void Trainer::build_step() {
   if (!options_.trace.empty()) trace_ = std::make_unique<dist::TraceWriter>(rank_.rank);
   TrainStepParts parts;
-  parts.model = model_.get();
-  parts.loss = compute_loss_.get();
+  parts.objective = &task_->objective();
   parts.optimizer = optimizer_.get();
   parts.scaler = scaler_.get();
   parts.ema = ema_.get();
   parts.reducer = reducer_.get();
   parts.buffers = buffer_broadcaster_.get();
   TrainStepOptions sopt;
-  sopt.graphs = cuda_graphs_wanted(options_, device_, rank_) ? GraphMode::On : GraphMode::Off;
+  sopt.graphs = cuda_graphs_wanted(options_, device_, rank_, task_->graph_obstacle()) ? GraphMode::On : GraphMode::Off;
   sopt.capture_failure_fatal = options_.cuda_graph == CudaGraphMode::On;  // auto: a failed capture falls back
   sopt.loss_factor = options_.quad ? 4.0 : 1.0;  // --quad's batches hold a quarter of the images
   step_ = std::make_unique<TrainStep>(parts, rank_, device_, sopt);
@@ -279,7 +280,7 @@ void Trainer::build_step() {
   bopt.stride = max_stride_;
   if (sopt.graphs == GraphMode::On && rank_.world > 1)
     bopt.target_rows = run_target_rows(train_split_.records, batch_per_rank(), hyp_, options_.rect);
-  batch_prep_ = std::make_unique<BatchPrep>(*compute_loss_, device_, compute_, bopt);
+  batch_prep_ = std::make_unique<BatchPrep>(task_->target_check(), device_, compute_, bopt);
 }
 
 dist::NamedTensors Trainer::trainable() const {

@@ -5,7 +5,6 @@
 #include <csignal>
 
 #include "engine/allocator.h"
-#include "yolo/plot/plots.h"
 
 namespace kestrel::yolo {
 
@@ -14,8 +13,9 @@ namespace kestrel::yolo {
 bool Trainer::train_epoch(int epoch) {
   model_->train(true);
   progress_ = epoch == start_epoch_ ? resumed_progress_ : EpochProgress{};
-  loader_->start_epoch(epoch, progress_.next_batch);
-  out_->line(str("\n", std::string(6, ' '), "Epoch    GPU_mem   box_loss   obj_loss   cls_loss  Instances       Size"));
+  progress_.items = static_cast<int>(task_->loss_names().size());
+  task_->start_epoch(epoch, progress_.next_batch);
+  out_->line(progress_header(task_->loss_names()));
   t_epoch_ = Clock::now();
   const int64_t shown = options_.max_batches > 0 ? std::min<int64_t>(batches_per_epoch_, options_.max_batches) : batches_per_epoch_;
   ProgressCadence cadence = out_->cadence();
@@ -28,12 +28,12 @@ bool Trainer::train_epoch(int epoch) {
                      last);
   };
   for (int64_t i = progress_.next_batch; i < shown; ++i) {
-    std::optional<data::Batch> b = loader_->next();
+    std::optional<TaskBatch> b = task_->next();
     if (!b) break;
     train_batch(*b, epoch, i);
     progress_.next_batch = i + 1;
-    instances = b->targets.size(0);
-    size = b->images.size(1);
+    instances = b->batch.targets.size(0);
+    size = b->batch.images.size(1);
     // The mean losses are learnt a batch late: no bar before the first is known (it would show
     // losses of 0), and the epoch's last line waits for the drain below, so that it shows the
     // epoch's mean as results.csv records it.
@@ -52,17 +52,19 @@ bool Trainer::train_epoch(int epoch) {
   return true;
 }
 
-void Trainer::train_batch(const data::Batch& batch, int epoch, int64_t i) {
+void Trainer::train_batch(const TaskBatch& batch, int epoch, int64_t i) {
   const int64_t ni = i + batches_per_epoch_ * epoch;
   if (++batches_run_ == options_.interrupt_after) stop_.raise_as(SIGINT);
   schedule_->warmup(ni, epoch);
-  const StepInputs in = batch_prep_->prepare(batch, epoch, i, ni);
+  const StepInputs in = batch_prep_->prepare(batch.batch, epoch, i, ni);
+  // Segmentation's label masks, beside the targets (the loss reads them as float).
+  const Tensor masks = batch.masks.defined() && device_.is_cuda() ? batch.masks.to(device_, /*non_blocking=*/true) : batch.masks;
   const bool step_now = schedule_->step_due(ni);
   // The batch's flags (a non-finite loss, a stop request) are summed over the ranks on the
   // device and read here one batch later, so every rank learns them at the same batch: a
   // non-finite loss anywhere skips its window's optimizer step everywhere (on the device), and a
   // stop request anywhere stops every rank at the same optimizer-step boundary.
-  step_->run(in.input, in.targets, ni, step_now, stop_.received() != 0);
+  step_->run(in.input, in.targets, ni, step_now, stop_.received() != 0, masks);
   if (step_->graphs_on() && !graphs_warned_ && !step_->graphs_disabled_reason().empty()) {
     out_->line("WARNING: CUDA graphs are off for the rest of this run (--cuda-graph auto): ", step_->graphs_disabled_reason());
     graphs_warned_ = true;
@@ -84,8 +86,7 @@ void Trainer::train_batch(const data::Batch& batch, int epoch, int64_t i) {
   }
   if (rank_.main() && ni < 3 && plots()) {
     const std::string mosaic = save_dir_ + "/train_batch" + std::to_string(ni) + ".jpg";
-    // As the reference's train.py, which draws its training mosaics without names: class numbers.
-    plot_batch(batch.images, batch.paths, target_boxes(batch.targets, batch.images.size(1), batch.images.size(2)), {}, mosaic);
+    task_->plot_batch(batch, mosaic);
     if (board_) board_->log_image(mosaic, epoch);
   }
 }
@@ -96,6 +97,9 @@ void Trainer::account(const std::vector<BatchStatus>& statuses) {
     if (s.nonfinite_ranks > 0) {
       ++nan_steps_;
       ++progress_.skipped;
+    } else if (s.items == 4) {
+      const double items[4] = {s.box, s.seg, s.obj, s.cls};
+      progress_.add(items);
     } else {
       progress_.add(s.box, s.obj, s.cls);
     }

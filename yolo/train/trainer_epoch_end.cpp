@@ -16,17 +16,6 @@
 
 namespace kestrel::yolo {
 namespace fs = std::filesystem;
-namespace {
-
-// The training loss, as the loss items validation averages (val/box_loss, obj, cls).
-ValLoss validation_loss(const ComputeLoss& loss) {
-  return [&loss](const std::vector<Tensor>& raw, const Tensor& targets) {
-    const LossResult l = loss(raw, targets);
-    return ValLossItems{l.box, l.obj, l.cls};
-  };
-}
-
-}  // namespace
 
 // Gradient accumulation may span the end of an epoch. Under DDP each rank holds its own share;
 // averaging them (what the next synchronised step would do anyway, as the all-reduce is linear)
@@ -60,21 +49,25 @@ bool Trainer::end_epoch(int epoch) {
   if (rank_.main()) {
     const bool final_epoch = epoch + 1 == options_.epochs || stopper_->possible_stop();
     if (!options_.noval || final_epoch) {
-      last_val_ = validator_->run(*ema_model_, validation_loss(*compute_loss_));
+      last_val_ = task_->validate();
       out_->raw(last_val_.table);
-      if (image_weights_) image_weights_->set_maps(last_val_.metrics.maps);
+      if (image_weights_) image_weights_->set_maps(last_val_.maps);
     }
-    const ValMetrics& m = last_val_.metrics;
-    const double fi = fitness(m);
+    const double fi = last_val_.fitness;
     stop_early = stopper_->update(epoch, fi);
     if (fi > best_fitness_) best_fitness_ = fi;
     // The row first, then the checkpoint: a kill between them leaves a row past the checkpoint's
     // epoch, which --resume drops and writes again.
-    const std::vector<double> row = {progress_.mloss[0], progress_.mloss[1], progress_.mloss[2], m.mp, m.mr, m.map50,
-                                     m.map, last_val_.box_loss, last_val_.obj_loss, last_val_.cls_loss, lrs[0], lrs[1],
-                                     lrs[2]};
-    ResultsCsv(save_dir_ + "/results.csv").append(epoch, row);
-    if (board_) board_->log_epoch(epoch, row);
+    std::vector<double> row(progress_.mloss, progress_.mloss + progress_.items);
+    row.insert(row.end(), last_val_.metrics.begin(), last_val_.metrics.end());
+    row.insert(row.end(), lrs.begin(), lrs.end());
+    const std::vector<std::string>& columns = task_->results_columns();
+    ResultsCsv(save_dir_ + "/results.csv", columns, task_->results_width()).append(epoch, row);
+    if (board_) {
+      std::vector<std::pair<std::string, double>> scalars;
+      for (size_t k = 0; k < columns.size(); ++k) scalars.emplace_back(columns[k], row[k]);
+      board_->log_scalars(epoch, scalars);
+    }
     if (!options_.nosave || (final_epoch && options_.evolve == 0)) {
       save_checkpoint_as(last_path_, epoch, EpochProgress{});
       if (best_fitness_ == fi) publish_copy(last_path_, best_path_);
@@ -144,19 +137,15 @@ int Trainer::finish(bool interrupted) {
   if (rank_.main() && fs::exists(best_path_)) {
     out_->line("\nValidating ", best_path_, "...");
     load_inference_weights(*ema_model_, best_path_);
-    out_->line("Fusing layers... \n", ema_model_->summary(640, /*fused=*/true));  // as attempt_load there
-    validator_->set_plots(plots());
-    validator_->set_verbose(true);
+    out_->line("Fusing layers... \n", task_->ema_summary(640, /*fused=*/true));  // as attempt_load there
     // As train.py on COCO (save_json=is_coco): the official metric on the best weights.
     const std::vector<std::string>& val = dataset_config_->val;
-    if (val.size() == 1 && val[0].ends_with("coco/val2017.txt"))
-      validator_->set_coco_eval((fs::path(dataset_config_->root) / "annotations/instances_val2017.json").string());
-    out_->raw(validator_->run(*ema_model_, validation_loss(*compute_loss_)).table);
+    const bool coco = val.size() == 1 && val[0].ends_with("coco/val2017.txt");
+    task_->prepare_final_validation(
+        plots(), coco ? (fs::path(dataset_config_->root) / "annotations/instances_val2017.json").string() : std::string());
+    out_->raw(task_->validate().table);
   }
-  if (rank_.main() && results_) {
-    const ValMetrics& m = last_val_.metrics;
-    *results_ = {m.mp, m.mr, m.map50, m.map, last_val_.box_loss, last_val_.obj_loss, last_val_.cls_loss};
-  }
+  if (rank_.main() && results_) *results_ = last_val_.results;
   if (board_) board_->log_result_plots(std::max(last_completed_, 0));
   if (nan_steps_) out_->line(nan_steps_, " steps with a NaN/Inf loss were skipped in total");
   if (step_ && step_->graphs_on()) {
@@ -169,8 +158,8 @@ int Trainer::finish(bool interrupted) {
   wait_for_rank0(rank_, "the final validation");
   if (!interrupted) return 0;
   const int sig = stop_.received() ? stop_.received() : SIGTERM;
-  out_->line("Stopped by ", sig == SIGINT ? "SIGINT" : "SIGTERM", " (exit status ", 128 + sig, "); continue with: kestrel train --resume ",
-             last_path_);
+  out_->line("Stopped by ", sig == SIGINT ? "SIGINT" : "SIGTERM", " (exit status ", 128 + sig, "); continue with: kestrel ",
+             options_.task == TrainTaskKind::Segment ? "segment train" : "train", " --resume ", last_path_);
   return 128 + sig;
 }
 

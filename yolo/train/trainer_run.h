@@ -38,12 +38,14 @@
 #include "yolo/train/train_progress.h"
 #include "yolo/train/train_resume.h"
 #include "yolo/train/train_step.h"
+#include "yolo/train/train_task.h"
 #include "yolo/train/trainer.h"
 
 namespace kestrel::yolo {
 
-// One training run, as the reference's train.py reads: the options resolved once (from the
-// checkpoint when resuming), set-up in named phases, then epochs of batches, each epoch ending
+// One training run, as the reference's train.py (or segment/train.py: the TrainTask, task_, holds
+// what differs) reads: the options resolved once (from the checkpoint when resuming), set-up in
+// named phases, then epochs of batches, each epoch ending
 // with validate -> record -> save, and a finish that validates the best weights. The run's state
 // lives here, so resume, signals and early stopping each have one home:
 //   resume:   resolve_options() and restore(); EpochProgress carries an interrupted epoch
@@ -127,7 +129,7 @@ class Trainer {
   void restore();
   void announce();
   bool train_epoch(int epoch);  // false: interrupted inside the epoch
-  void train_batch(const data::Batch& batch, int epoch, int64_t i);
+  void train_batch(const TaskBatch& batch, int epoch, int64_t i);
   void account(const std::vector<BatchStatus>& statuses);
   bool end_epoch(int epoch);  // true: training stops here
   void average_pending_gradients();
@@ -168,11 +170,11 @@ class Trainer {
   // the train split's scan and warnings, and AutoAnchor's report.
   std::vector<std::string> train_scan_lines_;
   std::string autoanchor_report_;
-  std::shared_ptr<DetectionModel> model_, ema_model_;
+  std::unique_ptr<TrainTask> task_;  // detection's or segmentation's model, data, loss and validation
+  std::shared_ptr<layers::Module> model_, ema_model_;  // task_'s
   int max_stride_ = 32;  // the model's largest stride, at least 32 (train.py's gs)
   int img_size_ = 0;     // --img-size as a multiple of max_stride_ (train.py's imgsz)
   std::unique_ptr<Optimizer> optimizer_;
-  std::unique_ptr<data::Loader> loader_;
   int workers_ = 0;  // the loader's threads (data::dataloader_workers)
   std::shared_ptr<data::ImageWeights> image_weights_;  // --image-weights
   int64_t batches_per_epoch_ = 0;  // this rank's (train.py's nb)
@@ -180,8 +182,6 @@ class Trainer {
   std::unique_ptr<GradScaler> scaler_;
   std::unique_ptr<ModelEma> ema_;
   std::unique_ptr<dist::Reducer> reducer_;
-  std::unique_ptr<ComputeLoss> compute_loss_;
-  std::unique_ptr<Validator> validator_;
   std::unique_ptr<EarlyStopping> stopper_;
   std::unique_ptr<BatchPrep> batch_prep_;
   std::unique_ptr<dist::TraceWriter> trace_;
@@ -195,7 +195,7 @@ class Trainer {
   EpochProgress progress_, resumed_progress_;
   double best_fitness_ = 0;
   int64_t nan_steps_ = 0;
-  ValResult last_val_;
+  TaskValidation last_val_;
   int64_t batches_run_ = 0;   // by this process
   bool accumulated_ = false;  // gradients added since the last optimizer step
   bool stop_agreed_ = false;  // every rank knows a stop was requested

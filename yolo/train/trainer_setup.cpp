@@ -27,6 +27,7 @@ void Trainer::resolve_options() {
     resume_ = plan_resume(requested_);
     options_ = resume_->options;
   }
+  task_ = make_train_task(options_);
   dist::DistFlags flags;
   flags.timeout = std::chrono::seconds(static_cast<int64_t>(options_.dist_timeout));
   const dist::DistOptions dopt = dist::resolve_dist_options(flags, dist::process_environment());
@@ -110,9 +111,13 @@ void Trainer::load_data() {
   dataset_config_ = data::load_dataset_config(rank_.main() ? data_yaml : resolve_data(options_.data));
   num_classes_ = options_.single_cls ? 1 : dataset_config_->nc;
   names_ = options_.single_cls ? std::vector<std::string>{"item"} : dataset_config_->names;
-  if (rank_.main()) train_split_ = data::load_split(*dataset_config_, "train", dataset_config_->nc, options_.single_cls, true);
+  const auto train_split = [&] {
+    return data::load_split(*dataset_config_, "train", dataset_config_->nc, options_.single_cls, true, 0, false,
+                            task_->polygons());
+  };
+  if (rank_.main()) train_split_ = train_split();
   wait_for_rank0(rank_, "the train label cache");  // rank 0 builds it, the others then read it
-  if (!rank_.main()) train_split_ = data::load_split(*dataset_config_, "train", dataset_config_->nc, options_.single_cls, true);
+  if (!rank_.main()) train_split_ = train_split();
   train_index_ = dataset_fingerprint(train_split_.records);
   train_scan_lines_ = {train_split_.summary};
   train_scan_lines_.insert(train_scan_lines_.end(), train_split_.warnings.begin(), train_split_.warnings.end());
@@ -153,7 +158,8 @@ void Trainer::restore() {
       check_resume_dataset(run.dataset, train_index_, resumed_progress_.next_batch, batches_per_epoch_, resume_->path);
   if (!dataset_note.empty()) out_->line("--resume: ", dataset_note);
   if (rank_.main()) {
-    const int dropped = ResultsCsv(save_dir_ + "/results.csv").keep_through(static_cast<int>(info.epoch));
+    const int dropped = ResultsCsv(save_dir_ + "/results.csv", task_->results_columns(), task_->results_width())
+                            .keep_through(static_cast<int>(info.epoch));
     if (dropped) out_->line("--resume: dropped ", dropped, " results.csv row(s) past the checkpoint's epoch ", info.epoch);
   }
   out_->line("Resuming training from ", resume_->path, " from epoch ", start_epoch_,
