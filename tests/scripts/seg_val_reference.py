@@ -3,7 +3,8 @@
 (tests/scripts/seg_val_parity_test.cpp); the reference's source tree (YOLOv5 v7.0) is
 $KESTREL_REFERENCE_DIR (default /tmp/yolov5):
 
-  train DATA IMG BATCH EPOCHS OUT   the reference's segment/train.py from scratch (yolov5n-seg,
+  train DATA IMG BATCH EPOCHS OUT [SEED]
+                                    the reference's segment/train.py from scratch (yolov5n-seg,
                                     seed 0, CPU, no plots, no validation) with every augmentation
                                     off (hyp.scratch-low otherwise), so that a few images are
                                     learnt by heart; its stripped last.pt copied to OUT
@@ -37,7 +38,7 @@ def stop_nms_clock():
     utils.general.time.time = lambda: 0.0
 
 
-def train(data, imgsz, batch, epochs, out):
+def train(data, imgsz, batch, epochs, out, seed=0):
     import yaml
     reference_shims.stub_tensorboard()
     sys.path.insert(0, str(Path(REFERENCE) / 'segment'))
@@ -53,7 +54,7 @@ def train(data, imgsz, batch, epochs, out):
     os.chdir(REFERENCE)
     opt = reference_train.parse_opt(True)
     for k, v in dict(data=data, cfg=str(Path(REFERENCE) / 'models' / 'segment' / 'yolov5n-seg.yaml'), weights='', imgsz=imgsz, batch_size=batch,
-                     epochs=epochs, device='cpu', workers=2, seed=0, project=str(project), name='full',
+                     epochs=epochs, device='cpu', workers=2, seed=seed, project=str(project), name='full',
                      exist_ok=True, noplots=True, noval=True, hyp=str(project / 'hyp.yaml')).items():
         setattr(opt, k, v)
     reference_train.main(opt, Callbacks())
@@ -73,7 +74,8 @@ def val(weights, data, imgsz, batch, conf, save_dir, save_json=False):
 if __name__ == '__main__':
     command = sys.argv[1]
     if command == 'train':
-        train(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), sys.argv[6])
+        train(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), sys.argv[6],
+              int(sys.argv[7]) if len(sys.argv) > 7 else 0)
     elif command == 'val':
         val(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), float(sys.argv[6]), sys.argv[7],
             save_json=sys.argv[8:] == ['json'])
