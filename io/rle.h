@@ -13,6 +13,12 @@
 // - Area: the ones, the sum of the odd-indexed counts. Bbox (rleToBbox): [x, y, w, h] of the set
 //   pixels, from the first and last pixel of each run of ones (a run that goes on into a later
 //   column covers the full height).
+// - Polygons (rleFrPoly): the vertices scaled by 5 and rounded half up (truncating toward zero),
+//   every edge walked pixel by pixel on that fine grid, and each step between fine columns that
+//   lands on the centre of a coarse column kept as a boundary crossing at its row (rounded up,
+//   clamped to 0..h); the crossings sorted, column-major, are the run boundaries (a crossing
+//   repeated cancels). So a pixel is set when its centre is inside the polygon as COCO draws it,
+//   points outside the image included.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -47,6 +53,21 @@ struct Bbox {
 };
 // pycocotools' toBbox; all zeros for a mask without set pixels.
 Bbox bbox(const Rle& rle);
+
+// frPoly: the polygon of `points` vertices xy = x0, y0, x1, y1, ... (pixels) on an h x w mask.
+// Fewer than two vertices give the empty mask (as pycocotools' walk finds no crossing). Vertices
+// whose scaled coordinates do not fit an int (pycocotools' arithmetic) are refused.
+Rle from_polygon(const double* xy, size_t points, int64_t height, int64_t width);
+// frBbox: the box [x, y, w, h] as the polygon of its four corners.
+Rle from_box(const Bbox& box, int64_t height, int64_t width);
+// rleMerge: the union (or with `intersect` the intersection) of masks of one size; none gives an
+// empty 0 x 0 mask, and masks of different sizes give it too (as pycocotools).
+Rle merge(const std::vector<Rle>& rles, bool intersect = false);
+// rleIou of a detection's and a ground truth's masks: the intersection over the union, or over the
+// detection's own area when the ground truth is a crowd region; 0 where their boxes (bbox()) do
+// not overlap, -1 where they overlap but the sizes differ. The boxes may be passed when known.
+double iou(const Rle& dt, const Rle& gt, bool gt_crowd);
+double iou(const Rle& dt, const Rle& gt, bool gt_crowd, const Bbox& dt_box, const Bbox& gt_box);
 
 // As a result's "segmentation": {"size": [h, w], "counts": "<compressed>"}, the members in
 // pycocotools' order.

@@ -5,7 +5,9 @@ loading, COCO() + loadRes(), is timed apart). Prints one JSON line, with stats[0
 which must equal the AP and AP50 the Kestrel row prints on stderr.
 
     bench_kernels --benchmark_filter=CocoEval5000    # writes $TMPDIR/kestrel_coco_eval_bench/{gt,dt}.json
-    python bench/pytorch/coco_eval_reference.py [--dir DIR] [--pycocotools DIR]
+    python bench/pytorch/coco_eval_reference.py [--dir DIR] [--pycocotools DIR] [--iou-type bbox|segm]
+
+With --iou-type segm and --dir $TMPDIR/kestrel_coco_segm_bench, the same for CocoEvalSegm1000.
 
 The set (5000 images of 640x480, ~7 objects, ~100 detections each, 80 categories) is drawn by
 bench/yolo/eval/coco_eval_bench.cpp from a fixed seed; this script only reads it. --pycocotools
@@ -27,6 +29,8 @@ def main():
     ap.add_argument('--dir', default=os.path.join(tempfile.gettempdir(), 'kestrel_coco_eval_bench'))
     ap.add_argument('--pycocotools', default='', help='a folder holding pycocotools (pip install --target)')
     ap.add_argument('--summary', action='store_true', help='also print summarize() on stderr')
+    ap.add_argument('--iou-type', default='bbox', choices=('bbox', 'segm'),
+                    help="COCOeval's iouType (segm: CocoEvalSegm1000's set, --dir $TMPDIR/kestrel_coco_segm_bench)")
     args = ap.parse_args()
     if args.pycocotools:
         sys.path.insert(0, args.pycocotools)
@@ -42,7 +46,7 @@ def main():
         gt = COCO(gt_path)
         dt = gt.loadRes(dt_path)
         t1 = time.perf_counter()
-        ev = COCOeval(gt, dt, 'bbox')
+        ev = COCOeval(gt, dt, args.iou_type)
         ev.evaluate()
         t2 = time.perf_counter()
         ev.accumulate()

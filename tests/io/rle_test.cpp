@@ -1,14 +1,19 @@
 // COCO RLE against pycocotools: recorded strings, areas and boxes for fixed masks (from
 // tests/scripts/rle_reference.py, pycocotools 2.0.11), the same masks run live through that script
-// when a Python with pycocotools is found, round trips, and a hand-derived case.
+// when a Python with pycocotools is found, round trips, and a hand-derived case. Polygons (frPoly
+// through annToRLE), merges, uncompressed RLE and mask IoU with crowd regions: the recorded cases of
+// tests/data/rle/polygons.json (its make_fixtures.py), and those and a few hundred seeded polygons
+// run live through tests/scripts/rle_poly_reference.py.
 #include "io/rle.h"
 
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
+#include "io/json.h"
 #include "tests/support/cli.h"
 #include "tests/support/testing.h"
 
@@ -211,4 +216,165 @@ TEST(Rle, MatchesLivePycocotools) {
     ASSERT_TRUE(std::getline(lines, line));
     EXPECT_EQ(line_of(ms[i]), line);
   }
+}
+
+namespace {
+
+// annToRLE of a list of polygons: each rasterised, then merged.
+rle::Rle polygons_rle(const json::Value& segm, int64_t h, int64_t w) {
+  std::vector<rle::Rle> parts;
+  for (const json::Value& poly : segm.as_array()) {
+    std::vector<double> xy;
+    for (const json::Value& v : poly.as_array()) xy.push_back(v.as_real());
+    parts.push_back(rle::from_polygon(xy.data(), xy.size() / 2, h, w));
+  }
+  return rle::merge(parts);
+}
+rle::Rle case_rle(const json::Value& c) {
+  return polygons_rle(*c.find("segm"), c.find("h")->as_integer(), c.find("w")->as_integer());
+}
+
+// Every case of `cases` (rle_poly_reference.py's input) against `expected` (its output).
+void expect_cases(const json::Value& cases, const json::Value& expected) {
+  const json::Array& polys = cases.find("polygons")->as_array();
+  ASSERT_EQ(polys.size(), expected.find("polygons")->as_array().size());
+  for (size_t i = 0; i < polys.size(); ++i) {
+    SCOPED_TRACE("polygon case " + std::to_string(i) + ": " + json::dump(polys[i]));
+    const json::Value& want = expected.find("polygons")->as_array()[i];
+    const rle::Rle r = case_rle(polys[i]);
+    EXPECT_EQ(rle::to_string(r.counts), want.find("counts")->as_string());
+    EXPECT_EQ(static_cast<int64_t>(rle::area(r)), want.find("area")->as_integer());
+    const rle::Bbox b = rle::bbox(r);
+    const json::Array& wb = want.find("bbox")->as_array();
+    EXPECT_EQ(b.x, wb[0].as_real());
+    EXPECT_EQ(b.y, wb[1].as_real());
+    EXPECT_EQ(b.w, wb[2].as_real());
+    EXPECT_EQ(b.h, wb[3].as_real());
+  }
+  if (const json::Value* merges = cases.find("merges"))
+    for (size_t i = 0; i < merges->as_array().size(); ++i) {
+      SCOPED_TRACE("merge case " + std::to_string(i));
+      const json::Value& c = merges->as_array()[i];
+      const int64_t h = c.find("h")->as_integer(), w = c.find("w")->as_integer();
+      std::vector<rle::Rle> parts;
+      for (const json::Value& p : c.find("parts")->as_array()) parts.push_back(polygons_rle(p, h, w));
+      const rle::Rle m = rle::merge(parts, c.find("intersect")->as_integer() != 0);
+      EXPECT_EQ(rle::to_string(m.counts), expected.find("merges")->as_array()[i].as_string());
+    }
+  if (const json::Value* plain = cases.find("uncompressed"))
+    for (size_t i = 0; i < plain->as_array().size(); ++i) {
+      const rle::Rle r = rle::from_json(plain->as_array()[i], "case");
+      EXPECT_EQ(rle::to_string(r.counts), expected.find("uncompressed")->as_array()[i].as_string()) << i;
+    }
+  if (const json::Value* ious = cases.find("ious"))
+    for (size_t i = 0; i < ious->as_array().size(); ++i) {
+      SCOPED_TRACE("iou case " + std::to_string(i));
+      const json::Value& c = ious->as_array()[i];
+      const json::Array& rows = expected.find("ious")->as_array()[i].as_array();
+      const json::Array& dts = c.find("dt")->as_array();
+      const json::Array& gts = c.find("gt")->as_array();
+      ASSERT_EQ(rows.size(), dts.size());
+      for (size_t d = 0; d < dts.size(); ++d)
+        for (size_t g = 0; g < gts.size(); ++g)
+          EXPECT_EQ(rle::iou(case_rle(dts[d]), case_rle(gts[g]), c.find("crowd")->as_array()[g].as_integer() != 0),
+                    rows[d].as_array()[g].as_real())
+              << "dt " << d << " gt " << g;
+    }
+}
+
+json::Value read_json(const fs::path& p) {
+  std::ifstream f(p);
+  std::stringstream s;
+  s << f.rdbuf();
+  return json::parse(s.str());
+}
+
+const fs::path kPolygonFixture = "tests/data/rle/polygons.json";
+
+// Seeded cases beyond the fixture's: larger images, long and self-crossing polygons, points far
+// outside, pixel-centre grids, crowd IoUs.
+json::Value seeded_cases() {
+  uint32_t seed = 2024;
+  auto next = [&] {
+    seed = seed * 1664525u + 1013904223u;
+    return (seed >> 8) / 16777216.0;
+  };
+  const int64_t sizes[][2] = {{480, 640}, {64, 48}, {13, 29}, {100, 100}, {2, 3}};
+  auto polygon = [&](int64_t h, int64_t w) {
+    json::Array xy;
+    const int n = 3 + static_cast<int>(next() * 20);
+    const bool grid = next() < 0.3;
+    for (int i = 0; i < n; ++i) {
+      double x = -0.3 * w + 1.6 * w * next(), y = -0.3 * h + 1.6 * h * next();
+      if (grid) x = std::round(x * 2) / 2, y = std::round(y * 2) / 2;
+      xy.emplace_back(x);
+      xy.emplace_back(y);
+    }
+    return json::Value(std::move(xy));
+  };
+  json::Array polys, ious;
+  for (int i = 0; i < 300; ++i) {
+    const auto* s = sizes[i % 5];
+    json::Array segm{polygon(s[0], s[1])};
+    if (i % 7 == 0) segm.push_back(polygon(s[0], s[1]));
+    polys.emplace_back(json::Object{{"h", s[0]}, {"w", s[1]}, {"segm", std::move(segm)}});
+  }
+  for (int i = 0; i < 20; ++i) {
+    const auto* s = sizes[i % 4];
+    json::Array dt, gt, crowd;
+    for (int k = 0; k < 4; ++k) dt.emplace_back(json::Object{{"h", s[0]}, {"w", s[1]}, {"segm", json::Array{polygon(s[0], s[1])}}});
+    for (int k = 0; k < 3; ++k) {
+      gt.emplace_back(json::Object{{"h", s[0]}, {"w", s[1]}, {"segm", json::Array{polygon(s[0], s[1])}}});
+      crowd.emplace_back(int64_t{next() < 0.4});
+    }
+    ious.emplace_back(json::Object{{"dt", std::move(dt)}, {"gt", std::move(gt)}, {"crowd", std::move(crowd)}});
+  }
+  return json::Object{{"polygons", std::move(polys)}, {"ious", std::move(ious)}};
+}
+
+}  // namespace
+
+// A hand case: the square [1, 4] x [1, 4] covers the pixels whose centres are inside it, columns
+// and rows 1..3 of a 6 x 6 mask; a union and an intersection of two squares; the crowd rule.
+TEST(RlePolygon, HandCases) {
+  const double square[] = {1, 1, 4, 1, 4, 4, 1, 4};
+  const rle::Rle r = rle::from_polygon(square, 4, 6, 6);
+  EXPECT_EQ(r.counts, (std::vector<uint32_t>{7, 3, 3, 3, 3, 3, 14}));
+  const double other[] = {2, 2, 5, 2, 5, 5, 2, 5};
+  const rle::Rle o = rle::from_polygon(other, 4, 6, 6);
+  EXPECT_EQ(rle::area(rle::merge({r, o})), 14u);
+  EXPECT_EQ(rle::area(rle::merge({r, o}, /*intersect=*/true)), 4u);
+  EXPECT_DOUBLE_EQ(rle::iou(r, o, false), 4.0 / 14);
+  EXPECT_DOUBLE_EQ(rle::iou(r, o, true), 4.0 / 9);  // over the detection's own 9 pixels
+  EXPECT_EQ(rle::iou(r, rle::from_polygon(square, 4, 7, 6), false), -1.0);  // sizes differ
+  const double far[] = {10, 10, 12, 10, 12, 12};
+  EXPECT_EQ(rle::area(rle::from_polygon(far, 3, 6, 6)), 0u);
+  EXPECT_EQ(rle::from_polygon(far, 1, 6, 6).counts, std::vector<uint32_t>{36});  // one vertex: empty
+  EXPECT_EQ(rle::merge({}).counts, std::vector<uint32_t>{});
+  EXPECT_EQ(rle::merge({r, rle::from_polygon(square, 4, 7, 6)}).height, 0);  // sizes differ: 0 x 0
+  const double bad[] = {1, 1, 1e12, 1, 4, 4};
+  EXPECT_NE(kt::error_of([&] { rle::from_polygon(bad, 3, 6, 6); }).find("vertex 1"), std::string::npos);
+}
+
+TEST(RlePolygon, MatchesRecordedPycocotools) {
+  const json::Value fixture = read_json(kPolygonFixture);
+  expect_cases(*fixture.find("cases"), *fixture.find("expected"));
+}
+
+TEST(RlePolygon, MatchesLivePycocotools) {
+  const std::string python = kt::find_python({"pycocotools", "numpy"});
+  if (python.empty())
+    GTEST_SKIP() << "no Python with pycocotools ($KESTREL_PYTHON, python3): live parity not run";
+  const fs::path dir = fs::temp_directory_path() / ("kestrel_rle_poly_" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  const json::Value seeded = seeded_cases();
+  std::ofstream(dir / "seeded.json") << json::dump(seeded);
+  for (const fs::path& cases : {kPolygonFixture, dir / "seeded.json"}) {
+    SCOPED_TRACE(cases.string());
+    const kt::CliResult r = kt::run_command(python + " tests/scripts/rle_poly_reference.py " + cases.string());
+    ASSERT_EQ(r.code, 0) << r.out;
+    const json::Value doc = read_json(cases);
+    expect_cases(doc.find("cases") ? *doc.find("cases") : doc, json::parse(r.out));
+  }
+  fs::remove_all(dir);
 }

@@ -43,7 +43,10 @@ const FlagTable kFlags = {
     {"name", "NAME", "exp", "results go to project/name, numbered (exp2, ...) when it exists"},
     {"exist-ok", nullptr, nullptr, "reuse an existing project/name instead of numbering a new one"},
     {"half", nullptr, nullptr, "float16 inference on a GPU (ignored on the CPU, as in the reference)"},
-    {"dnn", nullptr, nullptr, "accepted with a note: segmentation models run as .pt or .safetensors, not ONNX"}};
+    {"dnn", nullptr, nullptr, "accepted with a note: segmentation models run as .pt or .safetensors, not ONNX"},
+    {"coco-eval", nullptr, nullptr, "COCO's official box and mask mAP (pycocotools' COCOeval bbox and segm) on the "
+                                    "detections, against --coco-gt or the labels' polygons (implies --save-json)"},
+    {"coco-gt", "FILE", nullptr, "COCO ground-truth json for --coco-eval (implies it), evaluated on the split's images"}};
 
 }  // namespace
 
@@ -53,11 +56,15 @@ const Command kSegmentValCommand = {
     "                           [--batch-size 32] [--conf-thres 0.001] [--iou-thres 0.6] [--max-det 300]\n"
     "                           [--task val|test|train] [--device cpu|0] [--half] [--save-json]\n"
     "                           [--save-txt] [--save-conf] [--verbose] [--single-cls] [--workers 8]\n"
-    "                           [--project runs/val-seg] [--name exp] [--exist-ok]\n",
+    "                           [--project runs/val-seg] [--name exp] [--exist-ok] [--coco-eval]\n"
+    "                           [--coco-gt FILE]\n"
+    "  With --save-json on COCO (val: coco/val2017.txt), as the reference: the detections' boxes and\n"
+    "  masks are evaluated against <path>/annotations/instances_val2017.json (pycocotools' COCOeval\n"
+    "  rules, bbox and segm, in Kestrel).\n",
     run_segment_val, &kFlags};
 
 int run_segment_val(const std::vector<std::string>& argv) {
-  Args args(argv, flag_spec(kFlags));
+  Args args(argv, flag_spec(kFlags), /*lists=*/{}, /*own=*/{"coco-eval", "coco-gt"});
   const yolo::Console console(true);
   console.line(console.colour("segment/val: "), args.echo(kFlags));
   if (!args.has("weights")) throw UsageError("--weights is required");
@@ -74,7 +81,7 @@ int run_segment_val(const std::vector<std::string>& argv) {
   vo.max_det = args.get_int("max-det", 300);
   vo.single_cls = args.has("single-cls");
   vo.verbose = args.has("verbose");
-  vo.save_json = args.has("save-json");
+  vo.save_json = args.has("save-json") || args.has("coco-eval") || args.has("coco-gt");
   vo.save_txt = args.has("save-txt") || args.has("save-hybrid");
   vo.save_conf = args.has("save-conf");
   vo.workers = args.get_int32("workers", 8);
@@ -84,6 +91,8 @@ int run_segment_val(const std::vector<std::string>& argv) {
                 "metrics); it validates as without it and saves the predictions as --save-txt does\n");
   if (args.has("dnn")) std::printf("--dnn: ignored: segmentation models run as .pt or .safetensors\n");
   if (vo.batch_size < 1 || vo.img_size < 32) throw UsageError("--batch-size >= 1 and --img-size >= 32");
+  if (args.has("coco-gt") && !std::filesystem::is_regular_file(args.get("coco-gt", "")))
+    throw UsageError("--coco-gt " + args.get("coco-gt", "") + ": no such file");
   if (vo.img_size > kMaxImageSize)
     throw UsageError("--img-size " + std::to_string(vo.img_size) + " is above the limit of " +
                      std::to_string(kMaxImageSize) + " pixels a side");
@@ -105,6 +114,18 @@ int run_segment_val(const std::vector<std::string>& argv) {
   const std::vector<std::string> names = loaded.names.empty() ? dcfg.names : loaded.names;
   const int nc = vo.single_cls ? 1 : dcfg.nc;
   vo.coco_ids = dcfg.val.size() == 1 && dcfg.val[0].ends_with("coco/val2017.txt");
+  // COCO's official metric (yolo/eval/coco_eval.h), bbox and segm: --coco-eval against --coco-gt or
+  // the labels; else, with --save-json, as the reference, the dataset's annotations file: always
+  // on COCO (a warning when it is missing), elsewhere where it exists.
+  if (vo.save_json) {
+    vo.coco_eval = args.has("coco-eval") || args.has("coco-gt");
+    if (args.has("coco-gt")) {
+      vo.coco_gt = args.get("coco-gt", "");
+    } else if (!vo.coco_eval) {
+      const std::string annotations = (std::filesystem::path(dcfg.root) / "annotations/instances_val2017.json").string();
+      if (vo.coco_ids || std::filesystem::exists(annotations)) vo.coco_gt = annotations;
+    }
+  }
 
   yolo::data::DatasetSplit split = yolo::data::load_split(dcfg, task, dcfg.nc, vo.single_cls, true, 0,
                                                           /*evaluation=*/true, /*polygons=*/true);

@@ -90,6 +90,11 @@ bool id_less(const CocoImageId& a, const CocoImageId& b) {
 
 // ---- evaluation ----------------------------------------------------------------------------
 
+struct IdHash {
+  size_t operator()(const CocoImageId& id) const { return std::hash<CocoImageId>()(id); }
+};
+
+
 // One detection of a category after its image's evaluation: its score, its place among its
 // image's detections (for maxDets), and per area range the IoU thresholds (bits) at which it is
 // a true positive or a false positive (neither: ignored).
@@ -125,9 +130,54 @@ void sort_by_score(std::vector<int32_t>& order, const Score& score) {
   std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return score(a) > score(b); });
 }
 
+// What the evaluation of an image needs besides its objects and detections: the iou type, the
+// images' sizes (for polygons) and how loadRes read the results (by their first row).
+struct EvalContext {
+  bool segm = false;
+  bool boxes_given = true;  // the first result has a bbox: areas are w*h, masks default to the box
+  std::unordered_map<CocoImageId, CocoImageSize, IdHash> sizes;
+
+  CocoImageSize size_of(const CocoImageId& image) const {
+    const auto it = sizes.find(image);
+    return it == sizes.end() ? CocoImageSize{} : it->second;
+  }
+  // annToRLE, naming what failed. It reads the image's size for every form (polygons use it).
+  rle::Rle mask(const CocoSegmentation& s, const CocoImageId& image, const std::string& what) const {
+    try {
+      const CocoImageSize size = size_of(image);
+      if (size.height < 0 || size.width < 0)
+        KESTREL_FAIL("the ground truth's images[] entry for ", to_string(image),
+                     " gives no height and width (pycocotools' annToRLE reads them for every mask)");
+      return coco_segmentation_rle(s, size.height, size.width);
+    } catch (const Error& e) {
+      KESTREL_FAIL(what, "'s segmentation: ", e.what());
+    }
+  }
+  rle::Rle detection_mask(const CocoDetection& d, size_t index) const {
+    if (d.segmentation.present()) return mask(d.segmentation, d.image_id, str("result ", index));
+    // loadRes: a result with a box and no segmentation is the box's polygon.
+    const CocoImageSize size = size_of(d.image_id);
+    if (size.height < 0 || size.width < 0)
+      KESTREL_FAIL("result ", index, " has no segmentation; its box as a polygon needs the image's height and width, "
+                   "which the ground truth's images[] entry for ", to_string(d.image_id), " does not give");
+    return rle::merge({rle::from_box({d.bbox.x, d.bbox.y, d.bbox.w, d.bbox.h}, size.height, size.width)});
+  }
+};
+
+// One detection as loadRes leaves it: its box and area (and, for segm, its mask).
+struct LoadedDetection {
+  CocoBox box;
+  double area = 0;
+  rle::Rle mask;
+  rle::Bbox mask_box;
+};
+
 // computeIoU + evaluateImg for one image and category, for the four area ranges at maxDets 100.
 class ImageEvaluator {
  public:
+  ImageEvaluator(const EvalContext& context, const CocoObject* first_gt, const CocoDetection* first_dt)
+      : ctx_(context), first_gt_(first_gt), first_dt_(first_dt) {}
+
   void run(const std::vector<const CocoObject*>& gts, const std::vector<const CocoDetection*>& dts,
            CategoryOutcomes& out) {
     const auto G = static_cast<int32_t>(gts.size());
@@ -136,18 +186,52 @@ class ImageEvaluator {
     sort_by_score(order_, [&](int32_t i) { return dts[i]->score; });
     if (order_.size() > static_cast<size_t>(kMaxDets.back())) order_.resize(kMaxDets.back());
     const auto D = static_cast<int32_t>(order_.size());
+    load(gts, dts);
     ious_.assign(static_cast<size_t>(D) * G, 0.0);
     for (int32_t d = 0; d < D; ++d)
-      for (int32_t g = 0; g < G; ++g) ious_[d * G + g] = box_iou(dts[order_[d]]->bbox, gts[g]->bbox, gts[g]->iscrowd);
+      for (int32_t g = 0; g < G; ++g)
+        ious_[d * G + g] = ctx_.segm ? rle::iou(loaded_[d].mask, gt_masks_[g], gts[g]->iscrowd, loaded_[d].mask_box,
+                                                gt_mask_boxes_[g])
+                                     : box_iou(loaded_[d].box, gts[g]->bbox, gts[g]->iscrowd);
     const size_t first = out.detections.size();
     for (int32_t d = 0; d < D; ++d) out.detections.push_back({dts[order_[d]]->score, d, {}, {}});
     ++out.images;
-    for (int a = 0; a < kA; ++a) evaluate_area(gts, dts, a, out, first);
+    for (int a = 0; a < kA; ++a) evaluate_area(gts, a, out, first);
   }
 
  private:
-  void evaluate_area(const std::vector<const CocoObject*>& gts, const std::vector<const CocoDetection*>& dts, int a,
-                     CategoryOutcomes& out, size_t first) {
+  // The kept detections' boxes, areas and masks, and the ground truths' masks (segm).
+  void load(const std::vector<const CocoObject*>& gts, const std::vector<const CocoDetection*>& dts) {
+    loaded_.resize(order_.size());
+    for (size_t d = 0; d < order_.size(); ++d) {
+      const CocoDetection& det = *dts[order_[d]];
+      const auto index = static_cast<size_t>(&det - first_dt_);
+      LoadedDetection& l = loaded_[d];
+      const bool need_mask = ctx_.segm || !ctx_.boxes_given;
+      if (need_mask) {
+        l.mask = ctx_.boxes_given ? ctx_.detection_mask(det, index)
+                                  : ctx_.mask(det.segmentation, det.image_id, str("result ", index));
+        l.mask_box = rle::bbox(l.mask);
+      }
+      if (ctx_.boxes_given) {
+        l.box = det.bbox;
+        l.area = det.bbox.w * det.bbox.h;
+      } else {  // loadRes without boxes: the mask's area, and its box where the row has none
+        l.box = det.has_bbox ? det.bbox : CocoBox{l.mask_box.x, l.mask_box.y, l.mask_box.w, l.mask_box.h};
+        l.area = static_cast<double>(rle::area(l.mask));
+      }
+    }
+    if (!ctx_.segm) return;
+    gt_masks_.resize(gts.size());
+    gt_mask_boxes_.resize(gts.size());
+    for (size_t g = 0; g < gts.size(); ++g) {
+      gt_masks_[g] = ctx_.mask(gts[g]->segmentation, gts[g]->image_id,
+                               str("annotation ", static_cast<size_t>(gts[g] - first_gt_), " (id ", gts[g]->id, ")"));
+      gt_mask_boxes_[g] = rle::bbox(gt_masks_[g]);
+    }
+  }
+
+  void evaluate_area(const std::vector<const CocoObject*>& gts, int a, CategoryOutcomes& out, size_t first) {
     const double lo = kAreaRanges[a][0], hi = kAreaRanges[a][1];
     const auto G = static_cast<int32_t>(gts.size()), D = static_cast<int32_t>(order_.size());
     // Ground truths with those that are ignored (crowd, or outside the range) last, stably.
@@ -194,8 +278,7 @@ class ImageEvaluator {
           matched = gts[gt_order_[m]]->id != 0;
         }
         if (!matched) {
-          const CocoBox& b = dts[order_[d]]->bbox;
-          const double area = b.w * b.h;
+          const double area = loaded_[d].area;
           if (area < lo || area > hi) ignored = true;
         }
         if (ignored) continue;
@@ -205,9 +288,15 @@ class ImageEvaluator {
     }
   }
 
+  const EvalContext& ctx_;
+  const CocoObject* first_gt_;
+  const CocoDetection* first_dt_;
   std::vector<int32_t> order_, gt_order_;
   std::vector<double> ious_;
   std::vector<uint8_t> ignored_, gt_matched_;
+  std::vector<LoadedDetection> loaded_;
+  std::vector<rle::Rle> gt_masks_;
+  std::vector<rle::Bbox> gt_mask_boxes_;
 };
 
 size_t precision_index(int t, int r, size_t k, int a, int m, size_t K) {
@@ -308,11 +397,53 @@ double summarize(const CocoEvalResult& r, bool ap, std::optional<double> iou, in
   return mean_counted(values);
 }
 
-struct IdHash {
-  size_t operator()(const CocoImageId& id) const { return std::hash<CocoImageId>()(id); }
-};
-
 }  // namespace
+
+const char* coco_iou_type_name(CocoIouType type) { return type == CocoIouType::segm ? "segm" : "bbox"; }
+
+CocoSegmentation parse_coco_segmentation(const json::Value& value, const std::string& where) {
+  CocoSegmentation s;
+  try {
+    if (value.is_object()) {
+      s.rles.push_back(rle::from_json(value, where));
+    } else if (value.is_array() && !value.as_array().empty() && value.as_array()[0].is_object()) {
+      s.rle_list = true;
+      for (size_t i = 0; i < value.as_array().size(); ++i)
+        s.rles.push_back(rle::from_json(value.as_array()[i], str(where, "[", i, "]")));
+    } else if (value.is_array() && !value.as_array().empty()) {
+      for (size_t i = 0; i < value.as_array().size(); ++i) {
+        const json::Value& poly = value.as_array()[i];
+        if (!poly.is_array()) KESTREL_FAIL(where, "[", i, "] is not a polygon (an array of numbers)");
+        std::vector<double>& xy = s.polygons.emplace_back();
+        for (const json::Value& v : poly.as_array()) {
+          if (!v.is_integer() && !v.is_real()) KESTREL_FAIL(where, "[", i, "] holds a ", json::kind_name(v.kind()), ", not a number");
+          xy.push_back(v.as_real());
+        }
+      }
+    } else {
+      KESTREL_FAIL(where, " is neither polygons, an RLE object nor a list of them");
+    }
+  } catch (const Error& e) {
+    s = {};
+    s.error = e.what();
+  }
+  return s;
+}
+
+rle::Rle coco_segmentation_rle(const CocoSegmentation& s, int64_t height, int64_t width) {
+  if (!s.error.empty()) throw Error(s.error);
+  if (!s.polygons.empty()) {
+    // frPyObjects takes a list whose first entry has 4 numbers for boxes (and then fails on the
+    // list), and refuses fewer; from 5 on, every entry is a polygon of its pairs.
+    KESTREL_CHECK(s.polygons[0].size() > 4, "its first polygon has ", s.polygons[0].size(),
+                  " numbers; pycocotools cannot read a polygon list whose first entry has fewer than 5");
+    std::vector<rle::Rle> parts;
+    for (const std::vector<double>& p : s.polygons) parts.push_back(rle::from_polygon(p.data(), p.size() / 2, height, width));
+    return rle::merge(parts);
+  }
+  KESTREL_CHECK(!s.rles.empty(), "there is none");
+  return s.rle_list ? rle::merge(s.rles) : s.rles[0];
+}
 
 std::string to_string(const CocoImageId& id) {
   if (const auto* n = std::get_if<int64_t>(&id)) return std::to_string(*n);
@@ -323,8 +454,15 @@ CocoGroundTruth parse_coco_ground_truth(const json::Value& doc, const std::strin
   if (!doc.is_object()) KESTREL_FAIL(source, ": a COCO ground truth is an object with images, annotations and categories");
   CocoGroundTruth gt;
   const json::Array& images = array_member(doc, "images", source);
-  for (size_t i = 0; i < images.size(); ++i)
-    gt.images.push_back(image_id_member(images[i], "id", str(source, ": images[", i, "]")));
+  for (size_t i = 0; i < images.size(); ++i) {
+    const std::string where = str(source, ": images[", i, "]");
+    gt.images.push_back(image_id_member(images[i], "id", where));
+    CocoImageSize size;
+    const json::Value* h = images[i].find("height");
+    const json::Value* w = images[i].find("width");
+    if (h && w && h->is_integer() && w->is_integer()) size = {h->as_integer(), w->as_integer()};
+    gt.image_sizes.push_back(size);
+  }
   const json::Array& categories = array_member(doc, "categories", source);
   for (size_t i = 0; i < categories.size(); ++i)
     gt.categories.push_back(integer_member(categories[i], "id", str(source, ": categories[", i, "]")));
@@ -345,6 +483,8 @@ CocoGroundTruth parse_coco_ground_truth(const json::Value& doc, const std::strin
       if (crowd.is_bool()) o.iscrowd = crowd.as_bool();
       else if (crowd.is_integer()) o.iscrowd = crowd.as_integer() != 0;
       else KESTREL_FAIL(where, ".iscrowd must be 0 or 1");
+      if (const json::Value* seg = anns[i].find("segmentation"))
+        o.segmentation = parse_coco_segmentation(*seg, where + ".segmentation");
       gt.annotations.push_back(std::move(o));
     }
   }
@@ -373,7 +513,11 @@ std::vector<CocoDetection> parse_coco_detections(const json::Value& doc, const s
     CocoDetection d;
     d.image_id = image_id_member(row, "image_id", where);
     d.category_id = integer_member(row, "category_id", where);
-    d.bbox = bbox_member(row, where);
+    const json::Value* box = row.find("bbox");
+    d.has_bbox = box && !(box->is_array() && box->as_array().empty());  // loadRes: [] is no box
+    if (d.has_bbox) d.bbox = bbox_member(row, where);
+    if (const json::Value* seg = row.find("segmentation")) d.segmentation = parse_coco_segmentation(*seg, where + ".segmentation");
+    if (!d.has_bbox && !d.segmentation.present()) KESTREL_FAIL(where, " has neither a bbox nor a segmentation");
     d.score = number_member(row, "score", where);
     out.push_back(std::move(d));
   }
@@ -433,8 +577,22 @@ CocoEvalResult evaluate_coco(const CocoGroundTruth& gt, const std::vector<CocoDe
   const std::vector<Entry> gt_entries = group(gt.annotations);
   const std::vector<Entry> dt_entries = group(detections);
 
+  // loadRes decides by the first result: with a bbox, every row needs one; without, a mask.
+  EvalContext context;
+  context.segm = options.iou_type == CocoIouType::segm;
+  context.boxes_given = detections.empty() || detections[0].has_bbox;
+  for (size_t i = 0; i < detections.size(); ++i) {
+    if (context.boxes_given && !detections[i].has_bbox)
+      KESTREL_FAIL("result ", i, " has no bbox, but the first result has one (pycocotools' loadRes then reads every "
+                   "row's bbox)");
+    if (!context.boxes_given && !detections[i].segmentation.present())
+      KESTREL_FAIL("result ", i, " has neither a bbox nor a segmentation");
+  }
+  for (size_t i = 0; i < gt.images.size() && i < gt.image_sizes.size(); ++i)
+    context.sizes[gt.images[i]] = gt.image_sizes[i];  // a repeated id: the last entry, as COCO.imgs
+
   std::vector<CategoryOutcomes> outcomes(K);
-  ImageEvaluator evaluator;
+  ImageEvaluator evaluator(context, gt.annotations.data(), detections.data());
   std::vector<const CocoObject*> gts;
   std::vector<const CocoDetection*> dts;
   size_t gi = 0, di = 0;
@@ -526,15 +684,37 @@ json::Value coco_labels_json(const std::vector<data::ImageRecord>& records, cons
                                        {"width", static_cast<int64_t>(rec.width)},
                                        {"height", static_cast<int64_t>(rec.height)}});
     const double W = rec.width, H = rec.height;
-    for (const data::LabelBox& b : rec.boxes) {
+    const bool polygons = !rec.segments.empty();
+    KESTREL_CHECK(!polygons || rec.segments.size() == rec.boxes.size(), rec.image_path, ": ", rec.segments.size(),
+                  " polygons for ", rec.boxes.size(), " labels; a segmentation label has one polygon per box");
+    for (size_t k = 0; k < rec.boxes.size(); ++k) {
+      const data::LabelBox& b = rec.boxes[k];
       const double w = static_cast<double>(b.w) * W, h = static_cast<double>(b.h) * H;
       const double x = static_cast<double>(b.x) * W - w / 2, y = static_cast<double>(b.y) * H - h / 2;
-      annotations.emplace_back(json::Object{{"id", next_id++},
-                                            {"image_id", id_value},
-                                            {"category_id", coco_category_id(single_cls ? 0 : b.cls, coco_ids)},
-                                            {"bbox", json::Array{x, y, w, h}},
-                                            {"area", w * h},
-                                            {"iscrowd", int64_t{0}}});
+      json::Object ann{{"id", next_id++},
+                       {"image_id", id_value},
+                       {"category_id", coco_category_id(single_cls ? 0 : b.cls, coco_ids)},
+                       {"bbox", json::Array{x, y, w, h}},
+                       {"area", w * h},
+                       {"iscrowd", int64_t{0}}};
+      if (polygons) {
+        // The polygon in pixels; its area as pycocotools rasterises it (what the file's reader sees).
+        const std::vector<float>& seg = rec.segments[k];
+        CocoSegmentation s;
+        std::vector<double>& xy = s.polygons.emplace_back();
+        json::Array poly;
+        for (size_t i = 0; i + 1 < seg.size(); i += 2) {
+          xy.push_back(static_cast<double>(seg[i]) * W);
+          xy.push_back(static_cast<double>(seg[i + 1]) * H);
+          poly.emplace_back(xy[i]);
+          poly.emplace_back(xy[i + 1]);
+        }
+        const double area = xy.size() >= 4 ? static_cast<double>(rle::area(coco_segmentation_rle(s, rec.height, rec.width))) : 0.0;
+        for (auto& [key, value] : ann)
+          if (key == "area") value = area;
+        ann.emplace_back("segmentation", json::Array{json::Value(std::move(poly))});
+      }
+      annotations.emplace_back(std::move(ann));
     }
   }
   const int nc = single_cls ? 1 : static_cast<int>(names.size());

@@ -1,7 +1,8 @@
-// COCO's official detection metric: what pycocotools' COCOeval (iouType 'bbox') computes from a
-// ground-truth file and a results file, and the 12 lines its summarize() prints. The reference's
-// val.py runs it on its --save-json detections (on COCO, against annotations/instances_val2017.json)
-// and reports stats[0] (AP@[.5:.95]) and stats[1] (AP50) as the run's mAP50-95 and mAP50.
+// COCO's official detection and segmentation metric: what pycocotools' COCOeval (iouType 'bbox'
+// or 'segm') computes from a ground-truth file and a results file, and the 12 lines its
+// summarize() prints. The reference's val.py runs it on its --save-json detections (on COCO,
+// against annotations/instances_val2017.json) and reports stats[0] (AP@[.5:.95]) and stats[1]
+// (AP50) as the run's mAP50-95 and mAP50; its segment/val.py runs both iou types.
 //
 // The rules are pycocotools', to the last bit where its arithmetic allows:
 // - images: the ground truth's (or the ids asked for), deduplicated and sorted; categories: the
@@ -18,6 +19,12 @@
 //   its envelope, sampled at 101 recall points (searchsorted, side 'left'); -1 where the category
 //   has no ground truth that counts.
 // - the summary: means of the values above -1 (pairwise sums, as numpy's).
+// - segm: the same with the IoU of masks (io/rle.h's iou: a crowd region's union is the
+//   detection's mask area) in place of the boxes'. Masks as annToRLE makes them: polygons
+//   rasterised on the image's height and width (the `images` entry's) and merged, uncompressed or
+//   compressed RLE as they are. Results as loadRes reads them, deciding by the first row: with a
+//   bbox, every row's area is its box's w*h (also for segm) and a row without a segmentation is its
+//   box as a polygon; without one, every row's area is its mask's and its bbox the mask's.
 // One rule follows pycocotools where it surprises: a ground truth whose `id` is 0 reads as
 // "unmatched" once matched (pycocotools stores the matched id and tests it for non-zero), so keep
 // ids from 1, as COCO's files and coco_labels_json do.
@@ -30,6 +37,7 @@
 #include <vector>
 
 #include "io/json.h"
+#include "io/rle.h"
 #include "yolo/data/records.h"
 
 namespace kestrel::yolo {
@@ -43,6 +51,24 @@ struct CocoBox {
   double x = 0, y = 0, w = 0, h = 0;  // top-left corner and size, in pixels
 };
 
+// A "segmentation" as COCO files carry it, kept in its form until a segm evaluation needs the
+// mask (a bbox evaluation never reads it, so one that cannot be read only fails segm):
+// - a list of polygons [[x0, y0, x1, y1, ...], ...] in pixels (pycocotools cannot read one whose
+//   first entry has fewer than 5 numbers: it takes 4 for boxes, and fails either way),
+// - an RLE object {"size": [h, w], "counts": string or integers}, or a list of them (merged).
+struct CocoSegmentation {
+  std::vector<std::vector<double>> polygons;
+  std::vector<rle::Rle> rles;
+  bool rle_list = false;  // rles came as a list
+  std::string error;      // why it could not be read ("" when it could, or is absent)
+  bool present() const { return !polygons.empty() || !rles.empty() || !error.empty(); }
+};
+// From a "segmentation" value; never throws (a bad one keeps its error, naming `where`).
+CocoSegmentation parse_coco_segmentation(const json::Value& value, const std::string& where);
+// annToRLE: the mask of a segmentation on an image of height x width (used by polygons only).
+// Throws its error, or for a polygon list pycocotools refuses.
+rle::Rle coco_segmentation_rle(const CocoSegmentation& s, int64_t height, int64_t width);
+
 // A ground-truth annotation.
 struct CocoObject {
   int64_t id = 0;
@@ -51,20 +77,30 @@ struct CocoObject {
   CocoBox bbox;
   double area = 0;  // the file's `area` (for a polygon, the polygon's), which decides the area range
   bool iscrowd = false;
+  CocoSegmentation segmentation{};
+};
+
+// An image's size as its `images` entry gives it (-1 where it does not).
+struct CocoImageSize {
+  int64_t height = -1, width = -1;
 };
 
 struct CocoGroundTruth {
   std::vector<CocoImageId> images;  // `images[].id`, in file order
   std::vector<int64_t> categories;  // `categories[].id`, in file order
   std::vector<CocoObject> annotations;
+  // `images[].height` and `width`, in the order of `images` (may be shorter: unknown sizes).
+  std::vector<CocoImageSize> image_sizes{};
 };
 
-// A result row: {image_id, category_id, bbox, score}.
+// A result row: {image_id, category_id, bbox, score} and, for segmentation, its "segmentation".
 struct CocoDetection {
   CocoImageId image_id;
   int64_t category_id = 0;
   CocoBox bbox;
   double score = 0;
+  CocoSegmentation segmentation{};
+  bool has_bbox = true;  // false: the row had no bbox (loadRes then takes the mask's)
 };
 
 // Reads a COCO ground-truth document (`images`, `categories` and optional `annotations`, whose
@@ -72,14 +108,18 @@ struct CocoDetection {
 // member. Duplicate annotation ids are refused (pycocotools would silently evaluate one twice).
 CocoGroundTruth parse_coco_ground_truth(const json::Value& doc, const std::string& source);
 CocoGroundTruth read_coco_ground_truth(const std::string& path);
-// Reads a results document: an array of {image_id, category_id, bbox, score}. Errors name
-// `source` and the row.
+// Reads a results document: an array of {image_id, category_id, bbox, score} (a row may carry a
+// "segmentation" besides or instead of its bbox). Errors name `source` and the row.
 std::vector<CocoDetection> parse_coco_detections(const json::Value& doc, const std::string& source);
 std::vector<CocoDetection> read_coco_detections(const std::string& path);
 
-// pycocotools' params.imgIds: the images to evaluate; unset, every image of the ground truth.
+enum class CocoIouType { bbox, segm };
+const char* coco_iou_type_name(CocoIouType type);  // "bbox", "segm"
+
 struct CocoEvalOptions {
+  // pycocotools' params.imgIds: the images to evaluate; unset, every image of the ground truth.
   std::optional<std::vector<CocoImageId>> image_ids;
+  CocoIouType iou_type = CocoIouType::bbox;  // COCOeval(gt, dt, iouType)
 };
 
 // The 12 numbers of summarize(), in its order: AP @[.5:.95], AP50, AP75, AP small/medium/large,
@@ -120,6 +160,9 @@ int64_t coco_category_id(int cls, bool coco_ids);
 // once), one annotation per label box (ids from 1; bbox x, y, w, h in pixels from the
 // normalised centre box and the image size; area w*h; iscrowd 0; category by coco_category_id,
 // class 0 for every box with `single_cls`), and the categories of `names` (ids likewise).
+// Records with polygon labels (segments, one per box) give each annotation its polygon in pixels
+// as its "segmentation", and as its area the polygon's as pycocotools rasterises it (the area of
+// its RLE), so the document serves segm evaluation as COCO's own does.
 json::Value coco_labels_json(const std::vector<data::ImageRecord>& records, const std::vector<std::string>& names,
                              bool coco_ids, bool single_cls = false);
 

@@ -9,6 +9,7 @@
 #include "io/json.h"
 #include "io/rle.h"
 #include "yolo/data/batch_uploader.h"
+#include "yolo/eval/coco_eval.h"
 #include "yolo/eval/box_ops.h"
 #include "yolo/eval/mask_ops.h"
 #include "yolo/eval/nms.h"
@@ -204,6 +205,42 @@ std::vector<PlotMask> label_plot_masks(const data::SegBatch& batch, const Tensor
   return out;
 }
 
+// The reference's pycocotools step of segment/val.py: COCOeval 'bbox' then 'segm' on the same
+// results, each summary after its annotation type's line (as pycocotools prints them); AP@[.5:.95]
+// and AP50 of each into the box and mask metrics. The summaries, or why they could not run.
+std::string coco_evaluate(const json::Array& rows, const std::vector<data::ImageRecord>& records,
+                          const std::vector<std::string>& names, const SegValOptions& o, SegValMetrics& metrics) {
+  std::string text = "\nEvaluating COCO mAP (pycocotools' COCOeval, bbox and segm) on " + std::to_string(rows.size()) +
+                     " detections against " + (o.coco_gt.empty() ? std::string("the labels") : o.coco_gt) + "...\n";
+  try {
+    const std::vector<CocoDetection> detections = parse_coco_detections(json::Value(rows), "predictions");
+    CocoEvalOptions options;
+    CocoGroundTruth gt;
+    if (o.coco_gt.empty()) {
+      gt = parse_coco_ground_truth(coco_labels_json(records, names, o.coco_ids, o.single_cls), "the labels");
+    } else {
+      gt = read_coco_ground_truth(o.coco_gt);
+      options.image_ids.emplace();
+      for (const data::ImageRecord& r : records) options.image_ids->push_back(coco_image_id(r.image_path));
+    }
+    CocoStats stats[2];
+    for (CocoIouType type : {CocoIouType::bbox, CocoIouType::segm}) {
+      options.iou_type = type;
+      stats[type == CocoIouType::segm] = evaluate_coco(gt, detections, options).stats;
+    }
+    for (CocoIouType type : {CocoIouType::bbox, CocoIouType::segm})
+      text += std::string("Evaluate annotation type *") + coco_iou_type_name(type) + "*\n" +
+              coco_summary(stats[type == CocoIouType::segm]);
+    metrics.box.map = stats[0][0];
+    metrics.box.map50 = stats[0][1];
+    metrics.mask.map = stats[1][0];
+    metrics.mask.map50 = stats[1][1];
+    return text;
+  } catch (const std::exception& e) {
+    return text + "WARNING: COCO evaluation unable to run: " + e.what() + "\n";
+  }
+}
+
 }  // namespace
 
 SegValidator::SegValidator(std::vector<data::ImageRecord> records, std::vector<std::string> names, int nc,
@@ -306,6 +343,15 @@ SegValResult SegValidator::run(SegmentationModel& model, const SegValLoss& loss)
     plot_curves(result.metrics.mask.details, result.metrics.mask.map50, names_, o.save_dir, "Mask");
   }
   if (to_files && o.save_json) write_predictions_json(acc.json_rows, o.save_dir + "/predictions.json");
+  if (o.save_json && (o.coco_eval || !o.coco_gt.empty())) {
+    if (!acc.json_rows.empty()) {
+      std::vector<data::ImageRecord> records;
+      for (int64_t i = 0; i < pipeline_->size(); ++i) records.push_back(pipeline_->images().record(i));
+      result.table += coco_evaluate(acc.json_rows, records, names_, o, result.metrics);
+    } else if (o.coco_eval) {
+      result.table += "COCO evaluation skipped: no detections\n";
+    }
+  }
   return result;
 }
 

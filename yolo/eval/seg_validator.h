@@ -4,7 +4,10 @@
 // process_mask_upsample at the input size with --save-json, as the reference), boxes and masks
 // matched against the labels at 10 IoU thresholds, the box-and-mask metrics and table, plots,
 // labels/*.txt and predictions.json with RLE masks. `kestrel segment val` and the segmentation
-// trainer's per-epoch validation both call it.
+// trainer's per-epoch validation both call it. With save_json and coco_eval / coco_gt (validator.h's
+// ValOptions), COCO's own bbox and segm evaluation of the json (yolo/eval/coco_eval.h), as the
+// reference's pycocotools step: both summaries end the table, and their AP@[.5:.95] and AP50
+// replace the box and mask mAP50-95 and mAP50.
 //
 // Label masks come from the loader: standalone (the reference's defaults) one full-size mask per
 // label (overlap off, mask ratio 1), bilinearly resized to the predicted masks' grid and
