@@ -103,12 +103,24 @@ NodePtr from_yaml(const YAML::Node& n) {
 
 class CheckpointBuilder {
  public:
-  CheckpointBuilder() {
+  CheckpointBuilder() { new_tree(); }
+
+  // Each module tree (a checkpoint's model, its EMA: deep copies in the reference) has its own
+  // shared SiLU, made in the tree's mode.
+  void new_tree() {
     act_ = module("torch.nn.modules.activation.SiLU", pk::ordered_dict(), pk::ordered_dict(), pk::ordered_dict(),
                   {{"inplace", pk::boolean(true)}});
   }
 
   std::vector<std::pair<std::string, std::string>>& storages() { return storages_; }
+
+  // What the modules written next say: nn.Module.training, and each Parameter's requires_grad
+  // (a training checkpoint's model: true, true; its EMA, as ModelEMA keeps it: false, false).
+  void set_mode(bool training, bool requires_grad) {
+    training_ = training;
+    requires_grad_ = requires_grad;
+    new_tree();
+  }
 
   // A tensor record (torch._utils._rebuild_tensor_v2) with its storage: floating tensors as
   // `float_dtype`, conv weights from OHWI to OIHW.
@@ -129,18 +141,19 @@ class CheckpointBuilder {
                     pk::tuple({storage, pk::integer(0), int_tuple(shape), int_tuple(stride), pk::boolean(false),
                                pk::ordered_dict()}));
   }
-  // A torch.nn.Parameter (no gradient, as strip_optimizer leaves them), float16.
+  // A torch.nn.Parameter, float16 (without a gradient, as strip_optimizer leaves them, unless
+  // set_mode says otherwise).
   NodePtr parameter(const Tensor& source, bool ohwi = false) {
     return pk::call(pk::global("torch._utils._rebuild_parameter"),
-                    pk::tuple({tensor(source, ohwi, DType::F16), pk::boolean(false), pk::ordered_dict()}));
+                    pk::tuple({tensor(source, ohwi, DType::F16), pk::boolean(requires_grad_), pk::ordered_dict()}));
   }
   NodePtr empty_half() { return tensor(Tensor::empty({0}, DType::F16), false, DType::F16); }
 
   // An nn.Module instance: the attributes torch 1.13's Module.__init__ sets, then `attributes`.
-  static NodePtr module(const std::string& cls, NodePtr parameters, NodePtr buffers, NodePtr children,
-                        const Attributes& attributes) {
+  NodePtr module(const std::string& cls, NodePtr parameters, NodePtr buffers, NodePtr children,
+                 const Attributes& attributes) {
     NodePtr s = pk::dict();
-    s->set("training", pk::boolean(true))
+    s->set("training", pk::boolean(training_))
         .set("_parameters", std::move(parameters))
         .set("_buffers", std::move(buffers))
         .set("_non_persistent_buffers_set", pk::call(pk::global("__builtin__.set"), pk::tuple({pk::list()})))
@@ -155,7 +168,7 @@ class CheckpointBuilder {
     for (const auto& [k, v] : attributes) s->set(k, v);
     return pk::new_object(pk::global(cls), pk::tuple(), s);
   }
-  static NodePtr container(const std::string& cls, const std::vector<NodePtr>& items) {
+  NodePtr container(const std::string& cls, const std::vector<NodePtr>& items) {
     NodePtr children = pk::ordered_dict();
     for (size_t i = 0; i < items.size(); ++i) children->set(std::to_string(i), items[i]);
     return module(cls, pk::ordered_dict(), pk::ordered_dict(), children, {});
@@ -271,6 +284,7 @@ class CheckpointBuilder {
   }
 
  private:
+  bool training_ = true, requires_grad_ = false;
   NodePtr act_;  // the one SiLU every Conv shares (the reference's Conv.default_act)
   std::vector<std::pair<std::string, std::string>> storages_;
 };
@@ -326,7 +340,7 @@ NodePtr model_node(const DetectionModel& model, const PtWriteOptions& o, Checkpo
     built.push_back(b.node(m, layer));
   }
   std::sort(save.begin(), save.end());
-  NodePtr sequence = CheckpointBuilder::container("torch.nn.modules.container.Sequential", built);
+  NodePtr sequence = b.container("torch.nn.modules.container.Sequential", built);
   NodePtr children = pk::ordered_dict();
   children->set("model", sequence);
 
@@ -354,24 +368,97 @@ NodePtr model_node(const DetectionModel& model, const PtWriteOptions& o, Checkpo
                   o.class_weights.size(), " class weights for a model of ", nc, " classes");
     attributes.emplace_back("class_weights", b.tensor(Tensor::from_vector(o.class_weights, {nc}), false, DType::F32));
   }
-  return CheckpointBuilder::module(model.type_name(), pk::ordered_dict(), pk::ordered_dict(), children, attributes);
+  return b.module(model.type_name(), pk::ordered_dict(), pk::ordered_dict(), children, attributes);
 }
 
 }  // namespace
 
-void write_reference_pt(const DetectionModel& model, const std::string& path, const PtWriteOptions& o) {
+namespace {
+
+// An optimizer's state_dict as torch 1.13 saves one for smart_optimizer's three groups: 'state'
+// keyed by each parameter's index (numbered through the groups in order), 'param_groups' with
+// each optimizer's defaults in torch's key order (the first group from the constructor, the
+// other two from add_param_group, whose weight_decay comes first) and the scheduler's initial_lr.
+NodePtr optimizer_node(const PtOptimizerState& o, CheckpointBuilder& b) {
+  const bool adam = o.kind == "Adam" || o.kind == "AdamW";
+  KESTREL_CHECK(adam || o.kind == "SGD", "write_reference_pt: no torch optimizer state for ", o.kind);
+  NodePtr state = pk::dict();
+  std::vector<NodePtr> groups;
+  int64_t index = 0;
+  for (size_t g = 0; g < o.groups.size(); ++g) {
+    const PtOptimizerGroup& group = o.groups[g];
+    std::vector<NodePtr> ids;
+    for (const auto& slots : group.state) {
+      NodePtr s = pk::dict();
+      for (const auto& [slot, t] : slots) {
+        if (slot == "step") {  // torch >= 1.12: a float32 scalar tensor
+          s->set(slot, b.tensor(t.to(Device::cpu()).to(DType::F32), false, DType::F32));
+        } else {
+          s->set(slot, b.tensor(t, false, DType::F32));
+        }
+      }
+      if (!s->entries.empty()) state->entries.emplace_back(pk::integer(index), s);
+      ids.push_back(pk::integer(index++));
+    }
+    NodePtr d = pk::dict();
+    const bool first = g == 0;
+    // torch's optimizers keep weight_decay as given: 0 (an int) for the constructor's group.
+    const NodePtr decay = first ? pk::integer(0) : pk::real(group.weight_decay);
+    if (!first) d->set("weight_decay", decay);
+    d->set("lr", pk::real(group.lr));
+    if (adam) {
+      d->set("betas", pk::tuple({pk::real(group.momentum), pk::real(0.999)})).set("eps", pk::real(1e-8));
+      if (first) d->set("weight_decay", decay);
+      d->set("amsgrad", pk::boolean(false))
+          .set("maximize", pk::boolean(false))
+          .set("foreach", pk::none())
+          .set("capturable", pk::boolean(false))
+          .set("differentiable", pk::boolean(false))
+          .set("fused", pk::boolean(false));
+    } else {
+      d->set("momentum", pk::real(group.momentum)).set("dampening", pk::integer(0));
+      if (first) d->set("weight_decay", decay);
+      d->set("nesterov", pk::boolean(true))
+          .set("maximize", pk::boolean(false))
+          .set("foreach", pk::none())
+          .set("differentiable", pk::boolean(false));
+    }
+    d->set("initial_lr", pk::real(group.initial_lr)).set("params", pk::list(std::move(ids)));
+    groups.push_back(d);
+  }
+  NodePtr out = pk::dict();
+  out->set("state", state).set("param_groups", pk::list(std::move(groups)));
+  return out;
+}
+
+}  // namespace
+
+void write_reference_pt(const DetectionModel& model, const std::string& path, const PtWriteOptions& o,
+                        const PtTrainingState* training) {
   CheckpointBuilder b;
   NodePtr root = pk::dict();
-  NodePtr model_record = model_node(model, o, b);
-  root->set("epoch", pk::integer(-1))
-      .set("best_fitness", o.best_fitness ? pk::real(*o.best_fitness) : pk::none())
-      .set("model", model_record)
-      .set("ema", pk::none())
-      .set("updates", pk::none())
-      .set("optimizer", pk::none())
-      .set("opt", from_json(json::Value(o.opt)))
-      .set("git", pk::none())
-      .set("date", pk::str(o.date));
+  if (training) {
+    KESTREL_CHECK(training->ema, "write_reference_pt: a training checkpoint needs its EMA");
+    b.set_mode(true, true);
+    NodePtr model_record = model_node(model, o, b);
+    b.set_mode(false, false);
+    NodePtr ema_record = model_node(*training->ema, o, b);
+    root->set("epoch", pk::integer(training->epoch))
+        .set("best_fitness", pk::real(o.best_fitness.value_or(0.0)))
+        .set("model", model_record)
+        .set("ema", ema_record)
+        .set("updates", pk::integer(training->updates))
+        .set("optimizer", optimizer_node(training->optimizer, b));
+  } else {
+    NodePtr model_record = model_node(model, o, b);
+    root->set("epoch", pk::integer(-1))
+        .set("best_fitness", o.best_fitness ? pk::real(*o.best_fitness) : pk::none())
+        .set("model", model_record)
+        .set("ema", pk::none())
+        .set("updates", pk::none())
+        .set("optimizer", pk::none());
+  }
+  root->set("opt", from_json(json::Value(o.opt))).set("git", pk::none()).set("date", pk::str(o.date));
   const std::string data_pkl = pk::dump(root);
   TorchZipWriter writer(path, o.archive_name);
   writer.write_pickle(data_pkl);

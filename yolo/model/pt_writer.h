@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/tensor.h"
 #include "io/json.h"
 #include "yolo/model/model.h"
 
@@ -41,8 +42,34 @@ struct PtWriteOptions {
   std::string archive_name = "archive";  // the folder inside the zip
 };
 
-// Writes `model` to `path` (atomically). Throws kestrel::Error for a module the reference's
-// detection model does not hold (Segment heads are not written yet) or for I/O failures.
-void write_reference_pt(const DetectionModel& model, const std::string& path, const PtWriteOptions& o);
+// One of smart_optimizer's param groups (0 biases, 1 weights with decay, 2 BatchNorm weights), in
+// the model's parameter order: its settings (momentum is Adam's beta1) and, per parameter, the
+// state slots torch keeps ("momentum_buffer"; "step", "exp_avg", "exp_avg_sq"), conv-shaped
+// slots OIHW; a parameter with no slots has no 'state' entry.
+struct PtOptimizerGroup {
+  double lr = 0, initial_lr = 0, momentum = 0, weight_decay = 0;
+  std::vector<std::vector<std::pair<std::string, Tensor>>> state;  // one per parameter
+};
+struct PtOptimizerState {
+  std::string kind;  // "SGD", "Adam" or "AdamW"
+  std::vector<PtOptimizerGroup> groups;
+};
+// What train.py's last.pt holds besides the model: the EMA (written as ModelEMA keeps it: eval
+// mode, no gradients), its update count, the optimizer's state_dict and the last epoch.
+struct PtTrainingState {
+  int64_t epoch = 0;
+  const DetectionModel* ema = nullptr;
+  int64_t updates = 0;
+  PtOptimizerState optimizer;
+};
+
+// Writes `model` to `path` (atomically). Without `training`: the stripped form above. With it: the
+// checkpoint train.py saves at an epoch's end ({'epoch', 'best_fitness' (0.0 when absent),
+// 'model' (training mode, parameters requiring gradients), 'ema', 'updates', 'optimizer', 'opt',
+// 'git': None, 'date'}, models in float16, optimizer state in float32), which the reference's
+// `train.py --resume` continues. Throws kestrel::Error for a module the reference's detection
+// model does not hold (Segment heads are not written yet) or for I/O failures.
+void write_reference_pt(const DetectionModel& model, const std::string& path, const PtWriteOptions& o,
+                        const PtTrainingState* training = nullptr);
 
 }  // namespace kestrel::yolo

@@ -267,6 +267,8 @@ const std::vector<TrainOptionSpec>& train_option_specs() {
       switch_row<&O::check_sync>("check-sync", "check_sync", "compare parameters across ranks every step (debugging)"),
       command_row("max-restarts", "K", "0", "restart all workers when one dies, up to K times, resuming the newest checkpoint"),
       switch_row<&O::no_tensorboard>("no-tensorboard", "no_tensorboard", "write no TensorBoard event file"),
+      switch_row<&O::no_pt>("no-pt", "no_pt", "write no best.pt / last.pt (the reference's format, for its val.py, detect.py, "
+                                             "export.py and train.py --resume) beside the .safetensors"),
       {"cuda-graph", "cuda_graph", "auto|on|off", "replay each step shape from a CUDA graph (auto: fixed-shape CUDA runs)",
        read_cuda_graph, write_cuda_graph},
   };

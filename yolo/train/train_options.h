@@ -38,6 +38,7 @@ struct TrainOptions {
   std::optional<std::string> resume;  // checkpoint path ("" = the latest last.safetensors)
   bool nosave = false, noval = false, noautoanchor = false, noplots = false;
   bool no_tensorboard = false;  // no TensorBoard event file in the run directory
+  bool no_pt = false;           // no best.pt / last.pt (the reference's format) beside the safetensors
   CacheMode cache = CacheMode::None;
   std::string device;  // "", "cpu", "0", "0,1"
   bool multi_scale = false, single_cls = false;

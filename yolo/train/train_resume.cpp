@@ -13,7 +13,7 @@ namespace {
 bool may_change_on_resume(const std::string& key, TrainTaskKind task) {
   if (key == "no_overlap" && task == TrainTaskKind::Segment) return false;
   for (const char* k : {"device", "workers", "bucket_cap_mb", "edge_bucket_mb", "no_overlap", "no_ddp_overlap", "timed_buckets",
-                        "check_sync", "no_tensorboard", "cuda_graph"})
+                        "check_sync", "no_tensorboard", "no_pt", "cuda_graph"})
     if (key == k) return true;
   return false;
 }
@@ -106,6 +106,7 @@ ResumePlan plan_resume(const TrainOptions& requested) {
   if (requested.check_sync) o.check_sync = true;
   if (requested.cuda_graph != defaults.cuda_graph) o.cuda_graph = requested.cuda_graph;
   if (requested.no_tensorboard) o.no_tensorboard = true;
+  if (requested.no_pt) o.no_pt = true;
   o.trace = requested.trace;
   o.dist_timeout = requested.dist_timeout;
   o.dist_phase_timeout = requested.dist_phase_timeout;

@@ -13,6 +13,8 @@
 #include "yolo/plot/plots.h"
 #include "yolo/train/checkpoint.h"
 #include "yolo/train/rank_collectives.h"
+#include "yolo/train/reference_checkpoint.h"
+#include "yolo/train/reference_opt.h"
 
 namespace kestrel::yolo {
 namespace fs = std::filesystem;
@@ -70,9 +72,14 @@ bool Trainer::end_epoch(int epoch) {
     }
     if (!options_.nosave || (final_epoch && options_.evolve == 0)) {
       save_checkpoint_as(last_path_, epoch, EpochProgress{});
+      save_reference_pt(epoch);
+      const std::string epoch_file = weights_dir_ + "/epoch" + std::to_string(epoch);
       if (best_fitness_ == fi) publish_copy(last_path_, best_path_);
-      if (options_.save_period > 0 && epoch % options_.save_period == 0)
-        publish_copy(last_path_, weights_dir_ + "/epoch" + std::to_string(epoch) + ".safetensors");
+      if (best_fitness_ == fi && write_pt_) publish_copy(last_pt_path_, best_pt_path_);
+      if (options_.save_period > 0 && epoch % options_.save_period == 0) {
+        publish_copy(last_path_, epoch_file + ".safetensors");
+        if (write_pt_) publish_copy(last_pt_path_, epoch_file + ".pt");
+      }
     }
     if (plots()) plot_results(save_dir_ + "/results.csv", save_dir_ + "/results.png");
     if (stop_early)
@@ -106,6 +113,40 @@ void Trainer::save_checkpoint_as(const std::string& path, int64_t last_epoch, co
   save_checkpoint(path, objs, info, accumulated_ ? trainable() : PendingGradients{});
 }
 
+// What train.py attaches to the model it saves, and the rest of its checkpoint: names, the model
+// yaml, hyp as the loss scaled it (box, cls, obj per output level, class count and image size;
+// weight decay by the nominal batch; label smoothing added), opt as vars(opt), the date.
+PtWriteOptions Trainer::reference_pt_options() const {
+  PtWriteOptions o;
+  o.names = names_;
+  o.model_yaml = cfg_text_;
+  const auto& model = dynamic_cast<const DetectionModel&>(*model_);
+  const double nl = static_cast<double>(model.detect().nl), nc = num_classes_;
+  Hyp h = hyp_;
+  h.box *= 3.0 / nl;
+  h.cls *= nc / 80.0 * 3.0 / nl;
+  h.obj *= (img_size_ / 640.0) * (img_size_ / 640.0) * 3.0 / nl;
+  h.weight_decay = scaled_weight_decay(hyp_.weight_decay, options_.batch_size);
+  o.hyp = reference_hyp(h);
+  o.hyp.emplace_back("label_smoothing", options_.label_smoothing);
+  o.best_fitness = best_fitness_;
+  o.opt = reference_opt(options_, {&hyp_, data_yaml_, save_dir_, options_.resume.value_or("")});
+  o.date = iso_now();
+  return o;
+}
+
+// train.py's last.pt of the epoch just completed. An interruption inside an epoch leaves it as it
+// was (the reference saves only at an epoch's end), while last.safetensors holds the batch reached.
+void Trainer::save_reference_pt(int64_t last_epoch) {
+  if (!write_pt_) return;
+  PtTrainingState state;
+  state.epoch = last_epoch;
+  state.ema = &dynamic_cast<const DetectionModel&>(*ema_model_);
+  state.updates = ema_->updates();
+  state.optimizer = pt_optimizer_state(*optimizer_);
+  write_reference_pt(dynamic_cast<const DetectionModel&>(*model_), last_pt_path_, reference_pt_options(), &state);
+}
+
 // An epoch cut short by a signal: last holds it up to the batch reached, and no results row.
 void Trainer::save_interrupted(int epoch) {
   if (rank_.main()) {
@@ -117,11 +158,21 @@ void Trainer::save_interrupted(int epoch) {
 // As the reference's strip_optimizer once a run has ended (all epochs, or an early stop; not an
 // interruption, whose last must stay resumable): last and best keep the EMA weights in float16.
 // The epoch<N> copies keep the full state.
+// The .pt files as strip_optimizer leaves them: the stripped safetensors' EMA weights (float16)
+// written as the model, read through the EMA model (which the final validation then loads with
+// best's weights anyway).
 void Trainer::strip_final_checkpoints() {
-  for (const auto& [path, bytes] : files_->finish()) {
+  auto say = [&](const std::string& path, uint64_t bytes) {
     char size[32];
     std::snprintf(size, sizeof size, "%.1fMB", bytes / 1e6);
     out_->line("Optimizer stripped from ", path, ", ", size);
+  };
+  const PtWriteOptions pt = write_pt_ ? reference_pt_options() : PtWriteOptions{};
+  for (const auto& [path, bytes] : files_->finish()) {
+    say(path, bytes);
+    const std::string pt_path = path == last_path_ ? last_pt_path_ : best_pt_path_;
+    if (write_pt_ && fs::exists(pt_path))
+      say(pt_path, write_stripped_pt(path, pt_path, dynamic_cast<DetectionModel&>(*ema_model_), pt));
   }
 }
 

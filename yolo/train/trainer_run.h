@@ -24,6 +24,7 @@
 #include "yolo/data/loader.h"
 #include "yolo/eval/validator.h"
 #include "yolo/model/model.h"
+#include "yolo/model/pt_writer.h"
 #include "yolo/plot/training_board.h"
 #include "yolo/train/batch_prep.h"
 #include "yolo/train/device_choice.h"
@@ -135,7 +136,12 @@ class Trainer {
   void average_pending_gradients();
   void save_checkpoint_as(const std::string& path, int64_t last_epoch, const EpochProgress& progress);
   void save_interrupted(int epoch);
+  // best.pt / last.pt in the reference's format (yolo/train/reference_checkpoint.h), unless
+  // --no-pt: what train.py writes at an epoch's end, and strip_optimizer's form at the run's end.
+  PtWriteOptions reference_pt_options() const;
+  void save_reference_pt(int64_t last_epoch);
   void strip_final_checkpoints();
+  void write_opt_yaml();
   int finish(bool interrupted);
   dist::NamedTensors trainable() const;
 
@@ -158,6 +164,9 @@ class Trainer {
   // the phases read.
   std::optional<RunFiles> files_;
   std::string save_dir_, weights_dir_, last_path_, best_path_;
+  std::string last_pt_path_, best_pt_path_;  // the reference's files beside them
+  bool write_pt_ = false;                     // detection without --no-pt
+  std::string data_yaml_;                     // --data resolved (opt.yaml's data)
   Hyp hyp_;
   std::optional<data::DatasetConfig> dataset_config_;
   int num_classes_ = 0;  // 1 with --single-cls (train.py's nc)

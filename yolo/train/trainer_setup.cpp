@@ -13,6 +13,7 @@
 #include "yolo/train/checkpoint.h"
 #include "yolo/train/device_choice.h"
 #include "yolo/train/rank_collectives.h"
+#include "yolo/train/reference_opt.h"
 #include "yolo/train/train_echo.h"
 #include "yolo/common/version.h"
 
@@ -78,15 +79,27 @@ void Trainer::prepare_run_directory() {
                              : load_hyp(options_.hyp);
   hyp_.label_smoothing = options_.label_smoothing;
   out_->line(out_->colour("hyperparameters: "), hyp_echo(hyp_));
-  if (rank_.main()) {
-    write_file_atomic(save_dir_ + "/hyp.yaml", hyp_.to_yaml());
-    write_yaml_pairs(save_dir_ + "/opt.yaml", options_.to_pairs());
-  }
+  last_pt_path_ = (fs::path(last_path_).replace_extension(".pt")).string();
+  best_pt_path_ = (fs::path(best_path_).replace_extension(".pt")).string();
+  write_pt_ = !options_.no_pt && options_.task == TrainTaskKind::Detect;
+  if (!options_.no_pt && !write_pt_)
+    out_->line("Note: segmentation runs write no best.pt / last.pt yet (the reference's SegmentationModel has no ",
+               "writer in Kestrel); the .safetensors serve kestrel segment val, predict and export");
+  // The reference's hyp.yaml (its keys, order and floats); opt.yaml once --data is resolved.
+  if (rank_.main()) write_file_atomic(save_dir_ + "/hyp.yaml", python_yaml_dump(reference_hyp(hyp_)));
   if (rank_.main() && !options_.no_tensorboard) {
     board_.emplace(save_dir_, resume_ ? std::optional<int64_t>(resume_->info.epoch + 1) : std::nullopt);
     out_->line(out_->colour("TensorBoard: "), "Start with 'tensorboard --logdir ", fs::path(save_dir_).parent_path().string(),
                "', view at http://localhost:6006/");
   }
+}
+
+// opt.yaml as train.py's yaml_save(vars(opt)): its keys, order and types (hyp the values, data
+// the resolved yaml), so that its `train.py --resume weights/last.pt` reads it; Kestrel's own
+// options follow. A resumed run rewrites it, as the reference's does (resume: true).
+void Trainer::write_opt_yaml() {
+  const ReferenceOptContext c{&hyp_, data_yaml_, save_dir_, options_.resume.value_or("")};
+  write_file_atomic(save_dir_ + "/opt.yaml", python_yaml_dump(opt_yaml_values(options_, c)));
 }
 
 void Trainer::discard_new_run_directory() {
@@ -109,6 +122,8 @@ void Trainer::load_data() {
   }
   wait_for_rank0(rank_, "each node's downloads");
   dataset_config_ = data::load_dataset_config(rank_.main() ? data_yaml : resolve_data(options_.data));
+  data_yaml_ = fs::absolute(dataset_config_->yaml_path).lexically_normal().string();
+  if (rank_.main()) write_opt_yaml();
   num_classes_ = options_.single_cls ? 1 : dataset_config_->nc;
   names_ = options_.single_cls ? std::vector<std::string>{"item"} : dataset_config_->names;
   const auto train_split = [&] {

@@ -96,6 +96,7 @@ TrainOptions unusual_options() {
   o.max_batches = 9;
   o.evolve = 5;
   o.no_tensorboard = true;
+  o.no_pt = true;
   return o;
 }
 
