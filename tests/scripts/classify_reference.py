@@ -60,8 +60,9 @@ REFERENCE = os.environ.get('KESTREL_REFERENCE_DIR', '/tmp/yolov5')
 sys.path.insert(0, REFERENCE)
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / 'scripts'))
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / 'bench' / 'pytorch'))
-from safetensors_io import read_safetensors, write_safetensors  # noqa: E402
+from safetensors_io import write_safetensors  # noqa: E402
 import reference_shims  # noqa: E402
+import step_summary  # noqa: E402
 
 # No network in tests: the reference's font download, pip installs and AMP check are answered
 # offline (bench/pytorch/reference_shims.py).
@@ -180,34 +181,6 @@ def step(weights, data, imgsz, batch, out, before=True, after_max_numel=None):
     print(f'wrote {out}: {len(tensors)} tensors, {os.path.getsize(out)} bytes')
 
 
-def summary_positions(numel, count=64):
-    """The elements a summary keeps: every one of a small tensor, else `count` spread evenly from the
-    first to the last (tests/yolo/train/classify_step_parity_test.cpp picks the same)."""
-    if numel <= count:
-        return list(range(numel))
-    return [k * (numel - 1) // (count - 1) for k in range(count)]
-
-
-def summarize(full, out):
-    """A small stand-in for a `step` file, for the repository: images, labels, loss and grad_norm as
-    they are, and for every other tensor NAME (grad.*, after.*, buffers.*) `NAME.stats` (float64
-    sum, Euclidean norm and largest magnitude) and `NAME.samples` (float32 values at
-    summary_positions)."""
-    tensors, metadata = read_safetensors(full)
-    kept = {}
-    for name, t in tensors.items():
-        if name in ('images', 'labels', 'loss', 'grad_norm'):
-            kept[name] = t
-            continue
-        flat = t.reshape(-1).double()
-        kept[f'{name}.stats'] = torch.tensor([flat.sum().item(), flat.norm().item(), flat.abs().max().item()],
-                                             dtype=torch.float64)
-        kept[f'{name}.samples'] = flat[summary_positions(flat.numel())].float()
-    metadata = dict(metadata, summary=f'of {Path(full).name}: NAME.stats (sum, norm, max |x|) and NAME.samples')
-    write_safetensors(out, kept, metadata)
-    print(f'wrote {out}: {len(kept)} tensors, {os.path.getsize(out)} bytes')
-
-
 if __name__ == '__main__':
     command = sys.argv[1]
     if command == 'detector':
@@ -222,6 +195,7 @@ if __name__ == '__main__':
         step(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), sys.argv[6],
              before='--no-before' not in flags, after_max_numel=limit)
     elif command == 'summarize':
-        summarize(sys.argv[2], sys.argv[3])
+        # images, labels, loss and grad_norm as they are; stats and samples of everything else
+        step_summary.summarize(sys.argv[2], sys.argv[3], keep=('images', 'labels', 'loss', 'grad_norm'))
     else:
         sys.exit(f'unknown command {command}')

@@ -46,7 +46,7 @@ std::vector<double> values(const Tensor& t) {
   return std::vector<double>(h.data<double>(), h.data<double>() + h.numel());
 }
 
-// The positions a summary keeps (classify_reference.py's summary_positions).
+// The positions a summary keeps (tests/scripts/step_summary.py's summary_positions).
 std::vector<size_t> summary_positions(size_t numel, size_t count = 64) {
   std::vector<size_t> out;
   if (numel <= count) {
