@@ -96,11 +96,39 @@ std::vector<WH> kmeans(const std::vector<WH>& pts, int n, int restarts, Generato
   return best;
 }
 
+// '%i,%i, ' per anchor of Python's round() (half to even), the last separator dropped.
 std::string format_anchors(const std::vector<WH>& k) {
   std::string s;
   for (const WH& a : k)
-    s += str(static_cast<long>(std::lround(a.first)), ",", static_cast<long>(std::lround(a.second)), ", ");
+    s += str(static_cast<long>(std::nearbyint(a.first)), ",", static_cast<long>(std::nearbyint(a.second)), ", ");
   return s.empty() ? s : s.substr(0, s.size() - 2);
+}
+
+// The reference's kmean_anchors print_results over every label (wh0): best possible recall and
+// anchors past thr, then the metric's mean over all label-anchor pairs, its best per label, its
+// mean above thr, and the anchors.
+std::string results_lines(const std::vector<WH>& wh0, const std::vector<WH>& k, float thr, int img_size) {
+  double bpr = 0, past = 0, all = 0, best_sum = 0, past_sum = 0;
+  for (const WH& l : wh0) {
+    float best = 0;
+    for (const WH& a : k) {
+      const float x = ratio_metric(l, a);
+      all += x;
+      if (x > thr) past += 1, past_sum += x;
+      best = std::max(best, x);
+    }
+    best_sum += best;
+    bpr += best > thr;
+  }
+  const double labels = std::max<double>(1, static_cast<double>(wh0.size()));
+  const double pairs = labels * static_cast<double>(k.size());
+  char line[256];
+  std::snprintf(line, sizeof line, "thr=%.2f: %.4f best possible recall, %.2f anchors past thr\n", thr, bpr / labels,
+                past / labels);
+  std::string out = std::string("AutoAnchor: ") + line;
+  std::snprintf(line, sizeof line, "n=%zu, img_size=%d, metric_all=%.3f/%.3f-mean/best, past_thr=%.3f-mean: ",
+                k.size(), img_size, all / pairs, best_sum / labels, past > 0 ? past_sum / past : 0.0);
+  return out + "AutoAnchor: " + line + format_anchors(k) + "\n";
 }
 
 }  // namespace
@@ -208,9 +236,7 @@ std::vector<WH> kmean_anchors(const std::vector<data::ImageRecord>& records, int
     }
   }
   k = sort_by_area(k);
-  const AnchorFit fit = anchor_fit(wh0, k, thr_ratio);
-  say(str("thr=", thr, ": ", fit.bpr, " best possible recall, ", fit.anchors_per_target,
-          " anchors past thr; evolved anchors ", format_anchors(k)));
+  if (log) *log += results_lines(wh0, k, thr, img_size);
   return k;
 }
 

@@ -2,6 +2,8 @@
 // check_anchors keeping good anchors and replacing poor ones.
 #include "yolo/train/autoanchor.h"
 
+#include <regex>
+
 #include "tests/support/testing.h"
 #include "yolo/model/model.h"
 
@@ -51,6 +53,26 @@ TEST(AutoAnchor, KmeansRecoversClusters) {
   EXPECT_NEAR(k[1].first, 82, 12);
   EXPECT_NEAR(k[2].second, 202, 30);
   EXPECT_DOUBLE_EQ(anchor_fit({{14, 18}, {82, 62}, {298, 202}}, k, 4.0).bpr, 1.0);
+}
+
+// The report ends with the reference's print_results: recall and anchors past thr at its precision,
+// then n, img_size, the metric's means and the anchors as '%i,%i, '.
+TEST(AutoAnchor, ReportsAsTheReference) {
+  std::vector<std::pair<float, float>> px;
+  for (int i = 0; i < 30; ++i) {
+    const float j = static_cast<float>(i % 5);
+    px.push_back({12 + j, 20 - j});
+    px.push_back({80 + j, 60 + j});
+    px.push_back({300 - j, 200 + j});
+  }
+  Generator gen(0);
+  std::string log;
+  kmean_anchors(records_with_sizes(px), 3, 640, 4.0, 50, gen, &log);
+  const std::regex lines(
+      "AutoAnchor: thr=0\\.25: 1\\.0000 best possible recall, \\d\\.\\d\\d anchors past thr\n"
+      "AutoAnchor: n=3, img_size=640, metric_all=0\\.\\d{3}/0\\.\\d{3}-mean/best, past_thr=0\\.\\d{3}-mean: "
+      "\\d+,\\d+, \\d+,\\d+, \\d+,\\d+\n$");
+  EXPECT_TRUE(std::regex_search(log, lines)) << log;
 }
 
 TEST(AutoAnchor, CheckKeepsGoodAndReplacesPoorAnchors) {
