@@ -56,6 +56,13 @@ class SegValidator {
   int64_t size() const { return pipeline_->size(); }
   void set_plots(bool on) { options_.plots = on; }
   void set_verbose(bool on) { options_.verbose = on; }
+  // COCO's own bbox and segm evaluation of the next runs' detections against `gt`
+  // (segment/train.py's final validation on COCO, save_json=is_coco).
+  void set_coco_eval(const std::string& gt) {
+    options_.save_json = true;
+    options_.coco_ids = true;
+    options_.coco_gt = gt;
+  }
   // A progress line per batch on this console (nullptr: none). Not owned; must outlive run().
   void set_console(const Console* console) { console_ = console; }
 

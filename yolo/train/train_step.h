@@ -49,7 +49,7 @@ struct StepLoss {
 };
 
 // What a task computes in a step: its model's forward, then its loss. Detection's is
-// DetectionObjective; segmentation's (yolo/train/train_task.h) adds the prototypes and the
+// DetectionObjective; segmentation's (yolo/train/seg_objective.h) adds the prototypes and the
 // batch's label masks.
 class StepObjective {
  public:

@@ -3,50 +3,16 @@
 // --mask-ratio, overlapping or not), utils/segment/loss.py's ComputeLoss over the raw outputs and
 // the prototypes, segment/val.py on the EMA with the loader's overlap and mask ratio, its fitness,
 // GenericLogger's results.csv (KEYS, '%23s') and the four-loss console columns.
-#include "engine/autograd.h"
-#include "engine/ops/elementwise.h"
-#include "kernels/yolo_loss.h"
 #include "yolo/data/seg_loader.h"
 #include "yolo/eval/seg_validator.h"
 #include "yolo/model/segmentation_model.h"
 #include "yolo/plot/plots.h"
 #include "yolo/train/seg_loss.h"
+#include "yolo/train/seg_objective.h"
 #include "yolo/train/train_task.h"
 
 namespace kestrel::yolo {
 namespace {
-
-// The step's forward: raw outputs and prototypes into ComputeSegLoss. The items are the
-// reference's (box, seg, obj, cls); the non-finite flag sees (box + seg, obj, cls), whose sum is
-// the loss's.
-class SegmentationObjective : public StepObjective {
- public:
-  SegmentationObjective(SegmentationModel& model, const ComputeSegLoss& loss) : model_(model), loss_(loss) {}
-  layers::Module& model() const override { return model_; }
-  StepLoss forward(const Tensor& x, const Tensor& targets, const Tensor& masks) const override {
-    KESTREL_CHECK(masks.defined(), "segmentation's training step needs the batch's label masks");
-    const SegmentationModel::Output out = model_.forward(x);
-    const SegDeviceLoss loss = loss_.forward(out.raw, out.protos, targets, masks);
-    autograd::NoGradGuard no_grad;
-    const Device device = loss.summary.device();
-    const Tensor box = loss.summary.slice(0, kernels::kSummaryBox, kernels::kSummaryBox + 1);
-    const Tensor obj_cls = loss.summary.slice(0, kernels::kSummaryObj, kernels::kSummaryCls + 1);
-    const Tensor seg = loss.seg.to(DType::F64).reshape({1});
-    Tensor items = Tensor::empty({4}, DType::F64, device);
-    items.slice(0, 0, 1).copy_(box);
-    items.slice(0, 1, 2).copy_(seg);
-    items.slice(0, 2, 4).copy_(obj_cls);
-    Tensor components = Tensor::empty({3}, DType::F64, device);
-    components.slice(0, 0, 1).copy_(box);
-    components.slice(0, 1, 3).copy_(obj_cls);
-    ops::add_(components.slice(0, 0, 1), seg);
-    return {loss.total, components, items};
-  }
-
- private:
-  SegmentationModel& model_;
-  const ComputeSegLoss& loss_;
-};
 
 // A batch's label masks as plot planes: with overlap, image i's k-th target is pixel value k + 1
 // of mask i; without, target row r is mask r.
@@ -162,9 +128,10 @@ class SegmentTask : public TrainTask {
     out.results = {m[0], m[1], m[2], m[3], v.box_loss, v.obj_loss, v.cls_loss};
     return out;
   }
-  void prepare_final_validation(bool plots, const std::string&) override {
+  void prepare_final_validation(bool plots, const std::string& coco_annotations) override {
     validator_->set_plots(plots);
     validator_->set_verbose(true);
+    if (!coco_annotations.empty()) validator_->set_coco_eval(coco_annotations);
   }
 
  private:

@@ -1,6 +1,7 @@
 // train_step: throughput of one full training step (forward, loss, backward, clip, SGD) per
 // model / batch / precision, one JSON line per configuration; --task classify times the
-// classifier's step instead (classify_step_bench.cpp).
+// classifier's step instead (classify_step_bench.cpp), --task segment the segmentation step
+// (segment_step_bench.cpp; a -seg model, e.g. --model yolov5s-seg).
 //
 //   train_step --model yolov5n,yolov5s --img-size 640 --batch-size 16,32 --amp bf16 --device 0
 //              --iters 20 [--warmup 3] [--data synthetic|D.yaml] [--workers 8]
@@ -51,7 +52,8 @@ const char* kUsage =
     "                  [--profile]   per-op forward/backward/update time table on stderr\n"
     "                  [--forward-only]   inference instead: eval mode, no gradients, BN folded\n"
     "                  [--cuda-graph off|on[,..]]   replay the step from CUDA graphs (CUDA only)\n"
-    "                  [--task detect|classify]   classify: classify/train.py's step (Adam, 1000 classes)\n";
+    "                  [--task detect|classify|segment]   classify: classify/train.py's step (Adam, 1000 classes);\n"
+    "                          segment: segment/train.py's (a -seg model, overlap masks, resident batches)\n";
 
 }  // namespace
 

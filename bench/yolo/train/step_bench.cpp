@@ -139,7 +139,8 @@ double max_rss_mb() {
 
 StepResult run_step_bench(const StepConfig& c) {
   if (c.task == "classify") return run_classify_step_bench(c);
-  KESTREL_CHECK(c.task == "detect", "train_step --task: detect or classify, got '", c.task, "'");
+  if (c.task == "segment") return run_segment_step_bench(c);
+  KESTREL_CHECK(c.task == "detect", "train_step --task: detect, classify or segment, got '", c.task, "'");
   KESTREL_CHECK(c.iters > 0 && c.warmup >= 0 && c.batch > 0 && c.img_size > 0,
                 "train_step: --iters, --batch-size and --img-size must be > 0 and --warmup >= 0");
   const yolo::Precision precision = yolo::pick_precision(yolo::parse_amp_mode(c.amp), c.device);

@@ -9,7 +9,8 @@
 namespace kestrel::bench {
 
 struct StepConfig {
-  std::string task = "detect";  // or "classify": classify/train.py's step (classify_step_bench.cpp)
+  std::string task = "detect";  // "classify": classify/train.py's step (classify_step_bench.cpp);
+                                // "segment": segment/train.py's (segment_step_bench.cpp)
   std::string model;  // a yaml path, or a name under models/ ("yolov5s")
   int img_size = 640;
   int batch = 16;
@@ -32,7 +33,7 @@ struct StepResult {
   double peak_mem_mb = 0;     // CUDA: allocator peak during the timed steps; CPU: process max RSS
   double data_wait_pct = -1;  // with a loader: time blocked in next() as % of the timed span
   double gflops_per_image = 0;
-  double last_loss = 0;       // (box + obj + cls) of the last step, to show the steps did real work
+  double last_loss = 0;       // (box + obj + cls, + seg) of the last step, to show the steps did real work
   int64_t graph_replays = -1; // with cuda_graph: timed steps that replayed a graph
 };
 
@@ -42,6 +43,12 @@ StepResult run_step_bench(const StepConfig& config);
 // smoothing 0.1, backward, clip to norm 10, the Adam step (smart_optimizer), zero_grad and the
 // EMA update. float32 only.
 StepResult run_classify_step_bench(const StepConfig& config);
+// The segmentation step, as segment/train.py takes it: SegmentationModel (80 classes), SGD over
+// smart_optimizer's groups, ComputeSegLoss(overlap) with the scaled hyp, on one resident random
+// batch (u8 images, 4 random boxes per image, overlap masks at img/4 whose pixels inside each box
+// hold its 1-based index in its image, as the loader makes them), through TrainStep with the
+// segmentation objective (clip to norm 10, SGD step, zero_grad). Resident batches, eager steps.
+StepResult run_segment_step_bench(const StepConfig& config);
 // A model argument as a yaml path ("yolov5s" -> models/yolov5s.yaml).
 std::string model_path(const std::string& model);
 // The process's peak resident memory (MB).
