@@ -6,11 +6,14 @@ $KESTREL_REFERENCE_DIR (default /tmp/yolov5).
   pt_writer_check.py PT H W
 
 torch.load(weights_only=False) of PT; checks its keys and that 'model' is a
-models.yolo.DetectionModel; compares every module's class, attributes and tensors' names, dtypes
-and shapes with the reference's own DetectionModel built from the same yaml and halved as
-strip_optimizer does (exit 1 naming each difference); runs model.float().eval() on one H x W image whose pixel (y, x) of
-channel c is ((y * 7 + x * 3 + c * 5) % 17) / 16, and prints one line
+models.yolo.DetectionModel or models.yolo.SegmentationModel; compares every module's class,
+attributes and tensors' names, dtypes and shapes with the reference's own model of that class built
+from the same yaml and halved as strip_optimizer does (exit 1 naming each difference); runs
+model.float().eval() on one H x W image whose pixel (y, x) of channel c is
+((y * 7 + x * 3 + c * 5) % 17) / 16, and prints one line
   sums <sum of the decoded detections> <sum of |raw outputs|> <nc> <names>
+and for a SegmentationModel, whose eval forward also gives the prototypes, one more
+  protos <sum of the prototypes> <sum of their magnitudes>
 """
 import os
 import sys
@@ -39,9 +42,10 @@ def describe(value):
 
 def compare_with_reference(model):
     from copy import deepcopy
-    from models.yolo import DetectionModel
+    from models.yolo import DetectionModel, SegmentationModel
     yaml = deepcopy(model.yaml)
-    ref = DetectionModel(deepcopy(yaml), ch=yaml.get('ch', 3), nc=model.nc).half()
+    kind = SegmentationModel if isinstance(model, SegmentationModel) else DetectionModel
+    ref = kind(deepcopy(yaml), ch=yaml.get('ch', 3), nc=model.nc).half()
     problems = []
     if yaml != ref.yaml:
         problems.append(f'yaml {yaml} != {ref.yaml}')
@@ -85,7 +89,7 @@ def main():
         sys.exit(f'keys {list(ckpt.keys())}, expected {expected}')
     model = ckpt['model']
     kind = f'{type(model).__module__}.{type(model).__name__}'
-    if kind != 'models.yolo.DetectionModel':
+    if kind not in ('models.yolo.DetectionModel', 'models.yolo.SegmentationModel'):
         sys.exit(f"'model' is a {kind}")
     if ckpt['epoch'] != -1 or ckpt['ema'] is not None:
         sys.exit('not a stripped checkpoint')
@@ -98,10 +102,13 @@ def main():
     c = torch.arange(3).view(1, 3, 1, 1)
     image = ((y * 7 + x * 3 + c * 5) % 17).float() / 16
     with torch.no_grad():
-        decoded, raw = model(image)
+        out = model(image)
+    decoded, raw = (out[0], out[2]) if kind == 'models.yolo.SegmentationModel' else out
     raw_sum = sum(r.abs().sum().item() for r in raw)
     names = ','.join(model.names[i] for i in range(len(model.names)))
     print(f'sums {decoded.double().sum().item():.9g} {raw_sum:.9g} {model.nc} {names}')
+    if kind == 'models.yolo.SegmentationModel':
+        print(f'protos {out[1].double().sum().item():.9g} {out[1].double().abs().sum().item():.9g}')
 
 
 if __name__ == '__main__':

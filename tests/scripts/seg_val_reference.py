@@ -8,6 +8,12 @@ $KESTREL_REFERENCE_DIR (default /tmp/yolov5):
                                     seed 0, CPU, no plots, no validation) with every augmentation
                                     off (hyp.scratch-low otherwise), so that a few images are
                                     learnt by heart; its stripped last.pt copied to OUT
+  resumable DATA IMG BATCH OUT
+                                    as train, for 2 epochs with --save-period 1, then the run's
+                                    weights/last.pt replaced by its epoch0.pt (the checkpoint of
+                                    epoch 0, not stripped): a run segment/train.py --resume would
+                                    continue for one more epoch; its folder is OUT (the run's
+                                    opt.yaml there, last.pt in OUT/weights)
   val W.pt DATA IMG BATCH CONF DIR [json]
                                     the reference's segment/val.py run() on the CPU with its NMS
                                     wall-clock cut-off switched off (so that its numbers do not
@@ -38,7 +44,7 @@ def stop_nms_clock():
     utils.general.time.time = lambda: 0.0
 
 
-def train(data, imgsz, batch, epochs, out, seed=0):
+def train(data, imgsz, batch, epochs, out, seed=0, resumable=False):
     import yaml
     reference_shims.stub_tensorboard()
     sys.path.insert(0, str(Path(REFERENCE) / 'segment'))
@@ -57,7 +63,15 @@ def train(data, imgsz, batch, epochs, out, seed=0):
                      epochs=epochs, device='cpu', workers=2, seed=seed, project=str(project), name='full',
                      exist_ok=True, noplots=True, noval=True, hyp=str(project / 'hyp.yaml')).items():
         setattr(opt, k, v)
+    if resumable:
+        opt.save_period = 1
     reference_train.main(opt, Callbacks())
+    if resumable:
+        run = project / 'full'
+        shutil.copy(run / 'weights' / 'epoch0.pt', run / 'weights' / 'last.pt')
+        shutil.rmtree(out, ignore_errors=True)
+        shutil.move(str(run), str(out))
+        return
     shutil.copy(project / 'full' / 'weights' / 'last.pt', out)
 
 
@@ -76,6 +90,8 @@ if __name__ == '__main__':
     if command == 'train':
         train(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), sys.argv[6],
               int(sys.argv[7]) if len(sys.argv) > 7 else 0)
+    elif command == 'resumable':
+        train(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), 2, sys.argv[5], resumable=True)
     elif command == 'val':
         val(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), float(sys.argv[6]), sys.argv[7],
             save_json=sys.argv[8:] == ['json'])

@@ -10,7 +10,9 @@
 #include "io/torch_zip_writer.h"
 #include "layers/blocks.h"
 #include "layers/detect.h"
+#include "layers/segment.h"
 #include "yolo/common/yaml_load.h"
+#include "yolo/model/segmentation_model.h"
 #include "yolo/model/weights_file.h"
 
 namespace kestrel::yolo {
@@ -19,6 +21,23 @@ namespace {
 namespace pk = pickle;
 using pk::NodePtr;
 using Attributes = std::vector<std::pair<std::string, NodePtr>>;
+
+// What the writer reads of a DetectionModel or a SegmentationModel (the reference's
+// SegmentationModel is a DetectionModel whose last row is Segment): one walk writes both.
+struct ModelView {
+  std::string type;  // the model's class
+  const ModelConfig& config;
+  const std::vector<ModelLayer>& layers;
+  const layers::Detect& head;  // Detect, or Segment
+  const std::vector<double>& strides;
+};
+
+ModelView view_of(const layers::Module& m) {
+  if (auto* d = dynamic_cast<const DetectionModel*>(&m)) return {d->type_name(), d->config(), d->layers(), d->detect(), d->strides()};
+  if (auto* s = dynamic_cast<const SegmentationModel*>(&m))
+    return {s->type_name(), s->config(), s->layers(), s->segment(), s->strides()};
+  KESTREL_FAIL("write_reference_pt: a ", m.type_name(), " is neither a DetectionModel nor a SegmentationModel");
+}
 
 const char* storage_global(DType dtype) {
   switch (dtype) {
@@ -206,7 +225,7 @@ class CheckpointBuilder {
                    {"track_running_stats", pk::boolean(true)}});
   }
 
-  // Any module of the reference's detection models; `layer` are the attributes parse_model sets
+  // Any module of the reference's detection and segmentation models; `layer` are the attributes parse_model sets
   // on a yaml row's module (i, f, type, np), empty below that.
   NodePtr node(const layers::Module& m, const Attributes& layer = {}) {
     using namespace layers;
@@ -257,12 +276,22 @@ class CheckpointBuilder {
     if (dynamic_cast<const Concat*>(&m))
       return module(m.type_name(), pk::ordered_dict(), pk::ordered_dict(), pk::ordered_dict(),
                     with({{"d", pk::integer(1)}}));
+    if (auto* p = dynamic_cast<const Proto*>(&m))
+      return module(m.type_name(), pk::ordered_dict(), pk::ordered_dict(),
+                    children({{"cv1", node(*p->cv1)}, {"upsample", node(*p->upsample)}, {"cv2", node(*p->cv2)},
+                              {"cv3", node(*p->cv3)}}),
+                    with({}));
+    if (auto* s = dynamic_cast<const Segment*>(&m); s && s->type_name() == "models.yolo.Segment") return detect(*s, layer);
     if (auto* d = dynamic_cast<const Detect*>(&m); d && d->type_name() == "models.yolo.Detect") return detect(*d, layer);
     KESTREL_FAIL("write_reference_pt: the model holds a ", m.type_name(), ", which Kestrel does not write to ",
-                 "a YOLOv5 .pt yet (detection models of Conv, C3, Bottleneck, SPPF, Upsample, Concat and Detect)");
+                 "a YOLOv5 .pt yet (models of Conv, C3, Bottleneck, SPPF, Upsample, Concat, Detect, Segment and Proto)");
   }
 
+  // Detect, or Segment: Detect's attributes, then (in the order Segment.__init__ sets them) nm,
+  // npr, the proto module and `detect`, the function Detect.forward, which pickle writes by
+  // reference as getattr(models.yolo.Detect, 'forward').
   NodePtr detect(const layers::Detect& d, const Attributes& layer) {
+    const auto* segment = dynamic_cast<const layers::Segment*>(&d);
     std::vector<NodePtr> convs;
     for (const auto& c : d.convs) convs.push_back(conv2d(*c));
     NodePtr buffers = pk::ordered_dict();
@@ -278,6 +307,13 @@ class CheckpointBuilder {
                              {"nl", pk::integer(d.nl)},   {"na", pk::integer(d.na)},
                              {"grid", pk::list(grid)},    {"anchor_grid", pk::list(anchor_grid)},
                              {"inplace", pk::boolean(true)}};
+    if (segment) {
+      children->set("proto", node(*segment->proto));
+      attributes.emplace_back("nm", pk::integer(segment->nm));
+      attributes.emplace_back("npr", pk::integer(segment->npr));
+      attributes.emplace_back("detect", pk::call(pk::global("__builtin__.getattr"),
+                                                 pk::tuple({pk::global("models.yolo.Detect"), pk::str("forward")})));
+    }
     attributes.insert(attributes.end(), layer.begin(), layer.end());
     attributes.emplace_back("stride", tensor(Tensor::from_vector(d.strides, {d.nl}), false, DType::F16));
     return module(d.type_name(), pk::ordered_dict(), buffers, children, attributes);
@@ -290,14 +326,14 @@ class CheckpointBuilder {
 };
 
 // The yaml the model was built from, as text.
-std::string model_yaml_text(const DetectionModel& model, const PtWriteOptions& o) {
+std::string model_yaml_text(const ModelView& model, const PtWriteOptions& o) {
   if (!o.model_yaml.empty()) return o.model_yaml;
-  const ModelConfig& c = model.config();
+  const ModelConfig& c = model.config;
   if (!c.name.empty() && std::filesystem::is_regular_file(c.path)) return read_file_bytes(c.path);
   return model_config_yaml(c);
 }
 
-NodePtr yaml_dict(const DetectionModel& model, const PtWriteOptions& o) {
+NodePtr yaml_dict(const ModelView& model, const PtWriteOptions& o) {
   const YAML::Node root = load_yaml(model_yaml_text(model, o), "the model yaml");
   NodePtr yaml = from_yaml(root);
   KESTREL_CHECK(yaml->kind == pk::Node::Kind::Dict, "write_reference_pt: the model yaml is no mapping");
@@ -306,19 +342,20 @@ NodePtr yaml_dict(const DetectionModel& model, const PtWriteOptions& o) {
   for (auto& [k, v] : yaml->entries) {
     if (k->kind != pk::Node::Kind::String) continue;
     if (k->text == "nc") {
-      v = pk::integer(model.detect().nc);
+      v = pk::integer(model.head.nc);
       has_nc = true;
     }
     has_ch = has_ch || k->text == "ch";
   }
-  if (!has_nc) yaml->set("nc", pk::integer(model.detect().nc));
-  if (!has_ch) yaml->set("ch", pk::integer(model.config().input_channels));
+  if (!has_nc) yaml->set("nc", pk::integer(model.head.nc));
+  if (!has_ch) yaml->set("ch", pk::integer(model.config.input_channels));
   return yaml;
 }
 
-NodePtr model_node(const DetectionModel& model, const PtWriteOptions& o, CheckpointBuilder& b) {
-  const ModelConfig& config = model.config();
-  const auto& layers = model.layers();
+NodePtr model_node(const layers::Module& source, const PtWriteOptions& o, CheckpointBuilder& b) {
+  const ModelView model = view_of(source);
+  const ModelConfig& config = model.config;
+  const auto& layers = model.layers;
   KESTREL_CHECK(layers.size() == config.rows.size(), "write_reference_pt: the model has ", layers.size(),
                 " layers for ", config.rows.size(), " yaml rows");
   std::vector<NodePtr> built;
@@ -351,7 +388,7 @@ NodePtr model_node(const DetectionModel& model, const PtWriteOptions& o, Checkpo
   std::vector<NodePtr> saved;
   for (int64_t s : save) saved.push_back(pk::integer(s));
   attributes.emplace_back("save", pk::list(saved));
-  const int64_t nc = model.detect().nc;
+  const int64_t nc = model.head.nc;
   KESTREL_CHECK(o.names.empty() || static_cast<int64_t>(o.names.size()) == nc, "write_reference_pt: ",
                 o.names.size(), " class names for a model of ", nc, " classes");
   NodePtr names = pk::dict();
@@ -359,7 +396,7 @@ NodePtr model_node(const DetectionModel& model, const PtWriteOptions& o, Checkpo
     names->entries.emplace_back(pk::integer(i), pk::str(o.names.empty() ? "class" + std::to_string(i) : o.names[i]));
   attributes.emplace_back("names", names);
   attributes.emplace_back("inplace", pk::boolean(true));
-  attributes.emplace_back("stride", b.tensor(Tensor::from_vector(model.strides(), {static_cast<int64_t>(model.strides().size())}),
+  attributes.emplace_back("stride", b.tensor(Tensor::from_vector(model.strides, {static_cast<int64_t>(model.strides.size())}),
                                              false, DType::F32));
   attributes.emplace_back("nc", pk::integer(nc));
   if (!o.hyp.empty()) attributes.emplace_back("hyp", from_json(json::Value(o.hyp)));
@@ -368,7 +405,7 @@ NodePtr model_node(const DetectionModel& model, const PtWriteOptions& o, Checkpo
                   o.class_weights.size(), " class weights for a model of ", nc, " classes");
     attributes.emplace_back("class_weights", b.tensor(Tensor::from_vector(o.class_weights, {nc}), false, DType::F32));
   }
-  return b.module(model.type_name(), pk::ordered_dict(), pk::ordered_dict(), children, attributes);
+  return b.module(model.type, pk::ordered_dict(), pk::ordered_dict(), children, attributes);
 }
 
 }  // namespace
@@ -433,7 +470,7 @@ NodePtr optimizer_node(const PtOptimizerState& o, CheckpointBuilder& b) {
 
 }  // namespace
 
-void write_reference_pt(const DetectionModel& model, const std::string& path, const PtWriteOptions& o,
+void write_reference_pt(const layers::Module& model, const std::string& path, const PtWriteOptions& o,
                         const PtTrainingState* training) {
   CheckpointBuilder b;
   NodePtr root = pk::dict();

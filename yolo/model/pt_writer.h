@@ -1,12 +1,15 @@
-// Writing a DetectionModel as an ultralytics YOLOv5 v7.0 checkpoint (.pt), so that the
+// Writing a DetectionModel or a SegmentationModel as an ultralytics YOLOv5 v7.0 checkpoint (.pt), so that the
 // reference's own tools (val.py, detect.py, export.py, torch.load(weights_only=False)) read
 // Kestrel's weights directly. The file is what the reference's strip_optimizer leaves of a
 // best.pt: {'epoch': -1, 'best_fitness', 'model': the model in float16, 'ema': None,
 // 'updates': None, 'optimizer': None, 'opt', 'git': None, 'date'}. The model is pickled as the
 // reference's module tree (models.yolo.DetectionModel > torch.nn Sequential > models.common
-// Conv/C3/Bottleneck/SPPF/Concat, torch.nn Upsample, models.yolo.Detect), each module carrying the
+// Conv/C3/Bottleneck/SPPF/Concat, torch.nn Upsample, models.yolo.Detect; a -seg model's
+// models.yolo.SegmentationModel, whose last row is models.yolo.Segment with its models.common.Proto
+// (cv1, upsample, cv2, cv3) and `detect`, the function Detect.forward, pickled by reference as
+// getattr(Detect, 'forward')), each module carrying the
 // attributes torch and the reference read (Conv2d's geometry, BatchNorm's eps and momentum,
-// Detect's nc/no/nl/na/stride/grid, each layer's i/f/type/np, the model's yaml, names, stride,
+// Detect's nc/no/nl/na/stride/grid, Segment's nm/npr, each layer's i/f/type/np, the model's yaml, names, stride,
 // save), the hook dicts of torch 1.13's nn.Module (torch 2.x's __setstate__ adds its newer ones),
 // one SiLU shared by every Conv as the reference's Conv.default_act, and parameters as
 // torch.nn.Parameter. Tensors carry the reference's state-dict names and layouts (conv weights
@@ -19,6 +22,7 @@
 
 #include "engine/tensor.h"
 #include "io/json.h"
+#include "layers/module.h"
 #include "yolo/model/model.h"
 
 namespace kestrel::yolo {
@@ -58,7 +62,7 @@ struct PtOptimizerState {
 // mode, no gradients), its update count, the optimizer's state_dict and the last epoch.
 struct PtTrainingState {
   int64_t epoch = 0;
-  const DetectionModel* ema = nullptr;
+  const layers::Module* ema = nullptr;  // the model's kind (DetectionModel or SegmentationModel)
   int64_t updates = 0;
   PtOptimizerState optimizer;
 };
@@ -67,9 +71,10 @@ struct PtTrainingState {
 // checkpoint train.py saves at an epoch's end ({'epoch', 'best_fitness' (0.0 when absent),
 // 'model' (training mode, parameters requiring gradients), 'ema', 'updates', 'optimizer', 'opt',
 // 'git': None, 'date'}, models in float16, optimizer state in float32), which the reference's
-// `train.py --resume` continues. Throws kestrel::Error for a module the reference's detection
-// model does not hold (Segment heads are not written yet) or for I/O failures.
-void write_reference_pt(const DetectionModel& model, const std::string& path, const PtWriteOptions& o,
+// `train.py --resume` (segment/train.py's for a SegmentationModel) continues. `model` is a
+// DetectionModel or a SegmentationModel (yolo/model/segmentation_model.h). Throws kestrel::Error
+// for any other model, a module the reference's models do not hold, or I/O failures.
+void write_reference_pt(const layers::Module& model, const std::string& path, const PtWriteOptions& o,
                         const PtTrainingState* training = nullptr);
 
 }  // namespace kestrel::yolo

@@ -146,8 +146,10 @@ json::Value resume_options(const TorchFile& file, const Value& opt, const std::s
   return hyp && hyp->is_object() ? o : to_json(file.document(), opt, path + ": opt");
 }
 
-// vars(opt) under Kestrel's option names (TrainOptions::to_pairs), every value a string.
-json::Object options_of(const json::Value& o, const std::string& path) {
+// vars(opt) under Kestrel's option names (TrainOptions::to_pairs), every value a string; a
+// segmentation run's (segment/train.py's, whose model is a SegmentationModel) with its task and
+// its own flags, mask_ratio and no_overlap (the masks' form, as Kestrel's segment options name it).
+json::Object options_of(const json::Value& o, const std::string& path, bool segment) {
   KESTREL_CHECK(o.is_object(), path, ": its 'opt' is not a dict (vars(opt))");
   auto text = [&](const char* key, std::string fallback = "") -> std::string {
     const json::Value* v = o.find(key);
@@ -169,6 +171,11 @@ json::Object options_of(const json::Value& o, const std::string& path) {
   out.emplace_back("weights", "");
   out.emplace_back("hyp", "");  // the values travel in the checkpoint's hyp
   out.emplace_back("evolve", "null");
+  if (segment) {
+    out.emplace_back("task", "segment");
+    out.emplace_back("mask_ratio", text("mask_ratio", "4"));
+    out.emplace_back("no_overlap", text("no_overlap", "false"));
+  }
   return out;
 }
 
@@ -343,7 +350,9 @@ SafetensorsFile pt_training_checkpoint(const PtCheckpoint& ckpt) {
   const bool stripped = !optimizer || optimizer->is(Value::Kind::None) || !ckpt.ema;
   const json::Value run_options = stripped ? to_json(ckpt.file.document(), *opt, path + ": opt") : resume_options(ckpt.file, *opt, path);
   md["hyp"] = stripped && !run_options.find("hyp") ? "{}" : hyp_of(run_options, path);  // a release's opt may lack it
-  json::Object options = options_of(run_options, path);
+  const auto task = weights.metadata().find("task");
+  const bool segment = task != weights.metadata().end() && task->second == "segment";
+  json::Object options = options_of(run_options, path, segment);
   options.emplace_back("cfg_yaml", weights.metadata().at("model_yaml"));
   if (auto nc = weights.metadata().find("nc"); nc != weights.metadata().end())
     options.emplace_back("nc", json::parse(nc->second));

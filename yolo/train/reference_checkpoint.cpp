@@ -53,7 +53,7 @@ std::string iso_now() {
   return buf;
 }
 
-uint64_t write_stripped_pt(const std::string& stripped, const std::string& pt_path, DetectionModel& scratch,
+uint64_t write_stripped_pt(const std::string& stripped, const std::string& pt_path, layers::Module& scratch,
                            PtWriteOptions o) {
   load_inference_weights(scratch, stripped);
   o.best_fitness.reset();  // strip_optimizer sets it to None

@@ -120,8 +120,8 @@ PtWriteOptions Trainer::reference_pt_options() const {
   PtWriteOptions o;
   o.names = names_;
   o.model_yaml = cfg_text_;
-  const auto& model = dynamic_cast<const DetectionModel&>(*model_);
-  const double nl = static_cast<double>(model.detect().nl), nc = num_classes_;
+  // segment/train.py scales and attaches them as train.py does.
+  const double nl = static_cast<double>(task_->head().nl), nc = num_classes_;
   Hyp h = hyp_;
   h.box *= 3.0 / nl;
   h.cls *= nc / 80.0 * 3.0 / nl;
@@ -135,16 +135,16 @@ PtWriteOptions Trainer::reference_pt_options() const {
   return o;
 }
 
-// train.py's last.pt of the epoch just completed. An interruption inside an epoch leaves it as it
+// train.py's (or segment/train.py's) last.pt of the epoch just completed. An interruption inside an epoch leaves it as it
 // was (the reference saves only at an epoch's end), while last.safetensors holds the batch reached.
 void Trainer::save_reference_pt(int64_t last_epoch) {
   if (!write_pt_) return;
   PtTrainingState state;
   state.epoch = last_epoch;
-  state.ema = &dynamic_cast<const DetectionModel&>(*ema_model_);
+  state.ema = ema_model_.get();
   state.updates = ema_->updates();
   state.optimizer = pt_optimizer_state(*optimizer_);
-  write_reference_pt(dynamic_cast<const DetectionModel&>(*model_), last_pt_path_, reference_pt_options(), &state);
+  write_reference_pt(*model_, last_pt_path_, reference_pt_options(), &state);
 }
 
 // An epoch cut short by a signal: last holds it up to the batch reached, and no results row.
@@ -172,7 +172,7 @@ void Trainer::strip_final_checkpoints() {
     say(path, bytes);
     const std::string pt_path = path == last_path_ ? last_pt_path_ : best_pt_path_;
     if (write_pt_ && fs::exists(pt_path))
-      say(pt_path, write_stripped_pt(path, pt_path, dynamic_cast<DetectionModel&>(*ema_model_), pt));
+      say(pt_path, write_stripped_pt(path, pt_path, *ema_model_, pt));
   }
 }
 

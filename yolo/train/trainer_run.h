@@ -165,7 +165,7 @@ class Trainer {
   std::optional<RunFiles> files_;
   std::string save_dir_, weights_dir_, last_path_, best_path_;
   std::string last_pt_path_, best_pt_path_;  // the reference's files beside them
-  bool write_pt_ = false;                     // detection without --no-pt
+  bool write_pt_ = false;                     // without --no-pt (detection and segmentation)
   std::string data_yaml_;                     // --data resolved (opt.yaml's data)
   Hyp hyp_;
   std::optional<data::DatasetConfig> dataset_config_;

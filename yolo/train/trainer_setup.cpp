@@ -81,10 +81,7 @@ void Trainer::prepare_run_directory() {
   out_->line(out_->colour("hyperparameters: "), hyp_echo(hyp_));
   last_pt_path_ = (fs::path(last_path_).replace_extension(".pt")).string();
   best_pt_path_ = (fs::path(best_path_).replace_extension(".pt")).string();
-  write_pt_ = !options_.no_pt && options_.task == TrainTaskKind::Detect;
-  if (!options_.no_pt && !write_pt_)
-    out_->line("Note: segmentation runs write no best.pt / last.pt yet (the reference's SegmentationModel has no ",
-               "writer in Kestrel); the .safetensors serve kestrel segment val, predict and export");
+  write_pt_ = !options_.no_pt;
   // The reference's hyp.yaml (its keys, order and floats); opt.yaml once --data is resolved.
   if (rank_.main()) write_file_atomic(save_dir_ + "/hyp.yaml", python_yaml_dump(reference_hyp(hyp_)));
   if (rank_.main() && !options_.no_tensorboard) {

@@ -2,7 +2,10 @@
 // back by Kestrel's own .pt reader, every tensor equals the model's rounded to float16, the
 // records are the reference's (module classes, one shared SiLU, yaml, names, save, strides); and,
 // where Python with torch and the reference's tree are found, torch.load reads the file into a
-// models.yolo.DetectionModel whose forward matches Kestrel's on the same weights.
+// models.yolo.DetectionModel whose forward matches Kestrel's on the same weights. A
+// SegmentationModel alike: read back through load_segmentation_weights, its Segment and Proto
+// records the reference's (nm, npr, detect = getattr(Detect, 'forward')); the live check of a
+// segmentation run's best.pt in torch is tests/yolo/train/segment_reference_files_test.cpp's.
 #include "yolo/model/pt_writer.h"
 
 #include <unistd.h>
@@ -17,6 +20,8 @@
 #include "tests/support/cli.h"
 #include "tests/support/testing.h"
 #include "yolo/model/pt_checkpoint.h"
+#include "yolo/model/segmentation_file.h"
+#include "yolo/model/segmentation_model.h"
 #include "yolo/model/weights.h"
 #include "yolo/model/weights_file.h"
 
@@ -36,7 +41,7 @@ const std::vector<std::string> kNames = {"heron", "kestrel", "owl", "swift"};
 
 // A yolov5n's BatchNorms given statistics and affine values other than the
 // initial ones, so that a tensor written to the wrong place shows.
-void give_statistics(DetectionModel& m) {
+void give_statistics(layers::Module& m) {
   autograd::NoGradGuard no_grad;
   int k = 0;
   m.visit([&](layers::Module& module) {
@@ -229,5 +234,68 @@ TEST(PtWriter, TheReferenceLoadsItAndComputesKestrelsOutputs) {
   // $KESTREL_PT_WRITER_KEEP names a folder to keep the file in, to try the reference's tools on.
   if (const char* keep = std::getenv("KESTREL_PT_WRITER_KEEP"))
     fs::copy_file(path, fs::path(keep) / "kestrel_written.pt", fs::copy_options::overwrite_existing);
+  fs::remove(path);
+}
+
+namespace {
+
+PtWriteOptions seg_options() {
+  PtWriteOptions o;
+  o.names = {"square", "triangle"};
+  o.best_fitness = 0.5;
+  o.opt = {{"epochs", json::Value(int64_t{2})}, {"mask_ratio", json::Value(int64_t{4})}, {"no_overlap", json::Value(false)}};
+  o.date = "2026-11-29T04:00:00.000000";
+  return o;
+}
+
+}  // namespace
+
+TEST(PtWriter, SegmentationModelReadsBackAsFloat16WithTheReferencesRecords) {
+  SegmentationModel source(load_model_config("models/yolov5n-seg.yaml"), 2, 1);
+  give_statistics(source);
+  const std::string path = temp_path("seg.pt");
+  write_reference_pt(source, path, seg_options());
+
+  const LoadedSegmenter loaded = load_segmentation_weights(path, Device::cpu());
+  EXPECT_EQ(loaded.names, (std::vector<std::string>{"square", "triangle"}));
+  EXPECT_EQ(loaded.model->nc(), 2);
+  const std::vector<layers::StateEntry> want = source.state_entries(), got = loaded.model->state_entries();
+  ASSERT_EQ(want.size(), got.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    ASSERT_EQ(want[i].name, got[i].name);
+    const Tensor& w = *want[i].slot;
+    EXPECT_EQ(values(is_floating(w.dtype()) ? w.to(DType::F16) : w), values(*got[i].slot)) << want[i].name;
+  }
+
+  const PtCheckpoint ckpt = parse_pt_checkpoint(read_file_bytes(path), path);
+  const Value& model = *ckpt.model;
+  ASSERT_TRUE(model.is_call("models.yolo.SegmentationModel"));
+  EXPECT_EQ(model.state->find("yaml_file")->text, "yolov5n-seg.yaml");
+  EXPECT_EQ(model.state->find("yaml")->find("nc")->integer, 2);
+  const auto& rows = model.state->find("_modules")->find("model")->state->find("_modules")->entries;
+  ASSERT_EQ(rows.size(), 25u);
+  const Value& segment = *rows[24].second;
+  ASSERT_TRUE(segment.is_call("models.yolo.Segment"));
+  EXPECT_EQ(segment.state->find("type")->text, "models.yolo.Segment");
+  EXPECT_EQ(segment.state->find("nm")->integer, 32);
+  EXPECT_EQ(segment.state->find("npr")->integer, 64);  // 256 at yolov5n's width 0.25
+  EXPECT_EQ(segment.state->find("no")->integer, 5 + 2 + 32);
+  const Value* detect = segment.state->find("detect");
+  ASSERT_TRUE(detect && detect->is_call("__builtin__.getattr"));
+  ASSERT_EQ(detect->args->items.size(), 2u);
+  EXPECT_EQ(detect->args->items[0]->text, "models.yolo.Detect");
+  EXPECT_EQ(detect->args->items[1]->text, "forward");
+  std::vector<std::string> children;
+  for (const auto& [k, v] : segment.state->find("_modules")->entries) children.push_back(k->text);
+  EXPECT_EQ(children, (std::vector<std::string>{"m", "proto"}));
+  const Value& proto = *segment.state->find("_modules")->find("proto");
+  ASSERT_TRUE(proto.is_call("models.common.Proto"));
+  children.clear();
+  for (const auto& [k, v] : proto.state->find("_modules")->entries) children.push_back(k->text);
+  EXPECT_EQ(children, (std::vector<std::string>{"cv1", "upsample", "cv2", "cv3"}));
+  EXPECT_TRUE(proto.state->find("_modules")->find("upsample")->is_call("torch.nn.modules.upsampling.Upsample"));
+  // Proto's Convs share the model's one SiLU.
+  const Value* act = rows[0].second->state->find("_modules")->find("act");
+  EXPECT_EQ(proto.state->find("_modules")->find("cv3")->state->find("_modules")->find("act"), act);
   fs::remove(path);
 }
