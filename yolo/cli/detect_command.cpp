@@ -57,22 +57,6 @@ const FlagTable kFlags = {
     {"cfg", "M.yaml", nullptr, "model yaml, only for plain weights files (checkpoints carry their model)"},
     {"nc", "N", nullptr, "class count, only for plain weights files"}};
 
-// An ONNX graph's settings, as the reference runs weights other than PyTorch's: on the CPU here
-// (OpenCV DNN), each frame padded to the full size (no minimal padding), a fixed-size export at
-// its own size. Returns the device the frames go to.
-Device onnx_settings(const yolo::OnnxModel& onnx, Device device, std::vector<int>& size, DetectSettings& s) {
-  if (device.is_cuda()) std::printf("WARNING: ONNX weights run in OpenCV DNN on the CPU, not on %s\n", device.str().c_str());
-  s.letterbox_auto = false;
-  if (onnx.height() && onnx.width()) {
-    const std::vector<int> fixed = {static_cast<int>(*onnx.height()), static_cast<int>(*onnx.width())};
-    if (fixed != size)
-      std::printf("WARNING: '%s' is a fixed-size export for %dx%d images: detecting at that size, not --img-size %d %d\n",
-                  onnx.path().c_str(), fixed[0], fixed[1], size[0], size[1]);
-    size = fixed;
-  }
-  return Device::cpu();
-}
-
 }  // namespace
 
 const Command kDetectCommand = {
@@ -132,7 +116,7 @@ int run_detect(const std::vector<std::string>& argv) {
   set_augment(args.has("augment"), im);
   if (s.visualize && im.onnx) std::printf("WARNING: --visualize is ignored for ONNX weights (no stages to look into)\n");
   if (s.visualize && im.augment) std::printf("WARNING: --visualize is ignored with --augment, as in the reference\n");
-  if (im.onnx) device = onnx_settings(*im.onnx, device, size, s);
+  if (im.onnx) device = onnx_predict_settings(*im.onnx, device, size, s);
   const std::vector<SourceItem> items = yolo::data::expand_sources(source);
   check_sources(items);
   s.stride = im.stride();

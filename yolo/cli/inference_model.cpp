@@ -5,6 +5,8 @@
 #include <filesystem>
 
 #include "engine/safetensors_tensors.h"
+#include "yolo/cli/frame_predictor.h"
+#include "yolo/eval/validator.h"
 #include "io/json.h"
 #include "layers/conv.h"
 #include "yolo/common/shipped_files.h"
@@ -59,7 +61,7 @@ InferenceModel load_inference_model(const std::string& weights, const std::strin
   // A release name (yolov5s.pt) or a URL is downloaded before its first bytes are looked at.
   const std::string local = yolo::fetch_missing_weights(weights);
   if (allow_onnx && yolo::weights_format(local) == yolo::WeightsFormat::kOnnx) {
-    out.onnx = std::make_shared<yolo::OnnxModel>(local);
+    out.onnx = load_onnx_model(local, /*segmentation=*/false);
     out.names = out.onnx->names();
     return out;
   }
@@ -116,8 +118,12 @@ Tensor InferenceModel::predict(const Tensor& images) {
 }
 
 DType inference_dtype(bool half, const InferenceModel& im, Device device) {
+  return inference_dtype(half, im.onnx != nullptr, device);
+}
+
+DType inference_dtype(bool half, bool onnx, Device device) {
   if (!half) return DType::F32;
-  if (im.onnx) {
+  if (onnx) {
     std::printf("WARNING: --half is ignored for ONNX weights: OpenCV DNN runs them on the CPU in float32\n");
     return DType::F32;
   }
@@ -132,6 +138,48 @@ void set_augment(bool augment, InferenceModel& im) {
   if (augment && im.onnx)
     std::printf("WARNING: --augment is ignored for ONNX weights (the graph runs as exported, at one scale)\n");
   im.augment = augment && im.model;
+}
+
+std::shared_ptr<yolo::OnnxModel> load_onnx_model(const std::string& weights, bool segmentation) {
+  auto onnx = std::make_shared<yolo::OnnxModel>(weights);
+  if (segmentation)
+    KESTREL_CHECK(onnx->segmentation(), "'", weights, "' is a detection model's export (one output, no mask "
+                  "prototypes); run it with `kestrel val` or `kestrel detect`, or export a -seg model");
+  else
+    KESTREL_CHECK(!onnx->segmentation(), "'", weights, "' is a segmentation model's export (its output1 holds ",
+                  onnx->nm(), " mask prototypes); run it with `kestrel segment val` or `kestrel segment predict`");
+  return onnx;
+}
+
+Device onnx_val_settings(const yolo::OnnxModel& onnx, Device device, yolo::ValOptions& vo) {
+  if (device.is_cuda()) std::printf("WARNING: ONNX weights run in OpenCV DNN on the CPU, not on %s\n", device.str().c_str());
+  if (onnx.height() || onnx.width()) {
+    KESTREL_CHECK(onnx.height() && onnx.width() && *onnx.height() == *onnx.width(), "'", onnx.path(),
+                  "' takes ", onnx.height().value_or(0), "x", onnx.width().value_or(0), " images, but val runs square ones: "
+                  "export it square (--img-size N) or with --dynamic");
+    if (*onnx.height() != vo.img_size)
+      std::printf("WARNING: '%s' is a fixed-size export for %lldx%lld images: validating at %lld, not --img-size %d\n",
+                  onnx.path().c_str(), static_cast<long long>(*onnx.height()), static_cast<long long>(*onnx.width()),
+                  static_cast<long long>(*onnx.height()), vo.img_size);
+    vo.img_size = static_cast<int>(*onnx.height());
+  }
+  vo.batch_size = 1;
+  vo.rect = false;
+  std::printf("Forcing --batch-size 1 square inference (1,3,%d,%d) for non-PyTorch models\n", vo.img_size, vo.img_size);
+  return Device::cpu();
+}
+
+Device onnx_predict_settings(const yolo::OnnxModel& onnx, Device device, std::vector<int>& size, DetectSettings& s) {
+  if (device.is_cuda()) std::printf("WARNING: ONNX weights run in OpenCV DNN on the CPU, not on %s\n", device.str().c_str());
+  s.letterbox_auto = false;
+  if (onnx.height() && onnx.width()) {
+    const std::vector<int> fixed = {static_cast<int>(*onnx.height()), static_cast<int>(*onnx.width())};
+    if (fixed != size)
+      std::printf("WARNING: '%s' is a fixed-size export for %dx%d images: detecting at that size, not --img-size %d %d\n",
+                  onnx.path().c_str(), fixed[0], fixed[1], size[0], size[1]);
+    size = fixed;
+  }
+  return Device::cpu();
 }
 
 }  // namespace kestrel::cli

@@ -2,8 +2,9 @@
 // carries its model yaml, class count and names in its "options" metadata; weights converted by
 // scripts/convert_ultralytics.py carry them as the metadata entries "model_yaml" (the yaml text),
 // "nc" and "names" (a JSON list); other plain weights files need --cfg (and the class count from
-// --nc or the dataset). An .onnx (val and detect only) runs in OpenCV DNN on the CPU, with its
-// stride and names from its metadata (yolo/export/onnx_model.h).
+// --nc or the dataset). An .onnx (val and detect only; a -seg model's: segment val and predict,
+// through load_onnx_model and the settings below) runs in OpenCV DNN on the CPU, with its stride
+// and names from its metadata (yolo/export/onnx_model.h).
 #pragma once
 #include <memory>
 #include <optional>
@@ -13,7 +14,13 @@
 #include "yolo/export/onnx_model.h"
 #include "yolo/model/model.h"
 
+namespace kestrel::yolo {
+struct ValOptions;
+}  // namespace kestrel::yolo
+
 namespace kestrel::cli {
+
+struct DetectSettings;
 
 struct InferenceModel {
   std::shared_ptr<yolo::DetectionModel> model;  // .safetensors and .pt weights
@@ -41,6 +48,21 @@ Device inference_device(const std::string& spec);
 // reference ignores it there. --augment: ignored with a note for ONNX weights, as the reference's
 // non-PyTorch backends ignore it. Returns the input dtype.
 DType inference_dtype(bool half, const InferenceModel& im, Device device);
+DType inference_dtype(bool half, bool onnx, Device device);  // the same for `kestrel segment`'s models
 void set_augment(bool augment, InferenceModel& im);
+
+// An .onnx at `weights` (a local file), refused unless it is a `segmentation` model's export (true)
+// or a detector's (false), naming the commands that run the other kind.
+std::shared_ptr<yolo::OnnxModel> load_onnx_model(const std::string& weights, bool segmentation);
+
+// As the reference validates weights other than PyTorch's (val, segment val): square letterboxed
+// images one at a time (a fixed-size export at its own size), on the CPU where OpenCV DNN runs
+// them, each change said. Returns the device the batches go to.
+Device onnx_val_settings(const yolo::OnnxModel& onnx, Device device, yolo::ValOptions& vo);
+
+// As the reference predicts with weights other than PyTorch's (detect, segment predict): on the
+// CPU (OpenCV DNN), each frame padded to the full size (no minimal padding), a fixed-size export
+// at its own size (`size`: --img-size's height and width). Returns the device the frames go to.
+Device onnx_predict_settings(const yolo::OnnxModel& onnx, Device device, std::vector<int>& size, DetectSettings& s);
 
 }  // namespace kestrel::cli

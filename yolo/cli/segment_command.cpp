@@ -1,7 +1,9 @@
 // `kestrel segment predict`: the reference v7.0's segment/predict.py (the family `kestrel segment`
 // also holds train and val, segment/train.py and val.py: train_command.cpp, segment_val_command.cpp). Sources are
 // detect's (yolo/data/detect_sources.h); each frame goes through the Segmenter, and is saved (the
-// image under its own name, a video as <stem>.mp4) unless --nosave, and shown with --view-img.
+// image under its own name, a video as <stem>.mp4) unless --nosave, and shown with --view-img. A
+// -seg model's .onnx runs in OpenCV DNN on the CPU, each frame padded to the full size, as
+// `kestrel detect` runs a detector's (yolo/cli/inference_model.h).
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -18,6 +20,7 @@
 #include "yolo/common/shipped_files.h"
 #include "yolo/data/dataset_config.h"
 #include "yolo/model/segmentation_file.h"
+#include "yolo/model/weights_file.h"
 
 namespace kestrel::cli {
 namespace fs = std::filesystem;
@@ -25,7 +28,8 @@ namespace {
 
 // The reference's flags in its order.
 const FlagTable kPredictFlags = {
-    {"weights", "W.pt", nullptr, "a segmentation model: the reference's -seg .pt or a Kestrel .safetensors of one (required)"},
+    {"weights", "W.pt", nullptr, "a segmentation model: the reference's -seg .pt, a Kestrel .safetensors of one or "
+                                 "its .onnx export (required)"},
     {"source", "SRC", nullptr, "image, video, folder, glob, .txt list, stream URL or webcam index (required)"},
     {"data", "D.yaml", "coco128.yaml", "class names for weights without their own; the default names 80 classes only"},
     {"img-size", "H [W]", "640", "inference size, one side or height and width (also --img, --imgsz)"},
@@ -50,7 +54,7 @@ const FlagTable kPredictFlags = {
     {"hide-labels", nullptr, nullptr, "draw boxes without labels"},
     {"hide-conf", nullptr, nullptr, "draw labels without confidences"},
     {"half", nullptr, nullptr, "float16 inference on a GPU (ignored on the CPU, as in the reference)"},
-    {"dnn", nullptr, nullptr, "accepted with a note: segmentation models run as .pt or .safetensors, not ONNX"},
+    {"dnn", nullptr, nullptr, "accepted: .onnx weights always run in OpenCV DNN (on the CPU)"},
     {"vid-stride", "N", "1", "read every N-th video frame"},
     {"retina-masks", nullptr, nullptr, "draw the masks at the image's own resolution (resized masks blended into it)"}};
 
@@ -63,18 +67,6 @@ void check_unused_flags(const Args& args) {
     std::printf("WARNING: --visualize is not available for segmentation models yet; predicting without it\n");
   if (args.has("update"))
     std::printf("--update: Kestrel reads weights files as they are and never rewrites them; nothing to update\n");
-  if (args.has("dnn"))
-    std::printf("--dnn: ignored: segmentation models run as .pt or .safetensors (no ONNX backend here)\n");
-}
-
-// --half: float16 on CUDA, ignored with a note on the CPU (as the reference).
-DType predict_dtype(bool half, Device device) {
-  if (!half) return DType::F32;
-  if (!device.is_cuda()) {
-    std::printf("WARNING: --half is ignored on the CPU (float32 inference)\n");
-    return DType::F32;
-  }
-  return DType::F16;
 }
 
 int largest_stride(const yolo::SegmentationModel& model) {
@@ -85,14 +77,15 @@ int largest_stride(const yolo::SegmentationModel& model) {
 
 const Command kSegmentPredictCommand = {
     "predict", "instance masks of images, videos and streams (segment/predict.py)",
-    "usage: kestrel segment predict --weights W.pt|W.safetensors --source SRC [--img-size 640 [W]]\n"
+    "usage: kestrel segment predict --weights W.pt|W.safetensors|W.onnx --source SRC [--img-size 640 [W]]\n"
     "                               [--conf-thres 0.25] [--iou-thres 0.45] [--max-det 1000] [--device cpu|0]\n"
     "                               [--classes 0 [2 ...]] [--agnostic-nms] [--save-txt] [--save-conf]\n"
     "                               [--save-crop] [--nosave] [--view-img] [--line-thickness 3]\n"
     "                               [--hide-labels] [--hide-conf] [--vid-stride 1] [--retina-masks]\n"
     "                               [--project runs/predict-seg] [--name exp] [--exist-ok] [--half]\n"
-    "                               [--data D.yaml]\n"
-    "  W: a segmentation model (a Segment head): the reference's -seg .pt or a Kestrel .safetensors.\n"
+    "                               [--dnn] [--data D.yaml]\n"
+    "  W: a segmentation model (a Segment head): the reference's -seg .pt, a Kestrel .safetensors or\n"
+    "  an .onnx export of one (run in OpenCV DNN on the CPU).\n"
     "  SRC: an image, a video, a folder, a glob ('imgs/**/*.jpg'), a .txt list of those, a stream\n"
     "  URL (rtsp://, rtmp://, http(s)://) or a webcam index (0). Videos and streams need a build\n"
     "  with OpenCV videoio; --view-img needs a display and a build with highgui.\n",
@@ -152,28 +145,47 @@ int run_segment_predict(const std::vector<std::string>& argv) {
   const bool save_img = !args.has("nosave");
   DetectSettings s = predict_settings(args, save_img, view_img);
   s.visualize = false;
-  const std::vector<int> size = requested_size(args);
+  std::vector<int> size = requested_size(args);
 
   // As the reference: the model first, then the sources.
-  const Device device = inference_device(args.get("device", ""));
-  yolo::LoadedSegmenter loaded = yolo::load_segmentation_weights(args.get("weights", ""), device);
-  layers::fuse_convs(*loaded.model);  // as the reference's attempt_load(fuse=True)
-  std::printf("Fusing layers... \n%s\n", loaded.model->summary(640, /*fused=*/true).c_str());
+  Device device = inference_device(args.get("device", ""));
+  const std::string weights = args.get("weights", "");
+  std::shared_ptr<yolo::OnnxModel> onnx;
+  yolo::LoadedSegmenter loaded;
+  if (fs::is_regular_file(weights) && yolo::weights_format(weights) == yolo::WeightsFormat::kOnnx) {
+    onnx = load_onnx_model(weights, /*segmentation=*/true);
+    loaded.names = onnx->names();
+  } else {
+    loaded = yolo::load_segmentation_weights(weights, device);
+    layers::fuse_convs(*loaded.model);  // as the reference's attempt_load(fuse=True)
+    std::printf("Fusing layers... \n%s\n", loaded.model->summary(640, /*fused=*/true).c_str());
+  }
   const std::vector<std::string> data_names =
       args.has("data") ? yolo::data::load_dataset_names(yolo::find_shipped_file(args.get("data", ""), "--data"))
                        : std::vector<std::string>{};
-  std::vector<std::string> names = label_names(std::move(loaded.names), data_names, loaded.model->nc(), args.get("data", ""));
-  s.dtype = predict_dtype(args.has("half"), device);
+  // An ONNX graph of dynamic output says its classes through its names, if at all (0: unknown).
+  const int64_t nc = loaded.model ? loaded.model->nc() : onnx->nc().value_or(static_cast<int64_t>(loaded.names.size()));
+  std::vector<std::string> names = label_names(std::move(loaded.names), data_names, nc, args.get("data", ""));
+  s.dtype = inference_dtype(args.has("half"), onnx != nullptr, device);
+  if (onnx) device = onnx_predict_settings(*onnx, device, size, s);
   const std::vector<yolo::data::SourceItem> items = yolo::data::expand_sources(source);
   check_sources(items);
-  s.stride = largest_stride(*loaded.model);
+  s.stride = onnx ? std::max(32, onnx->stride().value_or(32)) : largest_stride(*loaded.model);
   std::tie(s.img_h, s.img_w) = image_size(size, s.stride);
   // Claimed and held as train's run directory is: two runs never write into one (--exist-ok).
   const yolo::ClaimedRunDir claim =
       yolo::claim_run_dir(args.get("project", "runs/predict-seg") + "/" + args.get("name", "exp"), args.has("exist-ok"));
   const std::string& save_dir = claim.path;
   if (s.save_txt) fs::create_directories(fs::path(save_dir) / "labels");
-  Segmenter segmenter(loaded.model, std::move(names), s, args.has("retina-masks"), device, save_dir);
+  const bool retina = args.has("retina-masks");
+  Segmenter segmenter = onnx ? Segmenter(
+                                   [onnx](const Tensor& x) {
+                                     yolo::OnnxModel::SegmentOutputs out = onnx->predict_segmentation(x);
+                                     return yolo::SegmentationModel::Prediction{std::move(out.boxes),
+                                                                                std::move(out.protos), {}};
+                                   },
+                                   onnx->nm(), std::move(names), s, retina, device, save_dir)
+                             : Segmenter(loaded.model, std::move(names), s, retina, device, save_dir);
   yolo::data::ImageWindows windows;
   const PredictOutputs out{save_img, view_img ? &windows : nullptr};
   const yolo::StopSignal stop;

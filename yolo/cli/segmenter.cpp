@@ -70,13 +70,18 @@ std::string polygon_txt_line(int cls, const std::vector<std::array<float, 2>>& p
 
 Segmenter::Segmenter(std::shared_ptr<yolo::SegmentationModel> model, std::vector<std::string> names,
                      DetectSettings settings, bool retina_masks, Device device, std::string save_dir)
-    : model_(std::move(model)),
+    : Segmenter([model](const Tensor& x) { return model->predict(x); }, model->segment().nm, std::move(names),
+                std::move(settings), retina_masks, device, std::move(save_dir)) {}
+
+Segmenter::Segmenter(Predictor predict, int64_t nm, std::vector<std::string> names, DetectSettings settings,
+                     bool retina_masks, Device device, std::string save_dir)
+    : predict_(std::move(predict)),
       names_(std::move(names)),
       s_(std::move(settings)),
       retina_masks_(retina_masks),
       device_(device),
       save_dir_(std::move(save_dir)) {
-  s_.nms.nm = model_->segment().nm;
+  s_.nms.nm = nm;
 }
 
 void Segmenter::draw_masks(cv::Mat& frame, const cv::Mat& letterboxed, const Tensor& masks,
@@ -101,7 +106,7 @@ std::string Segmenter::process(cv::Mat& frame, const std::string& txt_stem, cons
   times_.pre += ms_since(t0);
 
   t0 = Clock::now();
-  const yolo::SegmentationModel::Prediction pred = model_->predict(in.x);
+  const yolo::SegmentationModel::Prediction pred = predict_(in.x);
   current_stream(device_).synchronize();
   const double inference_ms = ms_since(t0);
   times_.inference += inference_ms;

@@ -7,6 +7,7 @@
 // --save-crop crops. Saving and showing the frame stay with the source loop (predict_run.h).
 #pragma once
 #include <array>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -18,9 +19,16 @@ namespace kestrel::cli {
 
 class Segmenter : public FramePredictor {
  public:
+  // A segmentation model's forward: NHWC input -> decoded boxes (1, N, 5 + nc + nm) and prototypes
+  // NHWC (1, h / 4, w / 4, nm), as SegmentationModel::predict gives them (an .onnx export's in
+  // OpenCV DNN: yolo/export/onnx_model.h).
+  using Predictor = std::function<yolo::SegmentationModel::Prediction(const Tensor& x)>;
   // `model` in eval mode on `device`; settings.nms.nm is set to the model's mask count here.
   Segmenter(std::shared_ptr<yolo::SegmentationModel> model, std::vector<std::string> names, DetectSettings settings,
             bool retina_masks, Device device, std::string save_dir);
+  // Any predictor of `nm` mask coefficients, its input on `device`.
+  Segmenter(Predictor predict, int64_t nm, std::vector<std::string> names, DetectSettings settings, bool retina_masks,
+            Device device, std::string save_dir);
 
   std::string process(cv::Mat& frame, const std::string& txt_stem, const std::string& crop_stem) override;
   const DetectTimes& times() const override { return times_; }
@@ -29,7 +37,7 @@ class Segmenter : public FramePredictor {
  private:
   void draw_masks(cv::Mat& frame, const cv::Mat& letterboxed, const Tensor& masks, const std::vector<int>& classes) const;
 
-  std::shared_ptr<yolo::SegmentationModel> model_;
+  Predictor predict_;
   std::vector<std::string> names_;
   DetectSettings s_;
   bool retina_masks_;

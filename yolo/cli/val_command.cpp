@@ -18,27 +18,6 @@
 namespace kestrel::cli {
 namespace {
 
-// As the reference's val for weights other than PyTorch's: square letterboxed images one at a
-// time (a fixed-size export at its own size), on the CPU where OpenCV DNN runs them. Returns the
-// device the batches go to.
-Device onnx_settings(const yolo::OnnxModel& onnx, Device device, yolo::ValOptions& vo) {
-  if (device.is_cuda()) std::printf("WARNING: ONNX weights run in OpenCV DNN on the CPU, not on %s\n", device.str().c_str());
-  if (onnx.height() || onnx.width()) {
-    KESTREL_CHECK(onnx.height() && onnx.width() && *onnx.height() == *onnx.width(), "'", onnx.path(),
-                  "' takes ", onnx.height().value_or(0), "x", onnx.width().value_or(0), " images, but val runs square ones: "
-                  "export it square (--img-size N) or with --dynamic");
-    if (*onnx.height() != vo.img_size)
-      std::printf("WARNING: '%s' is a fixed-size export for %lldx%lld images: validating at %lld, not --img-size %d\n",
-                  onnx.path().c_str(), static_cast<long long>(*onnx.height()), static_cast<long long>(*onnx.width()),
-                  static_cast<long long>(*onnx.height()), vo.img_size);
-    vo.img_size = static_cast<int>(*onnx.height());
-  }
-  vo.batch_size = 1;
-  vo.rect = false;
-  std::printf("Forcing --batch-size 1 square inference (1,3,%d,%d) for non-PyTorch models\n", vo.img_size, vo.img_size);
-  return Device::cpu();
-}
-
 // The reference's flags in its order, then Kestrel's own.
 const FlagTable kFlags = {
     {"data", "D.yaml", "synthetic", "dataset yaml (coco128.yaml, ... by name), or the built-in synthetic set"},
@@ -102,7 +81,7 @@ yolo::ValResult validate_once(const Args& args, const std::string& weights, yolo
   vo.compute_dtype = inference_dtype(half, im, device);
   set_augment(args.has("augment"), im);
   vo.augment = im.augment;
-  if (im.onnx) device = onnx_settings(*im.onnx, device, vo);
+  if (im.onnx) device = onnx_val_settings(*im.onnx, device, vo);
   const int model_nc = static_cast<int>(im.onnx && !im.onnx->nc() ? dcfg.nc : im.nc());
   KESTREL_CHECK(vo.single_cls || model_nc == dcfg.nc, "the weights predict ", model_nc, " classes but ",
                 dcfg.yaml_path, " has ", dcfg.nc, "; use the dataset they were trained on");

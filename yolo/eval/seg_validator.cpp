@@ -46,7 +46,7 @@ struct BatchPrediction {
   Tensor masks;                    // the batch's label masks, CPU float32
 };
 
-BatchPrediction predict(SegmentationModel& model, const SegValLoss& loss, data::BatchUploader& uploader,
+BatchPrediction predict(const SegValidator::SegPredictor& model, const SegValLoss& loss, data::BatchUploader& uploader,
                         const data::SegBatch& batch, const SegValOptions& o, Device device, Accumulated& acc) {
   auto t0 = Clock::now();
   data::Batch plain;
@@ -61,7 +61,7 @@ BatchPrediction predict(SegmentationModel& model, const SegValLoss& loss, data::
   acc.t_pre += ms_since(t0);
 
   t0 = Clock::now();
-  SegmentationModel::Prediction pred = model.predict(x);
+  SegmentationModel::Prediction pred = model(x);
   if (device.is_cuda()) sync(device);
   acc.t_inf += ms_since(t0);
   if (loss) {
@@ -79,7 +79,9 @@ BatchPrediction predict(SegmentationModel& model, const SegValLoss& loss, data::
   nms.multi_label = true;
   nms.agnostic = o.single_cls;
   nms.max_det = o.max_det;
-  nms.nm = model.segment().nm;
+  KESTREL_CHECK(pred.protos.dim() == 4, "segmentation validation: prototypes ", pred.protos.describe(),
+                " are not NHWC (batch, h / 4, w / 4, nm)");
+  nms.nm = pred.protos.size(3);
   BatchPrediction p{x.size(1), x.size(2), non_max_suppression(pred.boxes, nms), {}, {}};
   acc.t_nms += ms_since(t0);
   p.protos = pred.protos.to(Device::cpu()).to(DType::F32).contiguous();
@@ -266,10 +268,18 @@ SegValidator::SegValidator(std::vector<data::ImageRecord> records, std::vector<s
 }
 
 SegValResult SegValidator::run(SegmentationModel& model, const SegValLoss& loss) {
-  const SegValOptions& o = options_;
-  KESTREL_CHECK(!o.augment, "segmentation validation has no --augment (the reference's segment/val.py neither)");
   const bool was_training = model.is_training();
   model.train(false);
+  SegValResult result = run_batches([&](const Tensor& x) { return model.predict(x); }, loss);
+  model.train(was_training);
+  return result;
+}
+
+SegValResult SegValidator::run(const SegPredictor& predict) { return run_batches(predict, nullptr); }
+
+SegValResult SegValidator::run_batches(const SegPredictor& model, const SegValLoss& loss) {
+  const SegValOptions& o = options_;
+  KESTREL_CHECK(!o.augment, "segmentation validation has no --augment (the reference's segment/val.py neither)");
   const bool to_files = !o.save_dir.empty();
   if (to_files) std::filesystem::create_directories(o.save_dir);
   if (o.save_txt) std::filesystem::create_directories(o.save_dir + "/labels");
@@ -320,7 +330,6 @@ SegValResult SegValidator::run(SegmentationModel& model, const SegValLoss& loss)
       console_->progress(seg_metrics_header() + ": " + format_bar(acc.batches, total_batches, seconds),
                          acc.batches == total_batches);
   }
-  model.train(was_training);
 
   SegValResult result;
   result.metrics = acc.stats.compute(nc_);

@@ -53,6 +53,11 @@ class SegValidator {
   // Runs the model (switched to eval for the duration, gradients off) over the split; `loss`
   // (optional) adds the validation losses, as during training.
   SegValResult run(SegmentationModel& model, const SegValLoss& loss = nullptr);
+  // The same over any predictor: NHWC input in the compute dtype -> decoded boxes (batch, N,
+  // 5 + nc + nm) and prototypes NHWC (batch, h / 4, w / 4, nm), as SegmentationModel::predict
+  // gives them (ONNX weights in OpenCV DNN; `raw` unused). No losses.
+  using SegPredictor = std::function<SegmentationModel::Prediction(const Tensor& images)>;
+  SegValResult run(const SegPredictor& predict);
   int64_t size() const { return pipeline_->size(); }
   void set_plots(bool on) { options_.plots = on; }
   void set_verbose(bool on) { options_.verbose = on; }
@@ -67,6 +72,8 @@ class SegValidator {
   void set_console(const Console* console) { console_ = console; }
 
  private:
+  SegValResult run_batches(const SegPredictor& predict, const SegValLoss& loss);
+
   std::vector<std::string> names_;
   int nc_;
   SegValOptions options_;

@@ -113,11 +113,20 @@ OnnxModel::OnnxModel(const std::string& path) : path_(path), net_(std::make_uniq
   float16_ = in_type.elem_type() == onnx::TensorProto::FLOAT16;
   const onnx::TensorShapeProto& out_shape = g.output(0).type().tensor_type().shape();
   KESTREL_CHECK(out_shape.dim_size() == 3, "'", path, "': its output '", output_name_, "' has ", out_shape.dim_size(),
-                " dimensions, not (batch, boxes, 5 + classes); not a YOLOv5 detector's export (a segmentation "
-                "or classification model?)");
+                " dimensions, not (batch, boxes, 5 + classes); not a YOLOv5 detector's or segmentation model's export "
+                "(a classifier?)");
+  // A -seg export: output1 holds the prototypes (batch, nm, height / 4, width / 4).
+  if (g.output_size() >= 2 && g.output(1).type().tensor_type().shape().dim_size() == 4) {
+    protos_name_ = g.output(1).name();
+    const std::optional<int64_t> nm = fixed_dim(g.output(1).type().tensor_type().shape(), 1);
+    KESTREL_CHECK(nm, "'", path, "': its prototypes output '", protos_name_, "' has no fixed mask count (its second "
+                  "axis); not a YOLOv5 segmentation model's export");
+    nm_ = *nm;
+  }
   if (const auto no = fixed_dim(out_shape, 2)) {
-    KESTREL_CHECK(*no > 5, "'", path, "': ", *no, " values per box, fewer than 5 + a class");
-    nc_ = *no - 5;
+    KESTREL_CHECK(*no > 5 + nm_, "'", path, "': ", *no, " values per box, fewer than 5 + a class", nm_ ? " + " : "",
+                  nm_ ? std::to_string(nm_) + " mask coefficients" : std::string());
+    nc_ = *no - 5 - nm_;
   }
   for (const auto& p : model.metadata_props()) {
     try {
@@ -138,7 +147,7 @@ OnnxModel::OnnxModel(const std::string& path) : path_(path), net_(std::make_uniq
 
 OnnxModel::~OnnxModel() = default;
 
-Tensor OnnxModel::predict(const Tensor& images) {
+std::vector<Tensor> OnnxModel::forward(const Tensor& images, const std::vector<std::string>& outputs) {
   KESTREL_CHECK(images.dim() == 4 && images.size(3) == 3, "OnnxModel::predict: expects NHWC RGB images, got ",
                 images.describe());
   const int64_t n = images.size(0), h = images.size(1), w = images.size(2);
@@ -148,19 +157,44 @@ Tensor OnnxModel::predict(const Tensor& images) {
   const int dims[] = {static_cast<int>(rows), 3, static_cast<int>(h), static_cast<int>(w)};
   cv::Mat blob(4, dims, CV_32F, cv::Scalar(0));
   std::memcpy(blob.ptr<float>(), nchw.data_ptr(), static_cast<size_t>(nchw.numel()) * sizeof(float));
-  cv::Mat out;
+  std::vector<cv::Mat> outs;
   try {
     net_->net.setInput(blob, input_name_);
-    out = net_->net.forward(output_name_);
+    net_->net.forward(outs, outputs);
   } catch (const cv::Exception& e) {
     KESTREL_FAIL("OpenCV DNN failed to run '", path_, "' on a (", rows, ", 3, ", h, ", ", w, ") input: ", e.what());
   }
-  KESTREL_CHECK(out.dims == 3 && out.size[0] == rows && out.type() == CV_32F, "'", path_, "': its output is not (",
-                rows, ", boxes, 5 + classes) float32");
-  const int64_t boxes = out.size[1], no = out.size[2];
-  Tensor result = Tensor::empty({n, boxes, no});
-  std::memcpy(result.data_ptr(), out.ptr<float>(), static_cast<size_t>(n * boxes * no) * sizeof(float));
+  KESTREL_CHECK(outs.size() == outputs.size(), "'", path_, "': OpenCV DNN gave ", outs.size(), " outputs for ",
+                outputs.size());
+  std::vector<Tensor> result;
+  for (size_t k = 0; k < outs.size(); ++k) {
+    const cv::Mat& out = outs[k];
+    KESTREL_CHECK(out.dims >= 2 && out.size[0] == rows && out.type() == CV_32F && out.isContinuous(), "'", path_,
+                  "': its output '", outputs[k], "' is not float32 with the batch's ", rows, " rows");
+    Shape shape = {n};
+    for (int d = 1; d < out.dims; ++d) shape.push_back(out.size[d]);
+    Tensor t = Tensor::empty(shape);
+    std::memcpy(t.data_ptr(), out.ptr<float>(), static_cast<size_t>(t.numel()) * sizeof(float));
+    result.push_back(std::move(t));
+  }
   return result;
+}
+
+Tensor OnnxModel::predict(const Tensor& images) {
+  Tensor boxes = std::move(forward(images, {output_name_})[0]);
+  KESTREL_CHECK(boxes.dim() == 3, "'", path_, "': its output is not (batch, boxes, 5 + classes) float32");
+  return boxes;
+}
+
+OnnxModel::SegmentOutputs OnnxModel::predict_segmentation(const Tensor& images) {
+  KESTREL_CHECK(segmentation(), "'", path_, "' is a detector's export (one output, no mask prototypes); not a "
+                "segmentation model's");
+  std::vector<Tensor> outs = forward(images, {output_name_, protos_name_});
+  KESTREL_CHECK(outs[0].dim() == 3 && outs[0].size(2) > 5 + nm_ && outs[1].dim() == 4 && outs[1].size(1) == nm_, "'",
+                path_, "': its outputs are ", outs[0].describe(), " and ", outs[1].describe(), ", not (batch, boxes, 5 + "
+                "classes + ", nm_, ") and (batch, ", nm_, ", height / 4, width / 4)");
+  // OpenCV's NCHW prototypes as Kestrel's models give them: NHWC (batch, h / 4, w / 4, nm).
+  return {std::move(outs[0]), outs[1].permute({0, 2, 3, 1}).contiguous()};
 }
 
 }  // namespace kestrel::yolo

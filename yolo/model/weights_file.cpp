@@ -188,8 +188,9 @@ SafetensorsFile parse_weights_file(std::string bytes, const std::string& path) {
     return pt_weights(parse_pt_checkpoint(std::move(bytes), path));
   }
   if (looks_like_onnx(bytes))
-    KESTREL_FAIL("'", path, "' is an ONNX model: `kestrel val` and `kestrel detect` run it, but training and "
-                 "export start from the .safetensors or .pt it was exported from");
+    KESTREL_FAIL("'", path, "' is an ONNX model: `kestrel val` and `kestrel detect` run it (a -seg model's: "
+                 "`kestrel segment val` and `segment predict`), but training and export start from the "
+                 ".safetensors or .pt it was exported from");
   try {
     return parse_safetensors(bytes, path);
   } catch (const Error& e) {
