@@ -95,10 +95,10 @@ std::optional<LoadedSegmenter> try_load_segmentation_weights(const std::string& 
 LoadedSegmenter load_segmentation_weights(const std::string& path, Device device) {
   KESTREL_CHECK(std::filesystem::exists(path), "--weights ", path, ": no such file; give a segmentation model's ",
                 "weights (the reference's -seg .pt, e.g. yolov5s-seg.pt, or a Kestrel .safetensors of one)");
-  KESTREL_CHECK(weights_format(path) != WeightsFormat::kOnnx, "--weights ", path, ": an ONNX graph; ",
-                "segment predict runs a segmentation model's .pt or .safetensors");
+  KESTREL_CHECK(weights_format(path) != WeightsFormat::kOnnx, "--weights ", path, ": an ONNX graph, which this reader does not take; ",
+                "kestrel segment val and segment predict run a -seg .onnx themselves (OpenCV DNN)");
   const ReadFile read = read_model_file(path);
-  KESTREL_CHECK(read.config, "--weights ", path, ": plain weights without their model yaml; segment predict needs ",
+  KESTREL_CHECK(read.config, "--weights ", path, ": plain weights without their model yaml; the segment commands need ",
                 "a -seg model's .pt (the reference's) or a Kestrel checkpoint, which carry their model");
   KESTREL_CHECK(!is_classifier_config(*read.config), "--weights ", path, ": a classifier's weights (its head is ",
                 "Classify); run it with `kestrel classify predict`, or give a -seg model");
