@@ -1,7 +1,9 @@
 // What the kestrel binary links (its ELF DT_NEEDED entries, read with readelf): only libraries it
 // uses, from a known list. cuBLAS in particular is not among them (issue 43: Kestrel calls no
 // cuBLAS; `kestrel env` loads it only to say its version), so a machine without it runs kestrel.
-// Skipped where binutils' readelf is missing.
+// Skipped where binutils' readelf is missing. The OpenMP runtime and protobuf depend on the
+// compiler: gcc builds link libgomp, the clang sanitizer builds (scripts/sanitize.sh) libomp. And
+// no listed library is linked without being used (glibc's `ldd -u`, where it is present).
 #include <gtest/gtest.h>
 
 #include <set>
@@ -17,7 +19,7 @@ TEST(LinkedLibraries, KestrelNeedsOnlyWhatItUses) {
   ASSERT_EQ(r.code, 0) << r.out;
   // Library names without their version suffix.
   const std::set<std::string> allowed = {
-      "libcudart", "libcudnn", "libnccl", "libopenblas", "libdnnl", "libgomp", "libgloo", "libprotobuf-lite",
+      "libcudart", "libcudnn", "libnccl", "libopenblas", "libdnnl", "libgomp", "libomp", "libgloo", "libprotobuf-lite",
       "libyaml-cpp", "libopencv_core", "libopencv_imgproc", "libopencv_videoio", "libopencv_highgui", "libopencv_dnn",
       "libturbojpeg", "libpng16", "libz", "libonnx", "libonnx_proto", "libstdc++", "libm", "libgcc_s", "libc",
       "ld-linux-x86-64", "libcurl"};
@@ -35,4 +37,12 @@ TEST(LinkedLibraries, KestrelNeedsOnlyWhatItUses) {
     ++needed;
   }
   EXPECT_GT(needed, 5) << r.out;
+}
+
+TEST(LinkedLibraries, KestrelLinksNothingUnused) {
+  using kestrel::testing::run_command;
+  if (run_command("command -v ldd").code != 0) GTEST_SKIP() << "no ldd (glibc's)";
+  const auto r = run_command("ldd -u -r " + kestrel::testing::kestrel_binary().string());
+  // ldd -u exits 1 when it lists unused direct dependencies, 0 when there are none.
+  EXPECT_EQ(r.out.find("Unused direct dependencies"), std::string::npos) << r.out;
 }
