@@ -143,6 +143,15 @@ void TrainStep::set_requests(bool stop_requested, bool replayed) {
       .fill_(replayed ? 1.0 : 0.0);
 }
 
+void TrainStep::discard_gradients() {
+  KESTREL_CHECK(pending_.empty(), "TrainStep::discard_gradients: drain() the batches in flight first");
+  if (p_.reducer)
+    p_.reducer->zero_grad();
+  else
+    p_.optimizer->zero_grad();
+  set_window_nonfinite(false);
+}
+
 void TrainStep::set_window_nonfinite(bool bad) {
   window_.fill_(bad ? 1.0 : 0.0);
   host_window_bad_ = bad;

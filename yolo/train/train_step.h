@@ -144,6 +144,10 @@ class TrainStep {
   // drain(); goes into checkpoints with pending gradients), and its restore on resume.
   bool window_nonfinite() const { return host_window_bad_; }
   void set_window_nonfinite(bool bad);
+  // train.py's optimizer.zero_grad() before each epoch's first batch: gradients accumulated
+  // towards a step that the epoch's end cut short are dropped (zeroed in place), with their
+  // window's non-finite flag. Call after drain(). The step timing (last_opt_step) is not changed.
+  void discard_gradients();
 
  private:
   struct Pending {

@@ -14,6 +14,8 @@ bool Trainer::train_epoch(int epoch) {
   model_->train(true);
   progress_ = epoch == start_epoch_ ? resumed_progress_ : EpochProgress{};
   progress_.items = static_cast<int>(task_->loss_names().size());
+  // A checkpoint from before Kestrel followed this rule may still carry them at an epoch's start.
+  if (progress_.next_batch == 0) drop_pending_gradients();
   task_->start_epoch(epoch, progress_.next_batch);
   out_->line(progress_header(task_->loss_names()));
   t_epoch_ = Clock::now();
@@ -45,11 +47,21 @@ bool Trainer::train_epoch(int epoch) {
     }
   }
   account(step_->drain());  // the last batches' losses and flags, before the epoch is judged
+  // train.py zeroes the gradients before each epoch's first batch: what was accumulated towards a
+  // step that this epoch's end cut short never reaches an optimizer step. Dropped here, so that no
+  // checkpoint carries it and DDP ranks need not average it.
+  drop_pending_gradients();
   if (out_->on() && progress_.next_batch == shown && size > 0) show(true);  // size: a batch ran
   KESTREL_CHECK(progress_.seen > 0 || progress_.skipped == 0, "every training step of epoch ", epoch,
                 " produced a NaN/Inf loss; lower lr0 (--hyp), use --amp off or check the labels");
   if (progress_.skipped) out_->line("WARNING: ", progress_.skipped, " steps with a NaN/Inf loss were skipped this epoch");
   return true;
+}
+
+void Trainer::drop_pending_gradients() {
+  if (!accumulated_) return;
+  step_->discard_gradients();
+  accumulated_ = false;
 }
 
 void Trainer::train_batch(const TaskBatch& batch, int epoch, int64_t i) {

@@ -19,16 +19,6 @@
 namespace kestrel::yolo {
 namespace fs = std::filesystem;
 
-// Gradient accumulation may span the end of an epoch. Under DDP each rank holds its own share;
-// averaging them (what the next synchronised step would do anyway, as the all-reduce is linear)
-// puts the job's accumulation on every rank, so that rank 0's checkpoint holds all of it. Done at
-// every epoch end, not only when saving, so resumed and uninterrupted runs compute alike.
-void Trainer::average_pending_gradients() {
-  if (rank_.world == 1 || !accumulated_) return;
-  for (auto& [n, p] : trainable())
-    if (p.grad().defined()) rank_.group->all_reduce(p.grad(), dist::ReduceOp::Average)->synchronize();
-}
-
 bool Trainer::end_epoch(int epoch) {
   if (rank_.world > 1) {
     // Every rank must hold the same model and optimizer state: compare checksums, abort loudly.
@@ -40,7 +30,6 @@ bool Trainer::end_epoch(int epoch) {
       out_->line(str("DDP: ", rank_.world, " ranks, overlap efficiency ",
                      short_number(100.0 * overlap_sum_ / overlap_steps_), "% of all-reduce time hidden behind backward"));
     if (trace_) trace_->write(str(options_.trace, ".rank", rank_.rank));
-    average_pending_gradients();
   }
   std::vector<double> lrs;
   for (const auto& g : optimizer_->groups()) lrs.push_back(g.lr);

@@ -70,6 +70,7 @@ class Trainer {
       check_image_size();
       check_ranks_agree();
       check_anchors_and_plot_labels();
+      pre_reduce_precision();
       place_model();
       build_ema();
       build_optimizer();
@@ -117,6 +118,7 @@ class Trainer {
   void check_image_size();   // img_size_: --img-size rounded up to the model's largest stride
   void check_ranks_agree();  // every rank has the same data, model and run-shaping options
   void check_anchors_and_plot_labels();  // AutoAnchor and labels.jpg, on rank 0
+  void pre_reduce_precision();  // a fresh run's weights rounded to float16 values, on rank 0
   void place_model();        // on its device, SyncBN said, weights broadcast
   void build_ema();
   // The optimization (trainer_build.cpp).
@@ -133,7 +135,7 @@ class Trainer {
   void train_batch(const TaskBatch& batch, int epoch, int64_t i);
   void account(const std::vector<BatchStatus>& statuses);
   bool end_epoch(int epoch);  // true: training stops here
-  void average_pending_gradients();
+  void drop_pending_gradients();  // train.py's optimizer.zero_grad() at an epoch's start
   void save_checkpoint_as(const std::string& path, int64_t last_epoch, const EpochProgress& progress);
   void save_interrupted(int epoch);
   // best.pt / last.pt in the reference's format (yolo/train/reference_checkpoint.h), unless

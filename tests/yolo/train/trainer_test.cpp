@@ -17,6 +17,7 @@
 #include <sstream>
 
 #include "engine/safetensors_tensors.h"
+#include "io/json.h"
 #include "tests/support/cli.h"
 #include "tests/support/coco128.h"
 #include "tests/support/testing.h"
@@ -25,6 +26,7 @@
 #include "yolo/common/run_dir.h"
 #include "yolo/common/run_dir_lock.h"
 #include "yolo/data/image_codec.h"
+#include "yolo/data/synthetic.h"
 #include "yolo/model/model.h"
 #include "yolo/model/model_config.h"
 #include "yolo/model/weights.h"
@@ -131,8 +133,11 @@ TEST(Trainer, LearnsTheSyntheticDatasetAndFillsTheRunDirectory) {
   const double last_loss = rows.back()[1] + rows.back()[2] + rows.back()[3];
   // The loss ratio follows the run's exact arithmetic (a 20-epoch trajectory diverges from any
   // bit-level change): 0.80 of the first epoch's before 2026-11-28, 0.82 after the float32 SiLU
-  // loops became vectorised (other FMA contractions). mAP below is the learning signal.
-  EXPECT_LT(last_loss, 0.85 * first_loss);
+  // loops became vectorised (other FMA contractions), 0.86 since runs follow train.py in dropping
+  // the gradients an epoch's end leaves accumulated and in starting from float16-rounded weights
+  // (2026-11-29: this run's 19 batches an epoch lose up to 3 of them to each epoch's end in the
+  // warmup). mAP below is the learning signal.
+  EXPECT_LT(last_loss, 0.90 * first_loss);
   // Chance is ~0.004 mAP50 here (the first epochs); runs reach ~0.2 after 20 epochs.
   double best = 0;
   for (const auto& r : rows) best = std::max(best, r[6]);
@@ -146,7 +151,8 @@ TEST(Trainer, LearnsTheSyntheticDatasetAndFillsTheRunDirectory) {
 // optimizer-step boundary. Here every batch of epoch 0 is a step and only the first of each later
 // epoch (warmup accumulation), so the first stop (during epoch 0's batch 0) lands mid-epoch on the
 // step of batch 1; the second (during epoch 1's batch 1) comes while gradients accumulate and so
-// waits for the epoch's end, whose checkpoint must carry the pending gradients. The resumed runs
+// waits for the epoch's end, which drops them as train.py does (epoch 2 must then start from the
+// same zero gradients as the uninterrupted run). The resumed runs
 // ask for another batch size and no --freeze: the checkpoint's must win. The final epoch's full state is
 // compared in its --save-period copy (last and best are stripped when a run ends; they must then
 // be equal too).
@@ -613,6 +619,65 @@ TEST(Trainer, HypAnchorsReplaceTheModelsAnchors) {
   std::stringstream text;
   text << hyp.rdbuf();
   EXPECT_NE(text.str().find("anchors: 4.4"), std::string::npos) << text.str();
+}
+
+// A fresh run starts, as train.py after its model.half().float(), from its weights rounded to
+// float16 values (anchors included): with every learning rate 0 the first epoch's checkpoint holds
+// exactly the rounded initial weights, which differ from the float32 ones given.
+TEST(Trainer, AFreshRunStartsFromWeightsRoundedToFloat16) {
+  const fs::path p = scratch("half_rounded");
+  fs::create_directories(p);
+  yolo::DetectionModel init(yolo::load_model_config("models/yolov5n.yaml"), yolo::data::kSyntheticClasses, 123);
+  yolo::save_weights(init, (p / "init.safetensors").string());
+  std::ofstream(p / "hyp.yaml") << "lr0: 0.0\nwarmup_bias_lr: 0.0\n";
+  yolo::TrainOptions o = tiny(p);
+  o.weights = (p / "init.safetensors").string();
+  o.hyp = (p / "hyp.yaml").string();
+  o.max_batches = 1;
+  o.save_period = 1;
+  o.noautoanchor = true;
+  ASSERT_EQ(yolo::train(o), 0);
+  const SafetensorsFile given = load_safetensors((p / "init.safetensors").string());
+  const SafetensorsFile epoch0 = load_safetensors((p / "exp/weights/epoch0.safetensors").string());
+  int64_t compared = 0, rounded_away = 0;
+  for (const layers::StateEntry& e : init.state_entries()) {
+    if (!e.is_parameter && e.name.find("anchors") == std::string::npos) continue;  // BN statistics move
+    const Tensor before = safetensors_tensor(given, e.name).to(DType::F64).contiguous();
+    const Tensor after = safetensors_tensor(epoch0, "model." + e.name).to(DType::F64).contiguous();
+    const Tensor expected = safetensors_tensor(given, e.name).to(DType::F16).to(DType::F64).contiguous();
+    const std::vector<double> b = before.to_vector<double>(), a = after.to_vector<double>(),
+                              x = expected.to_vector<double>();
+    ASSERT_EQ(a.size(), x.size()) << e.name;
+    for (size_t i = 0; i < a.size(); ++i) {
+      ASSERT_EQ(a[i], x[i]) << e.name << "[" << i << "]: not the float16 rounding of " << b[i];
+      rounded_away += a[i] != b[i];
+    }
+    compared += static_cast<int64_t>(a.size());
+  }
+  EXPECT_GT(compared, 1000000);
+  EXPECT_GT(rounded_away, compared / 2) << "the given weights were already float16 values";
+}
+
+// As train.py, which zeroes the gradients before each epoch's first batch, accumulation does not
+// span an epoch's end. Batch 16 accumulates towards 64: the warmup's window reaches 2 batches at
+// ni 17, so an epoch cut at 18 batches ends with the step after ni 16 and ni 17's gradients
+// accumulated. They are dropped: the epoch's checkpoint holds no gradients and says none are
+// pending, while the step timing (last_opt_step 16) runs on.
+TEST(Trainer, AccumulationDoesNotSpanAnEpochsEnd) {
+  const fs::path p = scratch("epoch_accumulation");
+  yolo::TrainOptions o = tiny(p);
+  o.batch_size = 16;
+  o.max_batches = 18;
+  o.save_period = 1;
+  o.noval = true;
+  ASSERT_EQ(yolo::train(o), 0);
+  const SafetensorsFile epoch0 = load_safetensors((p / "exp/weights/epoch0.safetensors").string());
+  for (const std::string& name : epoch0.names()) EXPECT_NE(name.rfind("grad.", 0), 0u) << name;
+  const json::Value schedule = json::parse(epoch0.metadata().at("schedule"));
+  EXPECT_EQ(schedule.find("last_opt_step")->as_integer(), 16);
+  EXPECT_EQ(schedule.find("accumulate")->as_integer(), 2);
+  const json::Value progress = json::parse(epoch0.metadata().at("progress"));
+  EXPECT_FALSE(progress.find("accumulated")->as_bool());
 }
 
 // Val images that are missing are named, as train's are, not only counted.
