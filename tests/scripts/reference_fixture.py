@@ -16,10 +16,10 @@
                            machine's speed; it prints the "all" row as val.py does
   train_resume DATA CFG IMG BATCH EPOCHS KEEP OUT
                            a run, and train.py --resume of its last.pt after epoch KEEP
-  train_trajectory COCO128 OUT IMAGES EPOCHS STOP MORE
-                           IMAGES images in one batch, no augmentation: a run stopped after epoch STOP, resumed
-                           by train.py for MORE epochs (OUT/reference) and left for Kestrel
-                           (OUT/kestrel)
+  train_trajectory DATA OUT IMAGES EPOCHS STOP MORE [detect|segment]
+                           IMAGES images in one batch, no augmentation: a run from OUT/init.pt
+                           stopped after epoch STOP, resumed by (segment/)train.py for MORE epochs
+                           (OUT/reference) and left for Kestrel (OUT/kestrel)
 """
 import os
 import sys
@@ -163,28 +163,32 @@ def train_resume(data, cfg, imgsz, batch, epochs, keep, out):
     reference_train.main(opt, Callbacks())
 
 
-def train_trajectory(coco128, out, images, epochs, stop, more):
-    """The first `images` coco128 images with no augmentation, in one batch (every epoch the same
-    batch): train.py from OUT/init.pt (yolov5n's initial weights, float32; img 160, seed 0, no val,
-    no AutoAnchor) stopped after
-    epoch `stop`; its last.pt copied to OUT/kestrel (for Kestrel's --resume) and OUT/reference,
-    where train.py --resume runs `more` epochs further. The warmup's accumulation towards 64 images
-    then spans several epochs, so its windows cross epoch ends."""
+def train_trajectory(data_dir, out, images, epochs, stop, more, task='detect'):
+    """The first `images` images of coco128 (task 'detect') or coco128-seg ('segment') with no
+    augmentation, in one batch (every epoch the same batch): train.py or segment/train.py from
+    OUT/init.pt (yolov5n's or yolov5n-seg's initial weights, float32; img 160, seed 0, no val, no
+    AutoAnchor) stopped after epoch `stop`; its last.pt copied to OUT/kestrel (for Kestrel's
+    --resume) and OUT/reference, where the script's --resume runs `more` epochs further. The
+    warmup's accumulation towards 64 images then spans several epochs, so its windows cross epoch
+    ends."""
+    import importlib
     import shutil
     import yaml
     reference_shims.stub_tensorboard()
-    import train as reference_train
+    import torch
+    segment = task == 'segment'
+    reference_train = importlib.import_module('segment.train' if segment else 'train')
     from utils.callbacks import Callbacks
     out = Path(out).resolve()
     sub = out / 'sub'
     (sub / 'images' / 'train2017').mkdir(parents=True)
     (sub / 'labels' / 'train2017').mkdir(parents=True)
-    labels = sorted((Path(coco128) / 'labels' / 'train2017').glob('*.txt'))[:images]
+    labels = sorted((Path(data_dir) / 'labels' / 'train2017').glob('*.txt'))[:images]
     for label in labels:
-        image = Path(coco128) / 'images' / 'train2017' / (label.stem + '.jpg')
+        image = Path(data_dir) / 'images' / 'train2017' / (label.stem + '.jpg')
         os.symlink(image, sub / 'images' / 'train2017' / image.name)
         shutil.copy(label, sub / 'labels' / 'train2017' / label.name)
-    names = yaml.safe_load((Path(coco128) / 'coco128.yaml').read_text())['names']
+    names = yaml.safe_load(next(Path(data_dir).glob('*.yaml')).read_text())['names']
     (out / 'sub.yaml').write_text(yaml.safe_dump({'path': str(sub), 'train': 'images/train2017',
                                                   'val': 'images/train2017', 'names': names}))
     hyp = yaml.safe_load((Path(REFERENCE) / 'data' / 'hyps' / 'hyp.scratch-low.yaml').read_text())
@@ -193,34 +197,36 @@ def train_trajectory(coco128, out, images, epochs, stop, more):
         hyp[k] = 0.0
     (out / 'hyp.yaml').write_text(yaml.safe_dump(hyp, sort_keys=False))
 
-    # The start: yolov5n's initial weights in float32 (not float16 values: train.py rounds them).
-    import torch
-    from models.yolo import DetectionModel
+    # The start: the model's initial weights in float32 (not float16 values: train.py rounds them).
+    cfg = str(Path(REFERENCE) / 'models' / ('segment/yolov5n-seg.yaml' if segment else 'yolov5n.yaml'))
+    from models.yolo import DetectionModel, SegmentationModel
     torch.manual_seed(0)
-    model = DetectionModel('models/yolov5n.yaml' if Path('models/yolov5n.yaml').exists() else
-                           str(Path(REFERENCE) / 'models' / 'yolov5n.yaml'), ch=3, nc=len(names))
+    model = (SegmentationModel if segment else DetectionModel)(cfg, ch=3, nc=len(names))
     torch.save({'epoch': -1, 'best_fitness': None, 'model': model, 'ema': None, 'updates': None,
                 'optimizer': None}, out / 'init.pt')
 
+    # Stops a run once it has saved last.pt after epoch `last_epoch` (segment/train.py runs no
+    # callbacks, so this watches torch.save).
     class Stop(Exception):
         pass
 
-    def stop_after(last_epoch):
-        def on_model_save(last, epoch, final_epoch, best_fitness, fi):
-            if epoch >= last_epoch:
-                raise Stop()
-        callbacks = Callbacks()
-        callbacks.register_action('on_model_save', callback=on_model_save)
-        return callbacks
+    save = torch.save
+    stop_at = {'epoch': stop}
 
+    def save_then_stop(obj, f, *args, **kwargs):
+        save(obj, f, *args, **kwargs)
+        if isinstance(obj, dict) and str(f).endswith('last.pt') and obj.get('epoch', -1) >= stop_at['epoch']:
+            raise Stop()
+
+    torch.save = save_then_stop
     os.chdir(REFERENCE)
     opt = reference_train.parse_opt(True)
-    for k, v in dict(data=str(out / 'sub.yaml'), cfg='models/yolov5n.yaml', hyp=str(out / 'hyp.yaml'), weights=str(out / 'init.pt'),
+    for k, v in dict(data=str(out / 'sub.yaml'), cfg=cfg, hyp=str(out / 'hyp.yaml'), weights=str(out / 'init.pt'),
                      imgsz=160, batch_size=images, epochs=epochs, device='cpu', workers=2, seed=0, noval=True,
                      noautoanchor=True, noplots=True, project=str(out), name='start', exist_ok=True).items():
         setattr(opt, k, v)
     try:
-        reference_train.main(opt, stop_after(stop))
+        reference_train.main(opt, Callbacks())
     except Stop:
         pass
     start = out / 'start'
@@ -230,13 +236,14 @@ def train_trajectory(coco128, out, images, epochs, stop, more):
         (run / 'opt.yaml').write_text(
             ''.join(f'save_dir: {run}\n' if line.startswith('save_dir:') else line
                     for line in (start / 'opt.yaml').read_text().splitlines(keepends=True)))
+    stop_at['epoch'] = stop + more
     opt = reference_train.parse_opt(True)
     opt.resume = str(out / 'reference' / 'weights' / 'last.pt')
     try:
-        reference_train.main(opt, stop_after(stop + more))
+        reference_train.main(opt, Callbacks())
     except Stop:
         pass
-
+    torch.save = save
 
 if __name__ == '__main__':
     command = sys.argv[1]
@@ -253,6 +260,7 @@ if __name__ == '__main__':
         train_resume(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6]), int(sys.argv[7]),
                      sys.argv[8])
     elif command == 'train_trajectory':
-        train_trajectory(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6]), int(sys.argv[7]))
+        train_trajectory(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6]), int(sys.argv[7]),
+                         *sys.argv[8:9])
     else:
         sys.exit(f'unknown command {command}')
