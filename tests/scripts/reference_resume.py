@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The reference's own `train.py --resume LAST` (YOLOv5 v7.0 at $KESTREL_REFERENCE_DIR, default
 /tmp/yolov5) on a run directory Kestrel wrote, offline (bench/pytorch/reference_shims.py), for
-tests/yolo/train/reference_files_test.cpp:
+tests/yolo/train/reference_files_test.cpp; `segment/train.py --resume LAST` where LAST holds a
+SegmentationModel (tests/yolo/train/segment_reference_files_test.cpp):
 
   reference_resume.py LAST.pt
 
@@ -32,7 +33,10 @@ def main():
     print('checkpoint epoch', ckpt['epoch'], 'updates', ckpt['updates'], 'groups',
           ' '.join(str(len(g['params'])) for g in groups), 'states', len(ckpt['optimizer']['state']))
     os.chdir(REFERENCE)
-    import train
+    import importlib
+    segment = type(ckpt['model']).__name__ == 'SegmentationModel'
+    print('task', 'segment' if segment else 'detect')
+    train = importlib.import_module('segment.train' if segment else 'train')
     sys.argv = ['train.py', '--resume', last]
     opt = train.parse_opt(True)
     train.main(opt)

@@ -4,14 +4,16 @@
 // momentum buffers, group rates, epoch, EMA updates); when the run ends both are stripped, and
 // load_segmentation_weights reads them into the stripped safetensors' weights. Live, where Python
 // with torch and the v7.0 tree exist: torch.load of best.pt gives a SegmentationModel whose eval
-// forward is Kestrel's, the reference's segment/val.py validates best.pt, and Kestrel continues a
-// run the reference's segment/train.py started (`kestrel segment train --resume last.pt`).
+// forward is Kestrel's, the reference's segment/val.py validates best.pt, segment/train.py
+// --resume finishes a run Kestrel started, and Kestrel continues a run the reference's
+// segment/train.py started (`kestrel segment train --resume last.pt`).
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <sstream>
 
 #include "engine/autograd.h"
@@ -134,6 +136,18 @@ TEST(SegmentReferenceFiles, LastPtIsTheEpochsCheckpointAndBothReadBackStripped) 
   EXPECT_TRUE(fs::exists(w / "best.pt"));
   EXPECT_TRUE(fs::exists(w / "epoch0.pt"));
 
+  // A copy of the run as Kestrel left it, for the reference's segment/train.py --resume below.
+  const fs::path copy = dir / "copy";
+  fs::create_directories(copy);
+  fs::copy(dir / "runs", copy / "runs", fs::copy_options::recursive);
+  {  // opt.yaml names the run's own directory: the copy's, as a user moving a run would edit it.
+    std::ifstream in(copy / "runs/exp/opt.yaml");
+    std::stringstream text;
+    text << in.rdbuf();
+    std::ofstream(copy / "runs/exp/opt.yaml")
+        << std::regex_replace(text.str(), std::regex((dir / "runs").string()), (copy / "runs").string());
+  }
+
   // The run's end: both .pt stripped to the EMA in float16, read by load_segmentation_weights.
   yolo::TrainOptions again = first;
   again.interrupt_after = 0;
@@ -190,6 +204,16 @@ TEST(SegmentReferenceFiles, LastPtIsTheEpochsCheckpointAndBothReadBackStripped) 
   yolo::LoadedSegmenter best = yolo::load_segmentation_weights((w / "best.pt").string(), Device::cpu());
   const std::vector<double> ours = forward_sums(*best.model, 64, 64);
   for (int i = 0; i < 4; ++i) EXPECT_NEAR(ours[i], theirs[i], 1e-3 * std::abs(theirs[i]) + 1e-3) << i << "\n" << check.out;
+
+  // The reference's segment/train.py --resume continues the copy of the interrupted run (its
+  // last.pt after epoch 0, opt.yaml, hyp.yaml) to its end.
+  const kestrel::testing::CliResult resumed = kestrel::testing::run_reference_python(
+      ref, "tests/scripts/reference_resume.py " + (copy / "runs/exp/weights/last.pt").string());
+  ASSERT_EQ(resumed.code, 0) << resumed.out;
+  EXPECT_NE(resumed.out.find("task segment"), std::string::npos) << resumed.out;
+  EXPECT_NE(resumed.out.find("checkpoint epoch 0 updates"), std::string::npos) << resumed.out;
+  EXPECT_NE(resumed.out.find("Resuming training from"), std::string::npos) << resumed.out;
+  EXPECT_NE(resumed.out.find("reference resume done"), std::string::npos) << resumed.out;
 
   // The reference's segment/val.py reads best.pt.
   const kestrel::testing::CliResult val = kestrel::testing::run_reference_python(
