@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <functional>
+#include <optional>
 #include <fstream>
 #include <sstream>
 
@@ -18,7 +19,7 @@
 namespace kestrel::yolo {
 namespace {
 
-const cv::Scalar kWhite(255, 255, 255), kBlue(180, 119, 31), kOrange(14, 127, 255);
+const cv::Scalar kWhite(255, 255, 255), kBlue(180, 119, 31), kOrange(14, 127, 255), kRed(40, 39, 214);
 const cv::Scalar kCaption(220, 220, 220);  // the reference's file-name colour
 
 std::string trim(const std::string& s) {
@@ -82,16 +83,42 @@ void plot_results(const std::string& csv_path, const std::string& png_path) {
   }
   KESTREL_CHECK(!header.empty() && header[0] == "epoch", "'", csv_path,
                 "' is not a results.csv (first column must be epoch)");
-  // Detection's: the reference's order, losses and metrics of training on top, validation below.
+  // Detection's: the reference's order (plot_results), losses and metrics of training on top,
+  // validation below, five to a row. Segmentation's: plot_results_with_masks' 2 x 8 (train losses,
+  // P and R of boxes and masks; val losses, mAPs of boxes and masks), with the best epoch (the seg
+  // fitness: 0.1 mAP50 + 0.9 mAP50-95 of boxes and of masks) starred and its value in each title.
   // Any other results.csv (a classifier's): its columns in their order, five to a row.
   std::vector<std::string> order = {
       "train/box_loss", "train/obj_loss", "train/cls_loss", "metrics/precision", "metrics/recall",
       "val/box_loss",   "val/obj_loss",   "val/cls_loss",   "metrics/mAP_0.5",   "metrics/mAP_0.5:0.95"};
-  if (std::find(header.begin(), header.end(), order[0]) == header.end()) order.assign(header.begin() + 1, header.end());
-  const int rows = std::max<int>(1, static_cast<int>((order.size() + 4) / 5));
-  // The reference's 12 x 6 inch figure at 200 dpi (for two rows).
+  const std::vector<std::string> seg_order = {
+      "train/box_loss",       "train/seg_loss",          "train/obj_loss",       "train/cls_loss",
+      "metrics/precision(B)", "metrics/recall(B)",       "metrics/precision(M)", "metrics/recall(M)",
+      "val/box_loss",         "val/seg_loss",            "val/obj_loss",         "val/cls_loss",
+      "metrics/mAP_0.5(B)",   "metrics/mAP_0.5:0.95(B)", "metrics/mAP_0.5(M)",   "metrics/mAP_0.5:0.95(M)"};
+  const auto column = [&](const std::string& name) -> const std::vector<double>* {
+    auto it = std::find(header.begin(), header.end(), name);
+    return it == header.end() ? nullptr : &columns[it - header.begin()];
+  };
+  int per_row = 5;
+  std::optional<size_t> best;  // row of the best epoch (segmentation)
+  if (std::all_of(seg_order.begin(), seg_order.end(), [&](const std::string& n) { return column(n) != nullptr; })) {
+    order = seg_order;
+    per_row = 8;
+    const auto &m50b = *column("metrics/mAP_0.5(B)"), &mb = *column("metrics/mAP_0.5:0.95(B)"),
+               &m50m = *column("metrics/mAP_0.5(M)"), &mm = *column("metrics/mAP_0.5:0.95(M)");
+    double top = -INFINITY;
+    for (size_t r = 0; r < columns[0].size(); ++r) {
+      const double f = 0.9 * mb[r] + 0.1 * m50b[r] + 0.9 * mm[r] + 0.1 * m50m[r];
+      if (std::isfinite(f) && f > top) top = f, best = r;  // the first of equals, as np.argmax
+    }
+  } else if (!column(order[0])) {
+    order.assign(header.begin() + 1, header.end());
+  }
+  const int rows = std::max<int>(1, static_cast<int>((order.size() + per_row - 1) / per_row));
+  // The reference's 12 x 6 inch figure at 200 dpi (for two rows of five).
   const int cw = 480, ch = 600;
-  cv::Mat canvas(rows * ch, 5 * cw, CV_8UC3, kWhite);
+  cv::Mat canvas(rows * ch, per_row * cw, CV_8UC3, kWhite);
   ChartStyle style;
   style.font = 0.6;
   style.left = 100, style.right = 20, style.top = 130, style.bottom = 60;
@@ -99,20 +126,24 @@ void plot_results(const std::string& csv_path, const std::string& png_path) {
   style.integer_x = true;
   const std::vector<double>& epochs = columns[0];
   for (size_t k = 0; k < order.size(); ++k) {
-    auto it = std::find(header.begin(), header.end(), order[k]);
-    if (it == header.end()) continue;
-    const std::vector<double>& y = columns[it - header.begin()];
+    const std::vector<double>* series = column(order[k]);
+    if (!series) continue;
+    const std::vector<double>& y = *series;
     const auto [lo, hi] = finite_range(y);
     const auto [x0, x1] = epochs.empty() ? std::pair<double, double>{0, 1}
                                          : std::pair<double, double>{epochs.front(), std::max(epochs.back(), epochs.front() + 1)};
-    const cv::Rect frame(static_cast<int>(k % 5) * cw, static_cast<int>(k / 5) * ch, cw, ch);
-    Chart chart(canvas, frame, order[k], x0, x1, lo, hi, style);
+    const cv::Rect frame(static_cast<int>(k % per_row) * cw, static_cast<int>(k / per_row) * ch, cw, ch);
+    const std::string title = best && std::isfinite(y[*best]) ? order[k] + "  " + short_number(y[*best]) : order[k];
+    Chart chart(canvas, frame, title, x0, x1, lo, hi, style);
     chart.line(epochs, y, kBlue, 2, true);
     chart.dotted(epochs, smooth(y), kOrange, 2);
+    if (best && std::isfinite(y[*best]))
+      cv::drawMarker(canvas, chart.to_pixel(epochs[*best], y[*best]), kRed, cv::MARKER_STAR, 22, 3, cv::LINE_AA);
     chart.close();
     // The legend sits between the title and the plot area, clear of the data.
-    draw_legend(canvas, {{"results", kBlue, 2}, {"smooth", kOrange, 2, true}},
-                {chart.area().x + chart.area().width - 190, frame.y + 50}, 0.5);
+    std::vector<LegendEntry> legend = {{"results", kBlue, 2}, {"smooth", kOrange, 2, true}};
+    if (best) legend.push_back({"best: " + std::to_string(static_cast<int64_t>(epochs[*best])), kRed, 3});
+    draw_legend(canvas, legend, {chart.area().x + chart.area().width - 190, frame.y + 50}, 0.5);
   }
   save_plot(png_path, canvas);
 }

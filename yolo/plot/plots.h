@@ -20,7 +20,9 @@ namespace kestrel::yolo {
 // plot_val_study without its EfficientDet line.
 void plot_val_study(const std::string& folder, const std::string& png_path);
 
-// results.png: one chart per column of results.csv (the reference's 2 x 5 grid).
+// results.png: one chart per column of results.csv: detection's 2 x 5 grid (plot_results), a
+// segmentation run's 2 x 8 with the best epoch starred (plot_results_with_masks), other runs'
+// columns five to a row.
 void plot_results(const std::string& csv_path, const std::string& png_path);
 
 // labels.jpg: instances per class, box centres (x, y), box sizes (w, h), and all boxes drawn

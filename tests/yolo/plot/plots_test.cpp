@@ -141,6 +141,43 @@ TEST(Plots, ResultsChartFromCsv) {
   EXPECT_THROW(plot_results((out_dir() / "missing.csv").string(), "x.png"), Error);
 }
 
+// A segmentation run's results.csv: plot_results_with_masks' 2 x 8 panels, each with the best
+// epoch (by the seg fitness) starred in red and named in its legend.
+TEST(Plots, SegmentationResultsChartFromCsv) {
+  const auto dir = out_dir() / "seg";
+  std::filesystem::create_directories(dir);
+  std::ofstream f(dir / "results.csv");
+  f << "epoch,train/box_loss,train/seg_loss,train/obj_loss,train/cls_loss,metrics/precision(B),metrics/recall(B),"
+       "metrics/mAP_0.5(B),metrics/mAP_0.5:0.95(B),metrics/precision(M),metrics/recall(M),metrics/mAP_0.5(M),"
+       "metrics/mAP_0.5:0.95(M),val/box_loss,val/seg_loss,val/obj_loss,val/cls_loss,x/lr0,x/lr1,x/lr2\n";
+  for (int e = 0; e < 12; ++e) {
+    const double m = e == 7 ? 0.9 : 0.05 * e;  // epoch 7 is the best
+    f << e << "," << 0.1 - e * 0.005 << "," << 0.2 - e * 0.01 << "," << 0.05 << "," << 0.03 << "," << 0.1 + e * 0.05
+      << "," << 0.2 + e * 0.04 << "," << m << "," << m / 2 << "," << 0.1 + e * 0.04 << "," << 0.2 + e * 0.03 << ","
+      << m << "," << m / 3 << "," << 0.09 - e * 0.004 << "," << 0.15 << "," << 0.04 << "," << 0.02
+      << ",0.01,0.01,0.01\n";
+  }
+  f.close();
+  plot_results((dir / "results.csv").string(), (dir / "results.png").string());
+  cv::Mat img = data::read_image((dir / "results.png").string());
+  EXPECT_EQ(img.cols, 8 * 480);
+  EXPECT_EQ(img.rows, 2 * 600);
+  const auto red = [&](const cv::Rect& r) {
+    int n = 0;
+    for (int y = r.y; y < r.y + r.height; ++y)
+      for (int x = r.x; x < r.x + r.width; ++x) {
+        const cv::Vec3b p = img.at<cv::Vec3b>(y, x);
+        n += p[2] > 170 && p[1] < 90 && p[0] < 90;
+      }
+    return n;
+  };
+  for (int k = 0; k < 16; ++k) {
+    const cv::Rect panel((k % 8) * 480, (k / 8) * 600, 480, 600);
+    EXPECT_GT(inked(img, {panel.x + 100, panel.y + 130, 360, 410}), 500) << "panel " << k;
+    EXPECT_GT(red({panel.x + 100, panel.y + 130, 360, 410}), 20) << "best-epoch star in panel " << k;
+  }
+}
+
 TEST(Plots, LabelsBatchConfusionAndPr) {
   std::vector<data::ImageRecord> records(3);
   for (int i = 0; i < 3; ++i) {
