@@ -214,7 +214,8 @@ const Command kSegmentTrainCommand = {
     "  differences: a -seg model, polygon labels drawn into masks at 1/--mask-ratio of the input\n"
     "  (one index image per image, or one mask per instance with --no-overlap), the mask loss,\n"
     "  box and mask metrics (fitness 0.1 mAP50 + 0.9 mAP50-95 of both) and results.csv's\n"
-    "  (B)/(M) columns. DDP's --no-overlap is spelt --no-ddp-overlap here. No --evolve, no W&B\n"
+    "  (B)/(M) columns. DDP's --no-overlap is spelt --no-ddp-overlap here. --evolve records 12 results\n"
+    "  a generation (boxes' and masks' metrics, the seg loss) and ranks by the seg fitness. No W&B\n"
     "  flags (segment/train.py has none); CUDA graphs stay off (the mask loss reads the targets).\n",
     run_segment_train, &kSegmentFlags};
 
@@ -264,9 +265,6 @@ int run_training(const std::vector<std::string>& raw, yolo::TrainTaskKind task) 
   const int max_restarts = args.get_int32("max-restarts", 0);
   if (max_restarts < 0) throw UsageError("--max-restarts must be >= 0");
   const int nproc = local_workers(o.device, nproc_flag);
-  if (o.evolve > 0 && segment)
-    throw UsageError("--evolve: kestrel segment train does not evolve hyperparameters; evolve them with "
-                     "kestrel train on the boxes, or train without --evolve");
   if (o.evolve > 0) {
     if (nproc > 1 || args.has("nnodes"))
       throw UsageError("--evolve is not compatible with multi-process (DDP) training, as in the "

@@ -20,7 +20,6 @@ namespace kestrel::yolo {
 namespace fs = std::filesystem;
 namespace {
 
-constexpr size_t kResults = 7;     // columns of results before the hyperparameters
 constexpr size_t kParents = 5;     // the fittest rows a parent is drawn from
 constexpr double kMutationP = 0.8, kSigma = 0.2;
 
@@ -36,8 +35,8 @@ std::vector<std::string> split_csv(const std::string& line) {
   return out;
 }
 
-std::vector<std::string> expected_keys() {
-  std::vector<std::string> keys = evolve_result_keys();
+std::vector<std::string> expected_keys(bool segment) {
+  std::vector<std::string> keys = evolve_result_keys(segment);
   for (const EvolveGene& g : evolve_genes()) keys.emplace_back(g.key);
   return keys;
 }
@@ -57,7 +56,7 @@ std::vector<size_t> by_fitness(const EvolveTable& table) {
   std::vector<size_t> order(table.rows.size());
   std::iota(order.begin(), order.end(), size_t(0));
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    return evolve_fitness(table.rows[a]) > evolve_fitness(table.rows[b]);
+    return table.fitness(a) > table.fitness(b);
   });
   return order;
 }
@@ -104,12 +103,24 @@ const std::vector<EvolveGene>& evolve_genes() {
   return genes;
 }
 
-const std::vector<std::string>& evolve_result_keys() {
-  static const std::vector<std::string> keys = {
+const std::vector<std::string>& evolve_result_keys(bool segment) {
+  static const std::vector<std::string> detect = {
       "metrics/precision", "metrics/recall", "metrics/mAP_0.5", "metrics/mAP_0.5:0.95",
       "val/box_loss",      "val/obj_loss",   "val/cls_loss"};
-  return keys;
+  static const std::vector<std::string> seg = {
+      "metrics/precision(B)", "metrics/recall(B)", "metrics/mAP_0.5(B)", "metrics/mAP_0.5:0.95(B)",
+      "metrics/precision(M)", "metrics/recall(M)", "metrics/mAP_0.5(M)", "metrics/mAP_0.5:0.95(M)",
+      "val/box_loss",         "val/seg_loss",      "val/obj_loss",       "val/cls_loss"};
+  return segment ? seg : detect;
 }
+
+std::vector<double> evolve_result_values(const TrainResults& r) {
+  if (!r.segment) return {r.precision, r.recall, r.map50, r.map, r.box_loss, r.obj_loss, r.cls_loss};
+  return {r.precision,      r.recall,      r.map50,      r.map,      r.mask_precision, r.mask_recall,
+          r.mask_map50,     r.mask_map,    r.box_loss,   r.seg_loss, r.obj_loss,       r.cls_loss};
+}
+
+double EvolveTable::fitness(size_t row) const { return evolve_fitness(rows.at(row), results); }
 
 Hyp constrain_hyp(Hyp hyp) {
   for (const EvolveGene& g : evolve_genes()) {
@@ -119,9 +130,11 @@ Hyp constrain_hyp(Hyp hyp) {
   return hyp;
 }
 
-double evolve_fitness(const std::vector<double>& row) {
-  KESTREL_CHECK(row.size() >= 4, "evolve: a row needs the 4 metrics, got ", row.size(), " values");
-  return 0.1 * row[2] + 0.9 * row[3];
+double evolve_fitness(const std::vector<double>& row, size_t results) {
+  const size_t metrics = results == 12 ? 8 : 4;
+  KESTREL_CHECK(row.size() >= metrics, "evolve: a row needs the ", metrics, " metrics, got ", row.size(), " values");
+  const double boxes = 0.1 * row[2] + 0.9 * row[3];
+  return results == 12 ? boxes + 0.1 * row[6] + 0.9 * row[7] : boxes;
 }
 
 EvolveTable read_evolve_csv(const std::string& path) {
@@ -130,11 +143,13 @@ EvolveTable read_evolve_csv(const std::string& path) {
   std::string line;
   KESTREL_CHECK(std::getline(in, line), path, ": empty; delete it to start the evolution afresh");
   table.keys = split_csv(line);
-  const std::vector<std::string> want = expected_keys();
+  const bool segment = table.keys == expected_keys(true);
+  const std::vector<std::string> want = expected_keys(segment);
   KESTREL_CHECK(table.keys == want, path, ": its columns are not the ", want.size(),
-                " this build records (7 results, then ", evolve_genes().front().key, " ... ",
+                " this build records (7 results, or segmentation's 12, then ", evolve_genes().front().key, " ... ",
                 evolve_genes().back().key, "); it was written by another tool or version. Move it "
                 "away, or evolve into a new directory (--name)");
+  table.results = evolve_result_keys(segment).size();
   for (int number = 2; std::getline(in, line); ++number) {
     if (trim(line).empty()) continue;
     const std::vector<std::string> cells = split_csv(line);
@@ -157,9 +172,13 @@ EvolveTable read_evolve_csv(const std::string& path) {
 void append_evolve_csv(const std::string& path, const TrainResults& r, const Hyp& hyp) {
   std::string text;
   if (fs::exists(path)) {
+    const EvolveTable existing = read_evolve_csv(path);
+    KESTREL_CHECK(existing.results == evolve_result_keys(r.segment).size(), path, ": it holds ",
+                  existing.results == 12 ? "segmentation" : "detection", " generations and this is a ",
+                  r.segment ? "segmentation" : "detection", " run; evolve into a new directory (--name)");
     text = read_text(path);
   } else {
-    const std::vector<std::string> keys = expected_keys();
+    const std::vector<std::string> keys = expected_keys(r.segment);
     char cell[96];
     for (size_t i = 0; i < keys.size(); ++i) {
       std::snprintf(cell, sizeof cell, "%s%20s", i ? "," : "", keys[i].c_str());
@@ -167,8 +186,7 @@ void append_evolve_csv(const std::string& path, const TrainResults& r, const Hyp
     }
     text += "\n";
   }
-  std::vector<double> values = {r.precision, r.recall,   r.map50,   r.map,
-                                r.box_loss,  r.obj_loss, r.cls_loss};
+  std::vector<double> values = evolve_result_values(r);
   for (const EvolveGene& g : evolve_genes()) values.push_back(hyp.get(g.key));
   write_file_atomic(path, text + row_text(values));
 }
@@ -179,15 +197,15 @@ Hyp mutate_hyp(const EvolveTable& table, const Hyp& base, std::mt19937_64& rng) 
   const size_t n = std::min(kParents, order.size());
   std::vector<double> weights(n);
   double lowest = INFINITY;
-  for (size_t i = 0; i < n; ++i) lowest = std::min(lowest, evolve_fitness(table.rows[order[i]]));
-  for (size_t i = 0; i < n; ++i) weights[i] = evolve_fitness(table.rows[order[i]]) - lowest + 1e-6;
+  for (size_t i = 0; i < n; ++i) lowest = std::min(lowest, table.fitness(order[i]));
+  for (size_t i = 0; i < n; ++i) weights[i] = table.fitness(order[i]) - lowest + 1e-6;
   std::discrete_distribution<size_t> pick(weights.begin(), weights.end());
   const std::vector<double>& parent = table.rows[order[pick(rng)]];
 
   const std::vector<double> v = draw_multipliers(rng);
   Hyp hyp = base;
   const std::vector<EvolveGene>& genes = evolve_genes();
-  for (size_t i = 0; i < genes.size(); ++i) hyp.set(genes[i].key, parent[kResults + i] * v[i]);
+  for (size_t i = 0; i < genes.size(); ++i) hyp.set(genes[i].key, parent[table.results + i] * v[i]);
   return constrain_hyp(hyp);
 }
 
@@ -200,17 +218,17 @@ size_t write_hyp_evolve_yaml(const std::string& path, const EvolveTable& table) 
       << " generations\n# Best generation: " << best << "\n# Last generation: "
       << table.rows.size() - 1 << "\n#";
   char cell[64];
-  for (size_t i = 0; i < kResults; ++i) {
+  for (size_t i = 0; i < table.results; ++i) {
     std::snprintf(cell, sizeof cell, "%s%20s", i ? ", " : " ", table.keys[i].c_str());
     out << cell;
   }
   out << "\n#";
-  for (size_t i = 0; i < kResults; ++i) {
+  for (size_t i = 0; i < table.results; ++i) {
     std::snprintf(cell, sizeof cell, "%s%20.5g", i ? ", " : " ", row[i]);
     out << cell;
   }
   out << "\n\n";
-  for (size_t i = kResults; i < table.keys.size(); ++i) {
+  for (size_t i = table.results; i < table.keys.size(); ++i) {
     std::snprintf(cell, sizeof cell, "%.10g", row[i]);
     out << table.keys[i] << ": " << cell << "\n";
   }
@@ -261,12 +279,13 @@ int evolve(const TrainOptions& base, int generations) {
     const EvolveTable table = read_evolve_csv(csv);
     write_hyp_evolve_yaml(yaml, table);
     std::cout << "evolve: " << table.rows.size() << " generations finished, fitness of this one "
-              << evolve_fitness(table.rows.back()) << ", best " << evolve_fitness(table.rows[by_fitness(table).front()])
+              << table.fitness(table.rows.size() - 1) << ", best " << table.fitness(by_fitness(table).front())
               << std::endl;
   }
   plot_evolve(csv, save_dir + "/evolve.png");
   std::cout << "Hyperparameter evolution finished " << generations << " generations\nResults saved to "
-            << save_dir << "\nUsage example: kestrel train --hyp " << yaml << std::endl;
+            << save_dir << "\nUsage example: kestrel " << (o.task == TrainTaskKind::Segment ? "segment " : "")
+            << "train --hyp " << yaml << std::endl;
   return 0;
 }
 

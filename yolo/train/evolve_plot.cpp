@@ -47,9 +47,9 @@ cv::Scalar crowd_colour(double t) {
 void plot_evolve(const std::string& csv_path, const std::string& png_path) {
   const EvolveTable table = read_evolve_csv(csv_path);
   if (table.rows.empty()) return;
-  constexpr size_t kResults = 7;
+  const size_t kResults = table.results;
   std::vector<double> fitness;
-  for (const auto& row : table.rows) fitness.push_back(evolve_fitness(row));
+  for (size_t r = 0; r < table.rows.size(); ++r) fitness.push_back(table.fitness(r));
   const size_t best = std::max_element(fitness.begin(), fitness.end()) - fitness.begin();
   const size_t keys = table.keys.size() - kResults;
   const int rows = static_cast<int>((keys + kColumns - 1) / kColumns);

@@ -126,6 +126,10 @@ class SegmentTask : public TrainTask {
     out.maps = v.metrics.maps;
     out.table = v.table;
     out.results = {m[0], m[1], m[2], m[3], v.box_loss, v.obj_loss, v.cls_loss};
+    out.results.segment = true;
+    out.results.mask_precision = m[4], out.results.mask_recall = m[5];
+    out.results.mask_map50 = m[6], out.results.mask_map = m[7];
+    out.results.seg_loss = v.seg_loss;
     return out;
   }
   void prepare_final_validation(bool plots, const std::string& coco_annotations) override {

@@ -16,8 +16,11 @@ int train(const TrainOptions& options);
 // The final validation of a run, as the reference's train() returns it: precision, recall, mAP50,
 // mAP50-95 and the validation box, objectness and class losses.
 struct TrainResults {
-  double precision = 0, recall = 0, map50 = 0, map = 0;
+  double precision = 0, recall = 0, map50 = 0, map = 0;  // boxes'
   double box_loss = 0, obj_loss = 0, cls_loss = 0;
+  // A segmentation run's: the masks' P, R, mAP50, mAP50-95 and the seg loss.
+  bool segment = false;
+  double mask_precision = 0, mask_recall = 0, mask_map50 = 0, mask_map = 0, seg_loss = 0;
 };
 // As train(), filling *results (rank 0) from the last validation when the run ends.
 int train(const TrainOptions& options, TrainResults* results);

@@ -11,6 +11,7 @@
 
 #include "base/error.h"
 #include "tests/support/cli.h"
+#include "tests/yolo/train/seg_dataset.h"
 
 using namespace kestrel;
 using namespace kestrel::yolo;
@@ -33,6 +34,13 @@ std::string read(const fs::path& p) {
 }
 
 TrainResults results(double map50, double map) { return {0.5, 0.4, map50, map, 0.05, 0.02, 0.01}; }
+TrainResults seg_results(double map50, double map, double mask_map50, double mask_map) {
+  TrainResults r = results(map50, map);
+  r.segment = true;
+  r.mask_precision = 0.45, r.mask_recall = 0.35, r.mask_map50 = mask_map50, r.mask_map = mask_map;
+  r.seg_loss = 0.03;
+  return r;
+}
 
 }  // namespace
 
@@ -81,6 +89,38 @@ TEST(Evolve, CsvRoundTripsInTheReferenceFormat) {
   const Hyp best = load_hyp(yaml);  // a hyp file train --hyp accepts
   EXPECT_DOUBLE_EQ(best.lr0, 0.01);
   EXPECT_NE(read(yaml).find("# Best generation: 1"), std::string::npos);
+}
+
+// A segmentation evolution's rows: 12 results (boxes', masks', four val losses), ranked by the seg
+// fitness; a detection file is not appended to by a segmentation run.
+TEST(Evolve, SegmentationRowsHoldBoxAndMaskResults) {
+  const fs::path dir = scratch("seg_csv");
+  const std::string csv = (dir / "evolve.csv").string();
+  append_evolve_csv(csv, seg_results(0.6, 0.5, 0.1, 0.05), Hyp{});  // fitness 0.51 + 0.055
+  append_evolve_csv(csv, seg_results(0.3, 0.2, 0.5, 0.4), constrain_hyp(Hyp{}));  // 0.21 + 0.41: the best
+  const EvolveTable t = read_evolve_csv(csv);
+  ASSERT_EQ(t.results, 12u);
+  ASSERT_EQ(t.keys.size(), 40u);
+  EXPECT_EQ(t.keys[4], "metrics/precision(M)");
+  EXPECT_EQ(t.keys[9], "val/seg_loss");
+  EXPECT_EQ(t.keys[12], "lr0");
+  EXPECT_DOUBLE_EQ(t.rows[0][7], 0.05);
+  EXPECT_DOUBLE_EQ(t.rows[0][9], 0.03);
+  EXPECT_NEAR(t.fitness(0), 0.1 * 0.6 + 0.9 * 0.5 + 0.1 * 0.1 + 0.9 * 0.05, 1e-12);
+  EXPECT_NEAR(t.fitness(1), 0.1 * 0.3 + 0.9 * 0.2 + 0.1 * 0.5 + 0.9 * 0.4, 1e-12);
+  const std::string yaml = (dir / "hyp_evolve.yaml").string();
+  EXPECT_EQ(write_hyp_evolve_yaml(yaml, t), 1u);
+  EXPECT_DOUBLE_EQ(load_hyp(yaml).lr0, 0.01);
+  std::mt19937_64 rng(3);
+  const Hyp child = mutate_hyp(t, Hyp{}, rng);  // parents' keys read after the 12 results
+  EXPECT_GE(child.lr0, 1e-5);
+  EXPECT_LE(child.lr0, 0.1);
+  try {
+    append_evolve_csv(csv, results(0.3, 0.2), Hyp{});
+    ADD_FAILURE() << "a detection row went into a segmentation evolve.csv";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("segmentation generations"), std::string::npos) << e.what();
+  }
 }
 
 TEST(Evolve, MutationStaysInBoundsKeepsFixedKeysAndIsRepeatable) {
@@ -178,4 +218,20 @@ TEST(EvolveCommand, RunsGenerationsAndWritesTheReferenceOutputs) {
   const auto ddp = kestrel::testing::run_kestrel("train --evolve 2 --nproc-per-node 2 --device cpu");
   EXPECT_NE(ddp.code, 0);
   EXPECT_NE(ddp.out.find("DDP"), std::string::npos) << ddp.out;
+}
+
+// kestrel segment train --evolve: generations of the segmentation trainer, evolve.csv with the
+// boxes' and masks' results.
+TEST(EvolveCommand, SegmentationEvolves) {
+  const fs::path project = scratch("seg_cli");
+  const fs::path data_yaml = kestrel::testing::write_seg_dataset(project / "data", 8);
+  const auto r = kestrel::testing::run_kestrel(
+      "segment train --evolve 2 --epochs 1 --img-size 64 --batch-size 4 --workers 1 --cfg yolov5n-seg.yaml "
+      "--device cpu --seed 7 --data " + data_yaml.string() + " --project " + project.string());
+  ASSERT_EQ(r.code, 0) << r.out;
+  const EvolveTable t = read_evolve_csv((project / "exp" / "evolve.csv").string());
+  ASSERT_EQ(t.rows.size(), 2u);
+  EXPECT_EQ(t.results, 12u);
+  EXPECT_TRUE(fs::exists(project / "exp" / "evolve.png"));
+  EXPECT_NE(r.out.find("Usage example: kestrel segment train --hyp"), std::string::npos) << r.out;
 }
