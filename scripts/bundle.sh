@@ -13,7 +13,8 @@
 #
 #   scripts/bundle.sh OUTDIR [--gpu-tests-only]   # build directory from $BUILD_DIR (default: build)
 #
-# --gpu-tests-only leaves the CPU-only test binaries out (only *_cuda_test travel), and of the
+# --gpu-tests-only leaves the CPU-only test binaries out (only the CUDA tests travel: the combined
+# cuda_tests binary where it is built, else every *_cuda_test), and of the
 # benchmarks takes train_step only, which keeps a bundle for the GPU machine small (scripts/prepare-gpu-run.sh). The reference-side benchmark
 # scripts (bench/pytorch, bench/epoch/run_reference.py) travel too, for run-gpu-suite.sh.
 # Writes OUTDIR/kestrel-bundle.tar.xz and prints its size.
@@ -45,7 +46,11 @@ cp "$build_dir/kestrel" "$bundle/bin/"
 for b in "${benches[@]}"; do
   [[ -x "$build_dir/$b" ]] && cp "$build_dir/$b" "$bundle/bin/"
 done
-find "$build_dir" -maxdepth 1 -type f -name "$test_pattern" -perm -u+x -exec cp {} "$bundle/bin/tests/" \;
+if [[ ${2:-} == --gpu-tests-only && -x "$build_dir/cuda_tests" ]]; then
+  cp "$build_dir/cuda_tests" "$bundle/bin/tests/"  # every *_cuda_test.cpp in one binary
+else
+  find "$build_dir" -maxdepth 1 -type f -name "$test_pattern" -perm -u+x -exec cp {} "$bundle/bin/tests/" \;
+fi
 cp "$root"/models/*.yaml "$bundle/models/"
 mkdir -p "$bundle/data/hyps" && cp "$root"/data/*.yaml "$bundle/data/" && cp "$root"/data/hyps/*.yaml "$bundle/data/hyps/"
 cp "$root/scripts/run-gpu-suite.sh" "$bundle/"

@@ -4,7 +4,8 @@
 # each with its own time limit, skipped (and said so) when the remaining budget is too short:
 #
 #   facts       GPU, driver, CUDA/cuDNN/NCCL versions found, libraries missing (ldd), tools
-#   tests       every *_cuda_test binary, 90 s each: PASS, FAIL (failing test names), TIMEOUT, SKIP
+#   tests       every suite of bin/tests/cuda_tests (all *_cuda_test.cpp in one binary; separate
+#               *_cuda_test binaries too), 90 s each: PASS, FAIL (failing test names), TIMEOUT, SKIP
 #   step        train_step yolov5s/n/m 640 b64 bf16 eager and graphed; yolov5s fp16 and fp32
 #   reference   the reference's step on the same card (machine's PyTorch): AMP fp16 as train.py
 #               runs it (deterministic) and at PyTorch's fastest, bf16, fp32
@@ -12,12 +13,12 @@
 #   profile     train_step --profile, yolov5s bf16
 #   cpubf16     the host CPU's bf16 flags; train_step yolov5s 320 b16 on the CPU with --amp off, bf16
 #               (oneDNN's bf16 convolutions, where the CPU has AVX-512 BF16 or AMX) and bf16-emulated
-#   sanitizer   compute-sanitizer memcheck on each failed test, then on kernel tests while time lasts
+#   sanitizer   compute-sanitizer memcheck on each failed suite, then on the rest (kernels' first) while time lasts
 #
 #   run-gpu-suite.sh [--budget S] [--reference DIR] [--coco128 DIR] [--steps a,b,..]
 #                    [--tests NAME,..] [CUDA_LIB_DIR ...]
 #
-# --steps and --tests rerun a part (e.g. `--steps tests,sanitizer --tests conv2d_cuda_test`).
+# --steps and --tests rerun a part (e.g. `--steps tests,sanitizer --tests Conv2dCuda`: suite or binary names).
 # CUDA libraries come from the given directories, else $KESTREL_CUDA_LIBS (colon-separated), else
 # the Python's pip wheels (site-packages/nvidia/*/lib) and /usr/local/cuda. Output in $OUT
 # (default ./gpu-suite-results): summary.txt (written as the run goes, so a cut-off run still
@@ -113,22 +114,33 @@ if step facts 5; then
 fi
 
 failed_tests=()
+# A unit is "binary|gtest filter|name": each test suite of the bundle's combined binary
+# (bin/tests/cuda_tests, every *_cuda_test.cpp in one: kernels' suites first), and any separate
+# *_cuda_test binaries (older bundles).
+units=()
+if [[ -x bin/tests/cuda_tests ]]; then
+  suites=$(bin/tests/cuda_tests --gtest_list_tests 2>"$logs/cuda_tests_list.log" | grep -v '^ ' | awk '{sub(/\.$/, "", $1); if (!seen[$1]++) print $1}')
+  [[ -n $suites ]] || units+=("bin/tests/cuda_tests||cuda_tests")  # cannot list: run it whole, its log says why
+  for suite in $suites; do units+=("bin/tests/cuda_tests|$suite.*|${suite//\//_}"); done
+fi
+for t in bin/tests/kernels_*_cuda_test bin/tests/*_cuda_test; do [[ -x $t ]] && units+=("$t||$(basename "$t")"); done
 if step tests 20; then
   pass=0 fail=0 skip=0
-  list=()
-  if [[ -n $only_tests ]]; then IFS=, read -ra list <<<"$only_tests"; list=("${list[@]/#/bin/tests/}")
-  else list=(bin/tests/kernels_*_cuda_test bin/tests/*_cuda_test); fi
+  declare -A wanted=()
+  if [[ -n $only_tests ]]; then IFS=, read -ra names <<<"$only_tests"; for n in "${names[@]}"; do wanted[$n]=1; done; fi
   declare -A seen=()
-  for t in "${list[@]}"; do
-    [[ -x $t && -z ${seen[$t]:-} ]] || continue
-    seen[$t]=1
-    name=$(basename "$t")
-    read -r status secs < <(limited 90 "$logs/$name.log" "$t")
+  for unit in "${units[@]}"; do
+    IFS='|' read -r t filter name <<<"$unit"
+    [[ -z ${seen[$name]:-} ]] || continue
+    [[ -z $only_tests || -n ${wanted[$name]:-} ]] || continue
+    seen[$name]=1
+    args=(); [[ -n $filter ]] && args=("--gtest_filter=$filter")
+    read -r status secs < <(limited 90 "$logs/$name.log" "$t" "${args[@]}")
     case $status in
       PASS) pass=$((pass + 1)) ;;
       SKIP) skip=$((skip + 1)) ;;
       NOTIME) say "  (out of time before $name)"; break ;;
-      *) fail=$((fail + 1)); failed_tests+=("$t") ;;
+      *) fail=$((fail + 1)); failed_tests+=("$unit") ;;
     esac
     names=$(grep -o '^\[  FAILED  \] [A-Za-z0-9_./]*' "$logs/$name.log" | sort -u | awk '{print $4}' | paste -sd' ')
     say "  $status  $name  ${secs}s${names:+  failed: $names}"
@@ -241,11 +253,12 @@ if step sanitizer 30; then
     say "  SKIPPED: no GPU"
   else
     declare -A checked=()
-    for t in "${failed_tests[@]}" bin/tests/kernels_*_cuda_test; do
-      [[ -x $t && -z ${checked[$t]:-} ]] || continue
-      checked[$t]=1
-      name=$(basename "$t")
-      read -r status secs < <(limited 90 "$logs/memcheck_$name.log" "$sanitizer" --tool memcheck --error-exitcode 9 "$t")
+    for unit in "${failed_tests[@]}" "${units[@]}"; do
+      IFS='|' read -r t filter name <<<"$unit"
+      [[ -x $t && -z ${checked[$name]:-} ]] || continue
+      checked[$name]=1
+      args=(); [[ -n $filter ]] && args=("--gtest_filter=$filter")
+      read -r status secs < <(limited 90 "$logs/memcheck_$name.log" "$sanitizer" --tool memcheck --error-exitcode 9 "$t" "${args[@]}")
       [[ $status == NOTIME ]] && break
       errors=$(grep -o 'ERROR SUMMARY: [0-9]* error' "$logs/memcheck_$name.log" | tail -1)
       say "  $status  memcheck $name  ${secs}s  ${errors}"

@@ -93,6 +93,34 @@ TEST(GpuSuite, FailingTestsAreNamedAndFailTheRun) {
   EXPECT_EQ(s.find("== facts"), std::string::npos) << "--steps tests ran another step:\n" << s;
 }
 
+// The bundle's combined binary (bin/tests/cuda_tests, every *_cuda_test.cpp in one): each of its
+// suites runs as its own unit, with its own status, log and failing test names; --tests picks suites.
+TEST(GpuSuite, TheCombinedBinaryRunsSuiteBySuite) {
+  if (has_gpu()) GTEST_SKIP() << "this test checks the no-GPU path; nvidia-smi lists a GPU here";
+  FakeBundle b("combined");
+  write_script(b.root / "bin/tests/cuda_tests",
+               "case \"$1\" in\n"
+               "  --gtest_list_tests) printf 'CastCuda.\\n  Rounds\\nConv2dCuda.\\n  MatchesCpu\\n  Graphs\\n"
+               "Typed/0.  # TypeParam = float\\n  Works\\n' ;;\n"
+               "  --gtest_filter=CastCuda.*) echo 'no CUDA device'; exit 77 ;;\n"
+               "  --gtest_filter=Conv2dCuda.*) echo '[  FAILED  ] Conv2dCuda.Graphs (2 ms)'; exit 1 ;;\n"
+               "  --gtest_filter=Typed/0.*) exit 0 ;;\n"
+               "  *) echo \"unexpected $1\"; exit 3 ;;\n"
+               "esac");
+  const CliResult r = b.run("--budget 120 --steps tests");
+  EXPECT_EQ(r.code, 1) << r.out;
+  const std::string s = b.summary();
+  EXPECT_NE(s.find("SKIP  CastCuda"), std::string::npos) << s;
+  EXPECT_NE(s.find("FAIL(exit_1)  Conv2dCuda"), std::string::npos) << s;
+  EXPECT_NE(s.find("failed: Conv2dCuda.Graphs"), std::string::npos) << s;
+  EXPECT_NE(s.find("PASS  Typed_0"), std::string::npos) << s;
+  EXPECT_NE(s.find("tests: 1 passed, 1 failed, 1 skipped"), std::string::npos) << s;
+  // One suite on request.
+  const CliResult one = b.run("--budget 120 --steps tests --tests Typed_0");
+  EXPECT_EQ(one.code, 0) << one.out;
+  EXPECT_NE(b.summary().find("tests: 1 passed, 0 failed, 0 skipped"), std::string::npos) << b.summary();
+}
+
 TEST(GpuSuite, AShortBudgetSkipsStepsInsteadOfOverrunning) {
   if (has_gpu()) GTEST_SKIP() << "this test checks the no-GPU path; nvidia-smi lists a GPU here";
   FakeBundle b("budget");
