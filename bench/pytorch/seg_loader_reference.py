@@ -22,19 +22,7 @@ import os
 import random
 import shutil
 import sys
-import tempfile
 import time
-
-
-def scratch_dataset(root):
-    """images/train2017 linked, labels/train2017 copied (no *.cache), in a fresh temporary folder."""
-    dest = tempfile.mkdtemp(prefix="kestrel_ref_seg_loader_")
-    os.makedirs(os.path.join(dest, "images"))
-    os.makedirs(os.path.join(dest, "labels"))
-    os.symlink(os.path.abspath(os.path.join(root, "images", "train2017")),
-               os.path.join(dest, "images", "train2017"))
-    shutil.copytree(os.path.join(root, "labels", "train2017"), os.path.join(dest, "labels", "train2017"))
-    return dest
 
 
 def main():
@@ -54,6 +42,8 @@ def main():
     args = ap.parse_args()
 
     sys.path.insert(0, here)
+    sys.path.insert(0, os.path.join(here, "..", "yolo", "data"))
+    from reference_loader import scratch_dataset  # the detection loader bench's scratch copy
     import reference_shims
     reference_shims.apply(args.yolov5)
     sys.path.insert(0, os.path.abspath(args.yolov5))
