@@ -108,7 +108,8 @@ void plot_results(const std::string& csv_path, const std::string& png_path) {
     const auto &m50b = *column("metrics/mAP_0.5(B)"), &mb = *column("metrics/mAP_0.5:0.95(B)"),
                &m50m = *column("metrics/mAP_0.5(M)"), &mm = *column("metrics/mAP_0.5:0.95(M)");
     double top = -INFINITY;
-    for (size_t r = 0; r < columns[0].size(); ++r) {
+    const size_t n = std::min({columns[0].size(), m50b.size(), mb.size(), m50m.size(), mm.size()});  // short rows
+    for (size_t r = 0; r < n; ++r) {
       const double f = 0.9 * mb[r] + 0.1 * m50b[r] + 0.9 * mm[r] + 0.1 * m50m[r];
       if (std::isfinite(f) && f > top) top = f, best = r;  // the first of equals, as np.argmax
     }
@@ -133,11 +134,12 @@ void plot_results(const std::string& csv_path, const std::string& png_path) {
     const auto [x0, x1] = epochs.empty() ? std::pair<double, double>{0, 1}
                                          : std::pair<double, double>{epochs.front(), std::max(epochs.back(), epochs.front() + 1)};
     const cv::Rect frame(static_cast<int>(k % per_row) * cw, static_cast<int>(k / per_row) * ch, cw, ch);
-    const std::string title = best && std::isfinite(y[*best]) ? order[k] + "  " + short_number(y[*best]) : order[k];
+    const bool starred = best && *best < y.size() && std::isfinite(y[*best]);
+    const std::string title = starred ? order[k] + "  " + short_number(y[*best]) : order[k];
     Chart chart(canvas, frame, title, x0, x1, lo, hi, style);
     chart.line(epochs, y, kBlue, 2, true);
     chart.dotted(epochs, smooth(y), kOrange, 2);
-    if (best && std::isfinite(y[*best]))
+    if (starred)
       cv::drawMarker(canvas, chart.to_pixel(epochs[*best], y[*best]), kRed, cv::MARKER_STAR, 22, 3, cv::LINE_AA);
     chart.close();
     // The legend sits between the title and the plot area, clear of the data.
