@@ -89,7 +89,7 @@ TEST(SegmentTrainCommand, TrainsAndItsWeightsValidate) {
 }
 
 // --no-overlap (one mask per instance) and --mask-ratio train; the masks' form and ratio reach
-// opt.yaml. segment/train.py's flags only: no W&B flags, no --evolve.
+// opt.yaml. segment/train.py's flags only: no W&B flags (--evolve is tests/yolo/train/evolve_test's).
 TEST(SegmentTrainCommand, FlagsAsSegmentTrainPy) {
   const fs::path root = scratch("flags");
   const fs::path data = kestrel::testing::write_seg_dataset(root / "data", 4);
@@ -103,7 +103,6 @@ TEST(SegmentTrainCommand, FlagsAsSegmentTrainPy) {
   EXPECT_EQ(kestrel::testing::read_results_csv(root / "runs/exp/results.csv").size(), 1u);
 
   EXPECT_EQ(kestrel::testing::run_kestrel(kTiny + " --entity me").code, 2);
-  EXPECT_EQ(kestrel::testing::run_kestrel(kTiny + " --evolve 3").code, 2);
   EXPECT_EQ(kestrel::testing::run_kestrel(kTiny + " --mask-ratio 0").code, 2);
   const auto det = kestrel::testing::run_kestrel("segment train --cfg models/yolov5n.yaml --device cpu --img-size 64 --epochs 1 --data " +
                                                  data.string() + " --project " + (root / "runs").string());
