@@ -1,6 +1,7 @@
 #include "yolo/data/image_cache.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -46,16 +47,31 @@ int64_t ImageCache::images() const {
   return kept_;
 }
 
-int64_t available_memory_bytes() {
+namespace {
+
+int64_t meminfo_bytes(const std::string& field) {
   std::ifstream meminfo("/proc/meminfo");
   std::string line;
   while (std::getline(meminfo, line)) {
     std::istringstream fields(line);
     std::string key;
     int64_t kib = 0;
-    if (fields >> key >> kib && key == "MemAvailable:") return kib * 1024;
+    if (fields >> key >> kib && key == field) return kib * 1024;
   }
   return 0;
+}
+
+}  // namespace
+
+int64_t available_memory_bytes() { return meminfo_bytes("MemAvailable:"); }
+int64_t total_memory_bytes() { return meminfo_bytes("MemTotal:"); }
+
+std::string cache_ram_shortfall_line(const std::string& prefix, int64_t required, int64_t available, int64_t total) {
+  const double gb = 1 << 30;
+  char text[160];
+  std::snprintf(text, sizeof text, "%.1fGB RAM required, %.1f/%.1fGB available, not caching images \u26a0\ufe0f",
+                required / gb, available / gb, total / gb);
+  return prefix + text;
 }
 
 int64_t default_image_cache_budget(int local_ranks) {

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "yolo/data/image_io.h"
@@ -35,7 +36,11 @@ class ImageCache {
 // The default budget of one training process: a quarter of the memory available now, shared by
 // the processes of this machine (local_ranks).
 int64_t default_image_cache_budget(int local_ranks);
-// Bytes the kernel reports as available to new allocations (0 when unknown).
+// Bytes the kernel reports as available to new allocations, and the machine's memory (0 when unknown).
 int64_t available_memory_bytes();
+int64_t total_memory_bytes();
+// The reference's check_cache_ram line when --cache ram does not fit (required * 1.1 > available):
+// "train: 12.3GB RAM required, 4.5/15.6GB available, not caching images ⚠️" (prefix given).
+std::string cache_ram_shortfall_line(const std::string& prefix, int64_t required, int64_t available, int64_t total);
 
 }  // namespace kestrel::yolo::data

@@ -193,7 +193,9 @@ void Trainer::build_train_loader() {
     out_->line("train: Caching images (", size, " disk)");
   }
   if (options_.cache == CacheMode::Ram && !pipeline->cache_images(std::max(1, options_.workers)))
-    out_->line("WARNING: --cache ram: not enough memory, images are read from disk");
+    // As the reference's check_cache_ram: said before loading, and training goes on reading the images.
+    out_->line(data::cache_ram_shortfall_line(out_->colour("train: "), pipeline->cache_bytes(),
+                                              data::available_memory_bytes(), data::total_memory_bytes()));
   const data::DistributedSampler sampler(pipeline->size(), rank_.rank, rank_.world, !options_.rect, options_.seed);
   const int local_ranks = dist::local_world_size(dist::process_environment());
   if (!pipeline->cached()) {  // images decode once while a quarter of the free memory lasts

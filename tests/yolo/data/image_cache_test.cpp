@@ -124,3 +124,12 @@ TEST_F(ImageCachePipelineTest, BeyondTheBudgetImagesAreReadEachTime) {
 }
 
 }  // namespace
+
+// --cache ram on a set larger than memory: the reference's check_cache_ram line, said before loading.
+TEST(ImageCache, CacheRamShortfallIsSaidAsTheReference) {
+  const int64_t gb = int64_t{1} << 30;
+  EXPECT_EQ(cache_ram_shortfall_line("train: ", 123 * gb / 10, 45 * gb / 10, 156 * gb / 10),
+            "train: 12.3GB RAM required, 4.5/15.6GB available, not caching images \u26a0\ufe0f");
+  EXPECT_GT(total_memory_bytes(), 0);
+  EXPECT_GE(total_memory_bytes(), available_memory_bytes());
+}
