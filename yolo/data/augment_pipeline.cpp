@@ -1,5 +1,7 @@
 #include "yolo/data/augment_pipeline.h"
 
+#include <cstdio>
+
 #include <algorithm>
 #include <filesystem>
 #include <opencv2/imgproc.hpp>
@@ -278,6 +280,18 @@ std::string image_cache_line(const AugmentPipeline& pipeline) {
   if (need > budget) line << "; " << static_cast<int>(100 * budget / need) << "% of them fit, the rest decode each time";
   line << "; --cache ram loads them all first)";
   return line.str();
+}
+
+std::string cache_validation_images(AugmentPipeline& pipeline, const std::string& mode, int threads) {
+  if (mode == "disk") {
+    char text[64];
+    std::snprintf(text, sizeof text, "Caching images (%.1fGB disk)",
+                  static_cast<double>(pipeline.cache_to_disk(threads)) / (1 << 30));
+    return text;
+  }
+  if (mode == "ram" && !pipeline.cache_images(threads))
+    return cache_ram_shortfall_line("", pipeline.cache_bytes(), available_memory_bytes(), total_memory_bytes());
+  return "";
 }
 
 }  // namespace kestrel::yolo::data

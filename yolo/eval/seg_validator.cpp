@@ -260,7 +260,9 @@ SegValidator::SegValidator(std::vector<data::ImageRecord> records, std::vector<s
   data::SegMaskOptions masks;
   masks.downsample_ratio = options.mask_ratio;
   masks.overlap = options.overlap;
-  pipeline_ = std::make_shared<data::SegAugmentPipeline>(std::move(records), p, masks);
+  auto pipeline = std::make_shared<data::SegAugmentPipeline>(std::move(records), p, masks);
+  cache_line_ = data::cache_validation_images(pipeline->images(), options.cache, std::max(1, options.workers));
+  pipeline_ = pipeline;
   data::LoaderOptions lo;
   lo.batch_size = options.batch_size;
   lo.workers = options.workers;

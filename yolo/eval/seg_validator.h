@@ -70,6 +70,7 @@ class SegValidator {
   }
   // A progress line per batch on this console (nullptr: none). Not owned; must outlive run().
   void set_console(const Console* console) { console_ = console; }
+  const std::string& cache_line() const { return cache_line_; }  // as Validator's
 
  private:
   SegValResult run_batches(const SegPredictor& predict, const SegValLoss& loss);
@@ -80,6 +81,7 @@ class SegValidator {
   const Console* console_ = nullptr;
   Device device_;
   std::shared_ptr<const data::SegAugmentPipeline> pipeline_;
+  std::string cache_line_;
   std::unique_ptr<data::SegLoader> loader_;
 };
 

@@ -198,7 +198,9 @@ Validator::Validator(std::vector<data::ImageRecord> records, std::vector<std::st
   p.batch_size = options.batch_size;
   p.stride = stride;
   p.pad = 0.5;
-  pipeline_ = std::make_shared<data::AugmentPipeline>(std::move(records), p);
+  auto pipeline = std::make_shared<data::AugmentPipeline>(std::move(records), p);
+  cache_line_ = data::cache_validation_images(*pipeline, options.cache, std::max(1, options.workers));
+  pipeline_ = pipeline;
   data::LoaderOptions lo;
   lo.batch_size = options.batch_size;
   lo.workers = options.workers;

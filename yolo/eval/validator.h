@@ -34,6 +34,9 @@ struct ValOptions {
   // Called by the trainer (the reference's `training`): no per-class rows unless verbose, no
   // speed line. Outside training, per-class rows below 50 classes.
   bool training = false;
+  // In training, --cache for the val loader too ("", "ram", "disk"), as the reference's; what it
+  // did is cache_line() (data::cache_validation_images).
+  std::string cache;
   std::string save_dir;       // where plots / json / txt go ("" = nowhere)
   bool plots = false;         // val_batch0_labels/pred.jpg, confusion matrix, PR curve
   bool save_json = false;     // COCO-format detections (predictions.json)
@@ -95,6 +98,7 @@ class Validator {
   }
   // A progress line per batch on this console (nullptr: none). Not owned; must outlive run().
   void set_console(const Console* console) { console_ = console; }
+  const std::string& cache_line() const { return cache_line_; }
 
  private:
   ValResult run_batches(const std::function<DetectionModel::Prediction(const Tensor&)>& model, const ValLoss& loss);
@@ -105,6 +109,7 @@ class Validator {
   const Console* console_ = nullptr;
   Device device_;
   std::shared_ptr<const data::AugmentPipeline> pipeline_;
+  std::string cache_line_;
   std::unique_ptr<data::Loader> loader_;
 };
 

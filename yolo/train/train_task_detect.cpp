@@ -64,6 +64,7 @@ class DetectTask : public TrainTask {
                        const ValOptions& options, Device device, int stride, const Console* console) override {
     validator_ = std::make_unique<Validator>(std::move(records), names, nc, options, device, stride);
     validator_->set_console(console);
+    if (console && !validator_->cache_line().empty()) console->line(console->colour("val: "), validator_->cache_line());
   }
   TaskValidation validate() override {
     // The training loss, as the loss items validation averages (val/box_loss, obj, cls).

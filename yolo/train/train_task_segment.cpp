@@ -110,6 +110,7 @@ class SegmentTask : public TrainTask {
     sopt.mask_ratio = mask_ratio_;
     validator_ = std::make_unique<SegValidator>(std::move(records), names, nc, sopt, device, stride);
     validator_->set_console(console);
+    if (console && !validator_->cache_line().empty()) console->line(console->colour("val: "), validator_->cache_line());
   }
   TaskValidation validate() override {
     const ComputeSegLoss& loss = *loss_;

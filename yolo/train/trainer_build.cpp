@@ -263,6 +263,8 @@ void Trainer::build_validator() {
                                             options_.workers * 2);
     vopt.save_dir = save_dir_;
     vopt.training = true;
+    // train.py's val loader takes --cache unless --noval (cache=None if noval else opt.cache).
+    if (!options_.noval) vopt.cache = options_.cache == CacheMode::Disk ? "disk" : options_.cache == CacheMode::Ram ? "ram" : "";
     task_->build_validator(std::move(val_split.records), names_, num_classes_, vopt, device_, max_stride_, &*out_);
   }
   out_->raw(autoanchor_report_);  // the reference checks the anchors once both loaders exist

@@ -58,3 +58,36 @@ TEST(CacheDisk, NpyBesideTheImagesAndTheSameTraining) {
   EXPECT_NE(text.find("\ncache: disk\n"), std::string::npos) << text;
   fs::remove_all(dir);
 }
+
+// The val loader takes --cache too, as train.py's (cache=None if noval else opt.cache): a run that
+// validates saves the val images' .npy beside them and says so; with --noval it leaves them alone.
+TEST(CacheDisk, ValidationImagesTooUnlessNoval) {
+  const fs::path dir = fs::temp_directory_path() / ("kestrel_cache_disk_val_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  cv::RNG rng(5);
+  for (const char* split : {"train", "val"}) {
+    fs::create_directories(dir / "images" / split);
+    fs::create_directories(dir / "labels" / split);
+    for (int i = 0; i < 2; ++i) {
+      cv::Mat image(64, 64, CV_8UC3);
+      rng.fill(image, cv::RNG::UNIFORM, 0, 255);
+      const std::string stem = std::string(split) + std::to_string(i);
+      kestrel::yolo::data::write_jpeg((dir / "images" / split / (stem + ".jpg")).string(), image);
+      std::ofstream((dir / "labels" / split / (stem + ".txt")).string()) << "0 0.5 0.5 0.4 0.3\n";
+    }
+  }
+  std::ofstream(dir / "two.yaml") << "path: " << dir.string() << "\ntrain: images/train\nval: images/val\nnames: ['box']\n";
+  const std::string common = "train --cfg models/yolov5n.yaml --data " + (dir / "two.yaml").string() +
+                             " --epochs 1 --img 64 --batch-size 2 --device cpu --workers 1 --noplots --no-tensorboard "
+                             "--cache disk --project " + (dir / "runs").string();
+  auto r = run_kestrel(common + " --noval --name noval");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_TRUE(fs::exists(dir / "images/train/train0.npy"));
+  EXPECT_FALSE(fs::exists(dir / "images/val/val0.npy")) << "--noval: the val loader caches nothing";
+  r = run_kestrel(common + " --name val");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_TRUE(fs::exists(dir / "images/val/val0.npy"));
+  EXPECT_TRUE(fs::exists(dir / "images/val/val1.npy"));
+  EXPECT_NE(r.out.find("val: Caching images ("), std::string::npos) << r.out;
+  fs::remove_all(dir);
+}
