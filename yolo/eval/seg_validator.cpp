@@ -217,14 +217,7 @@ std::string coco_evaluate(const json::Array& rows, const std::vector<data::Image
   try {
     const std::vector<CocoDetection> detections = parse_coco_detections(json::Value(rows), "predictions");
     CocoEvalOptions options;
-    CocoGroundTruth gt;
-    if (o.coco_gt.empty()) {
-      gt = parse_coco_ground_truth(coco_labels_json(records, names, o.coco_ids, o.single_cls), "the labels");
-    } else {
-      gt = read_coco_ground_truth(o.coco_gt);
-      options.image_ids.emplace();
-      for (const data::ImageRecord& r : records) options.image_ids->push_back(coco_image_id(r.image_path));
-    }
+    const CocoGroundTruth gt = coco_eval_ground_truth(records, names, o.coco_gt, o.coco_ids, o.single_cls, options);
     CocoStats stats[2];
     for (CocoIouType type : {CocoIouType::bbox, CocoIouType::segm}) {
       options.iou_type = type;
@@ -261,7 +254,7 @@ SegValidator::SegValidator(std::vector<data::ImageRecord> records, std::vector<s
   masks.downsample_ratio = options.mask_ratio;
   masks.overlap = options.overlap;
   auto pipeline = std::make_shared<data::SegAugmentPipeline>(std::move(records), p, masks);
-  cache_line_ = data::cache_validation_images(pipeline->images(), options.cache, std::max(1, options.workers));
+  cache_line_ = data::cache_dataset_images(pipeline->images(), options.cache, std::max(1, options.workers));
   pipeline_ = pipeline;
   data::LoaderOptions lo;
   lo.batch_size = options.batch_size;

@@ -102,4 +102,13 @@ std::string speed_line(double ms_pre, double ms_inf, double ms_nms, int batch_si
   return speed;
 }
 
+CocoGroundTruth coco_eval_ground_truth(const std::vector<data::ImageRecord>& records,
+                                       const std::vector<std::string>& names, const std::string& coco_gt,
+                                       bool coco_ids, bool single_cls, CocoEvalOptions& options) {
+  if (coco_gt.empty()) return parse_coco_ground_truth(coco_labels_json(records, names, coco_ids, single_cls), "the labels");
+  options.image_ids.emplace();
+  for (const data::ImageRecord& r : records) options.image_ids->push_back(coco_image_id(r.image_path));
+  return read_coco_ground_truth(coco_gt);
+}
+
 }  // namespace kestrel::yolo

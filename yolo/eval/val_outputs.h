@@ -7,6 +7,7 @@
 
 #include "io/json.h"
 #include "yolo/data/augment_pipeline.h"
+#include "yolo/eval/coco_eval.h"
 #include "yolo/eval/metrics.h"
 
 namespace kestrel::yolo {
@@ -40,5 +41,11 @@ void plot_curves(const ApResult& details, double map50, const std::vector<std::s
 
 // "Speed: 0.3ms pre-process, 12.1ms inference, 1.0ms NMS per image at shape (32, 3, 640, 640)\n".
 std::string speed_line(double ms_pre, double ms_inf, double ms_nms, int batch_size, int img_size);
+
+// The ground truth --coco-eval scores against: the file `coco_gt`, with `options` limited to the
+// split's images, or ("") one made from the split's YOLO labels (coco_labels_json).
+CocoGroundTruth coco_eval_ground_truth(const std::vector<data::ImageRecord>& records,
+                                       const std::vector<std::string>& names, const std::string& coco_gt,
+                                       bool coco_ids, bool single_cls, CocoEvalOptions& options);
 
 }  // namespace kestrel::yolo

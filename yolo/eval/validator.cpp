@@ -153,14 +153,7 @@ std::string coco_evaluate(const json::Array& rows, const std::vector<data::Image
   try {
     const std::vector<CocoDetection> detections = parse_coco_detections(json::Value(rows), "predictions");
     CocoEvalOptions options;
-    CocoGroundTruth gt;
-    if (o.coco_gt.empty()) {
-      gt = parse_coco_ground_truth(coco_labels_json(records, names, o.coco_ids, o.single_cls), "the labels");
-    } else {
-      gt = read_coco_ground_truth(o.coco_gt);
-      options.image_ids.emplace();
-      for (const data::ImageRecord& r : records) options.image_ids->push_back(coco_image_id(r.image_path));
-    }
+    const CocoGroundTruth gt = coco_eval_ground_truth(records, names, o.coco_gt, o.coco_ids, o.single_cls, options);
     const CocoEvalResult r = evaluate_coco(gt, detections, options);
     metrics.map = r.stats[0];
     metrics.map50 = r.stats[1];
@@ -199,7 +192,7 @@ Validator::Validator(std::vector<data::ImageRecord> records, std::vector<std::st
   p.stride = stride;
   p.pad = 0.5;
   auto pipeline = std::make_shared<data::AugmentPipeline>(std::move(records), p);
-  cache_line_ = data::cache_validation_images(*pipeline, options.cache, std::max(1, options.workers));
+  cache_line_ = data::cache_dataset_images(*pipeline, options.cache, std::max(1, options.workers));
   pipeline_ = pipeline;
   data::LoaderOptions lo;
   lo.batch_size = options.batch_size;
