@@ -282,7 +282,7 @@ std::string image_cache_line(const AugmentPipeline& pipeline) {
   return line.str();
 }
 
-std::string cache_validation_images(AugmentPipeline& pipeline, const std::string& mode, int threads) {
+std::string cache_dataset_images(AugmentPipeline& pipeline, const std::string& mode, int threads) {
   if (mode == "disk") {
     char text[64];
     std::snprintf(text, sizeof text, "Caching images (%.1fGB disk)",

@@ -138,10 +138,10 @@ class AugmentPipeline {
 // the dataset needs and the budget, and which share of it fits when not all does.
 std::string image_cache_line(const AugmentPipeline& pipeline);
 
-// --cache for a validation loader, as the reference's val loader in training takes the train
-// loader's --cache (unless --noval): "disk" saves and reads .npy files, "ram" keeps the images
-// when they fit. Returns the line to say ("" for none): "Caching images (0.1GB disk)", or the
-// reference's check_cache_ram line when they do not fit.
-std::string cache_validation_images(AugmentPipeline& pipeline, const std::string& mode, int threads);
+// --cache for a loader (training's, and the val loader's in training, which the reference gives
+// the same --cache unless --noval): "disk" saves and reads .npy files, "ram" keeps the images
+// when they fit, "" nothing. Returns the line to say after the loader's prefix ("" for none):
+// "Caching images (0.1GB disk)", or the reference's check_cache_ram line when they do not fit.
+std::string cache_dataset_images(AugmentPipeline& pipeline, const std::string& mode, int threads);
 
 }  // namespace kestrel::yolo::data

@@ -35,7 +35,7 @@ struct ValOptions {
   // speed line. Outside training, per-class rows below 50 classes.
   bool training = false;
   // In training, --cache for the val loader too ("", "ram", "disk"), as the reference's; what it
-  // did is cache_line() (data::cache_validation_images).
+  // did is cache_line() (data::cache_dataset_images).
   std::string cache;
   std::string save_dir;       // where plots / json / txt go ("" = nowhere)
   bool plots = false;         // val_batch0_labels/pred.jpg, confusion matrix, PR curve

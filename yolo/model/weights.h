@@ -60,7 +60,7 @@ TransferResult transfer_weights(layers::Module& model, const SafetensorsFile& fi
 // The reference's model.half().float() (train.py and segment/train.py, a fresh run's last step
 // before training, "pre-reduce anchor precision"): every floating-point parameter and buffer,
 // anchors and BN statistics included, rounded to the nearest float16 (ties to even, overflow to
-// inf, as torch's .half()) and back; integer buffers unchanged. Returns how many values changed.
-int64_t round_to_half_precision(layers::Module& model);
+// inf, as torch's .half()) and back; integer buffers unchanged.
+void round_to_half_precision(layers::Module& model);
 
 }  // namespace kestrel::yolo

@@ -142,6 +142,10 @@ void Trainer::check_anchors_and_plot_labels() {
 // about 10 % (their norm, measured on 16 coco128 images at 160), and training from the unrounded
 // ones followed a different path (its losses 20-30 % lower after 300 epochs on those images).
 // Rank 0 only, as the reference; place_model() shares its weights with the other ranks.
+std::string Trainer::cache_mode_name() const {
+  return options_.cache == CacheMode::Disk ? "disk" : options_.cache == CacheMode::Ram ? "ram" : "";
+}
+
 void Trainer::pre_reduce_precision() {
   if (rank_.main() && !resume_) round_to_half_precision(*model_);
 }
@@ -186,16 +190,10 @@ void Trainer::build_train_loader() {
   popt.pad = 0.0;
   popt.hyp = hyp_;
   data::AugmentPipeline* pipeline = &task_->make_pipeline(train_split_.records, popt);
-  if (options_.cache == CacheMode::Disk) {
-    const int64_t bytes = pipeline->cache_to_disk(std::max(1, options_.workers));
-    char size[32];
-    std::snprintf(size, sizeof size, "%.1fGB", static_cast<double>(bytes) / (1 << 30));
-    out_->line("train: Caching images (", size, " disk)");
-  }
-  if (options_.cache == CacheMode::Ram && !pipeline->cache_images(std::max(1, options_.workers)))
-    // As the reference's check_cache_ram: said before loading, and training goes on reading the images.
-    out_->line(data::cache_ram_shortfall_line(out_->colour("train: "), pipeline->cache_bytes(),
-                                              data::available_memory_bytes(), data::total_memory_bytes()));
+  // --cache ram that does not fit is said as the reference's check_cache_ram, before loading, and
+  // training goes on reading the images.
+  const std::string cached = data::cache_dataset_images(*pipeline, cache_mode_name(), std::max(1, options_.workers));
+  if (!cached.empty()) out_->line(out_->colour("train: "), cached);
   const data::DistributedSampler sampler(pipeline->size(), rank_.rank, rank_.world, !options_.rect, options_.seed);
   const int local_ranks = dist::local_world_size(dist::process_environment());
   if (!pipeline->cached()) {  // images decode once while a quarter of the free memory lasts
@@ -264,7 +262,7 @@ void Trainer::build_validator() {
     vopt.save_dir = save_dir_;
     vopt.training = true;
     // train.py's val loader takes --cache unless --noval (cache=None if noval else opt.cache).
-    if (!options_.noval) vopt.cache = options_.cache == CacheMode::Disk ? "disk" : options_.cache == CacheMode::Ram ? "ram" : "";
+    if (!options_.noval) vopt.cache = cache_mode_name();
     task_->build_validator(std::move(val_split.records), names_, num_classes_, vopt, device_, max_stride_, &*out_);
   }
   out_->raw(autoanchor_report_);  // the reference checks the anchors once both loaders exist

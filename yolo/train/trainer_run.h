@@ -119,6 +119,7 @@ class Trainer {
   void check_ranks_agree();  // every rank has the same data, model and run-shaping options
   void check_anchors_and_plot_labels();  // AutoAnchor and labels.jpg, on rank 0
   void pre_reduce_precision();  // a fresh run's weights rounded to float16 values, on rank 0
+  std::string cache_mode_name() const;  // --cache as data::cache_dataset_images takes it
   void place_model();        // on its device, SyncBN said, weights broadcast
   void build_ema();
   // The optimization (trainer_build.cpp).
