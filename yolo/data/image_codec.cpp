@@ -194,6 +194,48 @@ void read_file_bytes(const std::string& path, std::vector<uint8_t>& bytes) {
   KESTREL_CHECK(in.good() || n == 0, "reading '", path, "' failed");
 }
 
+bool jpeg_structure_intact(const std::vector<uint8_t>& b) {
+  if (sniff(b) != ImageFormat::Jpeg) return false;
+  const size_t n = b.size();
+  size_t p = 2;  // after SOI
+  bool scan_data = false;
+  while (p + 1 < n) {
+    if (b[p] != 0xFF) return false;  // a marker must follow each segment
+    const uint8_t marker = b[p + 1];
+    if (marker == 0xFF) {  // fill byte before a marker
+      ++p;
+      continue;
+    }
+    if (marker == 0xD9) return scan_data;
+    if (marker == 0x00 || marker == 0xD8 || marker == 0x01 || (marker >= 0xD0 && marker <= 0xD7))
+      return false;  // outside entropy-coded data none of these belongs between segments
+    if (p + 4 > n) return false;
+    const size_t length = static_cast<size_t>(b[p + 2]) << 8 | b[p + 3];
+    if (length < 2 || p + 2 + length > n) return false;
+    p += 2 + length;
+    if (marker != 0xDA) continue;
+    // Entropy-coded data: it runs to the next 0xFF that is neither a stuffed zero nor a restart
+    // marker (fill bytes 0xFF 0xFF may precede a marker).
+    const size_t start = p;
+    for (;;) {
+      const void* ff = std::memchr(b.data() + p, 0xFF, n - p);
+      if (!ff) return false;  // cut inside the data
+      p = static_cast<size_t>(static_cast<const uint8_t*>(ff) - b.data());
+      size_t q = p + 1;
+      while (q < n && b[q] == 0xFF) ++q;
+      if (q >= n) return false;
+      if (b[q] == 0x00 || (b[q] >= 0xD0 && b[q] <= 0xD7)) {
+        p = q + 1;
+        continue;
+      }
+      if (p > start) scan_data = true;
+      p = q - 1;  // the marker's 0xFF
+      break;
+    }
+  }
+  return false;  // no end-of-image marker
+}
+
 int jpeg_exif_orientation(const std::vector<uint8_t>& b) {
   size_t p = 2;  // after SOI
   while (p + 4 <= b.size() && b[p] == 0xFF) {

@@ -79,6 +79,15 @@ void write_png(const std::string& path, const cv::Mat& bgr);
 // other formats as JPEG with the extension replaced by .jpg. Returns the path written.
 std::string write_image(const std::string& path, const cv::Mat& bgr);
 
+// Whether a JPEG's marker chain is whole: from its start-of-image marker, every segment's length
+// stays inside the file, at least one scan holds entropy-coded data, and the chain reaches the
+// end-of-image marker (bytes after it are ignored, as the decoder ignores them). Reads only the
+// markers, no pixel: a file for which this holds and probe_image succeeds decodes without the
+// truncation a cut download leaves; the label scan decodes in full only the files for which it
+// does not hold. Damage inside the entropy-coded data (flipped bits) is not seen here; the
+// decoder recovers it as grey blocks.
+bool jpeg_structure_intact(const std::vector<uint8_t>& bytes);
+
 // The EXIF orientation (1..8) found in a JPEG's APP1 segment, 1 when absent or unreadable.
 int jpeg_exif_orientation(const std::vector<uint8_t>& bytes);
 // Applies an EXIF orientation to an image as viewers do (6: rotate 90° clockwise, ...).

@@ -17,7 +17,10 @@ namespace kestrel::yolo::data {
 // 2: damaged JPEGs the decoder recovers are used, images above PIL's pixel limit refused; the
 // verdicts of a version-1 scan no longer hold.
 // 3: CMYK JPEGs are used, JPEGs without scan data refused: version-2 verdicts on those are wrong.
-inline constexpr uint32_t kLabelCacheVersion = 3;
+// 4: JPEGs with a whole marker chain are judged from their headers, no longer decoded: damage
+// inside their entropy-coded data, which a version-3 scan refused when the decoder could not
+// recover it, now passes the scan as it passes the reference's.
+inline constexpr uint32_t kLabelCacheVersion = 4;
 
 // Where the reference puts its cache, under our own suffix (the reference's `.cache` stays its
 // own): beside a list file when the split's last source is a file (train.txt ->

@@ -115,14 +115,22 @@ bool read_file(const std::string& path, std::string& bytes) {
 
 // Empty when the image is usable; otherwise why not. Sets the size after EXIF orientation, and
 // `restored` to the decoder's message for a damaged JPEG it recovered (the reference restores
-// such files too). The image is decoded in full with the loader's own decoder, so whatever
-// passes here also loads.
+// such files too). A JPEG whose header parses and whose marker chain is whole to its end marker
+// is judged from those, as the reference judges from the header and the last two bytes (decoding
+// every image made the scan of 20,000 images take 15 s on 2 cores, the reference's 3.5 s); any
+// other file is decoded in full with the loader's own decoder, so a cut JPEG gets the decoder's
+// own verdict and message.
 std::string check_image(const std::string& path, int& width, int& height, std::string& restored) {
   try {
     const std::vector<uint8_t> bytes = read_file_bytes(path);
     if (bytes.empty()) return "empty file (0 bytes)";
-    const cv::Mat image = decode_image(bytes, path, &restored);
-    width = image.cols, height = image.rows;
+    const ImageInfo info = probe_image(bytes, path);
+    if (info.format == ImageFormat::Jpeg && jpeg_structure_intact(bytes)) {
+      width = info.width, height = info.height;
+    } else {
+      const cv::Mat image = decode_image(bytes, path, &restored);
+      width = image.cols, height = image.rows;
+    }
   } catch (const std::exception& e) {  // one bad file must never stop the scan
     return e.what();
   }

@@ -1,8 +1,9 @@
 // Checking image/label pairs the way the reference's verify_image_label does: the image must
-// decode, hold at most PIL's kMaxImagePixels and be at least 10 px each side, the label rows must
-// be valid normalised boxes; a bad pair is skipped with a warning that names the file (and the
-// row), never used. A damaged JPEG the decoder recovers (cut short, no end marker) is used with a
-// warning, as the reference restores it.
+// open (a JPEG's header and whole marker chain, anything else decoded in full), hold at most PIL's
+// kMaxImagePixels and be at least 10 px each side, the label rows must be valid normalised boxes;
+// a bad pair is skipped with a warning that names the file (and the row), never used. A damaged
+// JPEG the decoder recovers (cut short, no end marker) is used with a warning, as the reference
+// restores it.
 #pragma once
 #include <cstdint>
 #include <ostream>

@@ -314,3 +314,66 @@ TEST(ImageCodec, CmykJpegsDecodeAsOpenCvConvertsThem) {
   for (int i = 0; i < 4; ++i)
     EXPECT_LE(cv::norm(bgr.at<cv::Vec3b>(8, 16 * i + 8), expected[i], cv::NORM_INF), 3.0) << i;
 }
+
+namespace {
+
+// A progressive JPEG: several scans, each with its own entropy-coded data between markers.
+std::vector<uint8_t> progressive_jpeg(const cv::Mat& bgr) {
+  tjhandle tj = tjInitCompress();
+  unsigned char* out = nullptr;
+  unsigned long size = 0;
+  EXPECT_EQ(tjCompress2(tj, bgr.data, bgr.cols, 0, bgr.rows, TJPF_BGR, &out, &size, TJSAMP_420,
+                        90, TJFLAG_PROGRESSIVE), 0) << tjGetErrorStr2(tj);
+  std::vector<uint8_t> bytes(out, out + size);
+  tjFree(out);
+  tjDestroy(tj);
+  return bytes;
+}
+
+size_t count_scans(const std::vector<uint8_t>& jpeg) {
+  size_t scans = 0;
+  for (size_t i = 0; i + 1 < jpeg.size(); ++i) scans += jpeg[i] == 0xFF && jpeg[i + 1] == 0xDA;
+  return scans;
+}
+
+}  // namespace
+
+// The label scan judges a JPEG by its header and marker chain instead of decoding it: whole files
+// (baseline, progressive, with EXIF, with bytes after the end marker) pass; every prefix of a
+// file, a chain broken by a wrong segment length or a stray byte, and a file without scan data
+// do not, so each of those goes to the full decoder's verdict.
+TEST(ImageCodec, JpegStructureIntactFollowsTheWholeMarkerChain) {
+  const std::vector<uint8_t> baseline = encoded(gradient(), false);
+  const std::vector<uint8_t> progressive = progressive_jpeg(gradient());
+  ASSERT_GT(count_scans(progressive), 2u);
+  std::vector<uint8_t> padded = baseline;
+  padded.insert(padded.end(), {0x00, 0xFF, 0xD8, 0x42});
+  for (const auto& whole : {baseline, progressive, with_orientation(baseline, 6), padded})
+    EXPECT_TRUE(jpeg_structure_intact(whole));
+
+  for (const auto& whole : {baseline, progressive}) {
+    for (size_t cut = 0; cut < whole.size(); ++cut)
+      ASSERT_FALSE(jpeg_structure_intact({whole.begin(), whole.begin() + static_cast<long>(cut)}))
+          << "a prefix of " << cut << " of " << whole.size() << " bytes passed";
+  }
+  std::vector<uint8_t> no_data = cut_after_scan_header(baseline);
+  no_data.insert(no_data.end(), {0xFF, 0xD9});
+  EXPECT_FALSE(jpeg_structure_intact(no_data));
+
+  std::vector<uint8_t> long_segment = baseline;  // APP0 (JFIF) claims to run past the end
+  ASSERT_EQ(long_segment[3], 0xE0);
+  long_segment[4] = 0xFF, long_segment[5] = 0xF0;
+  EXPECT_FALSE(jpeg_structure_intact(long_segment));
+  std::vector<uint8_t> stray = baseline;  // a byte where the next marker should start
+  stray.insert(stray.begin() + 2, 0x42);
+  EXPECT_FALSE(jpeg_structure_intact(stray));
+  EXPECT_FALSE(jpeg_structure_intact(encoded(gradient(), true)));  // a PNG
+  EXPECT_FALSE(jpeg_structure_intact({}));
+
+  // Whatever passes decodes with no warning (nothing the decoder would have to restore).
+  for (const auto& whole : {baseline, progressive, padded}) {
+    std::string warning;
+    EXPECT_EQ(decode_image(whole, "whole.jpg", &warning).size(), gradient().size());
+    EXPECT_TRUE(warning.empty()) << warning;
+  }
+}
