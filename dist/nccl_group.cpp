@@ -1,6 +1,7 @@
 #include "dist/nccl_group.h"
 
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <cstring>
 #include <iostream>
@@ -23,13 +24,24 @@ struct NcclProcessGroup::State {
   int rank = 0;
   Device device;
   milliseconds timeout{0};
-  // Guards every call on the communicator (except ncclCommAbort, which runs unlocked once
-  // `aborted` is set) and the fields below.
+  // Three locks, always taken in this order when nested (issue_mutex, mutex, comm_mutex):
+  // - issue_mutex: held by the thread issuing an operation (set-up, a collective, finalize) from
+  //   the call until it has settled, so that no second operation starts meanwhile, as NCCL asks;
+  // - mutex: the fields below; held only briefly;
+  // - comm_mutex: held for each single call on the communicator, so that only one thread
+  //   operates it at a time (NCCL's thread-safety rule), ncclCommAbort included. An operation that
+  //   settles (ncclInProgress) takes it once per look only: the watchdog keeps reading
+  //   asynchronous errors, timing the other work and aborting meanwhile, where one lock held for
+  //   the whole settle would have stopped it for up to the timeout.
+  std::mutex issue_mutex;
   std::mutex mutex;
+  std::mutex comm_mutex;
   std::condition_variable stop_cv;
   bool stopping = false;
-  ncclComm_t comm = nullptr;
-  bool aborted = false;
+  ncclComm_t comm = nullptr;  // written under mutex and comm_mutex both
+  // Set (under mutex) before the communicator is aborted; from then on nothing calls it. Read
+  // under comm_mutex alone by on_comm, hence atomic.
+  std::atomic<bool> aborted{false};
   std::string failure;  // the first error; every later call throws it
   std::vector<std::shared_ptr<NcclWork>> in_flight;
   // Finished works the watchdog took out of in_flight. The issuing thread drops them (launch(),
@@ -57,23 +69,55 @@ struct NcclProcessGroup::State {
   // and returns the communicator to abort, as fail_locked.
   [[nodiscard]] ncclComm_t check_async_locked() {
     if (aborted || !comm || !failure.empty()) return nullptr;
-    ncclResult_t async = ncclSuccess;
-    ncclCommGetAsyncError(comm, &async);
-    if (async == ncclSuccess || async == ncclInProgress) return nullptr;
+    const ncclResult_t async = async_state();
+    if (async == ncclSuccess || async == ncclInProgress || aborted) return nullptr;
     return fail_locked(str("rank ", rank, ": NCCL reported an error: ", ncclGetErrorString(async),
-                           " (", ncclGetLastError(comm),
+                           " (", last_error(),
                            "); the communicator was aborted; a peer may have died; see its log"));
   }
 
+  // One call on the communicator, alone on it (comm_mutex); ncclInvalidUsage, without calling,
+  // once it is aborted or gone.
+  template <class Call>
+  ncclResult_t on_comm(Call&& call) {
+    std::lock_guard<std::mutex> lock(comm_mutex);
+    if (aborted || !comm) return ncclInvalidUsage;
+    return call(comm);
+  }
+  ncclResult_t async_state() {
+    return on_comm([](ncclComm_t c) {
+      ncclResult_t r = ncclSuccess;
+      const ncclResult_t call = ncclCommGetAsyncError(c, &r);
+      return call == ncclSuccess ? r : call;
+    });
+  }
+  std::string last_error() {
+    std::string text;
+    on_comm([&](ncclComm_t c) {
+      text = ncclGetLastError(c);
+      return ncclSuccess;
+    });
+    return text;
+  }
+
   // A non-blocking communicator answers ncclInProgress until an operation is fully issued; waits
-  // for it to settle, up to the timeout.
-  ncclResult_t settle_locked(ncclResult_t r) {
+  // for it to settle, up to the timeout. The caller holds issue_mutex, not mutex or comm_mutex:
+  // each look takes comm_mutex alone, so the watchdog works between looks, and an abort meanwhile
+  // ends the wait (ncclInvalidUsage; `failure` says why).
+  ncclResult_t settle(ncclResult_t r) {
     const auto deadline = Clock::now() + timeout;
     while (r == ncclInProgress && Clock::now() < deadline) {
       std::this_thread::sleep_for(std::chrono::microseconds(100));
-      ncclCommGetAsyncError(comm, &r);
+      r = async_state();
     }
     return r;
+  }
+
+  // Aborts a communicator fail_locked handed out; called without mutex (an abort can take long,
+  // and meanwhile every other thread must see the failure, not wait for the lock).
+  void abort(ncclComm_t doomed) {
+    std::lock_guard<std::mutex> lock(comm_mutex);
+    ncclCommAbort(doomed);
   }
 };
 
@@ -143,7 +187,7 @@ class NcclWork : public Work {
     std::unique_lock<std::mutex> lock(state_->mutex);
     if (const ncclComm_t doomed = state_->check_async_locked()) {
       lock.unlock();
-      ncclCommAbort(doomed);
+      state_->abort(doomed);
     }
   }
 
@@ -212,12 +256,12 @@ void watchdog_loop(const std::shared_ptr<NcclProcessGroup::State>& s) {
     doomed = s->fail_locked(str("rank ", s->rank, ": the NCCL watchdog cannot use ",
                                 s->device.str(), ": ", e.what()));
   }
-  if (doomed) ncclCommAbort(doomed);
+  if (doomed) s->abort(doomed);
   std::unique_lock<std::mutex> lock(s->mutex);
   while (!s->stop_cv.wait_for(lock, milliseconds(20), [&] { return s->stopping; })) {
     if (ncclComm_t doomed = check_work_locked(*s)) {
       lock.unlock();
-      ncclCommAbort(doomed);
+      s->abort(doomed);
       lock.lock();
     }
   }
@@ -256,15 +300,21 @@ NcclProcessGroup::NcclProcessGroup(std::shared_ptr<TcpStore> store, const DistOp
 
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;  // so that a missing peer cannot block us past the timeout
-  std::lock_guard<std::mutex> lock(state_->mutex);
-  ncclResult_t r = ncclCommInitRankConfig(&state_->comm, size(), id, rank(), &config);
-  if (state_->comm) r = state_->settle_locked(r);
+  // No other thread sees the state yet (the watchdog starts below); the locks keep the rule.
+  std::lock_guard<std::mutex> issue(state_->issue_mutex);
+  ncclComm_t comm = nullptr;
+  ncclResult_t r = ncclCommInitRankConfig(&comm, size(), id, rank(), &config);
+  {
+    std::scoped_lock lock(state_->mutex, state_->comm_mutex);
+    state_->comm = comm;
+  }
+  if (comm) r = state_->settle(r);
   if (r != ncclSuccess) {
     const std::string why = r == ncclInProgress
                                 ? str("did not finish within ", format_duration(state_->timeout),
                                       "; a peer may have died or not started; see its log")
                                 : str("failed: ", ncclGetErrorString(r));
-    if (state_->comm) ncclCommAbort(state_->comm);
+    if (comm) state_->abort(comm);
     KESTREL_FAIL("rank ", rank(), ": NCCL communicator setup for ", size(), " ranks on ",
                  device.str(), " ", why);
   }
@@ -290,17 +340,19 @@ NcclProcessGroup::~NcclProcessGroup() {
   cudaError_t e;
   while ((e = cudaStreamQuery(stream_.handle())) == cudaErrorNotReady && Clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::microseconds(200));
-  std::unique_lock<std::mutex> lock(state_->mutex);
+  std::unique_lock<std::mutex> issue(state_->issue_mutex);
   ncclResult_t r = ncclInternalError;
-  if (e == cudaSuccess) r = state_->settle_locked(ncclCommFinalize(state_->comm));
+  if (e == cudaSuccess) r = state_->settle(state_->on_comm([](ncclComm_t c) { return ncclCommFinalize(c); }));
+  std::unique_lock<std::mutex> lock(state_->mutex);
   if (r == ncclSuccess) {
+    std::lock_guard<std::mutex> comm_lock(state_->comm_mutex);
     ncclCommDestroy(state_->comm);
     state_->comm = nullptr;
   } else {
     const ncclComm_t doomed = state_->fail_locked(
         str("rank ", rank(), ": NCCL work still pending at shutdown; aborting the communicator"));
     lock.unlock();
-    if (doomed) ncclCommAbort(doomed);
+    if (doomed) state_->abort(doomed);
     lock.lock();
   }
   state_->in_flight.clear();
@@ -329,22 +381,30 @@ std::shared_ptr<Work> NcclProcessGroup::launch(
   ready.record(caller);
   ready.wait(stream_);
   Event done(device_);
-  std::vector<std::shared_ptr<NcclWork>> retired;  // dropped after the lock (State::retired)
-  std::unique_lock<std::mutex> lock(state_->mutex);
-  retired.swap(state_->retired);
-  KESTREL_CHECK(state_->failure.empty(), "rank ", rank(), ": cannot start NCCL ", what,
-                ": the process group failed earlier: ", state_->failure);
-  ncclResult_t r = state_->settle_locked(call(state_->comm, stream_.handle()));
+  std::vector<std::shared_ptr<NcclWork>> retired;  // dropped after the locks (State::retired)
+  std::unique_lock<std::mutex> issue(state_->issue_mutex);
+  {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    retired.swap(state_->retired);
+    KESTREL_CHECK(state_->failure.empty(), "rank ", rank(), ": cannot start NCCL ", what,
+                  ": the process group failed earlier: ", state_->failure);
+  }
+  const ncclResult_t r = state_->settle(
+      state_->on_comm([&](ncclComm_t comm) { return call(comm, stream_.handle()); }));
   if (r != ncclSuccess) {
+    std::unique_lock<std::mutex> lock(state_->mutex);
+    // Aborted while it settled (the watchdog saw an error or a timeout): that is the reason.
+    KESTREL_CHECK(state_->failure.empty(), "rank ", rank(), ": NCCL ", what,
+                  " was not issued: ", state_->failure);
     const std::string message =
         r == ncclInProgress
             ? str("rank ", rank(), ": NCCL ", what, " could not be issued within ",
                   format_duration(state_->timeout), "; a peer may have died; see its log")
             : str("rank ", rank(), ": NCCL ", what, " failed: ", ncclGetErrorString(r), " (",
-                  ncclGetLastError(state_->comm), ")");
+                  state_->last_error(), ")");
     const ncclComm_t doomed = state_->fail_locked(message);
     lock.unlock();
-    if (doomed) ncclCommAbort(doomed);
+    if (doomed) state_->abort(doomed);
     KESTREL_FAIL(message);
   }
   done.record(stream_);
@@ -352,7 +412,10 @@ std::shared_ptr<Work> NcclProcessGroup::launch(
       std::make_shared<NcclWork>(state_, what, done, std::move(keep_alive), host_wait, captured);
   // A captured collective runs at each replay, not now: its event would never complete on the
   // host (querying it is even illegal), so the watchdog does not watch it.
-  if (!captured) state_->in_flight.push_back(work);
+  if (!captured) {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    state_->in_flight.push_back(work);
+  }
   return work;
 }
 

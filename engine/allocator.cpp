@@ -100,7 +100,7 @@ DataPtr allocate(Device device, size_t bytes, bool pinned) {
   if (device.is_cuda()) {
     KESTREL_CHECK(!pinned, "pinned memory is host memory: allocate it on the cpu device");
     CachingAllocator& alloc = AllocatorRegistry::get().cuda(device.index);
-    auto key = reinterpret_cast<uintptr_t>(current_stream(device).handle());
+    const auto key = static_cast<uintptr_t>(current_stream(device).id());
     void* p = alloc.allocate(bytes, key);
     return DataPtr(p, [&alloc](void* q) { alloc.deallocate(q); });
   }
@@ -134,6 +134,12 @@ void allocator_empty_cache(Device device, bool pinned) {
   AllocatorRegistry::get().cpu().empty_cache();
 }
 
+void allocator_set_limit(Device device, size_t bytes, bool pinned) {
+  if (device.is_cuda()) return AllocatorRegistry::get().cuda(device.index).set_limit(bytes);
+  if (pinned) return AllocatorRegistry::get().pinned().set_limit(bytes);
+  AllocatorRegistry::get().cpu().set_limit(bytes);
+}
+
 namespace {
 
 CachingAllocator& cuda_allocator(Device device, const char* op) {
@@ -148,12 +154,17 @@ PoolId allocator_create_pool(Device device) {
   return cuda_allocator(device, "allocator_create_pool").create_pool();
 }
 
-void allocator_begin_pool(Device device, PoolId id, cudaStream_t stream) {
-  cuda_allocator(device, "allocator_begin_pool").begin_pool(id, reinterpret_cast<uintptr_t>(stream));
+void allocator_begin_pool(Device device, PoolId id, uint64_t stream_id) {
+  cuda_allocator(device, "allocator_begin_pool").begin_pool(id, static_cast<uintptr_t>(stream_id));
 }
 
-void allocator_end_pool(Device device, PoolId id, cudaStream_t stream) {
-  cuda_allocator(device, "allocator_end_pool").end_pool(id, reinterpret_cast<uintptr_t>(stream));
+void allocator_end_pool(Device device, PoolId id, uint64_t stream_id) {
+  cuda_allocator(device, "allocator_end_pool").end_pool(id, static_cast<uintptr_t>(stream_id));
+}
+
+void allocator_retire_stream(Device device, uint64_t stream_id, std::function<bool()> work_done) {
+  cuda_allocator(device, "allocator_retire_stream")
+      .retire_stream(static_cast<uintptr_t>(stream_id), std::move(work_done));
 }
 
 void allocator_release_pool(Device device, PoolId id) {

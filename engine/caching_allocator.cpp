@@ -62,7 +62,8 @@ CachingAllocator::Block* CachingAllocator::find_cached(size_t size, uintptr_t st
 CachingAllocator::Block* CachingAllocator::new_segment(size_t size, uintptr_t stream, bool small,
                                                        PoolId pool_id) {
   size_t bytes = segment_size(size);
-  void* ptr = raw_alloc_(bytes);
+  if (!retired_.empty()) settle_retired();  // dead streams' memory first
+  void* ptr = raw_alloc(bytes);
   // Out of memory: the general pool's free segments of this stream go back, then everyone's (and
   // those of released private pools); a live private pool's never, and nothing while a pool is
   // being filled.
@@ -73,11 +74,11 @@ CachingAllocator::Block* CachingAllocator::new_segment(size_t size, uintptr_t st
     return b->pool == kGeneralPool || released_pool(b);
   };
   const bool may_release = filling_ == 0;
-  if (!ptr && may_release && release_where(general_of_stream) > 0) ptr = raw_alloc_(bytes);
-  if (!ptr && may_release && release_where(general) > 0) ptr = raw_alloc_(bytes);
+  if (!ptr && may_release && release_where(general_of_stream) > 0) ptr = raw_alloc(bytes);
+  if (!ptr && may_release && release_where(general) > 0) ptr = raw_alloc(bytes);
   if (!ptr && bytes > size && !small) {  // the shared 20 MiB segment no longer fits: only the block
     bytes = size;
-    ptr = raw_alloc_(bytes);
+    ptr = raw_alloc(bytes);
   }
   if (!ptr && filling_ > 0)
     KESTREL_FAIL("out of memory allocating ", size, " bytes during a CUDA graph capture (",
@@ -145,6 +146,39 @@ void CachingAllocator::deallocate(void* ptr) {
       filling_ == 0)
     return free_segment(block);
   p.insert(block);
+  if (!retired_.empty() && retired_.contains(block->stream)) settle_retired();
+}
+
+void CachingAllocator::retire_stream(uintptr_t stream_key, std::function<bool()> work_done) {
+  std::lock_guard lock(mutex_);
+  KESTREL_CHECK(!routes_.contains(stream_key), "retire_stream: the stream still allocates from "
+                "private pool ", routes_.at(stream_key), "; end its capture first");
+  retired_[stream_key] = Retired{std::move(work_done)};
+  settle_retired();
+}
+
+size_t CachingAllocator::retired_streams() const {
+  std::lock_guard lock(mutex_);
+  return retired_.size();
+}
+
+void CachingAllocator::settle_retired() {
+  if (filling_ > 0) return;  // a cudaFree would synchronise the device during a capture
+  for (auto it = retired_.begin(); it != retired_.end();) {
+    Retired& r = it->second;
+    if (!r.done && !(r.done = r.work_done())) {
+      ++it;
+      continue;
+    }
+    const uintptr_t key = it->first;
+    const auto general_of_key = [key](const Block* b) { return b->pool == kGeneralPool && b->stream == key; };
+    release_where(general_of_key);
+    const bool left = std::any_of(small_pool_.begin(), small_pool_.end(), general_of_key) ||
+                      std::any_of(large_pool_.begin(), large_pool_.end(), general_of_key) ||
+                      std::any_of(allocated_.begin(), allocated_.end(),
+                                  [&](const auto& a) { return general_of_key(a.second); });
+    it = left ? std::next(it) : retired_.erase(it);
+  }
 }
 
 void CachingAllocator::free_segment(Block* segment) {
@@ -180,9 +214,20 @@ bool CachingAllocator::released_pool(const Block* b) const {
   return b->pool != kGeneralPool && private_pools_.at(b->pool).released;
 }
 
+void* CachingAllocator::raw_alloc(size_t bytes) {
+  if (limit_ > 0 && stats_.reserved + bytes > limit_) return nullptr;
+  return raw_alloc_(bytes);
+}
+
+void CachingAllocator::set_limit(size_t bytes) {
+  std::lock_guard lock(mutex_);
+  limit_ = bytes;
+}
+
 void CachingAllocator::empty_cache() {
   std::lock_guard lock(mutex_);
   if (filling_ > 0) return;  // nothing goes back during a capture (see the header)
+  settle_retired();
   release_where([this](const Block* b) { return b->pool == kGeneralPool || released_pool(b); });
 }
 

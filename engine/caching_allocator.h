@@ -14,6 +14,12 @@
 //   the system, then every stream's; only then the request fails. (On CUDA, cudaFree synchronises the device
 //   itself; releasing the failing stream's cache first keeps other streams' caches warm.)
 // - empty_cache() returns every wholly free segment of the general pool.
+// - Stream keys are identities that are never reused (Stream::id(), not the cudaStream_t, which
+//   the driver may hand to the next stream created). A destroyed stream is retired with a
+//   test of its last work (an event recorded before the destruction): its blocks are never handed
+//   out again, and its wholly free segments go back to the system once that work is done, as
+//   PyTorch frees a stream's blocks only after the events of their last uses. (empty_cache and
+//   the out-of-memory release may return them earlier: on CUDA cudaFree waits for the device.)
 //
 // Private pools (for CUDA graphs, engine/cuda_graph.h): create_pool() names one; between
 // begin_pool(id, stream) and end_pool(id, stream) every request on that stream is served from
@@ -66,6 +72,18 @@ class CachingAllocator {
   void* allocate(size_t bytes, uintptr_t stream_key);
   void deallocate(void* ptr);
   void empty_cache();
+  // At most `bytes` reserved from the system (0: no limit): past it a new segment fails as the
+  // system's allocator would when out of memory, so that tests reach the out-of-memory paths
+  // (release and retry, the error during a capture) on any machine.
+  void set_limit(size_t bytes);
+
+  // The stream `stream_key` is gone: no request will name it again. `work_done` says whether the
+  // work queued on it before it went has finished (on CUDA: an event recorded then); until it
+  // does, the stream's blocks stay where they are, and after it its wholly free segments (and
+  // each segment that becomes wholly free later) go back to the system. Checked when memory is
+  // needed, on empty_cache(), and when one of the stream's blocks is freed.
+  void retire_stream(uintptr_t stream_key, std::function<bool()> work_done);
+  size_t retired_streams() const;  // retired streams whose blocks are not all back yet
   AllocatorStats stats() const;  // every pool, private ones included
   void reset_peak();
 
@@ -122,11 +140,17 @@ class CachingAllocator {
   // pool is being filled (filling_ == 0) first, except the destructor.
   size_t release_where(const std::function<bool(const Block*)>& pick);
   bool released_pool(const Block* b) const;  // of a private pool whose owner is gone
+  // Retired streams whose work is done give their wholly free general segments back; those left
+  // with no general block are forgotten. Nothing while a pool is being filled.
+  void settle_retired();
   PrivatePool& live_pool(PoolId id, const char* op);
   Pool& pool(bool small) { return small ? small_pool_ : large_pool_; }
 
+  void* raw_alloc(size_t bytes);  // raw_alloc_ within limit_
+
   RawAlloc raw_alloc_;
   RawFree raw_free_;
+  size_t limit_ = 0;
   mutable std::mutex mutex_;
   Pool small_pool_, large_pool_;                 // free blocks
   std::unordered_map<void*, Block*> allocated_;  // handed out, by address
@@ -134,6 +158,11 @@ class CachingAllocator {
   PoolId next_pool_ = 1;
   std::unordered_map<PoolId, PrivatePool> private_pools_;  // until released and empty
   std::unordered_map<uintptr_t, PoolId> routes_;            // stream -> private pool
+  struct Retired {
+    std::function<bool()> work_done;
+    bool done = false;
+  };
+  std::unordered_map<uintptr_t, Retired> retired_;          // streams gone, blocks not all back
   int filling_ = 0;                                         // routes in place (all pools)
 };
 

@@ -128,11 +128,11 @@ void CudaGraph::capture_begin(const Stream& stream) {
   KESTREL_CHECK(!is_capturing(stream), "CudaGraph::capture_begin: ", describe(stream),
                 " is being captured already");
   DeviceGuard guard(device_);
-  allocator_begin_pool(device_, pool_->id(), stream.handle());
+  allocator_begin_pool(device_, pool_->id(), stream.id());
   const cudaError_t e = cudaStreamBeginCapture(stream.handle(), cudaStreamCaptureModeThreadLocal);
   if (e != cudaSuccess) {
     (void)cudaGetLastError();
-    allocator_end_pool(device_, pool_->id(), stream.handle());
+    allocator_end_pool(device_, pool_->id(), stream.id());
     KESTREL_FAIL("CudaGraph::capture_begin: cudaStreamBeginCapture on ", describe(stream),
                  " failed: ", cudaGetErrorString(e));
   }
@@ -152,7 +152,7 @@ void CudaGraph::capture_end() {
   const cudaError_t e = cudaStreamEndCapture(stream_.handle(), &graph);
   capturing_ = false;
   t_capturing = nullptr;
-  allocator_end_pool(device_, pool_->id(), stream_.handle());
+  allocator_end_pool(device_, pool_->id(), stream_.id());
   if (e != cudaSuccess || !refused_.empty()) {
     if (graph) cudaGraphDestroy(graph);
     (void)cudaGetLastError();
@@ -194,7 +194,7 @@ void CudaGraph::end_capture_quietly() {
   capturing_ = false;
   if (t_capturing == this) t_capturing = nullptr;
   try {
-    allocator_end_pool(device_, pool_->id(), stream_.handle());
+    allocator_end_pool(device_, pool_->id(), stream_.id());
   } catch (const std::exception&) {
     // The route is always in place here; a destructor must not throw regardless.
   }

@@ -58,14 +58,34 @@ int cuda_device_count() {
 
 bool cuda_available() { return cuda_device_count() > 0; }
 
+namespace {
+
+// cudaSetDevice, with a device that does not exist (cuda:1 on a one-GPU machine, or hidden by
+// CUDA_VISIBLE_DEVICES) named as such rather than as CUDA's "invalid device ordinal".
+void select_device(Device d) {
+  const cudaError_t e = cudaSetDevice(d.index);
+  if (e == cudaErrorInvalidDevice) {
+    cudaGetLastError();
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) cudaGetLastError();
+    KESTREL_FAIL(d.str(), " does not exist: this machine shows ", n,
+                 n == 1 ? " CUDA device (cuda:0)" : " CUDA devices",
+                 n > 1 ? str(" (cuda:0..cuda:", n - 1, ")") : std::string(),
+                 "; pick one of those, check CUDA_VISIBLE_DEVICES, or use --device cpu");
+  }
+  KESTREL_CUDA_CHECK(e);
+}
+
+}  // namespace
+
 void set_thread_device(Device d) {
-  if (d.is_cuda()) KESTREL_CUDA_CHECK(cudaSetDevice(d.index));
+  if (d.is_cuda()) select_device(d);
 }
 
 DeviceGuard::DeviceGuard(Device d) {
   if (!d.is_cuda()) return;
   KESTREL_CUDA_CHECK(cudaGetDevice(&previous_));
-  if (previous_ != d.index) KESTREL_CUDA_CHECK(cudaSetDevice(d.index));
+  if (previous_ != d.index) select_device(d);
 }
 
 DeviceGuard::~DeviceGuard() {

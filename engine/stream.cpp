@@ -1,8 +1,10 @@
 #include "engine/stream.h"
 
+#include <atomic>
 #include <cstdio>
 #include <unordered_map>
 
+#include "engine/allocator.h"
 #include "engine/cuda_graph.h"
 #include "engine/host_sync.h"
 #include "kernels/cuda_check.h"
@@ -13,16 +15,51 @@ namespace {
 // Current stream per device for this thread; absent = the default stream.
 thread_local std::unordered_map<int, Stream> t_current;
 
+// The work queued on a stream about to be destroyed: an event recorded on it, which the device's
+// allocator tests before it gives the stream's blocks back (a never-reused id keys them, so no
+// other stream takes them meanwhile). Without an event (it could not be made) the stream is
+// synchronised instead.
+void retire(Device device, cudaStream_t handle, uint64_t id) noexcept {
+  DeviceGuard guard(device);
+  cudaEvent_t event = nullptr;
+  if (cudaEventCreateWithFlags(&event, cudaEventDisableTiming) != cudaSuccess ||
+      cudaEventRecord(event, handle) != cudaSuccess) {
+    cudaGetLastError();
+    if (event) cudaEventDestroy(event);
+    event = nullptr;
+    cudaStreamSynchronize(handle);
+    cudaGetLastError();
+  }
+  cudaStreamDestroy(handle);  // returns at once; queued work still completes
+  auto done = std::shared_ptr<CUevent_st>(event, [](cudaEvent_t e) {
+    if (e) cudaEventDestroy(e);
+  });
+  try {
+    allocator_retire_stream(device, id, [done] {
+      if (!done) return true;
+      const cudaError_t e = cudaEventQuery(done.get());
+      if (e == cudaErrorNotReady) return false;
+      cudaGetLastError();  // an error: the work will not run any more either
+      return true;
+    });
+  } catch (const std::exception& e) {  // a destructor: report, never throw
+    std::fprintf(stderr, "kestrel: retiring stream %llu: %s\n", static_cast<unsigned long long>(id), e.what());
+  }
+}
+
 }  // namespace
 
 Stream Stream::create(Device device, int priority) {
   KESTREL_CHECK(device.is_cuda(), "Stream::create needs a CUDA device, got ", device.str());
+  static std::atomic<uint64_t> next_id{1};
   DeviceGuard guard(device);
   Stream s;
   s.device_ = device;
   KESTREL_CUDA_CHECK(cudaStreamCreateWithPriority(&s.handle_, cudaStreamNonBlocking, priority));
-  cudaStream_t h = s.handle_;
-  s.owner_ = std::shared_ptr<void>(nullptr, [h](void*) { cudaStreamDestroy(h); });
+  s.id_ = next_id++;
+  const cudaStream_t h = s.handle_;
+  const uint64_t id = s.id_;
+  s.owner_ = std::shared_ptr<void>(nullptr, [device, h, id](void*) { retire(device, h, id); });
   return s;
 }
 

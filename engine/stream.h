@@ -3,6 +3,7 @@
 #pragma once
 #include <cuda_runtime.h>
 
+#include <cstdint>
 #include <memory>
 
 #include "engine/device.h"
@@ -19,12 +20,17 @@ class Stream {
 
   Device device() const { return device_; }
   cudaStream_t handle() const { return handle_; }
+  // Never reused within the process (a destroyed stream's handle may be given to the next stream
+  // the driver creates; its id is not): 0 for the default stream and the CPU stream, 1, 2, ...
+  // for created ones. The caching allocator keys its blocks by it.
+  uint64_t id() const { return id_; }
   void synchronize() const;
-  bool operator==(const Stream& o) const { return device_ == o.device_ && handle_ == o.handle_; }
+  bool operator==(const Stream& o) const { return device_ == o.device_ && id_ == o.id_; }
 
  private:
   Device device_ = Device::cpu();
   cudaStream_t handle_ = nullptr;
+  uint64_t id_ = 0;
   std::shared_ptr<void> owner_;  // destroys the stream with the last copy
 };
 

@@ -1,11 +1,13 @@
 // cuDNN convolutions: NHWC activations and OHWI filters (cuDNN's NHWC filter format). The
-// algorithm of each pass is found once per (device, dtype, shape, stride, padding, TF32 flag) by
-// timing cuDNN's candidates on real buffers, then cached for the process.
+// algorithm of each pass, per (device, dtype, shape, stride, padding, TF32 flag, determinism),
+// comes from cuDNN's heuristic ranking at a configuration's first sight and from a timed search
+// on real buffers when it repeats (kernels/conv_algo_cache.h says when, and what is kept).
 //
-// Determinism: among the timed algorithms the fastest deterministic one wins. The ones cuDNN
-// marks non-deterministic (backward-filter algorithms 0 and 3, backward-data algorithm 0: they
+// Determinism: among the candidates the best deterministic one wins. The ones cuDNN marks
+// non-deterministic (backward-filter algorithms 0 and 3, backward-data algorithm 0: they
 // accumulate with atomics, so results change from run to run) are used only when cuDNN offers
-// nothing else for a configuration, and Conv2dAlgo::deterministic then says so.
+// nothing else for a configuration, and Conv2dAlgo::deterministic then says so; with
+// ConvMath::deterministic never, and such a configuration is an error naming its shape.
 #include <algorithm>
 #include <array>
 #include <map>
@@ -14,6 +16,7 @@
 
 #include "kernels/conv2d.h"
 #include "kernels/conv2d_cudnn.h"
+#include "kernels/conv_algo_cache.h"
 
 namespace kestrel::kernels {
 namespace {
@@ -57,21 +60,36 @@ bool uses_atomics(ConvPass pass, int algo) {
   return false;
 }
 
-// cuDNN returns the timed candidates fastest first; take the first that ran, deterministic if any.
+std::string shape_text(DType t, const Conv2dShape& s) {
+  return str(dtype_name(t), " input [", s.n, ", ", s.h, ", ", s.w, ", ", s.c, "] (NHWC), ", s.o,
+             " filters of ", s.kh, "x", s.kw, ", stride ", s.stride_h, "x", s.stride_w,
+             ", padding ", s.pad_h, "x", s.pad_w);
+}
+
+// cuDNN returns the candidates best first (timed: fastest; ranked: its heuristic's order); take
+// the first that works within `max_workspace`, deterministic if any (only deterministic ones when
+// `require_deterministic`).
 template <class Perf>
-Conv2dAlgo choose(ConvPass pass, const Perf* perf, int count, bool keep_fma) {
+Conv2dAlgo choose(ConvPass pass, DType t, const Conv2dShape& s, const Perf* perf, int count,
+                  bool keep_fma, bool require_deterministic, size_t max_workspace) {
   const Perf* best = nullptr;
-  for (int deterministic_only = 1; deterministic_only >= 0 && !best; --deterministic_only)
+  const int least = require_deterministic ? 1 : 0;
+  for (int deterministic_only = 1; deterministic_only >= least && !best; --deterministic_only)
     for (int i = 0; i < count && !best; ++i) {
       const bool deterministic =
           perf[i].determinism == CUDNN_DETERMINISTIC && !uses_atomics(pass, int(perf[i].algo));
-      if (perf[i].status == CUDNN_STATUS_SUCCESS && (deterministic || !deterministic_only))
+      if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= max_workspace &&
+          (deterministic || !deterministic_only))
         best = &perf[i];
     }
+  KESTREL_CHECK(best || !require_deterministic, "conv2d on CUDA (--deterministic): cuDNN has no ",
+                "deterministic algorithm for the ", conv_pass_name(pass), " pass of the convolution ",
+                "of ", shape_text(t, s), " within ", max_workspace >> 20, " MiB of workspace; ",
+                "train without --deterministic, or change that layer's shape");
   KESTREL_CHECK(best, "conv2d on CUDA: cuDNN has no working algorithm for the ",
-                conv_pass_name(pass),
-                " pass of this configuration (all candidates failed or needed more workspace "
-                "than was offered); free device memory or change the layer's shape");
+                conv_pass_name(pass), " pass of the convolution of ", shape_text(t, s),
+                " (all candidates failed or needed more workspace than was offered); free "
+                "device memory or change the layer's shape");
   Conv2dAlgo a;
   a.algo = int(best->algo);
   // The timed math type, except that FMA-only float32 never runs with a looser math type.
@@ -104,37 +122,28 @@ size_t workspace_size(ConvPass pass, cudnnHandle_t h, const cudnn::ConvDescripto
   return bytes;
 }
 
-using AlgoKey = std::array<int64_t, 15>;
-
-AlgoKey key_of(ConvPass pass, DType t, const Conv2dShape& s, bool allow_tf32) {
-  return {cudnn::current_device(), int64_t(pass), int64_t(t), fma_only(t, allow_tf32) ? 0 : 1,
-          s.n, s.h, s.w, s.c, s.o, s.kh, s.kw, s.stride_h, s.stride_w, s.pad_h, s.pad_w};
+ConvAlgoKey key_of(ConvPass pass, DType t, const Conv2dShape& s, const ConvMath& m) {
+  return {cudnn::current_device(), int64_t(pass), int64_t(t), fma_only(t, m.allow_tf32) ? 0 : 1,
+          m.deterministic ? 1 : 0, s.n, s.h, s.w, s.c, s.o, s.kh, s.kw, s.stride_h, s.stride_w,
+          s.pad_h, s.pad_w};
 }
 
-// Process-wide, like the algorithms it remembers; never destroyed, so that it outlives every
-// thread that may still run a convolution during exit.
-class AlgoCache {
- public:
-  static AlgoCache& get() {
-    static AlgoCache* cache = new AlgoCache();
-    return *cache;
-  }
-  std::optional<Conv2dAlgo> find(const AlgoKey& key) {
-    std::lock_guard lock(mutex_);
-    auto it = algos_.find(key);
-    if (it == algos_.end()) return std::nullopt;
-    return it->second;
-  }
-  // The first algorithm stored for a key stays, so threads that searched concurrently agree.
-  Conv2dAlgo insert(const AlgoKey& key, Conv2dAlgo algo) {
-    std::lock_guard lock(mutex_);
-    return algos_.emplace(key, std::move(algo)).first->second;
-  }
+// Process-wide, like the algorithms it remembers (the key names the device); never destroyed, so
+// that it outlives every thread that may still run a convolution during exit.
+ConvAlgoCache& algo_cache() {
+  static ConvAlgoCache* cache = new ConvAlgoCache();
+  return *cache;
+}
 
- private:
-  std::mutex mutex_;
-  std::map<AlgoKey, Conv2dAlgo> algos_;
-};
+// The workspace the algorithm runs with, for the math type it will run with (the figure of the
+// timed or ranked math type may differ); its name for logs.
+Conv2dAlgo finish(ConvPass pass, cudnnHandle_t h, cudnn::ConvDescriptors& d, Conv2dAlgo algo) {
+  KESTREL_CUDNN_CHECK(
+      cudnnSetConvolutionMathType(d.conv.get(), cudnnMathType_t(algo.math_type)));
+  algo.workspace_bytes = std::max(algo.workspace_bytes, workspace_size(pass, h, d, algo.algo));
+  algo.name = std::string(algo_name(pass, algo.algo)) + "/" + math_name(algo.math_type);
+  return algo;
+}
 
 }  // namespace
 
@@ -148,16 +157,62 @@ const char* conv_pass_name(ConvPass pass) {
 }
 
 std::optional<Conv2dAlgo> conv2d_cached_algo_cuda(ConvPass pass, DType t, const Conv2dShape& s,
-                                                  bool allow_tf32) {
-  return AlgoCache::get().find(key_of(pass, t, s, allow_tf32));
+                                                  const ConvMath& m) {
+  return algo_cache().find(key_of(pass, t, s, m));
 }
 
-Conv2dAlgo conv2d_find_algo_cuda(ConvPass pass, DType t, const Conv2dShape& s, bool allow_tf32,
+Conv2dAlgo conv2d_algo_cuda(ConvPass pass, DType t, const Conv2dShape& s, const ConvMath& m,
+                            size_t max_workspace, const std::function<TimedChoice()>& timed_search,
+                            cudaStream_t stream) {
+  return algo_cache().get(
+      key_of(pass, t, s, m), m.deterministic,
+      [&] { return conv2d_ranked_algo_cuda(pass, t, s, m, max_workspace, stream); }, timed_search);
+}
+
+ConvAlgoStats conv2d_algo_stats() { return algo_cache().stats(); }
+
+Conv2dAlgo conv2d_ranked_algo_cuda(ConvPass pass, DType t, const Conv2dShape& s, const ConvMath& m,
+                                   size_t max_workspace, cudaStream_t stream) {
+  const bool keep_fma = fma_only(t, m.allow_tf32);
+  cudnn::ConvDescriptors d(t, s, search_math(t, m.allow_tf32));
+  cudnnHandle_t h = cudnn::handle(stream);
+  int count = 0;
+  Conv2dAlgo algo;
+  switch (pass) {
+    case ConvPass::Forward: {
+      cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+      KESTREL_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(
+          h, d.x.get(), d.w.get(), d.conv.get(), d.y.get(), CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
+          &count, perf));
+      algo = choose(pass, t, s, perf, count, keep_fma, m.deterministic, max_workspace);
+      break;
+    }
+    case ConvPass::BackwardData: {
+      cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+      KESTREL_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(
+          h, d.w.get(), d.y.get(), d.conv.get(), d.x.get(), CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
+          &count, perf));
+      algo = choose(pass, t, s, perf, count, keep_fma, m.deterministic, max_workspace);
+      break;
+    }
+    case ConvPass::BackwardFilter: {
+      cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+      KESTREL_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+          h, d.x.get(), d.y.get(), d.conv.get(), d.w.get(), CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT,
+          &count, perf));
+      algo = choose(pass, t, s, perf, count, keep_fma, m.deterministic, max_workspace);
+      break;
+    }
+  }
+  return finish(pass, h, d, std::move(algo));
+}
+
+Conv2dAlgo conv2d_time_algo_cuda(ConvPass pass, DType t, const Conv2dShape& s, const ConvMath& m,
                                  const void* in0, const void* in1, void* out, void* scratch,
                                  size_t scratch_bytes, cudaStream_t stream) {
   cudnn::refuse_search_during_capture(stream, conv_pass_name(pass));
-  const bool keep_fma = fma_only(t, allow_tf32);
-  cudnn::ConvDescriptors d(t, s, search_math(t, allow_tf32));
+  const bool keep_fma = fma_only(t, m.allow_tf32);
+  cudnn::ConvDescriptors d(t, s, search_math(t, m.allow_tf32));
   cudnnHandle_t h = cudnn::handle(stream);
   int count = 0;
   Conv2dAlgo algo;
@@ -167,7 +222,7 @@ Conv2dAlgo conv2d_find_algo_cuda(ConvPass pass, DType t, const Conv2dShape& s, b
       KESTREL_CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithmEx(
           h, d.x.get(), in0, d.w.get(), in1, d.conv.get(), d.y.get(), out,
           CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &count, perf, scratch, scratch_bytes));
-      algo = choose(pass, perf, count, keep_fma);
+      algo = choose(pass, t, s, perf, count, keep_fma, m.deterministic, scratch_bytes);
       break;
     }
     case ConvPass::BackwardData: {
@@ -175,7 +230,7 @@ Conv2dAlgo conv2d_find_algo_cuda(ConvPass pass, DType t, const Conv2dShape& s, b
       KESTREL_CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithmEx(
           h, d.w.get(), in1, d.y.get(), in0, d.conv.get(), d.x.get(), out,
           CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &count, perf, scratch, scratch_bytes));
-      algo = choose(pass, perf, count, keep_fma);
+      algo = choose(pass, t, s, perf, count, keep_fma, m.deterministic, scratch_bytes);
       break;
     }
     case ConvPass::BackwardFilter: {
@@ -183,16 +238,11 @@ Conv2dAlgo conv2d_find_algo_cuda(ConvPass pass, DType t, const Conv2dShape& s, b
       KESTREL_CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithmEx(
           h, d.x.get(), in0, d.y.get(), in1, d.conv.get(), d.w.get(), out,
           CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &count, perf, scratch, scratch_bytes));
-      algo = choose(pass, perf, count, keep_fma);
+      algo = choose(pass, t, s, perf, count, keep_fma, m.deterministic, scratch_bytes);
       break;
     }
   }
-  // The workspace for the math type the algorithm will run with; the timed figure may differ.
-  KESTREL_CUDNN_CHECK(
-      cudnnSetConvolutionMathType(d.conv.get(), cudnnMathType_t(algo.math_type)));
-  algo.workspace_bytes = std::max(algo.workspace_bytes, workspace_size(pass, h, d, algo.algo));
-  algo.name = std::string(algo_name(pass, algo.algo)) + "/" + math_name(algo.math_type);
-  return AlgoCache::get().insert(key_of(pass, t, s, allow_tf32), std::move(algo));
+  return finish(pass, h, d, std::move(algo));
 }
 
 void conv2d_run_cuda(ConvPass pass, DType t, const Conv2dShape& s, const Conv2dAlgo& algo,

@@ -6,13 +6,15 @@
 // with x read as zero outside the image. The CPU reference lowers it to GEMMs over the im2col
 // matrix of one image at a time, (OH*OW) x (KH*KW*C), whose column order matches the OHWI filter
 // viewed as O x (KH*KW*C); the engine runs it for float64 (the gradient checks' ground truth),
-// while float32 on the CPU goes through oneDNN (kernels/conv2d_dnnl.h). CUDA runs cuDNN, with the algorithm of each pass chosen once per
-// configuration by timing, and its own deterministic kernels for the bias.
+// while float32 on the CPU goes through oneDNN (kernels/conv2d_dnnl.h). CUDA runs cuDNN, with the algorithm of each pass chosen by cuDNN's
+// heuristics at a configuration's first sight and by timing when it repeats (conv_algo_cache.h),
+// and its own deterministic kernels for the bias.
 #pragma once
 #include <cuda_runtime.h>
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -75,16 +77,38 @@ struct Conv2dAlgo {
 // allow_tf32 lets float32 data run on TF32 tensor cores (10-bit mantissa products); it has no
 // effect on half types, which always use tensor cores with float accumulation.
 
-// The algorithm cached for this configuration on the current device, if it was searched before.
+// How a pass may compute: allow_tf32 as above; deterministic: only algorithms that give the same
+// bits every run (no atomics), chosen without timing (an error naming the configuration when
+// cuDNN has none for it).
+struct ConvMath {
+  bool allow_tf32 = false;
+  bool deterministic = false;
+};
+
+// What the current device runs this configuration with now, if anything is remembered for it.
 std::optional<Conv2dAlgo> conv2d_cached_algo_cuda(ConvPass pass, DType t, const Conv2dShape& s,
-                                                  bool allow_tf32);
+                                                  const ConvMath& m);
 // Times cuDNN's algorithms for the pass on these buffers (overwriting `out`), with `scratch`
 // (scratch_bytes of device memory, may be null) bounding the workspace an algorithm may use;
-// caches and returns the fastest deterministic one (the fastest of any kind if cuDNN offers no
-// deterministic algorithm). Blocks the host until the timing runs have finished.
-Conv2dAlgo conv2d_find_algo_cuda(ConvPass pass, DType t, const Conv2dShape& s, bool allow_tf32,
+// returns the fastest deterministic one (the fastest of any kind if cuDNN offers no deterministic
+// algorithm and m.deterministic is off). Blocks the host until the timing runs have finished.
+// Remembers nothing: conv2d_algo_cuda decides when to search and what to keep.
+Conv2dAlgo conv2d_time_algo_cuda(ConvPass pass, DType t, const Conv2dShape& s, const ConvMath& m,
                                  const void* in0, const void* in1, void* out, void* scratch,
                                  size_t scratch_bytes, cudaStream_t stream);
+// cuDNN's heuristic ranking for the pass (nothing runs): the best-ranked algorithm that works
+// within `max_workspace` bytes, deterministic when m.deterministic (else deterministic ones first).
+Conv2dAlgo conv2d_ranked_algo_cuda(ConvPass pass, DType t, const Conv2dShape& s, const ConvMath& m,
+                                   size_t max_workspace, cudaStream_t stream);
+struct TimedChoice;  // kernels/conv_algo_cache.h
+// The algorithm for the pass by the rules of kernels/conv_algo_cache.h, on the process's cache for
+// the current device: the ranking at a first sight, `timed_search` (which wraps
+// conv2d_time_algo_cuda with buffers it owns) when a configuration repeats.
+Conv2dAlgo conv2d_algo_cuda(ConvPass pass, DType t, const Conv2dShape& s, const ConvMath& m,
+                            size_t max_workspace, const std::function<TimedChoice()>& timed_search,
+                            cudaStream_t stream);
+struct ConvAlgoStats;  // kernels/conv_algo_cache.h
+ConvAlgoStats conv2d_algo_stats();
 // Runs the pass with `algo`: out = result, or out += result with accumulate, computed in float
 // and rounded once. workspace holds algo.workspace_bytes (may be null when that is 0).
 void conv2d_run_cuda(ConvPass pass, DType t, const Conv2dShape& s, const Conv2dAlgo& algo,

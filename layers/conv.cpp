@@ -38,6 +38,8 @@ Tensor Conv2d::forward_with(const Tensor& x, Tensor w, Tensor b) {
   }
   ops::Conv2dParams params{stride, stride, padding, padding};
   params.operands = operands;
+  params.allow_tf32 = allow_tf32;
+  params.deterministic = deterministic;
   Tensor y = ops::conv2d(x, w, b, params);
   last_macs_ = y.numel() * in_channels * kernel * kernel;
   return y;
@@ -120,6 +122,15 @@ void fuse_convs(Module& m) {
 void set_conv_operands(Module& m, ops::ConvOperands operands) {
   m.visit([operands](Module& child) {
     if (auto* c = dynamic_cast<Conv2d*>(&child)) c->operands = operands;
+  });
+}
+
+void set_conv_math(Module& m, bool allow_tf32, bool deterministic) {
+  m.visit([=](Module& child) {
+    if (auto* c = dynamic_cast<Conv2d*>(&child)) {
+      c->allow_tf32 = allow_tf32;
+      c->deterministic = deterministic;
+    }
   });
 }
 

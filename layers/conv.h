@@ -33,6 +33,8 @@ class Conv2d : public UnaryModule {
   // What the CPU's float32 forward and backward multiply (ops::ConvOperands; --amp bf16 on the
   // CPU). Inference (forward_inference) always runs float32.
   ops::ConvOperands operands = ops::ConvOperands::Float32;
+  bool allow_tf32 = false;     // ops::Conv2dParams's, on CUDA
+  bool deterministic = false;  // ops::Conv2dParams's, on CUDA
 
  private:
   int64_t last_macs_ = 0;
@@ -99,6 +101,9 @@ void fuse_convs(Module& m);
 void unfuse_convs(Module& m);
 // Sets every Conv2d's operands in m (the CPU's mixed precision for a training model).
 void set_conv_operands(Module& m, ops::ConvOperands operands);
+// Every Conv2d under m: TF32 for CUDA float32 (--tf32) and deterministic cuDNN algorithms
+// (--deterministic); see ops::Conv2dParams.
+void set_conv_math(Module& m, bool allow_tf32, bool deterministic);
 // Sets every BatchNorm2d's normalisation in m: SyncBN for data-parallel training, chosen when the
 // model is built (DetectionModel's `norm`); empty: the plain one.
 void set_batch_norm(Module& m, const BatchNorm2d::NormFn& norm);

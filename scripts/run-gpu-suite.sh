@@ -124,6 +124,21 @@ if [[ -x bin/tests/cuda_tests ]]; then
   for suite in $suites; do units+=("bin/tests/cuda_tests|$suite.*|${suite//\//_}"); done
 fi
 for t in bin/tests/kernels_*_cuda_test bin/tests/*_cuda_test; do [[ -x $t ]] && units+=("$t||$(basename "$t")"); done
+# The suites of the newest fixes run first, so that a short loan answers them before anything else
+# (issue 43: stream identity, out-of-memory paths, missing devices, cuDNN's algorithm choice and
+# int limit, NMS groups, NCCL ordering).
+first_suites=(CudaMemory CudaDevices CudaOutOfMemory Conv2dCudaDeterministic Conv2dCudaAlgoChoice
+              Conv2dCudaLimits Conv2dCudaSteadyState NmsCuda NcclGroup)
+ordered=()
+for f in "${first_suites[@]}"; do
+  for unit in "${units[@]}"; do [[ ${unit##*|} == "$f" ]] && ordered+=("$unit"); done
+done
+for unit in "${units[@]}"; do
+  is_first=0
+  for f in "${first_suites[@]}"; do [[ ${unit##*|} == "$f" ]] && is_first=1; done
+  ((is_first)) || ordered+=("$unit")
+done
+units=("${ordered[@]}")
 if step tests 20; then
   pass=0 fail=0 skip=0
   declare -A wanted=()

@@ -8,6 +8,7 @@
 #include "engine/ops/elementwise.h"
 #include "kernels/bf16_operands.h"
 #include "kernels/conv2d_dnnl.h"
+#include "kernels/conv_algo_cache.h"
 
 namespace kestrel::ops {
 namespace {
@@ -66,24 +67,32 @@ Tensor dense(const Tensor& t) {
   return copy;
 }
 
-// The algorithm for a pass of this configuration (buffer order as in kernels/conv2d.h): from the
-// cache, or from a timed search on these very buffers, which overwrites `out`, the first time the
-// configuration is seen. Runs inside ops::launch's CUDA form for dev, on its stream.
+kernels::ConvMath conv_math(const Conv2dParams& p) { return {p.allow_tf32, p.deterministic}; }
+
+// The algorithm for a pass of this configuration (buffer order as in kernels/conv2d.h), by the
+// rules of kernels/conv_algo_cache.h: cuDNN's ranking at a first sight; when it repeats, a timed
+// search on these very buffers (which overwrites `out`), kept unless its scratch could not be had.
+// Runs inside ops::launch's CUDA form for dev, on its stream.
 kernels::Conv2dAlgo cudnn_algo(ConvPass pass, DType t, const Conv2dShape& s,
                                const Conv2dParams& p, Device dev, const void* in0,
                                const void* in1, void* out, cudaStream_t stream) {
-  if (std::optional<kernels::Conv2dAlgo> cached =
-          kernels::conv2d_cached_algo_cuda(pass, t, s, p.allow_tf32))
-    return *cached;
-  Tensor scratch;
-  try {
-    scratch = Tensor::empty({int64_t(kSearchWorkspaceBytes)}, DType::U8, dev);
-  } catch (const Error&) {
-    // Short of memory: the search then considers only algorithms that need no workspace.
-  }
-  return kernels::conv2d_find_algo_cuda(pass, t, s, p.allow_tf32, in0, in1, out,
-                                        scratch.defined() ? scratch.data_ptr() : nullptr,
-                                        scratch.defined() ? kSearchWorkspaceBytes : 0, stream);
+  const kernels::ConvMath m = conv_math(p);
+  auto timed = [&]() -> kernels::TimedChoice {
+    Tensor scratch;
+    try {
+      scratch = Tensor::empty({int64_t(kSearchWorkspaceBytes)}, DType::U8, dev);
+    } catch (const Error&) {
+      // Short of memory: the search considers only algorithms that need no workspace, and its
+      // choice is not kept (the next sight searches again).
+    }
+    kernels::TimedChoice c;
+    c.full_scratch = scratch.defined();
+    c.algo = kernels::conv2d_time_algo_cuda(pass, t, s, m, in0, in1, out,
+                                            c.full_scratch ? scratch.data_ptr() : nullptr,
+                                            c.full_scratch ? kSearchWorkspaceBytes : 0, stream);
+    return c;
+  };
+  return kernels::conv2d_algo_cuda(pass, t, s, m, kSearchWorkspaceBytes, timed, stream);
 }
 
 void run_cudnn(ConvPass pass, DType t, const Conv2dShape& s, const kernels::Conv2dAlgo& algo,
@@ -422,7 +431,7 @@ std::string conv2d_algorithm(ConvPass pass, const Tensor& x, const Tensor& weigh
       },
       [&](cudaStream_t) -> std::string {
         std::optional<kernels::Conv2dAlgo> algo =
-            kernels::conv2d_cached_algo_cuda(pass, x.dtype(), s, p.allow_tf32);
+            kernels::conv2d_cached_algo_cuda(pass, x.dtype(), s, conv_math(p));
         return algo ? algo->name : "";
       });
 }

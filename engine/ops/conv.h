@@ -35,6 +35,11 @@ struct Conv2dParams {
   // CUDA float32 only: let cuDNN use TF32 tensor cores (inputs rounded to a 10-bit mantissa).
   // Off by default so that float32 results match the CPU reference to float32 accuracy.
   bool allow_tf32 = false;
+  // CUDA only: deterministic cuDNN algorithms only (bitwise the same result every run), chosen by
+  // cuDNN's heuristics and never by timing, so every run picks the same ones; a configuration
+  // with no deterministic algorithm is an error naming its shape. Off: the fastest algorithm a
+  // timed search finds, deterministic ones preferred (kernels/conv_algo_cache.h).
+  bool deterministic = false;
   // CPU float32 only (above).
   ConvOperands operands = ConvOperands::Float32;
 };

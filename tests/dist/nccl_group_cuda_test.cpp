@@ -75,6 +75,32 @@ TEST(NcclGroup, CollectivesFollowTheCallersStream) {
   EXPECT_TRUE(work->is_completed());
 }
 
+// In place at world size 1, an all-reduce or broadcast that did nothing would leave the right
+// values; what can fail is the order: the collective must not run before the caller's queued
+// fill (it is not complete while the caller's stream is held), and the caller's later work must
+// wait for it (Work::wait, then a copy on the caller's stream sees the filled value).
+TEST(NcclGroup, InPlaceCollectivesAreOrderedBehindTheCallersWork) {
+  KESTREL_SKIP_WITHOUT_CUDA();
+  auto pg = one_rank_group();
+  const Device gpu = Device::cuda(0);
+  Stream compute = Stream::create(gpu);
+  StreamGuard guard(compute);
+  for (const bool broadcast : {false, true}) {
+    Tensor x = Tensor::zeros({4097}, DType::F32, gpu);
+    compute.synchronize();
+    block_stream(compute, 300);
+    x.fill_(5.0);
+    auto work = broadcast ? pg->broadcast(x, 0) : pg->all_reduce(x);
+    EXPECT_FALSE(work->is_completed()) << (broadcast ? "broadcast" : "all_reduce")
+                                       << " ran before the caller's stream reached it";
+    work->wait();
+    Tensor result = Tensor::empty({4097}, DType::F32, gpu);
+    result.copy_(x);
+    EXPECT_TRUE(testing::all_close(result, Tensor::full({4097}, 5.0, DType::F64), 0.0, 0.0));
+    EXPECT_TRUE(work->is_completed());
+  }
+}
+
 TEST(NcclGroup, RefusesTensorsItCannotWorkOn) {
   KESTREL_SKIP_WITHOUT_CUDA();
   auto pg = one_rank_group();

@@ -302,3 +302,78 @@ TEST(PrivatePool, ReleaseEndsRoutesStillInPlace) {
   EXPECT_EQ(backend.frees, 1) << "no capture under way any more: the pool's segment went back";
   alloc.deallocate(b);
 }
+
+// A destroyed stream's blocks (keyed by a stream id that is never reused) are never handed to
+// another stream, and go back to the system only once the work queued on the stream before it
+// went is done: a block still in use then goes back when it is freed.
+TEST(RetiredStream, BlocksGoBackOnlyAfterTheStreamsWorkAndNeverMoveAcross) {
+  Backend backend;
+  CachingAllocator alloc = backend.make();
+  void* cached = alloc.allocate(3 * MiB, 7);
+  void* in_use = alloc.allocate(30 * MiB, 7);  // a segment of its own
+  alloc.deallocate(cached);
+  bool work_done = false;
+  alloc.retire_stream(7, [&] { return work_done; });
+  EXPECT_EQ(alloc.retired_streams(), 1u);
+  EXPECT_EQ(backend.frees, 0);
+
+  // Another stream (another id: the driver may have given it the dead stream's handle) gets a
+  // fresh segment, never the dead stream's cached block.
+  void* other = alloc.allocate(3 * MiB, 8);
+  EXPECT_NE(backend.segment_of(other), backend.segment_of(cached));
+  EXPECT_EQ(backend.allocs, 3);
+  EXPECT_EQ(backend.frees, 0);  // the work is not done: nothing of stream 7 goes back
+
+  // The work is done: the next time memory is needed, the wholly free segment goes back.
+  work_done = true;
+  void* more = alloc.allocate(25 * MiB, 8);
+  EXPECT_EQ(backend.frees, 1);
+  EXPECT_EQ(alloc.stats().reserved, 20 * MiB + 30 * MiB + 26 * MiB);  // 8's two and `in_use`'s
+  EXPECT_EQ(alloc.retired_streams(), 1u);  // `in_use` is still out
+  // The block still in use goes back when freed, and the stream is forgotten.
+  alloc.deallocate(in_use);
+  EXPECT_EQ(backend.frees, 2);
+  EXPECT_EQ(alloc.retired_streams(), 0u);
+  alloc.deallocate(other);
+  alloc.deallocate(more);
+  const AllocatorStats stats = alloc.stats();
+  EXPECT_EQ(stats.allocated, 0u);
+  EXPECT_EQ(stats.reserved, backend.live);
+}
+
+// Retiring during a capture on that stream is refused; nothing goes back while a pool fills.
+TEST(RetiredStream, WaitsForCapturesToEnd) {
+  Backend backend;
+  CachingAllocator alloc = backend.make();
+  alloc.deallocate(alloc.allocate(3 * MiB, 5));
+  const PoolId pool = alloc.create_pool();
+  alloc.begin_pool(pool, 6);
+  EXPECT_THROW(alloc.retire_stream(6, [] { return true; }), Error);
+  alloc.retire_stream(5, [] { return true; });
+  EXPECT_EQ(backend.frees, 0);  // a capture is under way: no cudaFree
+  alloc.end_pool(pool, 6);
+  alloc.empty_cache();
+  EXPECT_EQ(backend.frees, 1);
+  EXPECT_EQ(alloc.retired_streams(), 0u);
+  alloc.release_pool(pool);
+}
+
+// A limit on what is reserved behaves as a system out of memory: the cache goes back and the
+// request is retried, and past that the request fails naming the sizes; lifting it lifts that.
+TEST(AllocatorLimit, ReleasesTheCacheThenFailsAsOutOfMemory) {
+  Backend backend;
+  CachingAllocator alloc = backend.make();
+  alloc.set_limit(45 * MiB);
+  alloc.deallocate(alloc.allocate(3 * MiB, 1));  // a cached 20 MiB segment of stream 1
+  void* a = alloc.allocate(3 * MiB, 2);           // stream 2: a second segment, 40 MiB reserved
+  void* b = alloc.allocate(18 * MiB, 2);          // 40 + 18 > 45: stream 1's segment goes back
+  EXPECT_EQ(backend.frees, 1);
+  EXPECT_EQ(alloc.stats().reserved, 38 * MiB);
+  const std::string e = kestrel::testing::error_of([&] { alloc.allocate(20 * MiB, 2); });
+  EXPECT_NE(e.find("out of memory allocating"), std::string::npos) << e;
+  EXPECT_EQ(backend.allocs, 3);
+  alloc.set_limit(0);
+  alloc.deallocate(alloc.allocate(20 * MiB, 2));
+  alloc.deallocate(a);
+  alloc.deallocate(b);
+}

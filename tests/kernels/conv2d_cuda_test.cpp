@@ -20,6 +20,8 @@
 //            type (<= u |ref|, rms ~u/sqrt(3)); products of half inputs are exact in float and are
 //            accumulated in float, so mag_tol is far above the accumulation error and only
 //            tolerates an algorithm that keeps some partial result in reduced precision.
+#include <cuda_runtime.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -30,6 +32,7 @@
 
 #include "engine/allocator.h"
 #include "engine/ops/conv.h"
+#include "kernels/conv_algo_cache.h"
 #include "tests/support/testing.h"
 
 using namespace kestrel;
@@ -200,6 +203,7 @@ TEST(Conv2dCudaSteadyState, SecondIdenticalStepAllocatesNothingAndRepeatsBitwise
                                             w.grad().to_double_vector(),
                                             b.grad().to_double_vector()};
   };
+  step();  // a first sight runs cuDNN's ranked choice; the second, timed search keeps its result
   const auto first = step();
   const size_t raw_allocs = allocator_stats(gpu).raw_allocs;
   const auto second = step();
@@ -211,7 +215,7 @@ TEST(Conv2dCudaSteadyState, SecondIdenticalStepAllocatesNothingAndRepeatsBitwise
     kernels::Conv2dShape s{.n = 4, .h = 64, .w = 64, .c = 32, .o = 64, .kh = 3, .kw = 3,
                            .stride_h = 2, .stride_w = 2, .pad_h = 1, .pad_w = 1};
     std::optional<kernels::Conv2dAlgo> algo =
-        kernels::conv2d_cached_algo_cuda(pass, DType::BF16, s, false);
+        kernels::conv2d_cached_algo_cuda(pass, DType::BF16, s, kernels::ConvMath{});
     ASSERT_TRUE(algo.has_value()) << kernels::conv_pass_name(pass);
     EXPECT_TRUE(algo->deterministic) << kernels::conv_pass_name(pass) << ": " << algo->name;
   }
@@ -252,6 +256,83 @@ TEST(Conv2dCudaTf32, AllowTf32StaysWithinTf32Precision) {
   const Tensor y = ops::conv2d(x.to(gpu), w.to(gpu), Tensor(), p);
   EXPECT_TRUE(matches("tf32 forward", y, ref, mag,
                       {0.0, std::ldexp(1.0, -9), std::ldexp(1.0, -9)}));
+}
+
+// cuDNN counts elements in int: a tensor of 2^31 of them (one channel, a large batch: 4 GiB in
+// float16) is refused by name, with the way out, before cuDNN sees it.
+TEST(Conv2dCudaLimits, TensorsPastCudnnsIntLimitAreRefusedClearly) {
+  KESTREL_SKIP_WITHOUT_CUDA();
+  const Device gpu = Device::cuda(0);
+  const Tensor x = Tensor::empty({32768, 256, 256, 1}, DType::F16, gpu);
+  const Tensor w = Tensor::zeros({1, 1, 1, 1}, DType::F16, gpu);
+  const std::string e = kestrel::testing::error_of([&] { ops::conv2d(x, w, Tensor(), ops::Conv2dParams{}); });
+  EXPECT_NE(e.find("2147483648 elements"), std::string::npos) << e;
+  EXPECT_NE(e.find("split the batch"), std::string::npos) << e;
+}
+
+// --deterministic on every YOLOv5s configuration above, in float32, float16 and bfloat16: each
+// pass runs a deterministic algorithm, chosen by cuDNN's ranking without a single timed search,
+// also when the device's memory is nearly all taken (then too the choice is deterministic or the
+// run fails naming the layer; it never falls back to atomics).
+TEST(Conv2dCudaDeterministic, EveryYolov5sShapeRunsDeterministicAlgorithmsWithoutTiming) {
+  KESTREL_SKIP_WITHOUT_CUDA();
+  const Device gpu = Device::cuda(0);
+  auto run_all = [&](const char* when) {
+    const int64_t timed_before = kernels::conv2d_algo_stats().timed;
+    for (const Layer& l : kLayers)
+      for (DType t : {DType::F32, DType::F16, DType::BF16}) {
+        SCOPED_TRACE(std::string(when) + " " + l.name + " " + dtype_name(t));
+        ops::Conv2dParams p = params_of(l);
+        p.deterministic = true;
+        Tensor x = random_tensor(l.x, 1, DType::F32).to(t).to(gpu);
+        Tensor w = random_tensor({l.o, l.k, l.k, l.x[3]}, 2, DType::F32).to(t).to(gpu);
+        x.set_requires_grad();
+        w.set_requires_grad();
+        for (int step = 0; step < 2; ++step) {  // a repeat would be timed without --deterministic
+          Tensor y = ops::conv2d(x, w, Tensor(), p);
+          y.backward(Tensor::ones(y.shape(), t, gpu));
+        }
+        const kernels::Conv2dShape s{.n = l.x[0], .h = l.x[1], .w = l.x[2], .c = l.x[3], .o = l.o,
+                                     .kh = l.k, .kw = l.k, .stride_h = l.stride,
+                                     .stride_w = l.stride, .pad_h = l.pad, .pad_w = l.pad};
+        for (auto pass : {kernels::ConvPass::Forward, kernels::ConvPass::BackwardData,
+                          kernels::ConvPass::BackwardFilter}) {
+          const auto algo = kernels::conv2d_cached_algo_cuda(pass, t, s, kernels::ConvMath{false, true});
+          ASSERT_TRUE(algo.has_value()) << kernels::conv_pass_name(pass);
+          EXPECT_TRUE(algo->deterministic) << kernels::conv_pass_name(pass) << ": " << algo->name;
+        }
+      }
+    EXPECT_EQ(kernels::conv2d_algo_stats().timed, timed_before) << when;
+  };
+  run_all("with memory free");
+  // Nearly full: all but 1 GiB of the device's free memory taken, caches emptied first.
+  allocator_empty_cache(gpu);
+  size_t free_bytes = 0, total = 0;
+  ASSERT_EQ(cudaMemGetInfo(&free_bytes, &total), cudaSuccess);
+  const size_t keep = size_t(1) << 30;
+  Tensor ballast;
+  if (free_bytes > keep) ballast = Tensor::empty({int64_t(free_bytes - keep)}, DType::U8, gpu);
+  run_all("with the allocator nearly full");
+}
+
+// A rectangular validation brings a new batch shape almost every batch: each new shape takes
+// cuDNN's ranking, and no timed search runs for shapes seen once; a training shape that repeats
+// is timed once.
+TEST(Conv2dCudaAlgoChoice, ShapesSeenOnceAreNeverTimedRepeatsOnce) {
+  KESTREL_SKIP_WITHOUT_CUDA();
+  const Device gpu = Device::cuda(0);
+  const Tensor w = random_tensor({32, 3, 3, 16}, 3, DType::F32).to(DType::BF16).to(gpu);
+  ops::Conv2dParams p;
+  p.pad_h = p.pad_w = 1;
+  const int64_t timed_before = kernels::conv2d_algo_stats().timed;
+  for (int64_t h = 32; h < 32 + 20 * 8; h += 8) {  // 20 letterboxed heights, each seen once
+    Tensor x = random_tensor({4, h, 64, 16}, h, DType::F32).to(DType::BF16).to(gpu);
+    ops::conv2d(x, w, Tensor(), p);
+  }
+  EXPECT_EQ(kernels::conv2d_algo_stats().timed, timed_before);
+  const Tensor x = random_tensor({4, 48, 48, 16}, 5, DType::F32).to(DType::BF16).to(gpu);
+  for (int step = 0; step < 5; ++step) ops::conv2d(x, w, Tensor(), p);
+  EXPECT_EQ(kernels::conv2d_algo_stats().timed, timed_before + 1);
 }
 
 }  // namespace

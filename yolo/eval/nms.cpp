@@ -1,6 +1,6 @@
 // NMS front end: argument checks, then the CPU reference kernel, or the CUDA kernels in their two
 // stages with one host read of the candidate counts in between (the sort and the mask buffers are
-// sized from them). Images go through stage 2 in groups whose workspace fits kWorkspaceBudget, so
+// sized from them). Images go through stage 2 in groups whose workspace fits the options' budget, so
 // a low conf_thres on a large batch cannot ask for more memory than one image needs.
 #include "yolo/eval/nms.h"
 
@@ -12,8 +12,6 @@
 
 namespace kestrel::yolo {
 namespace {
-
-constexpr size_t kWorkspaceBudget = size_t(1) << 30;
 
 std::vector<Tensor> split_rows(const std::vector<float>& rows, const std::vector<int32_t>& counts,
                                int64_t max_det, int64_t cols) {
@@ -30,7 +28,7 @@ std::vector<Tensor> split_rows(const std::vector<float>& rows, const std::vector
 // Runs inside ops::launch's CUDA form for pred's device, on its stream.
 std::vector<Tensor> nms_cuda(const Tensor& pred, const kernels::NmsShape& s,
                              kernels::NmsParams p, const std::vector<uint8_t>& allowed,
-                             cudaStream_t stream) {
+                             size_t workspace_budget, cudaStream_t stream) {
   const Device dev = pred.device();
   Tensor allowed_dev;
   if (!allowed.empty()) {
@@ -52,7 +50,7 @@ std::vector<Tensor> nms_cuda(const Tensor& pred, const kernels::NmsShape& s,
     while (b0 + part.batch < s.batch) {
       kernels::NmsShape wider{part.batch + 1, s.boxes, s.no, s.nm};
       kernels::NmsCudaPlan next = kernels::nms_cuda_plan(wider, p, counts.data() + b0);
-      if (next.workspace_bytes > kWorkspaceBudget) break;
+      if (next.workspace_bytes > workspace_budget) break;
       part = wider;
       plan = next;
     }
@@ -129,7 +127,7 @@ std::vector<Tensor> non_max_suppression(const Tensor& prediction, const NmsOptio
   if (s.batch == 0) return {};
   return ops::launch(
       pred.device(), [&] { return nms_host(pred, s, p, pool); },
-      [&](cudaStream_t stream) { return nms_cuda(pred, s, p, allowed, stream); });
+      [&](cudaStream_t stream) { return nms_cuda(pred, s, p, allowed, o.cuda_workspace_budget, stream); });
 }
 
 }  // namespace kestrel::yolo

@@ -21,6 +21,11 @@ struct NmsOptions {
   // Mask coefficients at the end of each prediction row (a segmentation model's 32; the
   // reference's nm): they take no part in the suppression and follow each kept row.
   int64_t nm = 0;
+  // CUDA only: the most workspace one group of images may take in the suppression stage; a batch
+  // whose candidates need more goes through in several groups (one image at least per group).
+  // The default, 1 GiB, only matters for a low conf_thres on a large batch; tests make it tiny to
+  // exercise the groups.
+  size_t cuda_workspace_budget = size_t(1) << 30;
 };
 
 // prediction: (batch, boxes, 5 + nc + nm) as DetectionModel::predict (or SegmentationModel's)

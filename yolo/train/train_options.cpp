@@ -152,6 +152,12 @@ void read_grad_compress(TrainOptions& o, const std::string& t) {
 std::string write_grad_compress(const TrainOptions& o) { return dist::grad_compress_name(o.grad_compress); }
 
 void read_cuda_graph(TrainOptions& o, const std::string& t) { o.cuda_graph = parse_cuda_graph_mode(t); }
+void read_tf32(TrainOptions& o, const std::string& t) {
+  if (t != "on" && t != "off" && t != "True" && t != "False")
+    throw OptionError("must be on or off, got " + t);
+  o.tf32 = t == "on" || t == "True";
+}
+std::string write_tf32(const TrainOptions& o) { return o.tf32 ? "on" : "off"; }
 std::string write_cuda_graph(const TrainOptions& o) { return cuda_graph_mode_name(o.cuda_graph); }
 
 void read_phase_timeout(TrainOptions& o, const std::string& t) {
@@ -242,7 +248,12 @@ const std::vector<TrainOptionSpec>& train_option_specs() {
       command_row("bbox-interval", "N", "-1", "W&B box-image interval: accepted with a note (see the batch plots instead)"),
       command_row("artifact-alias", "A", "latest", "W&B dataset artifact version: accepted with a note (--data names the data)"),
       // Kestrel's own.
-      switch_row<&O::deterministic>("deterministic", "deterministic", "deterministic algorithms only (reproducible, slower)"),
+      switch_row<&O::deterministic>("deterministic", "deterministic",
+                                    "deterministic algorithms only, chosen the same way every run (CUDA: cuDNN's "
+                                    "deterministic convolutions by its heuristics, never timed; reproducible, slower)"),
+      {"tf32", "tf32", "on|off",
+       "CUDA float32 convolutions on TF32 tensor cores, as PyTorch's default (cudnn.allow_tf32); "
+       "off: float32 FMA math only", read_tf32, write_tf32},
       {"amp", "amp", "bf16|fp16|off|bf16-emulated",
        "mixed precision; default bf16 on sm_80+ GPUs, off on the CPU (bf16 there: bfloat16 convolutions, "
        "needs AVX-512 BF16 or AMX; bf16-emulated: the same numbers in float32, for checking)",

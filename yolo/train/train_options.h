@@ -56,7 +56,8 @@ struct TrainOptions {
   std::vector<int> freeze;  // layer indices (a single N means the first N layers)
   int save_period = -1;
   uint64_t seed = 0;
-  bool deterministic = false;
+  bool deterministic = false;  // cuDNN: deterministic algorithms only, chosen by heuristics
+  bool tf32 = true;            // CUDA float32 convolutions may use TF32 (PyTorch's default)
   AmpMode amp = AmpMode::Auto;  // Auto: bf16 on sm_80+ GPUs, off on the CPU
   double bucket_cap_mb = 4.0;
   double edge_bucket_mb = 0.25;  // dist::ReducerOptions::edge_bucket_cap_mb (0: no edge buckets)

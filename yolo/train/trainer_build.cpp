@@ -153,6 +153,7 @@ void Trainer::pre_reduce_precision() {
 void Trainer::place_model() {
   model_->to(device_);
   layers::set_conv_operands(*model_, precision_.conv_operands);  // the EMA model validates in float32
+  layers::set_conv_math(*model_, options_.tf32, options_.deterministic);
   if (options_.sync_bn && rank_.world > 1) out_->line("Using SyncBatchNorm()");
   for (auto& b : model_->named_buffers())
     if (b.second.device() == device_) device_buffers_.push_back(b);
@@ -167,6 +168,7 @@ void Trainer::build_ema() {
   if (!rank_.main()) return;
   ema_model_ = task_->make_ema_model(model_config_, num_classes_, options_.seed);
   ema_model_->to(device_);
+  layers::set_conv_math(*ema_model_, options_.tf32, options_.deterministic);
   ema_ = std::make_unique<ModelEma>(ema_model_, *model_);
 }
 

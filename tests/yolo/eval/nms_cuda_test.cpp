@@ -71,6 +71,24 @@ TEST(NmsCuda, MatchesCpuOnCrowdedInputs) {
   }
 }
 
+// A batch whose suppression workspace exceeds the budget goes through in groups: with a budget of
+// one byte every image is a group of its own, with a middling one groups of several; the result
+// is the same as in one pass and as the CPU's.
+TEST(NmsCuda, BatchesPastTheWorkspaceBudgetGoThroughInGroups) {
+  KESTREL_SKIP_WITHOUT_CUDA();
+  Tensor p = crowded(7, 2000, 6, 200, 60, 10, 3);
+  NmsOptions o;
+  o.conf_thres = 0.001;
+  o.multi_label = true;
+  const std::vector<Tensor> cpu = non_max_suppression(p, o);
+  const Tensor gpu = p.to(Device::cuda(0));
+  for (const size_t budget : {size_t(1), size_t(1) << 20, size_t(1) << 30}) {
+    SCOPED_TRACE(budget);
+    o.cuda_workspace_budget = budget;
+    expect_same(non_max_suppression(gpu, o), cpu);
+  }
+}
+
 TEST(NmsCuda, HalfInputsMatchCpuOnTheRoundedValues) {
   KESTREL_SKIP_WITHOUT_CUDA();
   Tensor p = crowded(2, 1500, 4, 150, 40, 7, 2);

@@ -74,6 +74,7 @@ TrainOptions unusual_options() {
   o.quad = true;
   o.optimizer = OptimizerKind::AdamW;
   o.sync_bn = true;
+  o.tf32 = false;
   o.workers = 3;
   o.project = "/data/runs/train";
   o.name = "ablation";
