@@ -187,6 +187,9 @@ else
     for amp in fp16 off; do
       for g in off on; do kestrel_step "yolov5s_${amp}_graph-$g" --model models/yolov5s.yaml --amp "$amp" --cuda-graph "$g"; done
     done
+    # The float32 rows above use FMA math only (train_step's --tf32 off); this one lets cuDNN use
+    # TF32 as PyTorch does by default (cudnn.allow_tf32), for the row against the reference.
+    kestrel_step "yolov5s_off_tf32_graph-off" --model models/yolov5s.yaml --amp off --tf32 on --cuda-graph off
   fi
 
   if step reference 40; then

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Runs the reference's train.py (argv after this script's) from its source directory, with a
+"""Runs the reference's train.py (argv after this script's; `--script val.py` or `detect.py` first
+runs that one instead) from its source directory, with a
 no-op TensorBoard writer when the tensorboard package is missing (Debian ships none, and the
 reference imports it unconditionally). That only takes the reference's event-file logging away,
 which if anything favours it in a timing comparison. The run-time shims of
@@ -13,5 +14,8 @@ import reference_shims  # noqa: E402
 
 reference_shims.stub_tensorboard()
 reference_shims.apply(os.getcwd())
-sys.argv = ["train.py"] + sys.argv[1:]
-runpy.run_path("train.py", run_name="__main__")
+script, args = "train.py", sys.argv[1:]
+if args[:1] == ["--script"]:
+    script, args = args[1], args[2:]
+sys.argv = [script] + args
+runpy.run_path(script, run_name="__main__")

@@ -21,10 +21,22 @@
 
 namespace kestrel::bench {
 
+// This machine's CPU limits, measured once per process (bench_common.cpp says how): float32 FMA,
+// bfloat16 and int8 dot products in register-only loops on every thread (0 where the CPU lacks
+// the instruction), oneDNN's SGEMM, and a streaming copy's bytes per second.
+struct CpuPeak {
+  int threads = 0;
+  int fma_width = 0;  // 512 or 256 bits; 0: no FMA loop (fma_flop_per_s is then SGEMM's)
+  double fma_flop_per_s = 0, bf16_flop_per_s = 0, int8_op_per_s = 0, sgemm_flop_per_s = 0;
+  double bytes_per_s = 0;
+};
+const CpuPeak& cpu_peak();
+
 // Peak figures of a device. CUDA: bandwidth from the memory clock and bus width reported by the
 // driver; dense tensor-core and fp32 FLOP/s from the table in bench_common.cpp (by SM version and
-// SM count, at the boost clock). CPU: nominal figures for the build machine, given by environment
-// KESTREL_CPU_PEAK_GBS / KESTREL_CPU_PEAK_GFLOPS, else conservative defaults (20 GB/s, 50 GFLOP/s).
+// SM count, at the boost clock). CPU: cpu_peak()'s measured limits (fp32: the FMA loop; "tensor":
+// the bf16 dot-product loop where present, else the FMA loop), overridden by the environment's
+// KESTREL_CPU_PEAK_GBS / KESTREL_CPU_PEAK_GFLOPS.
 struct DevicePeak {
   std::string name;
   double bandwidth_bytes_per_s = 0;

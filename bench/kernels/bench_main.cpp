@@ -58,9 +58,10 @@ class JsonLinesReporter : public benchmark::BenchmarkReporter {
           std::printf(",\"pct_peak_flops\":%.1f", 100.0 * fl / peak);
       }
       if (double ips = counter("images_per_s"); ips > 0) std::printf(",\"images_per_s\":%.1f", ips);
-      // Breakdowns (a stage's milliseconds, a part's share) as each benchmark names them.
+      // Breakdowns (a stage's milliseconds, a part's share) as each benchmark names them, and the
+      // machine's measured limits (peak_bench.cpp).
       for (const auto& [name, value] : r.counters)
-        if (name.ends_with("_ms") || name.ends_with("_share"))
+        if (name.ends_with("_ms") || name.ends_with("_share") || name.starts_with("machine_"))
           std::printf(",\"%s\":%.3f", escape(name).c_str(), static_cast<double>(value));
       if (std::string algo = label_field(r.report_label, "algo"); !algo.empty())
         std::printf(",\"algo\":\"%s\"", escape(algo).c_str());

@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "dist/nccl_group.h"
+#include "engine/cuda_graph.h"
 #include "tests/support/block_stream.h"
 #include "base/error.h"
 #include "tests/support/testing.h"
@@ -98,6 +99,38 @@ TEST(NcclGroup, InPlaceCollectivesAreOrderedBehindTheCallersWork) {
     result.copy_(x);
     EXPECT_TRUE(testing::all_close(result, Tensor::full({4097}, 5.0, DType::F64), 0.0, 0.0));
     EXPECT_TRUE(work->is_completed());
+  }
+}
+
+// The same order for a collective captured into a CUDA graph, at every replay: the replay's
+// (held-up) copy of new values runs before the gather, and the copy after Work::wait sees them.
+TEST(NcclGroup, CapturedCollectivesAreOrderedAtEveryReplay) {
+  KESTREL_SKIP_WITHOUT_CUDA();
+  auto pg = one_rank_group();
+  const Device gpu = Device::cuda(0);
+  Stream compute = Stream::create(gpu);
+  StreamGuard guard(compute);
+  Tensor src = Tensor::zeros({4097}, DType::F32, gpu);  // what each replay gathers: set between
+  Tensor x = Tensor::zeros({4097}, DType::F32, gpu);
+  Tensor out = Tensor::zeros({4097}, DType::F32, gpu);
+  Tensor result = Tensor::zeros({4097}, DType::F32, gpu);
+  pg->all_gather(out, x)->wait();  // the communicator's first use, outside the capture
+  compute.synchronize();
+  CudaGraph graph(gpu);
+  graph.capture_begin(compute);
+  block_stream(compute, 200);  // a host node: every replay holds the stream here first
+  x.copy_(src);
+  auto work = pg->all_gather(out, x);
+  work->wait();
+  result.copy_(out);
+  graph.capture_end();
+  for (const double v : {3.0, -7.0}) {
+    src.copy_(Tensor::full({4097}, v, DType::F32));
+    compute.synchronize();
+    graph.replay(compute);
+    compute.synchronize();
+    EXPECT_TRUE(testing::all_close(result.to(Device::cpu()), Tensor::full({4097}, v, DType::F64), 0.0, 0.0))
+        << "replay gathering " << v;
   }
 }
 

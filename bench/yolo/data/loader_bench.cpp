@@ -2,7 +2,7 @@
 // images/s (4-image mosaic at 640, random perspective, HSV, flips; batches of 16 collated into
 // u8 NHWC) on 1 and 2 worker threads: decoding every image each time it is used
 // (LoaderMosaic640), a first epoch with the default decoded-image cache (LoaderMosaic640FirstEpoch)
-// and with --cache ram (LoaderMosaic640Cached); and a mosaic sample's time by stage. The images are coco128's when the shared dataset is
+// with --cache ram (LoaderMosaic640Cached) and with --cache disk (LoaderMosaic640CachedDisk); and a mosaic sample's time by stage. The images are coco128's when the shared dataset is
 // present, else 32 random 640x480 JPEGs written once into the temp directory.
 #include <chrono>
 #include <filesystem>
@@ -92,20 +92,42 @@ void BM_DecodeOnly(benchmark::State& state) {
 
 // One training batch per iteration from a loader with `threads` workers (mosaic 640,
 // scratch-low augmentations). The epoch restarts when exhausted; the loader prefetches, so the
-// steady state measures how fast the workers produce batches. With ram_cache the images are
-// decoded and resized once beforehand (--cache ram).
-void run_loader(benchmark::State& state, bool ram_cache) {
+// steady state measures how fast the workers produce batches. Cache::Ram: the images are decoded
+// and resized once beforehand (--cache ram); Cache::Disk: read back from the .npy files --cache
+// disk writes beside them (the images hard-linked, else copied, into a temporary folder first,
+// since the shared dataset is read-only; the .npy files stay there for later runs).
+enum class Cache { None, Ram, Disk };
+
+std::vector<ImageRecord> writable_records() {
+  const fs::path dir = fs::temp_directory_path() / "kestrel_loader_bench_disk";
+  fs::create_directories(dir);
+  std::vector<ImageRecord> records = bench_records();
+  for (ImageRecord& r : records) {
+    const fs::path to = dir / fs::path(r.image_path).filename();
+    std::error_code ec;
+    if (!fs::exists(to)) {
+      fs::create_hard_link(r.image_path, to, ec);
+      if (ec) fs::copy_file(r.image_path, to);
+    }
+    r.image_path = to.string();
+  }
+  return records;
+}
+
+void run_loader(benchmark::State& state, Cache cache) {
   single_threaded_opencv();
   const int threads = static_cast<int>(state.range(0));
   PipelineOptions po;
   po.img_size = 640;
   po.augment = true;
   po.batch_size = kBatch;
-  auto pipeline = std::make_shared<AugmentPipeline>(bench_records(), po);
-  if (ram_cache && !pipeline->cache_images(threads)) {
+  auto pipeline = std::make_shared<AugmentPipeline>(
+      cache == Cache::Disk ? writable_records() : bench_records(), po);
+  if (cache == Cache::Ram && !pipeline->cache_images(threads)) {
     state.SkipWithError("--cache ram: not enough memory for the images");
     return;
   }
+  if (cache == Cache::Disk) pipeline->cache_to_disk(threads);
   bench::Case c(state, Device::cpu(), DType::U8, str(kBatch, "x640x640x3_threads", threads));
   LoaderOptions lo;
   lo.batch_size = kBatch;
@@ -221,8 +243,9 @@ void BM_LoaderMosaic640FirstEpoch(benchmark::State& state) {
   report_images(state, static_cast<double>(images));
 }
 
-void BM_LoaderMosaic640(benchmark::State& state) { run_loader(state, false); }
-void BM_LoaderMosaic640Cached(benchmark::State& state) { run_loader(state, true); }
+void BM_LoaderMosaic640(benchmark::State& state) { run_loader(state, Cache::None); }
+void BM_LoaderMosaic640Cached(benchmark::State& state) { run_loader(state, Cache::Ram); }
+void BM_LoaderMosaic640CachedDisk(benchmark::State& state) { run_loader(state, Cache::Disk); }
 
 }  // namespace
 
@@ -231,3 +254,4 @@ BENCHMARK(BM_DecodeOnly)->UseManualTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_LoaderMosaic640)->Arg(1)->Arg(2)->UseManualTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_LoaderMosaic640FirstEpoch)->Arg(1)->Arg(2)->UseManualTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_LoaderMosaic640Cached)->Arg(1)->Arg(2)->UseManualTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_LoaderMosaic640CachedDisk)->Arg(1)->Arg(2)->UseManualTime()->Unit(benchmark::kMillisecond);

@@ -16,6 +16,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 
 
@@ -54,7 +55,9 @@ def main():
     if not command:
         sys.exit("soak.py: no command given")
     t0 = time.monotonic()
-    child = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    # Output goes to a file, never an undrained pipe (a chatty child would block on a full one).
+    log = tempfile.TemporaryFile(mode="w+")
+    child = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, text=True)
     samples = []
     while child.poll() is None:
         s = proc_state(child.pid)
@@ -64,7 +67,8 @@ def main():
                 s["epochs"] = epochs_done(a.results)
             samples.append(s)
         time.sleep(a.interval)
-    err = child.stderr.read()
+    log.seek(0)
+    err = log.read()
     if child.returncode != 0 or not samples:
         sys.exit(f"soak.py: the command failed ({child.returncode}):\n{err[-2000:]}")
     if a.results:

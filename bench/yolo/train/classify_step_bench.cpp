@@ -8,6 +8,7 @@
 #include "engine/ops/cross_entropy.h"
 #include "engine/random.h"
 #include "engine/stream.h"
+#include "layers/conv.h"
 #include "yolo/model/classification_model.h"
 #include "yolo/train/ema.h"
 #include "yolo/train/optimizer.h"
@@ -25,6 +26,7 @@ StepResult run_classify_step_bench(const StepConfig& c) {
   StepResult r;
   r.gflops_per_image = model->summary_gflops(c.img_size, false);
   model->to(c.device);
+  layers::set_conv_math(*model, c.tf32, false);
   model->train(!c.forward_only);
 
   // ImageNet-normalised random images, roughly N(0, 1), and random labels.
@@ -70,6 +72,7 @@ StepResult run_classify_step_bench(const StepConfig& c) {
   r.mfu = peak.fp32_flop_per_s > 0
               ? (c.forward_only ? 1.0 : 3.0) * r.gflops_per_image * 1e9 * r.images_per_s / peak.fp32_flop_per_s
               : 0.0;
+  r.peak_gflops = peak.fp32_flop_per_s / 1e9;
   return r;
 }
 

@@ -52,6 +52,7 @@ const char* kUsage =
     "                  [--profile]   per-op forward/backward/update time table on stderr\n"
     "                  [--forward-only]   inference instead: eval mode, no gradients, BN folded\n"
     "                  [--cuda-graph off|on[,..]]   replay the step from CUDA graphs (CUDA only)\n"
+    "                  [--tf32 off|on]   CUDA float32 convolutions on TF32 tensor cores (off: FMA only)\n"
     "                  [--task detect|classify|segment]   classify: classify/train.py's step (Adam, 1000 classes);\n"
     "                          segment: segment/train.py's (a -seg model, overlap masks, resident batches)\n";
 
@@ -63,7 +64,7 @@ int main(int argc, char** argv) {
                                           {"amp", "off"},       {"device", "cpu"},    {"iters", "10"},
                                           {"warmup", "2"},      {"data", ""},         {"workers", "4"},
                                           {"profile", "0"},     {"forward-only", "0"}, {"cuda-graph", "off"},
-                                          {"task", "detect"}};
+                                          {"task", "detect"},   {"tf32", "off"}};
   try {
     for (int i = 1; i < argc; ++i) {
       std::string a = argv[i];
@@ -95,6 +96,9 @@ int main(int argc, char** argv) {
     base.profile = args["profile"] != "0";
     base.forward_only = args["forward-only"] != "0";
     base.device = kestrel::Device::parse(args["device"]);
+    KESTREL_CHECK(args["tf32"] == "on" || args["tf32"] == "off", "train_step --tf32: on or off, got '",
+                  args["tf32"], "'");
+    base.tf32 = args["tf32"] == "on";
     KESTREL_CHECK(base.device.is_cpu() || kestrel::cuda_available(), "train_step --device ", args["device"],
                   ": no CUDA device here; use --device cpu");
 

@@ -87,6 +87,7 @@ StepResult run_segment_step_bench(const StepConfig& c) {
   r.gflops_per_image = model.summary_gflops(c.img_size, false);
   model.to(c.device);
   layers::set_conv_operands(model, precision.conv_operands);
+  layers::set_conv_math(model, c.tf32, false);
   model.train(true);
 
   // segment/train.py: hyp.scratch-low scaled to the levels, classes and image size; SGD over
@@ -125,6 +126,7 @@ StepResult run_segment_step_bench(const StepConfig& c) {
   const DevicePeak peak = device_peak(c.device);
   const double peak_flops = compute == DType::F32 ? peak.fp32_flop_per_s : peak.tensor_flop_per_s;
   r.mfu = peak_flops > 0 ? 3.0 * r.gflops_per_image * 1e9 * r.images_per_s / peak_flops : 0.0;
+  r.peak_gflops = peak_flops / 1e9;
   return r;
 }
 

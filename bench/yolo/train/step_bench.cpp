@@ -158,6 +158,7 @@ StepResult run_step_bench(const StepConfig& c) {
   r.gflops_per_image = model.gflops(c.img_size);
   model.to(c.device);
   layers::set_conv_operands(model, precision.conv_operands);
+  layers::set_conv_math(model, c.tf32, false);
   model.train(true);
 
   const yolo::Hyp hyp;
@@ -240,6 +241,7 @@ StepResult run_step_bench(const StepConfig& c) {
   const DevicePeak peak = device_peak(c.device);
   const double peak_flops = compute == DType::F32 ? peak.fp32_flop_per_s : peak.tensor_flop_per_s;
   r.mfu = peak_flops > 0 ? (c.forward_only ? 1.0 : 3.0) * r.gflops_per_image * 1e9 * r.images_per_s / peak_flops : 0.0;
+  r.peak_gflops = peak_flops / 1e9;
   if (feed) r.data_wait_pct = 100.0 * waited_s / seconds;
   return r;
 }
@@ -247,9 +249,9 @@ StepResult run_step_bench(const StepConfig& c) {
 namespace {
 std::string head(const StepConfig& c) {
   char buf[512];
-  std::snprintf(buf, sizeof buf, R"({"bench":"train_step","task":"%s","mode":"%s","model":"%s","img_size":%d,"batch":%d,"amp":"%s","device":"%s","iters":%d,"warmup":%d,"data":"%s","cuda_graph":"%s")",
+  std::snprintf(buf, sizeof buf, R"({"bench":"train_step","task":"%s","mode":"%s","model":"%s","img_size":%d,"batch":%d,"amp":"%s","device":"%s","iters":%d,"warmup":%d,"data":"%s","cuda_graph":"%s","tf32":"%s")",
                 c.task.c_str(), c.forward_only ? "inference" : "train", c.model.c_str(), c.img_size, c.batch, c.amp.c_str(), c.device.str().c_str(), c.iters, c.warmup,
-                c.data.empty() ? "resident" : c.data.c_str(), c.cuda_graph ? "on" : "off");
+                c.data.empty() ? "resident" : c.data.c_str(), c.cuda_graph ? "on" : "off", c.tf32 ? "on" : "off");
   return buf;
 }
 }  // namespace
@@ -257,8 +259,8 @@ std::string head(const StepConfig& c) {
 std::string result_json(const StepConfig& c, const StepResult& r) {
   char buf[512];
   std::snprintf(buf, sizeof buf,
-                R"(,"images_per_s":%.3f,"ms_per_step":%.3f,"mfu":%.5f,"gflops_per_image":%.4f,"peak_mem_mb":%.1f,"peak_mem_kind":"%s","loss":%.5g)",
-                r.images_per_s, r.ms_per_step, r.mfu, r.gflops_per_image, r.peak_mem_mb,
+                R"(,"images_per_s":%.3f,"ms_per_step":%.3f,"mfu":%.5f,"peak_gflops":%.1f,"gflops_per_image":%.4f,"peak_mem_mb":%.1f,"peak_mem_kind":"%s","loss":%.5g)",
+                r.images_per_s, r.ms_per_step, r.mfu, r.peak_gflops, r.gflops_per_image, r.peak_mem_mb,
                 c.device.is_cuda() ? "allocator_peak" : "process_max_rss", r.last_loss);
   std::string s = head(c) + buf;
   if (r.graph_replays >= 0) {

@@ -24,12 +24,14 @@ struct StepConfig {
   bool profile = false;  // print the per-op time table of the timed steps to stderr
   bool forward_only = false;  // inference: eval mode, no gradients (val/detect's forward)
   bool cuda_graph = false;    // the step replayed from CUDA graphs (TrainStep's graph mode)
+  bool tf32 = false;          // CUDA float32 convolutions on TF32 tensor cores (kestrel train's --tf32)
 };
 
 struct StepResult {
   double ms_per_step = 0;
   double images_per_s = 0;
   double mfu = 0;             // model FLOP/s (3 x forward GFLOPs per image) over the device peak
+  double peak_gflops = 0;     // that peak: the compute type's (bench_common.h device_peak)
   double peak_mem_mb = 0;     // CUDA: allocator peak during the timed steps; CPU: process max RSS
   double data_wait_pct = -1;  // with a loader: time blocked in next() as % of the timed span
   double gflops_per_image = 0;
