@@ -12,6 +12,8 @@ reference's source tree is $KESTREL_REFERENCE_DIR (default /tmp/yolov5):
                            dataloader workers, OUTDIR/train as project/name): it cuts the detector
                            after layer 9, puts a Classify head on it and trains on DATA; it prints
                            where best.pt and last.pt went and the final epoch's line
+  predict W.pt SOURCE IMG  the reference's classify/predict.py run() on the CPU: its "image i/N
+                           PATH: HxW class p, ..." line for each image (nothing saved)
   val W.pt DATA IMG BATCH  the reference's classify/val.py run() on the CPU with verbose output: the
                            "Class Images top1_acc top5_acc" rows as val.py prints them, then
                            `top1 <repr> top5 <repr>` at full precision
@@ -137,6 +139,26 @@ def val(weights, data, imgsz, batch):
     print(f'top1 {top1!r} top5 {top5!r}')
 
 
+def predict(weights, source, imgsz):
+    import tempfile
+    from PIL import ImageFont
+    from classify import predict as reference_predict
+    from utils import plots
+    from utils.general import LOGGER
+    # predict.py draws on every image (saved or not) with Arial, which it would download: offline,
+    # PIL's own font stands in (the drawing is not compared).
+    plots.check_pil_font = lambda *args, **kwargs: ImageFont.load_default()
+    messages = Messages()
+    LOGGER.addHandler(messages)
+    with tempfile.TemporaryDirectory() as save_dir:
+        reference_predict.run(weights=weights, source=source, imgsz=(imgsz, imgsz), device='cpu', nosave=True,
+                              project=save_dir, name='reference', exist_ok=True)
+    LOGGER.removeHandler(messages)
+    for line in messages.lines:
+        if line.startswith('image '):
+            print(line)
+
+
 def step(weights, data, imgsz, batch, out, before=True, after_max_numel=None):
     from models.experimental import attempt_load
     from utils.dataloaders import ClassificationDataset
@@ -189,6 +211,8 @@ if __name__ == '__main__':
         train(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6]), sys.argv[7])
     elif command == 'val':
         val(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]))
+    elif command == 'predict':
+        predict(sys.argv[2], sys.argv[3], int(sys.argv[4]))
     elif command == 'step':
         flags = sys.argv[7:]
         limit = int(flags[flags.index('--after-max-numel') + 1]) if '--after-max-numel' in flags else None

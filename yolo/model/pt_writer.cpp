@@ -9,9 +9,11 @@
 #include "io/pickle_writer.h"
 #include "io/torch_zip_writer.h"
 #include "layers/blocks.h"
+#include "layers/classify.h"
 #include "layers/detect.h"
 #include "layers/segment.h"
 #include "yolo/common/yaml_load.h"
+#include "yolo/model/classification_model.h"
 #include "yolo/model/segmentation_model.h"
 #include "yolo/model/weights_file.h"
 
@@ -276,6 +278,32 @@ class CheckpointBuilder {
     if (dynamic_cast<const Concat*>(&m))
       return module(m.type_name(), pk::ordered_dict(), pk::ordered_dict(), pk::ordered_dict(),
                     with({{"d", pk::integer(1)}}));
+    if (auto* c = dynamic_cast<const Classify*>(&m)) {
+      // The head's Conv takes Conv.default_act, another SiLU than the backbone's (which the
+      // reference unpickled from the detector's file).
+      const NodePtr head_act = module("torch.nn.modules.activation.SiLU", pk::ordered_dict(), pk::ordered_dict(),
+                                      pk::ordered_dict(), {{"inplace", pk::boolean(true)}});
+      const NodePtr conv = module(c->conv->type_name(), pk::ordered_dict(), pk::ordered_dict(),
+                                  children({{"conv", conv2d(*c->conv->conv)}, {"bn", batch_norm(*c->conv->bn)},
+                                            {"act", head_act}}),
+                                  {});
+      return module(m.type_name(), pk::ordered_dict(), pk::ordered_dict(),
+                    children({{"conv", conv}, {"pool", node(*c->pool)}, {"drop", node(*c->drop)},
+                              {"linear", node(*c->linear)}}),
+                    with({}));
+    }
+    if (dynamic_cast<const AdaptiveAvgPool2d*>(&m))
+      return module(m.type_name(), pk::ordered_dict(), pk::ordered_dict(), pk::ordered_dict(),
+                    {{"output_size", pk::integer(1)}});
+    if (auto* d = dynamic_cast<const Dropout*>(&m))
+      return module(m.type_name(), pk::ordered_dict(), pk::ordered_dict(), pk::ordered_dict(),
+                    {{"p", pk::real(d->p)}, {"inplace", pk::boolean(true)}});
+    if (auto* l = dynamic_cast<const Linear*>(&m)) {
+      NodePtr params = pk::ordered_dict();
+      params->set("weight", parameter(l->weight)).set("bias", parameter(l->bias));
+      return module(m.type_name(), params, pk::ordered_dict(), pk::ordered_dict(),
+                    {{"in_features", pk::integer(l->in_features)}, {"out_features", pk::integer(l->out_features)}});
+    }
     if (auto* p = dynamic_cast<const Proto*>(&m))
       return module(m.type_name(), pk::ordered_dict(), pk::ordered_dict(),
                     children({{"cv1", node(*p->cv1)}, {"upsample", node(*p->upsample)}, {"cv2", node(*p->cv2)},
@@ -284,7 +312,8 @@ class CheckpointBuilder {
     if (auto* s = dynamic_cast<const Segment*>(&m); s && s->type_name() == "models.yolo.Segment") return detect(*s, layer);
     if (auto* d = dynamic_cast<const Detect*>(&m); d && d->type_name() == "models.yolo.Detect") return detect(*d, layer);
     KESTREL_FAIL("write_reference_pt: the model holds a ", m.type_name(), ", which Kestrel does not write to ",
-                 "a YOLOv5 .pt yet (models of Conv, C3, Bottleneck, SPPF, Upsample, Concat, Detect, Segment and Proto)");
+                 "a YOLOv5 .pt yet (models of Conv, C3, Bottleneck, SPPF, Upsample, Concat, Detect, Segment, Proto "
+                 "and Classify)");
   }
 
   // Detect, or Segment: Detect's attributes, then (in the order Segment.__init__ sets them) nm,
@@ -408,6 +437,42 @@ NodePtr model_node(const layers::Module& source, const PtWriteOptions& o, Checkp
   return b.module(model.type, pk::ordered_dict(), pk::ordered_dict(), children, attributes);
 }
 
+// classify/train.py's model: ClassificationModel(model=DetectionModel, nc, cutoff) as
+// _from_detection_model leaves it (the backbone's rows with their i, f, type, np; the Classify head
+// with the replaced row's i, f and its type, no np), then the names train.py attaches.
+NodePtr classifier_node(const ClassificationModel& model, const PtWriteOptions& o, CheckpointBuilder& b) {
+  const ModelConfig& config = model.config();
+  const auto& layers = model.layers();
+  KESTREL_CHECK(layers.size() == config.rows.size(), "write_reference_pt: the classifier has ", layers.size(),
+                " layers for ", config.rows.size(), " yaml rows");
+  std::vector<NodePtr> built;
+  for (size_t i = 0; i < layers.size(); ++i) {
+    const LayerRow& row = config.rows[i];
+    std::vector<NodePtr> from;
+    for (int f : row.from) from.push_back(pk::integer(f));
+    KESTREL_CHECK(!from.empty(), "write_reference_pt: layer ", i, " has no input");
+    const layers::Module& m = *layers[i].module;
+    Attributes layer = {{"i", pk::integer(static_cast<int64_t>(i))},
+                        {"f", row.from_is_list ? pk::list(from) : from[0]},
+                        {"type", pk::str(m.type_name())}};
+    if (!dynamic_cast<const layers::Classify*>(&m)) layer.emplace_back("np", pk::integer(m.parameter_count()));
+    built.push_back(b.node(m, layer));
+  }
+  NodePtr children = pk::ordered_dict();
+  children->set("model", b.container("torch.nn.modules.container.Sequential", built));
+  const int64_t nc = model.nc();
+  KESTREL_CHECK(o.names.empty() || static_cast<int64_t>(o.names.size()) == nc, "write_reference_pt: ",
+                o.names.size(), " class names for a classifier of ", nc, " classes");
+  std::vector<NodePtr> names;
+  for (int64_t i = 0; i < nc; ++i) names.push_back(pk::str(o.names.empty() ? "class" + std::to_string(i) : o.names[i]));
+  const Attributes attributes = {
+      {"stride", b.tensor(Tensor::from_vector(std::vector<float>{8, 16, 32}, {3}), false, DType::F32)},
+      {"save", pk::list()},
+      {"nc", pk::integer(nc)},
+      {"names", pk::list(names)}};
+  return b.module(model.type_name(), pk::ordered_dict(), pk::ordered_dict(), children, attributes);
+}
+
 }  // namespace
 
 namespace {
@@ -474,7 +539,17 @@ void write_reference_pt(const layers::Module& model, const std::string& path, co
                         const PtTrainingState* training) {
   CheckpointBuilder b;
   NodePtr root = pk::dict();
-  if (training) {
+  if (const auto* classifier = dynamic_cast<const ClassificationModel*>(&model)) {
+    KESTREL_CHECK(!training, "write_reference_pt: classify/train.py's checkpoints hold no optimizer or "
+                  "second model; write a classifier without a training state");
+    b.set_mode(false, false);  // the EMA, as ModelEMA keeps it
+    root->set("epoch", pk::integer(o.epoch.value_or(-1)))
+        .set("best_fitness", o.best_fitness ? pk::real(*o.best_fitness) : pk::none())
+        .set("model", classifier_node(*classifier, o, b))
+        .set("ema", pk::none())
+        .set("updates", o.updates ? pk::integer(*o.updates) : pk::none())
+        .set("optimizer", pk::none());
+  } else if (training) {
     KESTREL_CHECK(training->ema, "write_reference_pt: a training checkpoint needs its EMA");
     b.set_mode(true, true);
     NodePtr model_record = model_node(model, o, b);

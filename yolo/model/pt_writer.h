@@ -41,6 +41,9 @@ struct PtWriteOptions {
   json::Object hyp;
   std::vector<double> class_weights;
   std::optional<double> best_fitness;  // None when absent
+  // A classifier's checkpoint (classify/train.py's, which keeps no optimizer): its epoch and the
+  // EMA's update count; -1 and None when absent.
+  std::optional<int64_t> epoch, updates;
   json::Object opt;                    // the training options, pickled as a dict
   std::string date;                    // 'date': an ISO 8601 time, as the reference writes
   std::string archive_name = "archive";  // the folder inside the zip
@@ -72,8 +75,15 @@ struct PtTrainingState {
 // 'model' (training mode, parameters requiring gradients), 'ema', 'updates', 'optimizer', 'opt',
 // 'git': None, 'date'}, models in float16, optimizer state in float32), which the reference's
 // `train.py --resume` (segment/train.py's for a SegmentationModel) continues. `model` is a
-// DetectionModel or a SegmentationModel (yolo/model/segmentation_model.h). Throws kestrel::Error
-// for any other model, a module the reference's models do not hold, or I/O failures.
+// DetectionModel or a SegmentationModel (yolo/model/segmentation_model.h), or a
+// ClassificationModel: classify/train.py's checkpoint {'epoch', 'best_fitness', 'model': the EMA in
+// float16 (eval mode), 'ema': None, 'updates', 'optimizer': None, 'opt', 'git': None, 'date'}, the
+// model pickled as models.yolo.ClassificationModel (the backbone's rows, then models.common.Classify
+// with its conv, pool, drop and linear, and a SiLU of its own as Conv.default_act gives the head;
+// stride [8, 16, 32] as the detector it was cut from, save [], nc, names as a list); `training`
+// must then be null. The reference's `transforms` attribute is not written (its tools build their
+// own). Throws kestrel::Error for any other model, a module the reference's models do not hold, or
+// I/O failures.
 void write_reference_pt(const layers::Module& model, const std::string& path, const PtWriteOptions& o,
                         const PtTrainingState* training = nullptr);
 

@@ -5,6 +5,7 @@
 #include <exception>
 #include <type_traits>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <thread>
@@ -28,6 +29,7 @@
 #include "yolo/data/loader.h"
 #include "yolo/eval/classify_validator.h"
 #include "yolo/model/classifier_file.h"
+#include "yolo/model/pt_writer.h"
 #include "yolo/model/weights.h"
 #include "yolo/plot/plot_classify.h"
 #include "yolo/plot/plots.h"
@@ -37,6 +39,7 @@
 #include "yolo/train/checkpoint.h"
 #include "yolo/train/ema.h"
 #include "yolo/train/grad_scaler.h"
+#include "yolo/train/reference_checkpoint.h"
 #include "yolo/train/train_resume.h"
 #include "yolo/train/rank_collectives.h"
 #include "yolo/train/rank_info.h"
@@ -180,6 +183,31 @@ ClassifyTrainOptions ClassifyTrainOptions::from_pairs(const json::Value& pairs, 
 }
 
 namespace {
+
+// vars(opt) as classify/train.py pickles it into its checkpoints: each option with Python's type
+// (int, float, bool, None or str), from the text opt.yaml holds.
+json::Object typed_opt(const std::vector<std::pair<std::string, std::string>>& pairs) {
+  json::Object opt;
+  for (const auto& [k, v] : pairs) {
+    json::Value value(v);
+    if (v == "null" || v == "None" || v.empty()) {
+      value = json::Value();
+    } else if (v == "true" || v == "True" || v == "false" || v == "False") {
+      value = json::Value(v == "true" || v == "True");
+    } else {
+      char* end = nullptr;
+      const long long i = std::strtoll(v.c_str(), &end, 10);
+      if (end && *end == '\0') {
+        value = json::Value(static_cast<int64_t>(i));
+      } else {
+        const double d = std::strtod(v.c_str(), &end);
+        if (end && *end == '\0') value = json::Value(d);
+      }
+    }
+    opt.emplace_back(k, std::move(value));
+  }
+  return opt;
+}
 
 // A checkpoint's "options": the task, what a classifier file carries (the model yaml as cfg_yaml,
 // names, nc, imgsz) and the run's options (to_pairs).
@@ -404,6 +432,20 @@ int train_classifier(const ClassifyTrainOptions& requested, ClassifyTrainResults
     files.keep_previous();
     save_checkpoint(last, {&model, ema.get(), &optimizer, nullptr, &scaler}, info);
   };
+  // classify/train.py's own last.pt of the epoch just completed (beside the .safetensors, for the
+  // reference's classify/val.py, predict.py and export.py): the EMA in float16, no optimizer.
+  const std::string last_pt = fs::path(last).replace_extension(".pt").string();
+  const std::string best_pt = fs::path(best).replace_extension(".pt").string();
+  const auto save_last_pt = [&](int64_t completed_epoch) {
+    PtWriteOptions pt;
+    pt.names = names;
+    pt.best_fitness = best_fitness;
+    pt.epoch = completed_epoch;
+    pt.updates = ema->updates();
+    pt.opt = typed_opt(o.to_pairs(save_dir));
+    pt.date = iso_now();
+    write_reference_pt(ema->module(), last_pt, pt);
+  };
   // A stop signal, as every rank agrees on it at the same point (any rank's; a collective).
   const auto agreed_stop = [&]() -> int {
     const int mine = stop.received();
@@ -501,7 +543,11 @@ int train_classifier(const ClassifyTrainOptions& requested, ClassifyTrainResults
       if (board) board->log_scalars(epoch, metrics);
       if (!o.nosave || final_epoch) {  // --nosave: the final epoch's only (or where a stop leaves it)
         save_last(epoch, json::Object{});
-        if (best_fitness == fitness) publish_copy(last, best);
+        save_last_pt(epoch);
+        if (best_fitness == fitness) {
+          publish_copy(last, best);
+          publish_copy(last_pt, best_pt);
+        }
       }
       r.val_loss = v.loss, r.top1 = v.top1, r.top5 = v.top5;
     }
