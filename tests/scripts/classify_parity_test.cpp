@@ -15,6 +15,7 @@
 #include <regex>
 #include <sstream>
 
+#include "tests/scripts/classify_table.h"
 #include "tests/support/cli.h"
 #include "tests/support/coco128.h"
 
@@ -27,18 +28,7 @@ namespace {
 
 const char* kWeights = "tests/data/yolov5n_cls_coco128_64.pt";
 
-// The table's rows ("name images top1 top5"), in order, as printed.
-std::vector<std::string> table_rows(const std::string& text) {
-  static const std::regex re(R"(^\s*(\S+)\s+(\d+)\s+(\S+)\s+(\S+)\s*$)");
-  std::vector<std::string> rows;
-  std::istringstream lines(text);
-  for (std::string line; std::getline(lines, line);) {
-    if (const size_t cr = line.rfind('\r'); cr != std::string::npos) line = line.substr(cr + 1);
-    std::smatch m;
-    if (std::regex_match(line, m, re) && m[1] != "Class") rows.push_back(m[1].str() + " " + m[2].str() + " " + m[3].str() + " " + m[4].str());
-  }
-  return rows;
-}
+using kestrel::testing::classify_table_rows;
 
 fs::path scratch(const std::string& name) {
   const fs::path p = fs::temp_directory_path() / ("kestrel_classify_parity_" + name + "_" + std::to_string(::getpid()));
@@ -52,7 +42,7 @@ std::vector<std::string> kestrel_rows(const fs::path& dir, const std::string& we
                                   " --img 64 --batch 32 --device cpu --workers 2 --exist-ok --project " + dir.string() +
                                   " --name kestrel");
   EXPECT_EQ(r.code, 0) << r.out;
-  return table_rows(r.out);
+  return classify_table_rows(r.out);
 }
 
 }  // namespace
@@ -61,7 +51,7 @@ TEST(ClassifyValParity, RecordedReferenceNumbers) {
   if (!fs::exists(kCoco128Cls / "val")) GTEST_SKIP() << "coco128-cls not found at " << kCoco128Cls;
   std::ifstream in("tests/scripts/classify_val_reference.txt");
   const std::string recorded((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  const std::vector<std::string> reference = table_rows(recorded);
+  const std::vector<std::string> reference = classify_table_rows(recorded);
   ASSERT_EQ(reference.size(), 11u) << recorded;
   const fs::path dir = scratch("recorded");
   EXPECT_EQ(kestrel_rows(dir), reference);
@@ -77,7 +67,7 @@ TEST(ClassifyValParity, LiveReference) {
   const CliResult r = kestrel::testing::run_reference_python(
       ref, std::string("tests/scripts/classify_reference.py val ") + kWeights + " " + kCoco128Cls.string() + " 64 32");
   ASSERT_EQ(r.code, 0) << r.out;
-  std::vector<std::string> reference = table_rows(r.out);
+  std::vector<std::string> reference = classify_table_rows(r.out);
   ASSERT_GE(reference.size(), 11u) << r.out;
   reference.resize(11);  // val.py's table (the script repeats it)
   const fs::path dir = scratch("live");

@@ -15,6 +15,7 @@
 #include <regex>
 #include <sstream>
 
+#include "tests/scripts/classify_table.h"
 #include "tests/support/cli.h"
 #include "tests/yolo/cli/classify_folder.h"
 
@@ -24,18 +25,7 @@ using kestrel::testing::run_kestrel;
 
 namespace {
 
-// The table's rows ("name images top1 top5"), in order, as printed.
-std::vector<std::string> table_rows(const std::string& text) {
-  static const std::regex re(R"(^\s*(\S+)\s+(\d+)\s+(\S+)\s+(\S+)\s*$)");
-  std::vector<std::string> rows;
-  std::istringstream lines(text);
-  for (std::string line; std::getline(lines, line);) {
-    if (const size_t cr = line.rfind('\r'); cr != std::string::npos) line = line.substr(cr + 1);
-    std::smatch m;
-    if (std::regex_match(line, m, re) && m[1] != "Class") rows.push_back(m[1].str() + " " + m[2].str() + " " + m[3].str() + " " + m[4].str());
-  }
-  return rows;
-}
+using kestrel::testing::classify_table_rows;
 
 // One small run, shared by the cases: three colour classes, 12 epochs at 32 px (enough to learn
 // them: the tables then say more than chance).
@@ -58,7 +48,7 @@ class ClassifyPt : public ::testing::Test {
                                     " --img 32 --batch-size 8 --device cpu --workers 1 --exist-ok --project " +
                                     (dir_ / "val").string() + " --name v");
     EXPECT_EQ(r.code, 0) << r.out;
-    return table_rows(r.out);
+    return classify_table_rows(r.out);
   }
 
   static fs::path dir_;
@@ -108,7 +98,7 @@ TEST_F(ClassifyPt, LiveReferenceReadsIt) {
   const CliResult r = kestrel::testing::run_reference_python(
       ref, "tests/scripts/classify_reference.py val " + weights("best.pt").string() + " " + (dir_ / "data").string() + " 32 8");
   ASSERT_EQ(r.code, 0) << r.out;
-  std::vector<std::string> reference = table_rows(r.out);
+  std::vector<std::string> reference = classify_table_rows(r.out);
   ASSERT_GE(reference.size(), 4u) << r.out;
   reference.resize(4);  // val.py's table (the script repeats it)
   EXPECT_EQ(kestrel_rows(weights("best.safetensors")), reference) << r.out;

@@ -94,18 +94,23 @@ std::vector<uint8_t> cut_after_scan_header(const std::vector<uint8_t>& jpeg) {
   return {jpeg.begin(), jpeg.begin() + static_cast<long>(p + 2 + (jpeg[p + 2] << 8 | jpeg[p + 3]))};
 }
 
-// A 4-channel JPEG (Adobe YCCK, as TurboJPEG writes CMYK) of the given inks, stored inverted
-// as Adobe's files store them (255 = no ink).
-std::vector<uint8_t> cmyk_jpeg(const cv::Mat& cmyk) {
+// TurboJPEG's encoding of `pixels` (laid out as `format`) with its own options.
+std::vector<uint8_t> turbo_jpeg(const cv::Mat& pixels, int format, int subsampling, int quality, int flags) {
   tjhandle tj = tjInitCompress();
   unsigned char* out = nullptr;
   unsigned long size = 0;
-  EXPECT_EQ(tjCompress2(tj, cmyk.data, cmyk.cols, 0, cmyk.rows, TJPF_CMYK, &out, &size, TJSAMP_444,
-                        100, TJFLAG_ACCURATEDCT), 0) << tjGetErrorStr2(tj);
+  EXPECT_EQ(tjCompress2(tj, pixels.data, pixels.cols, 0, pixels.rows, format, &out, &size, subsampling,
+                        quality, flags), 0) << tjGetErrorStr2(tj);
   std::vector<uint8_t> bytes(out, out + size);
   tjFree(out);
   tjDestroy(tj);
   return bytes;
+}
+
+// A 4-channel JPEG (Adobe YCCK, as TurboJPEG writes CMYK) of the given inks, stored inverted
+// as Adobe's files store them (255 = no ink).
+std::vector<uint8_t> cmyk_jpeg(const cv::Mat& cmyk) {
+  return turbo_jpeg(cmyk, TJPF_CMYK, TJSAMP_444, 100, TJFLAG_ACCURATEDCT);
 }
 
 bool mentions(const std::string& text, const std::string& part) {
@@ -319,15 +324,7 @@ namespace {
 
 // A progressive JPEG: several scans, each with its own entropy-coded data between markers.
 std::vector<uint8_t> progressive_jpeg(const cv::Mat& bgr) {
-  tjhandle tj = tjInitCompress();
-  unsigned char* out = nullptr;
-  unsigned long size = 0;
-  EXPECT_EQ(tjCompress2(tj, bgr.data, bgr.cols, 0, bgr.rows, TJPF_BGR, &out, &size, TJSAMP_420,
-                        90, TJFLAG_PROGRESSIVE), 0) << tjGetErrorStr2(tj);
-  std::vector<uint8_t> bytes(out, out + size);
-  tjFree(out);
-  tjDestroy(tj);
-  return bytes;
+  return turbo_jpeg(bgr, TJPF_BGR, TJSAMP_420, 90, TJFLAG_PROGRESSIVE);
 }
 
 size_t count_scans(const std::vector<uint8_t>& jpeg) {
