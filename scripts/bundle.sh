@@ -31,7 +31,7 @@ command -v patchelf >/dev/null || { echo "bundle: patchelf is missing; run scrip
 [[ -x "$build_dir/kestrel" ]] || { echo "bundle: no $build_dir/kestrel; build first (scripts/build.sh)" >&2; exit 1; }
 # The bundle leaves OpenCV videoio and highgui out (detect on videos, --view-img): their codec and
 # GUI libraries would multiply its size. A build that links them is refused.
-if ldd "$build_dir/kestrel" | grep -qE 'libopencv_(videoio|highgui)'; then
+if [[ $(ldd "$build_dir/kestrel") =~ libopencv_(videoio|highgui) ]]; then  # no `| grep -q` (below)
   echo "bundle: $build_dir/kestrel links OpenCV videoio or highgui, which the bundle leaves out;" \
        "reconfigure with cmake -B $build_dir -DKESTREL_VIDEOIO=OFF -DKESTREL_HIGHGUI=OFF and rebuild" >&2
   exit 1
@@ -87,8 +87,11 @@ fi
 
 # A library copied with its symbol table loses it (oneDNN's wheel ships libdnnl unstripped: 10 MiB,
 # 0.8 MiB of the packed bundle); its dynamic symbols, all that loading and linking need, stay.
+# (readelf's whole output is read before it is searched: `readelf | grep -q` under pipefail failed
+# whenever grep quit before readelf had written all, and the library then travelled unstripped,
+# 0.7 MiB more of the packed bundle on some runs and not others.)
 for lib in "$bundle"/lib/*; do
-  if [[ ! -L "$lib" ]] && readelf -S "$lib" | grep -q ' \.symtab '; then strip --strip-unneeded "$lib"; fi
+  if [[ ! -L "$lib" ]] && [[ $(readelf -S "$lib") == *' .symtab '* ]]; then strip --strip-unneeded "$lib"; fi
 done
 
 for bin in "$bundle"/bin/*; do
