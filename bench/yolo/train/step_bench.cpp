@@ -239,7 +239,10 @@ StepResult run_step_bench(const StepConfig& c) {
   r.ms_per_step = 1e3 * seconds / c.iters;
   r.images_per_s = c.batch * c.iters / seconds;
   const DevicePeak peak = device_peak(c.device);
-  const double peak_flops = compute == DType::F32 ? peak.fp32_flop_per_s : peak.tensor_flop_per_s;
+  // Half-precision math (CUDA's bf16/fp16 activations, or the CPU's bf16 convolution operands
+  // under float32 activations) against the half-precision limit; float32 against FMA's.
+  const bool half_math = compute != DType::F32 || precision.conv_operands != ops::ConvOperands::Float32;
+  const double peak_flops = half_math ? peak.tensor_flop_per_s : peak.fp32_flop_per_s;
   r.mfu = peak_flops > 0 ? (c.forward_only ? 1.0 : 3.0) * r.gflops_per_image * 1e9 * r.images_per_s / peak_flops : 0.0;
   r.peak_gflops = peak_flops / 1e9;
   if (feed) r.data_wait_pct = 100.0 * waited_s / seconds;
