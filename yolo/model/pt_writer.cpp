@@ -381,14 +381,14 @@ NodePtr yaml_dict(const ModelView& model, const PtWriteOptions& o) {
   return yaml;
 }
 
-NodePtr model_node(const layers::Module& source, const PtWriteOptions& o, CheckpointBuilder& b) {
-  const ModelView model = view_of(source);
-  const ModelConfig& config = model.config;
-  const auto& layers = model.layers;
+// The model's Sequential of yaml rows, each module with the attributes parse_model sets (i, f,
+// type, np; a Classify head, which the reference's _from_detection_model puts in place of a row,
+// has no np), and the rows' saved outputs (`save`, sorted, as parse_model lists them).
+NodePtr row_sequence(const ModelConfig& config, const std::vector<ModelLayer>& layers, CheckpointBuilder& b,
+                     std::vector<int64_t>& save) {
   KESTREL_CHECK(layers.size() == config.rows.size(), "write_reference_pt: the model has ", layers.size(),
                 " layers for ", config.rows.size(), " yaml rows");
   std::vector<NodePtr> built;
-  std::vector<int64_t> save;
   for (size_t i = 0; i < layers.size(); ++i) {
     const LayerRow& row = config.rows[i];
     std::vector<NodePtr> from;
@@ -399,16 +399,22 @@ NodePtr model_node(const layers::Module& source, const PtWriteOptions& o, Checkp
     }
     KESTREL_CHECK(!from.empty(), "write_reference_pt: layer ", i, " has no input");
     const layers::Module& m = *layers[i].module;
-    const Attributes layer = {{"i", pk::integer(static_cast<int64_t>(i))},
-                              {"f", row.from_is_list ? pk::list(from) : from[0]},
-                              {"type", pk::str(m.type_name())},
-                              {"np", pk::integer(m.parameter_count())}};
+    Attributes layer = {{"i", pk::integer(static_cast<int64_t>(i))},
+                        {"f", row.from_is_list ? pk::list(from) : from[0]},
+                        {"type", pk::str(m.type_name())}};
+    if (!dynamic_cast<const layers::Classify*>(&m)) layer.emplace_back("np", pk::integer(m.parameter_count()));
     built.push_back(b.node(m, layer));
   }
   std::sort(save.begin(), save.end());
-  NodePtr sequence = b.container("torch.nn.modules.container.Sequential", built);
+  return b.container("torch.nn.modules.container.Sequential", built);
+}
+
+NodePtr model_node(const layers::Module& source, const PtWriteOptions& o, CheckpointBuilder& b) {
+  const ModelView model = view_of(source);
+  const ModelConfig& config = model.config;
+  std::vector<int64_t> save;
   NodePtr children = pk::ordered_dict();
-  children->set("model", sequence);
+  children->set("model", row_sequence(config, model.layers, b, save));
 
   Attributes attributes;
   if (!config.name.empty())
@@ -441,25 +447,9 @@ NodePtr model_node(const layers::Module& source, const PtWriteOptions& o, Checkp
 // _from_detection_model leaves it (the backbone's rows with their i, f, type, np; the Classify head
 // with the replaced row's i, f and its type, no np), then the names train.py attaches.
 NodePtr classifier_node(const ClassificationModel& model, const PtWriteOptions& o, CheckpointBuilder& b) {
-  const ModelConfig& config = model.config();
-  const auto& layers = model.layers();
-  KESTREL_CHECK(layers.size() == config.rows.size(), "write_reference_pt: the classifier has ", layers.size(),
-                " layers for ", config.rows.size(), " yaml rows");
-  std::vector<NodePtr> built;
-  for (size_t i = 0; i < layers.size(); ++i) {
-    const LayerRow& row = config.rows[i];
-    std::vector<NodePtr> from;
-    for (int f : row.from) from.push_back(pk::integer(f));
-    KESTREL_CHECK(!from.empty(), "write_reference_pt: layer ", i, " has no input");
-    const layers::Module& m = *layers[i].module;
-    Attributes layer = {{"i", pk::integer(static_cast<int64_t>(i))},
-                        {"f", row.from_is_list ? pk::list(from) : from[0]},
-                        {"type", pk::str(m.type_name())}};
-    if (!dynamic_cast<const layers::Classify*>(&m)) layer.emplace_back("np", pk::integer(m.parameter_count()));
-    built.push_back(b.node(m, layer));
-  }
+  std::vector<int64_t> unused;  // the reference's classifier sets save = [] whatever its rows read
   NodePtr children = pk::ordered_dict();
-  children->set("model", b.container("torch.nn.modules.container.Sequential", built));
+  children->set("model", row_sequence(model.config(), model.layers(), b, unused));
   const int64_t nc = model.nc();
   KESTREL_CHECK(o.names.empty() || static_cast<int64_t>(o.names.size()) == nc, "write_reference_pt: ",
                 o.names.size(), " class names for a classifier of ", nc, " classes");

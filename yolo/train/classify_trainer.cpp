@@ -5,7 +5,6 @@
 #include <exception>
 #include <type_traits>
 #include <cstdio>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <thread>
@@ -40,6 +39,7 @@
 #include "yolo/train/ema.h"
 #include "yolo/train/grad_scaler.h"
 #include "yolo/train/reference_checkpoint.h"
+#include "yolo/train/reference_opt.h"
 #include "yolo/train/train_resume.h"
 #include "yolo/train/rank_collectives.h"
 #include "yolo/train/rank_info.h"
@@ -183,31 +183,6 @@ ClassifyTrainOptions ClassifyTrainOptions::from_pairs(const json::Value& pairs, 
 }
 
 namespace {
-
-// vars(opt) as classify/train.py pickles it into its checkpoints: each option with Python's type
-// (int, float, bool, None or str), from the text opt.yaml holds.
-json::Object typed_opt(const std::vector<std::pair<std::string, std::string>>& pairs) {
-  json::Object opt;
-  for (const auto& [k, v] : pairs) {
-    json::Value value(v);
-    if (v == "null" || v == "None" || v.empty()) {
-      value = json::Value();
-    } else if (v == "true" || v == "True" || v == "false" || v == "False") {
-      value = json::Value(v == "true" || v == "True");
-    } else {
-      char* end = nullptr;
-      const long long i = std::strtoll(v.c_str(), &end, 10);
-      if (end && *end == '\0') {
-        value = json::Value(static_cast<int64_t>(i));
-      } else {
-        const double d = std::strtod(v.c_str(), &end);
-        if (end && *end == '\0') value = json::Value(d);
-      }
-    }
-    opt.emplace_back(k, std::move(value));
-  }
-  return opt;
-}
 
 // A checkpoint's "options": the task, what a classifier file carries (the model yaml as cfg_yaml,
 // names, nc, imgsz) and the run's options (to_pairs).
@@ -442,7 +417,7 @@ int train_classifier(const ClassifyTrainOptions& requested, ClassifyTrainResults
     pt.best_fitness = best_fitness;
     pt.epoch = completed_epoch;
     pt.updates = ema->updates();
-    pt.opt = typed_opt(o.to_pairs(save_dir));
+    for (const auto& [k, v] : o.to_pairs(save_dir)) pt.opt.emplace_back(k, typed_option_value(v));  // vars(opt)
     pt.date = iso_now();
     write_reference_pt(ema->module(), last_pt, pt);
   };

@@ -70,8 +70,9 @@ void dump_into(std::string& out, const json::Object& m, const std::string& inden
   }
 }
 
-// Kestrel's option text typed as YAML would read it.
-Value typed(const std::string& text) {
+}  // namespace
+
+json::Value typed_option_value(const std::string& text) {
   if (text == "true") return Value(true);
   if (text == "false") return Value(false);
   if (text == "null") return Value();
@@ -85,8 +86,6 @@ Value typed(const std::string& text) {
     return Value(d);
   return Value(text);
 }
-
-}  // namespace
 
 json::Object reference_hyp(const Hyp& hyp) {
   json::Object out;
@@ -157,7 +156,7 @@ json::Object opt_yaml_values(const TrainOptions& o, const ReferenceOptContext& c
   std::set<std::string> taken;
   for (const auto& [k, v] : out) taken.insert(k);
   for (const auto& [k, v] : o.to_pairs())
-    if (taken.insert(k).second) out.emplace_back(k, typed(v));
+    if (taken.insert(k).second) out.emplace_back(k, typed_option_value(v));
   return out;
 }
 

@@ -28,6 +28,10 @@ json::Object opt_yaml_values(const TrainOptions& o, const ReferenceOptContext& c
 // The reference's hyp dict: hyp-file keys in file order, floats (anchors, when set, an integer).
 json::Object reference_hyp(const Hyp& hyp);
 
+// An option's text (TrainOptions::to_pairs, ClassifyTrainOptions::to_pairs) typed as YAML reads it
+// back from opt.yaml: true, false, null, an integer, a float, else the string itself.
+json::Value typed_option_value(const std::string& text);
+
 // A mapping as PyYAML's safe_dump(sort_keys=False) writes it: block style, lists as "- x" under
 // their key, floats as Python's repr (1.0e-05 as PyYAML spells it), strings plain unless they
 // would read as another type or hold characters a plain scalar may not (then single-quoted).
