@@ -62,8 +62,9 @@ class OrderedBatches {
                   batches, "]");
     std::unique_lock lock(mutex_);
     ++generation_;
-    ready_.clear();
+    claimed_ = batches_;  // no new claim on the abandoned epoch while its builds in flight end
     batch_ready_.wait(lock, [&] { return in_flight_ == 0; });
+    ready_.clear();  // after the wait: nothing of the old epoch can arrive any more
     context_ = std::move(context);
     epoch_ = epoch;
     batches_ = batches;
