@@ -52,8 +52,10 @@ Tensor Conv2d::forward_inference(const Tensor& x, Tensor w, Tensor b, ops::ConvA
     if (b.defined()) b = b.to(x.dtype());
     version = kernels::kUncachedWeights;
   }
-  Tensor y = ops::conv2d_inference(x, w, b, ops::Conv2dParams{stride, stride, padding, padding},
-                                   act, version);
+  ops::Conv2dParams params{stride, stride, padding, padding};
+  params.allow_tf32 = allow_tf32;  // training's --tf32 and --deterministic reach its validation too
+  params.deterministic = deterministic;
+  Tensor y = ops::conv2d_inference(x, w, b, params, act, version);
   last_macs_ = y.numel() * in_channels * kernel * kernel;
   return y;
 }

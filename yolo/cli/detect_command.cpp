@@ -52,6 +52,7 @@ const FlagTable kFlags = {
     {"hide-conf", nullptr, nullptr, "draw labels without confidences"},
     {"update", nullptr, nullptr, "accepted with a note: Kestrel never rewrites a weights file (the reference strips its optimizer)"},
     {"half", nullptr, nullptr, "float16 inference on a GPU (ignored on the CPU, as in the reference)"},
+    {"tf32", "on|off", "on", "CUDA float32 convolutions on TF32 tensor cores, as PyTorch's default; off: FMA math only"},
     {"dnn", nullptr, nullptr, "accepted: .onnx weights always run in OpenCV DNN (on the CPU)"},
     {"vid-stride", "N", "1", "read every N-th video frame"},
     {"cfg", "M.yaml", nullptr, "model yaml, only for plain weights files (checkpoints carry their model)"},
@@ -66,7 +67,7 @@ const Command kDetectCommand = {
     "                      [--classes 0 [2 ...]] [--agnostic-nms] [--save-txt] [--save-conf]\n"
     "                      [--save-crop] [--nosave] [--view-img] [--line-thickness 3]\n"
     "                      [--hide-labels] [--hide-conf] [--vid-stride 1] [--project runs/detect]\n"
-    "                      [--name exp] [--exist-ok] [--half] [--augment] [--visualize] [--dnn]\n"
+    "                      [--name exp] [--exist-ok] [--half] [--augment] [--visualize] [--dnn] [--tf32 on|off]\n"
     "                      [--data D.yaml] [--update] [--cfg M.yaml] [--nc N]\n"
     "  --visualize also writes each stage's output (.npy); --data also gives plain weights without --nc\n"
     "  their class count.\n"
@@ -114,6 +115,7 @@ int run_detect(const std::vector<std::string>& argv) {
   InferenceModel im = load_detect_model(args, device);
   s.dtype = inference_dtype(args.has("half"), im, device);
   set_augment(args.has("augment"), im);
+  set_tf32(args.get("tf32", "on"), im);
   if (s.visualize && im.onnx) std::printf("WARNING: --visualize is ignored for ONNX weights (no stages to look into)\n");
   if (s.visualize && im.augment) std::printf("WARNING: --visualize is ignored with --augment, as in the reference\n");
   if (im.onnx) device = onnx_predict_settings(*im.onnx, device, size, s);

@@ -134,6 +134,11 @@ DType inference_dtype(bool half, bool onnx, Device device) {
   return DType::F16;
 }
 
+void set_tf32(const std::string& tf32, InferenceModel& im) {
+  KESTREL_CHECK(tf32 == "on" || tf32 == "off", "--tf32: on or off, got '", tf32, "'");
+  if (im.model) layers::set_conv_math(*im.model, tf32 == "on", /*deterministic=*/false);
+}
+
 void set_augment(bool augment, InferenceModel& im) {
   if (augment && im.onnx)
     std::printf("WARNING: --augment is ignored for ONNX weights (the graph runs as exported, at one scale)\n");

@@ -50,6 +50,9 @@ Device inference_device(const std::string& spec);
 DType inference_dtype(bool half, const InferenceModel& im, Device device);
 DType inference_dtype(bool half, bool onnx, Device device);  // the same for `kestrel segment`'s models
 void set_augment(bool augment, InferenceModel& im);
+// --tf32 on|off (default on, as PyTorch's cudnn.allow_tf32): CUDA float32 convolutions may use TF32
+// tensor cores; off keeps them on FMA math. Nothing changes on the CPU or for ONNX weights.
+void set_tf32(const std::string& tf32, InferenceModel& im);
 
 // An .onnx at `weights` (a local file), refused unless it is a `segmentation` model's export (true)
 // or a detector's (false), naming the commands that run the other kind.

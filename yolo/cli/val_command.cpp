@@ -43,6 +43,7 @@ const FlagTable kFlags = {
     {"name", "NAME", "exp", "results go to project/name, numbered (exp2, ...) when it exists"},
     {"exist-ok", nullptr, nullptr, "reuse an existing project/name instead of numbering a new one"},
     {"half", nullptr, nullptr, "float16 inference on a GPU (ignored on the CPU, as in the reference)"},
+    {"tf32", "on|off", "on", "CUDA float32 convolutions on TF32 tensor cores, as PyTorch's default; off: FMA math only"},
     {"dnn", nullptr, nullptr, "accepted: .onnx weights always run in OpenCV DNN (on the CPU), square, batch 1"},
     {"cfg", "M.yaml", nullptr, "model yaml, only for plain weights files (checkpoints carry their model)"},
     {"nc", "N", nullptr, "class count, only for plain weights files"},
@@ -56,7 +57,7 @@ const Command kValCommand = {
     "val", "validate weights on a dataset: P, R, mAP50, mAP50-95 (reference val.py)",
     "usage: kestrel val --weights W.pt|W.safetensors|W.onnx --data D.yaml|synthetic [--img-size 640]\n"
     "                   [--batch-size 32] [--conf-thres 0.001] [--iou-thres 0.6]\n"
-    "                   [--task val|test|train] [--device cpu|0] [--half] [--augment] [--dnn]\n"
+    "                   [--task val|test|train] [--device cpu|0] [--half] [--augment] [--dnn] [--tf32 on|off]\n"
     "                   [--save-json] [--save-txt] [--save-conf] [--save-hybrid] [--verbose] [--single-cls]\n"
     "                   [--max-det 300] [--workers 8] [--cfg M.yaml] [--nc N] [--project runs/val]\n"
     "                   [--name exp] [--exist-ok] [--coco-eval] [--coco-gt FILE]\n"
@@ -80,6 +81,7 @@ yolo::ValResult validate_once(const Args& args, const std::string& weights, yolo
   InferenceModel im = load_inference_model(weights, args.get("cfg", ""), nc, device, /*allow_onnx=*/true);
   vo.compute_dtype = inference_dtype(half, im, device);
   set_augment(args.has("augment"), im);
+  set_tf32(args.get("tf32", "on"), im);
   vo.augment = im.augment;
   if (im.onnx) device = onnx_val_settings(*im.onnx, device, vo);
   const int model_nc = static_cast<int>(im.onnx && !im.onnx->nc() ? dcfg.nc : im.nc());

@@ -133,6 +133,9 @@ TEST(ValDetectCommands, BadInputIsRefused) {
   r = run("val --weights " + weights + " --cfg models/yolov5n.yaml --data synthetic --device cpu");
   EXPECT_EQ(r.code, 1);  // 80-class weights against the 4-class dataset
   EXPECT_NE(r.out.find("do not fit this model"), std::string::npos) << r.out;
+  r = run("detect --weights " + weights + " --cfg models/yolov5n.yaml --source /no/such/dir --tf32 maybe");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find("--tf32: on or off, got 'maybe'"), std::string::npos) << r.out;
 }
 
 // `--data coco128.yaml` by bare name finds the shipped yaml from any directory, as `--cfg` finds the
