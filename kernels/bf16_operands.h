@@ -19,13 +19,16 @@ KESTREL_HD inline uint16_t bf16_bits(float v) {
   return static_cast<uint16_t>((b & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded);
 }
 
-// v rounded to the nearest bfloat16 value, as a float.
-KESTREL_HD inline float round_to_bf16(float v) {
-  const uint32_t b = static_cast<uint32_t>(bf16_bits(v)) << 16;
+// The float a bfloat16 value's bits stand for (exact).
+KESTREL_HD inline float bf16_to_float(uint16_t bits) {
+  const uint32_t b = static_cast<uint32_t>(bits) << 16;
   float r;
   memcpy(&r, &b, sizeof r);
   return r;
 }
+
+// v rounded to the nearest bfloat16 value, as a float.
+KESTREL_HD inline float round_to_bf16(float v) { return bf16_to_float(bf16_bits(v)); }
 
 // dst[i] = round_to_bf16(src[i]) (dst may be src); n contiguous values, OpenMP threads.
 void round_to_bf16_cpu(const float* src, float* dst, int64_t n);

@@ -35,8 +35,9 @@ constexpr memory::data_type kBf16 = memory::data_type::bf16;
 constexpr size_t kMaxCachedFilterBytes = size_t(512) << 20;
 
 // The operands' type: float32, or bfloat16 (x, w and dy in bfloat16; y, dx, dw and the bias in
-// float32, accumulated in float32).
-enum class Operands : uint8_t { F32, Bf16 };
+// float32, accumulated in float32), or bfloat16 in and out (inference on bfloat16 activations:
+// x and y bfloat16, w rounded by its reorder, the bias float32, accumulated in float32).
+enum class Operands : uint8_t { F32, Bf16, Bf16InOut };
 
 // One configuration of one pass: the shape, the pass, whether a bias (or its gradient) goes
 // with it, the post-op and the operands' type.
@@ -51,7 +52,8 @@ Key key_of(ConvPass pass, const Conv2dShape& s, bool bias, ConvActivation act,
               int64_t(pass), int64_t(bias), int64_t(act), int64_t(operands)}};
 }
 
-memory::data_type operand_type(Operands o) { return o == Operands::Bf16 ? kBf16 : kF32; }
+memory::data_type operand_type(Operands o) { return o == Operands::F32 ? kF32 : kBf16; }
+memory::data_type result_type(Operands o) { return o == Operands::Bf16InOut ? kBf16 : kF32; }
 
 // oneDNN's logical dimensions are NCHW / OIHW whatever the layout; the tags say NHWC / OHWI.
 // Operands are x, w and dy; results (y, dx, dw) stay float32.
@@ -288,8 +290,10 @@ class DnnlConv {
     const auto algo = dnnl::algorithm::convolution_direct;
     // Operands in their type (x, w, dy); results, the bias and its gradient in float32.
     const memory::data_type ot = operand_type(operands);
+    KESTREL_CHECK(operands != Operands::Bf16InOut || pass == ConvPass::Forward,
+                  "conv2d through oneDNN: bfloat16 results go with the forward pass only");
     const memory::desc x_md = src_md(s, ot), dy_md = dst_md(s, ot), dx_md = src_md(s),
-                       y_md = dst_md(s);
+                       y_md = dst_md(s, result_type(operands));
     KESTREL_CHECK(act == ConvActivation::None || pass == ConvPass::Forward,
                   "conv2d through oneDNN: an activation post-op goes with the forward pass only");
     // A new attribute object: primitive_attr is a handle, so a copy of attr_ would share it.
@@ -531,16 +535,16 @@ void matmul_backward_filter(const Conv2dShape& s, const uint16_t* x, const uint1
 #endif
 
 // The passes for either operand type: x and dy are float32 or bfloat16 bits as `o` says; w is
-// always the float32 OHWI filter, and the results are float32.
+// always the float32 OHWI filter, and the results are float32 (y bfloat16 bits for Bf16InOut).
 void forward(const Conv2dShape& s, Operands o, const void* x, const float* w, WeightVersion wv,
-             const float* bias, float* y, ConvActivation act) {
+             const float* bias, void* y, ConvActivation act) {
   checked(ConvPass::Forward, s, [&] {
     DnnlConv& dnnl = DnnlConv::instance();
     const Primitive& p = dnnl.primitive(ConvPass::Forward, s, bias != nullptr, act, o);
     const std::shared_ptr<memory> filter = dnnl.filter(p, ConvPass::Forward, s, w, wv, act, o);
     std::unordered_map<int, memory> args{{DNNL_ARG_SRC, wrap(src_md(s, operand_type(o)), x)},
                                          {DNNL_ARG_WEIGHTS, *filter},
-                                         {DNNL_ARG_DST, wrap(dst_md(s), y)}};
+                                         {DNNL_ARG_DST, wrap(dst_md(s, result_type(o)), y)}};
     if (bias) args.emplace(DNNL_ARG_BIAS, wrap(bias_md(s), bias));
     dnnl.run(p.conv, args);
   });
@@ -614,6 +618,11 @@ void conv2d_backward_filter_dnnl(const Conv2dShape& s, const float* x, const flo
 void conv2d_forward_dnnl_bf16(const Conv2dShape& s, const uint16_t* x, const float* w,
                               const float* bias, float* y) {
   forward(s, Operands::Bf16, x, w, kUncachedWeights, bias, y, ConvActivation::None);
+}
+
+void conv2d_forward_dnnl_bf16_io(const Conv2dShape& s, const uint16_t* x, const float* w, WeightVersion wv,
+                                 const float* bias, uint16_t* y, ConvActivation act) {
+  forward(s, Operands::Bf16InOut, x, w, wv, bias, y, act);
 }
 
 void conv2d_backward_data_dnnl_bf16(const Conv2dShape& s, const uint16_t* dy, const float* w,

@@ -66,6 +66,11 @@ void conv2d_backward_filter_dnnl(const Conv2dShape& s, const float* x, const flo
 // change every step).
 void conv2d_forward_dnnl_bf16(const Conv2dShape& s, const uint16_t* x, const float* w,
                               const float* bias, float* y);
+// Inference on bfloat16 activations: x and y bfloat16 bits, w the float32 OHWI filter (its reorder,
+// rounding it to bfloat16, cached by version as conv2d_forward_dnnl's), the bias float32, float32
+// accumulation, the activation applied before y is rounded.
+void conv2d_forward_dnnl_bf16_io(const Conv2dShape& s, const uint16_t* x, const float* w, WeightVersion wv,
+                                 const float* bias, uint16_t* y, ConvActivation act = ConvActivation::None);
 void conv2d_backward_data_dnnl_bf16(const Conv2dShape& s, const uint16_t* dy, const float* w,
                                     float* dx);
 void conv2d_backward_filter_dnnl_bf16(const Conv2dShape& s, const uint16_t* x, const uint16_t* dy,

@@ -3,6 +3,7 @@
 // loops that vectorise under runtime ISA dispatch, spread over OpenMP threads in fixed chunks (so
 // the bits do not depend on the thread count). Outputs may alias an input exactly (in-place
 // accumulation), never partially: the loops are marked `omp simd`, which holds for distance 0.
+#include "kernels/bf16_operands.h"
 #include "kernels/cpu_simd.h"
 #include "kernels/dispatch.h"
 #include "kernels/elementwise.h"
@@ -49,6 +50,18 @@ KESTREL_CPU_CLONES void binary_f32(Binary op, const float* a, const float* b, fl
 #pragma omp simd
       for (int64_t i = 0; i < n; ++i) out[i] = alpha * (a[i] * b[i]);
       break;
+  }
+}
+
+// bfloat16 activations (the CPU's bfloat16 inference): the float32 op on the exact values, rounded
+// once, to nearest even.
+KESTREL_CPU_CLONES void binary_bf16(Binary op, const uint16_t* a, const uint16_t* b, uint16_t* out,
+                                    int64_t n, float alpha) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) {
+    const float x = bf16_to_float(a[i]), y = bf16_to_float(b[i]);
+    const float r = op == Binary::Add ? x + y : op == Binary::Sub ? x - y : x * y;
+    out[i] = bf16_bits(alpha * r);
   }
 }
 
@@ -115,6 +128,15 @@ void binary_cpu(Binary op, DType t, const void* a_, const void* b_, void* out_, 
     float* out = static_cast<float*>(out_);
     parallel_chunks(n, kGrain, [&](int64_t lo, int64_t hi) {
       binary_f32(op, a + lo, b + lo, out + lo, hi - lo, static_cast<float>(alpha));
+    });
+    return;
+  }
+  if (t == DType::BF16) {
+    const auto* a = static_cast<const uint16_t*>(a_);
+    const auto* b = static_cast<const uint16_t*>(b_);
+    auto* out = static_cast<uint16_t*>(out_);
+    parallel_chunks(n, kGrain, [&](int64_t lo, int64_t hi) {
+      binary_bf16(op, a + lo, b + lo, out + lo, hi - lo, static_cast<float>(alpha));
     });
     return;
   }

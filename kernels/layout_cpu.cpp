@@ -1,3 +1,4 @@
+#include "kernels/bf16_operands.h"
 #include "kernels/dispatch.h"
 #include "kernels/layout.h"
 
@@ -43,6 +44,11 @@ void transpose_batched_cpu(size_t elem_size, const void* src, void* dst, const T
 }
 
 void images_to_input_cpu(const uint8_t* src, DType t, void* dst_, int64_t n, double scale) {
+  if (t == DType::BF16) {  // the CPU's bfloat16 inference: the float32 value, rounded once
+    auto* dst = static_cast<uint16_t*>(dst_);
+    for (int64_t i = 0; i < n; ++i) dst[i] = bf16_bits(scaled_pixel<float>(src[i], scale));
+    return;
+  }
   KESTREL_DISPATCH_CPU_FLOAT(t, T, "images_to_input", {
     T* dst = static_cast<T*>(dst_);
     for (int64_t i = 0; i < n; ++i) dst[i] = scaled_pixel<T>(src[i], scale);

@@ -1,3 +1,4 @@
+#include "kernels/bf16_operands.h"
 #include "kernels/cpu_simd.h"
 #include "kernels/dispatch.h"
 #include "kernels/maxpool.h"
@@ -8,23 +9,29 @@ namespace {
 // Rows per parallel chunk: about 32K elements, so that a chunk outweighs waking a thread.
 int64_t rows_per_chunk(int64_t row_elements) { return std::max<int64_t>(1, 32768 / std::max<int64_t>(row_elements, 1)); }
 
-// float32 forward, one output row: the same scan and tie/NaN rule as maxpool_choose, with the
+// A stored value as a float: float32 itself, or bfloat16 bits.
+inline float as_float(float v) { return v; }
+inline float as_float(uint16_t bits) { return bf16_to_float(bits); }
+
+// The forward of one output row, values stored as S (float, or bfloat16 bits: the maximum is one
+// of the inputs, copied as it is): the same scan and tie/NaN rule as maxpool_choose, with the
 // channel loop innermost so it vectorises (NHWC: a window tap is C contiguous values).
-KESTREL_CPU_CLONES void maxpool_row_f32(const float* x, float* y, uint8_t* window, const PoolShape& s,
-                                        int64_t n, int64_t oh) {
+template <class S>
+[[gnu::always_inline]] inline void maxpool_row(const S* x, S* y, uint8_t* window, const PoolShape& s, int64_t n,
+                                               int64_t oh) {
   const int64_t H = s.h, W = s.w, C = s.c, K = s.kernel;
   const int64_t h0 = oh * s.stride - s.pad;
   const int64_t kh_begin = h0 < 0 ? -h0 : 0, kh_end = std::min(K, H - h0);
   for (int64_t ow = 0; ow < s.out_w; ++ow) {
     const int64_t o = ((n * s.out_h + oh) * s.out_w + ow) * C;
-    float* __restrict__ yo = y + o;
+    S* __restrict__ yo = y + o;
     uint8_t* __restrict__ wo = window ? window + o : nullptr;
     const int64_t w0 = ow * s.stride - s.pad;
     const int64_t kw_begin = w0 < 0 ? -w0 : 0, kw_end = std::min(K, W - w0);
     bool first = true;
     for (int64_t kh = kh_begin; kh < kh_end; ++kh)
       for (int64_t kw = kw_begin; kw < kw_end; ++kw) {
-        const float* __restrict__ xi = x + ((n * H + h0 + kh) * W + w0 + kw) * C;
+        const S* __restrict__ xi = x + ((n * H + h0 + kh) * W + w0 + kw) * C;
         const uint8_t tap = static_cast<uint8_t>(kh * K + kw);
         if (first) {
           for (int64_t c = 0; c < C; ++c) yo[c] = xi[c];
@@ -35,28 +42,43 @@ KESTREL_CPU_CLONES void maxpool_row_f32(const float* x, float* y, uint8_t* windo
         }
         if (wo) {
           for (int64_t c = 0; c < C; ++c) {
-            const bool take = pool_replaces(xi[c], yo[c]);
+            const bool take = pool_replaces(as_float(xi[c]), as_float(yo[c]));
             yo[c] = take ? xi[c] : yo[c];
             wo[c] = take ? tap : wo[c];
           }
         } else {
-          for (int64_t c = 0; c < C; ++c) yo[c] = pool_replaces(xi[c], yo[c]) ? xi[c] : yo[c];
+          for (int64_t c = 0; c < C; ++c) yo[c] = pool_replaces(as_float(xi[c]), as_float(yo[c])) ? xi[c] : yo[c];
         }
       }
   }
 }
 
+KESTREL_CPU_CLONES void maxpool_row_f32(const float* x, float* y, uint8_t* window, const PoolShape& s,
+                                        int64_t n, int64_t oh) {
+  maxpool_row(x, y, window, s, n, oh);
+}
+
+// bfloat16 activations (the CPU's bfloat16 inference).
+KESTREL_CPU_CLONES void maxpool_row_bf16(const uint16_t* x, uint16_t* y, uint8_t* window, const PoolShape& s,
+                                         int64_t n, int64_t oh) {
+  maxpool_row(x, y, window, s, n, oh);
+}
+
+// Rows in parallel through row(x, y, window, s, n, oh).
+template <class S, class Row>
+void maxpool_rows(const void* x, void* y, uint8_t* window, const PoolShape& s, Row row) {
+  parallel_chunks(s.n * s.out_h, rows_per_chunk(s.out_w * s.c), [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r)
+      row(static_cast<const S*>(x), static_cast<S*>(y), window, s, r / s.out_h, r % s.out_h);
+  });
+}
+
 }  // namespace
 
 void maxpool2d_forward_cpu(DType t, const void* x_, void* y_, uint8_t* window, const PoolShape& s) {
-  if (t == DType::F32) {  // the fast path: rows in parallel, channels vectorised
-    const float* x = static_cast<const float*>(x_);
-    float* y = static_cast<float*>(y_);
-    parallel_chunks(s.n * s.out_h, rows_per_chunk(s.out_w * s.c), [&](int64_t begin, int64_t end) {
-      for (int64_t r = begin; r < end; ++r) maxpool_row_f32(x, y, window, s, r / s.out_h, r % s.out_h);
-    });
-    return;
-  }
+  // The fast paths: rows in parallel, channels vectorised.
+  if (t == DType::F32) return maxpool_rows<float>(x_, y_, window, s, maxpool_row_f32);
+  if (t == DType::BF16) return maxpool_rows<uint16_t>(x_, y_, window, s, maxpool_row_bf16);
   KESTREL_DISPATCH_CPU_FLOAT(t, T, "max_pool2d", {
     const T* x = static_cast<const T*>(x_);
     T* y = static_cast<T*>(y_);

@@ -10,6 +10,14 @@
 #include "engine/ops/fold_bn.h"
 
 namespace kestrel::layers {
+namespace {
+
+// bfloat16 activations on the CPU without gradients: val's and detect's --half there.
+bool cpu_bf16_inference(const Tensor& x) {
+  return x.device().is_cpu() && x.dtype() == DType::BF16 && !autograd::grad_enabled();
+}
+
+}  // namespace
 
 Conv2d::Conv2d(int64_t c1, int64_t c2, int64_t k, int64_t s, int64_t p, bool with_bias,
                Generator& gen)
@@ -32,6 +40,9 @@ Conv2d::Conv2d(int64_t c1, int64_t c2, int64_t k, int64_t s, int64_t p, bool wit
 Tensor Conv2d::forward(const Tensor& x) { return forward_with(x, weight, bias); }
 
 Tensor Conv2d::forward_with(const Tensor& x, Tensor w, Tensor b) {
+  // Inference on the CPU's bfloat16 activations (the Detect head's convolutions): the float32
+  // weights as they are, rounded by the convolution's filter reorder.
+  if (cpu_bf16_inference(x)) return forward_inference(x, w, b, ops::ConvActivation::None, kernels::kUncachedWeights);
   if (x.dtype() != w.dtype()) {  // mixed precision: compute in the activations' type
     w = w.to(x.dtype());
     if (b.defined()) b = b.to(x.dtype());
@@ -47,7 +58,7 @@ Tensor Conv2d::forward_with(const Tensor& x, Tensor w, Tensor b) {
 
 Tensor Conv2d::forward_inference(const Tensor& x, Tensor w, Tensor b, ops::ConvActivation act,
                                  kernels::WeightVersion version) {
-  if (x.dtype() != w.dtype()) {  // mixed precision: compute in the activations' type
+  if (x.dtype() != w.dtype() && !cpu_bf16_inference(x)) {  // mixed precision: compute in the activations' type
     w = w.to(x.dtype());
     if (b.defined()) b = b.to(x.dtype());
     version = kernels::kUncachedWeights;

@@ -322,6 +322,33 @@ Tensor conv2d_bf16(const Tensor& x_, const Tensor& w_, const Tensor& b_, const C
   return o.y;
 }
 
+// Inference on the CPU's bfloat16 activations: x and y bfloat16, w and b float32 (oneDNN rounds
+// w as it reorders it, a reorder cached by wv), float32 accumulation, the activation applied before
+// y is rounded.
+Tensor conv2d_inference_bf16(const Tensor& x_, const Tensor& w_, const Tensor& b_, const Conv2dParams& p,
+                             ConvActivation act, WeightVersion wv) {
+  KESTREL_CHECK(w_.defined() && w_.device().is_cpu() && w_.dtype() == DType::F32 &&
+                    (!b_.defined() || (b_.device().is_cpu() && b_.dtype() == DType::F32)),
+                "conv2d on bfloat16 activations takes the float32 weights and bias, on the CPU; got ",
+                w_.defined() ? w_.describe() : "an undefined weight");
+  KESTREL_CHECK(cpu_has_native_bf16(),
+                "conv2d: bfloat16 activations need a CPU with AVX-512 BF16 or AMX, which this one lacks; "
+                "run in float32");
+  const Conv2dShape s = conv_shape(x_.shape(), w_.shape(), p);
+  if (b_.defined())
+    KESTREL_CHECK(b_.dim() == 1 && b_.size(0) == s.o, "conv2d: the bias must be [", s.o, "] to match the weight ",
+                  w_.describe(), ", got ", b_.describe());
+  const profiler::Scope timed("Conv2d", profiler::Phase::Forward);
+  const Tensor x = dense(x_), w = dense(w_), b = b_.defined() ? dense(b_) : Tensor();
+  if (w.data_ptr() != w_.data_ptr()) wv = kernels::kUncachedWeights;  // a copy: the version is not its
+  Tensor y = Tensor::empty({s.n, s.out_h(), s.out_w(), s.o}, DType::BF16, x.device());
+  kernels::conv2d_forward_dnnl_bf16_io(s, bf16_bits(x), w.data<float>(), wv, b.defined() ? b.data<float>() : nullptr,
+                                       static_cast<uint16_t*>(y.data_ptr()),
+                                       act == ConvActivation::Silu ? kernels::ConvActivation::Silu
+                                                                   : kernels::ConvActivation::None);
+  return y;
+}
+
 }  // namespace
 
 Tensor conv2d(const Tensor& x_, const Tensor& w_, const Tensor& b_, const Conv2dParams& p) {
@@ -369,6 +396,8 @@ Tensor conv2d_inference(const Tensor& x_, const Tensor& w_, const Tensor& b_,
                       (b_.defined() && b_.requires_grad())),
                 "conv2d_inference records no gradients: run it under autograd::NoGradGuard, or "
                 "use conv2d for training");
+  if (x_.defined() && x_.device().is_cpu() && x_.dtype() == DType::BF16)
+    return conv2d_inference_bf16(x_, w_, b_, p, act, wv);
   if (!use_dnnl(x_) || x_.dtype() != w_.dtype() || p.operands != ConvOperands::Float32) {
     Tensor y = conv2d(x_, w_, b_, p);
     return act == ConvActivation::Silu ? silu(y) : y;

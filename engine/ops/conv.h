@@ -53,7 +53,10 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const C
 // elsewhere it is conv2d followed by ops::silu. weight_version is the promise of
 // kernels/conv2d_dnnl.h: a caller whose weights stay unchanged between calls (a fused model)
 // passes one version, from kernels::conv2d_dnnl_new_weight_version(), every time, and the filter is
-// reordered once; kUncachedWeights reorders it on every call.
+// reordered once; kUncachedWeights reorders it on every call. On the CPU with x in bfloat16 (the
+// bfloat16 inference of val/detect --half on a CPU with AVX-512 BF16 or AMX), weight and bias stay
+// float32 (rounded by the filter's cached reorder), the sums float32, y bfloat16, the activation
+// applied before y is rounded.
 enum class ConvActivation { None, Silu };
 Tensor conv2d_inference(const Tensor& x, const Tensor& weight, const Tensor& bias,
                         const Conv2dParams& p, ConvActivation act,

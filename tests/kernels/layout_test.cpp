@@ -116,6 +116,7 @@ TEST(Layout, BadInputsAreRefused) {
   expect_error([&] { ops::images_to_input(images, DType::U8); }, "floating");
   Tensor three_d = Tensor::zeros({4, 4, 3}, DType::U8);
   expect_error([&] { ops::images_to_input(three_d, DType::F32); }, "images_to_input");
-  // The CPU computes in float32/float64; half-precision input is made on the device.
-  expect_error([&] { ops::images_to_input(images, DType::BF16); }, "images_to_input");
+  // The CPU makes float32, float64 and bfloat16 input (its bfloat16 inference); float16 input is
+  // made on the device.
+  expect_error([&] { ops::images_to_input(images, DType::F16); }, "images_to_input");
 }

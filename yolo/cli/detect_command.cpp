@@ -51,7 +51,7 @@ const FlagTable kFlags = {
     {"hide-labels", nullptr, nullptr, "draw boxes without labels"},
     {"hide-conf", nullptr, nullptr, "draw labels without confidences"},
     {"update", nullptr, nullptr, "accepted with a note: Kestrel never rewrites a weights file (the reference strips its optimizer)"},
-    {"half", nullptr, nullptr, "float16 inference on a GPU (ignored on the CPU, as in the reference)"},
+    {"half", nullptr, nullptr, "float16 inference on a GPU; bfloat16 on a CPU with AVX-512 BF16 or AMX"},
     {"tf32", "on|off", "on", "CUDA float32 convolutions on TF32 tensor cores, as PyTorch's default; off: FMA math only"},
     {"dnn", nullptr, nullptr, "accepted: .onnx weights always run in OpenCV DNN (on the CPU)"},
     {"vid-stride", "N", "1", "read every N-th video frame"},
@@ -113,8 +113,8 @@ int run_detect(const std::vector<std::string>& argv) {
   // As the reference: the model first, then the sources.
   Device device = inference_device(args.get("device", ""));
   InferenceModel im = load_detect_model(args, device);
-  s.dtype = inference_dtype(args.has("half"), im, device);
   set_augment(args.has("augment"), im);
+  s.dtype = inference_dtype(args.has("half"), im, device);
   set_tf32(args.get("tf32", "on"), im);
   if (s.visualize && im.onnx) std::printf("WARNING: --visualize is ignored for ONNX weights (no stages to look into)\n");
   if (s.visualize && im.augment) std::printf("WARNING: --visualize is ignored with --augment, as in the reference\n");

@@ -8,6 +8,7 @@
 #include "yolo/cli/frame_predictor.h"
 #include "yolo/eval/validator.h"
 #include "io/json.h"
+#include "kernels/bf16_operands.h"
 #include "layers/conv.h"
 #include "yolo/common/shipped_files.h"
 #include "yolo/common/version.h"
@@ -118,7 +119,21 @@ Tensor InferenceModel::predict(const Tensor& images) {
 }
 
 DType inference_dtype(bool half, const InferenceModel& im, Device device) {
-  return inference_dtype(half, im.onnx != nullptr, device);
+  if (!half || im.onnx || device.is_cuda()) return inference_dtype(half, im.onnx != nullptr, device);
+  // The CPU: bfloat16 activations where it has bfloat16 arithmetic (the reference ignores --half
+  // there; Kestrel's --half is its fast inference on such CPUs).
+  if (!kernels::cpu_bf16_support().native()) {
+    std::printf("WARNING: --half on the CPU runs bfloat16 on CPUs with AVX-512 BF16 or AMX, which this one "
+                "lacks (float32 inference)\n");
+    return DType::F32;
+  }
+  if (im.augment) {
+    std::printf("WARNING: --half with --augment on the CPU: float32 inference (the augmentation's scaling "
+                "runs in float32 there)\n");
+    return DType::F32;
+  }
+  std::printf("--half: bfloat16 inference on the CPU (float32 weights and sums, bfloat16 activations)\n");
+  return DType::BF16;
 }
 
 DType inference_dtype(bool half, bool onnx, Device device) {

@@ -44,11 +44,13 @@ InferenceModel load_inference_model(const std::string& weights, const std::strin
 Device inference_device(const std::string& spec);
 
 // val's and detect's shared precision and augmentation flags. --half: float16 inference on CUDA;
-// ignored with a note on the CPU and for ONNX weights (run by OpenCV DNN on the CPU), as the
-// reference ignores it there. --augment: ignored with a note for ONNX weights, as the reference's
-// non-PyTorch backends ignore it. Returns the input dtype.
+// on the CPU bfloat16 activations where it has AVX-512 BF16 or AMX and --augment is off (set it
+// first), else float32 with a note; ignored with a note for ONNX weights (run by OpenCV DNN on the
+// CPU), as the reference ignores it there. --augment: ignored with a note for ONNX weights, as the
+// reference's non-PyTorch backends ignore it. Returns the input dtype. The second form (`kestrel
+// segment`'s models) ignores --half on the CPU, as the reference does.
 DType inference_dtype(bool half, const InferenceModel& im, Device device);
-DType inference_dtype(bool half, bool onnx, Device device);  // the same for `kestrel segment`'s models
+DType inference_dtype(bool half, bool onnx, Device device);
 void set_augment(bool augment, InferenceModel& im);
 // --tf32 on|off (default on, as PyTorch's cudnn.allow_tf32): CUDA float32 convolutions may use TF32
 // tensor cores; off keeps them on FMA math. Nothing changes on the CPU or for ONNX weights.

@@ -42,7 +42,7 @@ const FlagTable kFlags = {
     {"project", "DIR", "runs/val", "results go to project/name"},
     {"name", "NAME", "exp", "results go to project/name, numbered (exp2, ...) when it exists"},
     {"exist-ok", nullptr, nullptr, "reuse an existing project/name instead of numbering a new one"},
-    {"half", nullptr, nullptr, "float16 inference on a GPU (ignored on the CPU, as in the reference)"},
+    {"half", nullptr, nullptr, "float16 inference on a GPU; bfloat16 on a CPU with AVX-512 BF16 or AMX"},
     {"tf32", "on|off", "on", "CUDA float32 convolutions on TF32 tensor cores, as PyTorch's default; off: FMA math only"},
     {"dnn", nullptr, nullptr, "accepted: .onnx weights always run in OpenCV DNN (on the CPU), square, batch 1"},
     {"cfg", "M.yaml", nullptr, "model yaml, only for plain weights files (checkpoints carry their model)"},
@@ -79,8 +79,8 @@ yolo::ValResult validate_once(const Args& args, const std::string& weights, yolo
   std::optional<int> nc = args.get_optional_int32("nc");
   if (!nc) nc = vo.single_cls ? 1 : dcfg.nc;  // a checkpoint's own class count wins
   InferenceModel im = load_inference_model(weights, args.get("cfg", ""), nc, device, /*allow_onnx=*/true);
-  vo.compute_dtype = inference_dtype(half, im, device);
   set_augment(args.has("augment"), im);
+  vo.compute_dtype = inference_dtype(half, im, device);
   set_tf32(args.get("tf32", "on"), im);
   vo.augment = im.augment;
   if (im.onnx) device = onnx_val_settings(*im.onnx, device, vo);

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "io/json.h"
+#include "kernels/bf16_operands.h"
 #include "tests/support/cli.h"
 #include "tests/support/testing.h"
 #include "yolo/common/run_dir_lock.h"
@@ -90,6 +91,28 @@ TEST(ValDetectCommands, RunOnTheSyntheticDataset) {
 
 // --save-txt writes "class x y w h" per box, as the reference's val.py; --save-conf adds the
 // confidence. A fresh model's confidences are tiny: a tiny threshold keeps some boxes.
+// --half on the CPU: bfloat16 inference where the CPU has bfloat16 arithmetic (its mAP within
+// rounding of float32's), float32 with a note elsewhere and with --augment.
+TEST(ValDetectCommands, HalfOnTheCpu) {
+  const fs::path dir = scratch("valhalf");
+  const std::string weights = (dir / "w.safetensors").string();
+  ASSERT_EQ(run("model --cfg models/yolov5n.yaml --nc 4 --save " + weights).code, 0);
+  const std::string val = "val --weights " + weights + " --cfg models/yolov5n.yaml --data synthetic --img-size 64"
+                          " --batch-size 16 --device cpu --workers 1 --project " + (dir / "val").string();
+  const Result half = run(val + " --half");
+  ASSERT_EQ(half.code, 0) << half.out;
+  if (kestrel::kernels::cpu_bf16_support().native()) {
+    EXPECT_NE(half.out.find("--half: bfloat16 inference on the CPU"), std::string::npos) << half.out;
+  } else {
+    EXPECT_NE(half.out.find("which this one lacks (float32 inference)"), std::string::npos) << half.out;
+  }
+  EXPECT_NE(half.out.find("all        100"), std::string::npos) << half.out;
+  const Result tta = run(val + " --half --augment");
+  ASSERT_EQ(tta.code, 0) << tta.out;
+  if (kestrel::kernels::cpu_bf16_support().native())
+    EXPECT_NE(tta.out.find("--half with --augment on the CPU: float32 inference"), std::string::npos) << tta.out;
+}
+
 TEST(ValDetectCommands, SaveTxtWritesConfidencesOnlyWithSaveConf) {
   const fs::path dir = scratch("valtxt");
   const std::string weights = (dir / "w.safetensors").string();
