@@ -58,11 +58,16 @@ KESTREL_CPU_CLONES void binary_f32(Binary op, const float* a, const float* b, fl
 KESTREL_CPU_CLONES void binary_bf16(Binary op, const uint16_t* a, const uint16_t* b, uint16_t* out,
                                     int64_t n, float alpha) {
 #pragma omp simd
-  for (int64_t i = 0; i < n; ++i) {
-    const float x = bf16_to_float(a[i]), y = bf16_to_float(b[i]);
-    const float r = op == Binary::Add ? x + y : op == Binary::Sub ? x - y : x * y;
-    out[i] = bf16_bits(alpha * r);
-  }
+  for (int64_t i = 0; i < n; ++i) out[i] = bf16_bits(alpha * binary_fn(op, bf16_to_float(a[i]), bf16_to_float(b[i])));
+}
+
+// kernel(op, a, b, out, count, alpha) over n values of storage type S, in parallel chunks.
+template <class S, class Kernel>
+void binary_chunks(Kernel kernel, Binary op, const void* a_, const void* b_, void* out_, int64_t n, float alpha) {
+  const S* a = static_cast<const S*>(a_);
+  const S* b = static_cast<const S*>(b_);
+  S* out = static_cast<S*>(out_);
+  parallel_chunks(n, kGrain, [&](int64_t lo, int64_t hi) { kernel(op, a + lo, b + lo, out + lo, hi - lo, alpha); });
 }
 
 KESTREL_CPU_CLONES void affine_f32(const float* a, float* out, int64_t n, float scale,
@@ -122,24 +127,8 @@ void unary_backward_cpu(Unary op, DType t, const void* saved_, const void* dy_, 
 
 void binary_cpu(Binary op, DType t, const void* a_, const void* b_, void* out_, int64_t n,
                 double alpha) {
-  if (t == DType::F32) {
-    const float* a = static_cast<const float*>(a_);
-    const float* b = static_cast<const float*>(b_);
-    float* out = static_cast<float*>(out_);
-    parallel_chunks(n, kGrain, [&](int64_t lo, int64_t hi) {
-      binary_f32(op, a + lo, b + lo, out + lo, hi - lo, static_cast<float>(alpha));
-    });
-    return;
-  }
-  if (t == DType::BF16) {
-    const auto* a = static_cast<const uint16_t*>(a_);
-    const auto* b = static_cast<const uint16_t*>(b_);
-    auto* out = static_cast<uint16_t*>(out_);
-    parallel_chunks(n, kGrain, [&](int64_t lo, int64_t hi) {
-      binary_bf16(op, a + lo, b + lo, out + lo, hi - lo, static_cast<float>(alpha));
-    });
-    return;
-  }
+  if (t == DType::F32) return binary_chunks<float>(binary_f32, op, a_, b_, out_, n, static_cast<float>(alpha));
+  if (t == DType::BF16) return binary_chunks<uint16_t>(binary_bf16, op, a_, b_, out_, n, static_cast<float>(alpha));
   KESTREL_DISPATCH_CPU_FLOAT(t, T, "binary op", {
     const T* a = static_cast<const T*>(a_);
     const T* b = static_cast<const T*>(b_);
