@@ -19,6 +19,7 @@
 
 #include "kernels/batchnorm.h"
 #include "kernels/batchnorm_cpu_common.h"
+#include "kernels/bf16_operands.h"
 #include "kernels/cpu_simd.h"
 #include "kernels/dispatch.h"
 
@@ -27,81 +28,127 @@ namespace {
 
 using namespace bn_cpu;
 
+// The row kernels are written once over the activations' storage S (float32, or bfloat16 bits
+// for the CPU's bfloat16 activations: read exactly as float, results rounded once) and compiled
+// per ISA through the KESTREL_CPU_CLONES wrappers below them (target_clones takes no templates).
+
 // s[c] += x - k[c], q[c] += (x - k[c])^2 over rows of x; s and q start at zero. Four rows add
 // into s and q at a time (pairwise): the accumulators live in memory (C is not known here), and
 // with few channels reading and writing them every row cost as much as reading x.
-KESTREL_CPU_CLONES void shifted_sums_f32(const float* x, int64_t rows, int64_t C, const float* k,
-                                         double* s, double* q) {
+template <class S>
+[[gnu::always_inline]] inline void shifted_sums(const S* x, int64_t rows, int64_t C, const S* k, double* s,
+                                                double* q) {
   int64_t r = 0;
   for (; r + 4 <= rows; r += 4) {
-    const float* x0 = x + r * C;
-    const float *x1 = x0 + C, *x2 = x1 + C, *x3 = x2 + C;
+    const S* x0 = x + r * C;
+    const S *x1 = x0 + C, *x2 = x1 + C, *x3 = x2 + C;
 #pragma omp simd
     for (int64_t c = 0; c < C; ++c) {
-      const double kc = double(k[c]);
-      const double d0 = double(x0[c]) - kc, d1 = double(x1[c]) - kc, d2 = double(x2[c]) - kc,
-                   d3 = double(x3[c]) - kc;
+      const double kc = as_float(k[c]);
+      const double d0 = double(as_float(x0[c])) - kc, d1 = double(as_float(x1[c])) - kc,
+                   d2 = double(as_float(x2[c])) - kc, d3 = double(as_float(x3[c])) - kc;
       s[c] += (d0 + d1) + (d2 + d3);
       q[c] += (d0 * d0 + d1 * d1) + (d2 * d2 + d3 * d3);
     }
   }
   for (; r < rows; ++r) {
-    const float* xr = x + r * C;
+    const S* xr = x + r * C;
 #pragma omp simd
     for (int64_t c = 0; c < C; ++c) {
-      const double d = double(xr[c]) - double(k[c]);
+      const double d = double(as_float(xr[c])) - double(as_float(k[c]));
       s[c] += d;
       q[c] += d * d;
     }
   }
 }
 
-KESTREL_CPU_CLONES void normalize_f32(const float* x, int64_t rows, int64_t C, const double* mean,
-                                      const double* scale, const double* bias, float* y) {
+template <class S>
+[[gnu::always_inline]] inline void normalize_rows(const S* x, int64_t rows, int64_t C, const double* mean,
+                                                  const double* scale, const double* bias, S* y) {
   for (int64_t r = 0; r < rows; ++r) {
-    const float* xr = x + r * C;
-    float* yr = y + r * C;
+    const S* xr = x + r * C;
+    S* yr = y + r * C;
 #pragma omp simd
     for (int64_t c = 0; c < C; ++c)
-      yr[c] = float(batch_norm_apply_fn<double>(xr[c], mean[c], scale[c], bias[c]));
+      yr[c] = stored_as<S>(float(batch_norm_apply_fn<double>(as_float(xr[c]), mean[c], scale[c], bias[c])));
   }
 }
 
 // sdy[c] += dy, sdy_xmu[c] += dy * (x - mean[c]); both start at zero.
-KESTREL_CPU_CLONES void backward_sums_f32(const float* dy, const float* x, int64_t rows,
-                                          int64_t C, const double* mean, double* sdy,
-                                          double* sdy_xmu) {
+template <class S>
+[[gnu::always_inline]] inline void backward_sums(const S* dy, const S* x, int64_t rows, int64_t C,
+                                                 const double* mean, double* sdy, double* sdy_xmu) {
   for (int64_t r = 0; r < rows; ++r) {
-    const float* gr = dy + r * C;
-    const float* xr = x + r * C;
+    const S* gr = dy + r * C;
+    const S* xr = x + r * C;
 #pragma omp simd
     for (int64_t c = 0; c < C; ++c) {
-      const double g = gr[c];
+      const double g = as_float(gr[c]);
       sdy[c] += g;
-      sdy_xmu[c] += g * (double(xr[c]) - mean[c]);
+      sdy_xmu[c] += g * (double(as_float(xr[c])) - mean[c]);
     }
   }
 }
 
-KESTREL_CPU_CLONES void backward_apply_f32(const float* dy, const float* x, int64_t rows,
-                                           int64_t C, const double* mean, const double* k1,
-                                           const double* mean_dy, const double* k2, float* dx) {
+template <class S>
+[[gnu::always_inline]] inline void backward_apply_rows(const S* dy, const S* x, int64_t rows, int64_t C,
+                                                       const double* mean, const double* k1,
+                                                       const double* mean_dy, const double* k2, S* dx) {
   for (int64_t r = 0; r < rows; ++r) {
-    const float* gr = dy + r * C;
-    const float* xr = x + r * C;
-    float* dr = dx + r * C;
+    const S* gr = dy + r * C;
+    const S* xr = x + r * C;
+    S* dr = dx + r * C;
 #pragma omp simd
     for (int64_t c = 0; c < C; ++c)
-      dr[c] = float(batch_norm_dx_fn<double>(gr[c], xr[c], mean[c], k1[c], mean_dy[c], k2[c]));
+      dr[c] = stored_as<S>(float(batch_norm_dx_fn<double>(as_float(gr[c]), as_float(xr[c]), mean[c], k1[c],
+                                                          mean_dy[c], k2[c])));
   }
 }
 
-void stats_f32(const float* x, BatchNormShape s, float* moments) {
+KESTREL_CPU_CLONES void shifted_sums_f32(const float* x, int64_t rows, int64_t C, const float* k, double* s,
+                                         double* q) {
+  shifted_sums(x, rows, C, k, s, q);
+}
+KESTREL_CPU_CLONES void shifted_sums_bf16(const uint16_t* x, int64_t rows, int64_t C, const uint16_t* k,
+                                          double* s, double* q) {
+  shifted_sums(x, rows, C, k, s, q);
+}
+KESTREL_CPU_CLONES void normalize_f32(const float* x, int64_t rows, int64_t C, const double* mean,
+                                      const double* scale, const double* bias, float* y) {
+  normalize_rows(x, rows, C, mean, scale, bias, y);
+}
+KESTREL_CPU_CLONES void normalize_bf16(const uint16_t* x, int64_t rows, int64_t C, const double* mean,
+                                       const double* scale, const double* bias, uint16_t* y) {
+  normalize_rows(x, rows, C, mean, scale, bias, y);
+}
+KESTREL_CPU_CLONES void backward_sums_f32(const float* dy, const float* x, int64_t rows, int64_t C,
+                                          const double* mean, double* sdy, double* sdy_xmu) {
+  backward_sums(dy, x, rows, C, mean, sdy, sdy_xmu);
+}
+KESTREL_CPU_CLONES void backward_sums_bf16(const uint16_t* dy, const uint16_t* x, int64_t rows, int64_t C,
+                                           const double* mean, double* sdy, double* sdy_xmu) {
+  backward_sums(dy, x, rows, C, mean, sdy, sdy_xmu);
+}
+KESTREL_CPU_CLONES void backward_apply_f32(const float* dy, const float* x, int64_t rows, int64_t C,
+                                           const double* mean, const double* k1, const double* mean_dy,
+                                           const double* k2, float* dx) {
+  backward_apply_rows(dy, x, rows, C, mean, k1, mean_dy, k2, dx);
+}
+KESTREL_CPU_CLONES void backward_apply_bf16(const uint16_t* dy, const uint16_t* x, int64_t rows, int64_t C,
+                                            const double* mean, const double* k1, const double* mean_dy,
+                                            const double* k2, uint16_t* dx) {
+  backward_apply_rows(dy, x, rows, C, mean, k1, mean_dy, k2, dx);
+}
+
+// The float32 and bfloat16 statistics (moments float32): chunked shifted sums merged by Chan's
+// formula, each chunk shifted by its first row.
+template <class S, class Sums>
+void stats_chunked(const S* x, BatchNormShape s, float* moments, Sums sums) {
   const int64_t C = s.channels, per = chunk_rows(s), chunks = chunk_count(s);
   std::vector<double> partial(chunks * 2 * C, 0.0);  // per chunk: s[C], q[C]
   parallel_chunks(s.rows, per, [&](int64_t b, int64_t e) {
     double* p = partial.data() + (b / per) * 2 * C;
-    shifted_sums_f32(x + b * C, e - b, C, x + b * C, p, p + C);
+    sums(x + b * C, e - b, C, x + b * C, p, p + C);
   });
   moments[0] = float(s.rows);
   for (int64_t c = 0; c < C; ++c) {
@@ -110,7 +157,7 @@ void stats_f32(const float* x, BatchNormShape s, float* moments) {
       const double* p = partial.data() + k * 2 * C;
       const double n = double(std::min(s.rows, (k + 1) * per) - k * per);
       Moments<double> part = moments_from_shifted_sums(n, p[c], p[C + c]);
-      part.mean += x[k * per * C + c];
+      part.mean += as_float(x[k * per * C + c]);
       acc = merge_moments(acc, part);
     }
     moments[1 + c] = float(acc.mean);
@@ -122,7 +169,9 @@ void stats_f32(const float* x, BatchNormShape s, float* moments) {
 
 void batch_norm_stats_cpu(DType t, const void* x_, BatchNormShape s, void* moments_) {
   if (t == DType::F32)
-    return stats_f32(static_cast<const float*>(x_), s, static_cast<float*>(moments_));
+    return stats_chunked(static_cast<const float*>(x_), s, static_cast<float*>(moments_), shifted_sums_f32);
+  if (t == DType::BF16)
+    return stats_chunked(static_cast<const uint16_t*>(x_), s, static_cast<float*>(moments_), shifted_sums_bf16);
   KESTREL_DISPATCH_CPU_FLOAT(t, T, "batch_norm statistics", {
     const T* x = static_cast<const T*>(x_);
     T* moments = static_cast<T*>(moments_);
@@ -225,11 +274,67 @@ void backward_apply_typed(const T* dy, const T* x, BatchNormShape s, const T* me
       });
 }
 
+// bfloat16 activations (x, y, dy, dx as raw bits) with float32 statistics and parameters: the same
+// double arithmetic per element as float32, over the same fixed chunks (channel_sum_pairs<float>
+// and map_rows<float> pick the chunked path; their per-element reference lambdas never run), the
+// results rounded once to bfloat16.
+void forward_bf16(const uint16_t* x, BatchNormShape s, const float* mean, const float* var, const float* weight,
+                  const float* bias, double eps, uint16_t* y) {
+  const int64_t C = s.channels;
+  const std::vector<double> scale = channel_scale(var, weight, C, eps);
+  const std::vector<double> m = to_double(mean, C), b = to_double(bias, C);
+  map_rows<float>(
+      s, [&](auto lo, auto hi) { normalize_bf16(x + lo * C, hi - lo, C, m.data(), scale.data(), b.data(), y + lo * C); },
+      [](int64_t, int64_t) {});
+}
+
+void backward_reduce_bf16(const uint16_t* dy, const uint16_t* x, BatchNormShape s, const float* mean,
+                          const float* var, double eps, float* sums) {
+  const int64_t C = s.channels;
+  const std::vector<double> m = to_double(mean, C);
+  const std::vector<double> total = channel_sum_pairs<float>(
+      s,
+      [&](auto lo, auto hi, double* sum_dy, double* sum_dy_xmu) {
+        backward_sums_bf16(dy + lo * C, x + lo * C, hi - lo, C, m.data(), sum_dy, sum_dy_xmu);
+      },
+      [](int64_t, int64_t, double&, double&) {});
+  write_backward_sums(total, var, C, eps, sums);
+}
+
+void backward_apply_bf16_rows(const uint16_t* dy, const uint16_t* x, BatchNormShape s, const float* mean,
+                              const float* var, const float* weight, double eps, const float* sums,
+                              const float* count_, uint16_t* dx) {
+  const int64_t C = s.channels;
+  const std::vector<double> invstd = channel_invstd(var, C, eps);
+  std::vector<double> k1(C), mean_dy(C, 0.0), k2(C, 0.0);
+  const double count = sums ? double(*count_) : 0.0;
+  for (int64_t c = 0; c < C; ++c) {
+    k1[c] = double(weight[c]) * invstd[c];
+    if (sums) {
+      mean_dy[c] = double(sums[c]) / count;
+      k2[c] = invstd[c] * double(sums[C + c]) / count;
+    }
+  }
+  const std::vector<double> m = to_double(mean, C);
+  map_rows<float>(
+      s,
+      [&](auto lo, auto hi) {
+        backward_apply_bf16(dy + lo * C, x + lo * C, hi - lo, C, m.data(), k1.data(), mean_dy.data(), k2.data(),
+                            dx + lo * C);
+      },
+      [](int64_t, int64_t) {});
+}
+
+const float* f32p(const void* p) { return static_cast<const float*>(p); }
+const uint16_t* bf16p(const void* p) { return static_cast<const uint16_t*>(p); }
+
 }  // namespace
 
 void batch_norm_forward_cpu(DType t, const void* x, BatchNormShape s, const void* mean,
                             const void* var, const void* weight, const void* bias, double eps,
                             void* y) {
+  if (t == DType::BF16)
+    return forward_bf16(bf16p(x), s, f32p(mean), f32p(var), f32p(weight), f32p(bias), eps, static_cast<uint16_t*>(y));
   KESTREL_DISPATCH_CPU_FLOAT(t, T, "batch_norm", {
     forward_typed(static_cast<const T*>(x), s, static_cast<const T*>(mean),
                   static_cast<const T*>(var), static_cast<const T*>(weight),
@@ -257,6 +362,8 @@ void batch_norm_update_running_cpu(DType p, int64_t channels, const void* moment
 
 void batch_norm_backward_reduce_cpu(DType t, const void* dy, const void* x, BatchNormShape s,
                                     const void* mean, const void* var, double eps, void* sums) {
+  if (t == DType::BF16)
+    return backward_reduce_bf16(bf16p(dy), bf16p(x), s, f32p(mean), f32p(var), eps, static_cast<float*>(sums));
   KESTREL_DISPATCH_CPU_FLOAT(t, T, "batch_norm backward", {
     backward_reduce_typed(static_cast<const T*>(dy), static_cast<const T*>(x), s,
                           static_cast<const T*>(mean), static_cast<const T*>(var), eps,
@@ -267,6 +374,9 @@ void batch_norm_backward_reduce_cpu(DType t, const void* dy, const void* x, Batc
 void batch_norm_backward_apply_cpu(DType t, const void* dy, const void* x, BatchNormShape s,
                                    const void* mean, const void* var, const void* weight,
                                    double eps, const void* sums, const void* count, void* dx) {
+  if (t == DType::BF16)
+    return backward_apply_bf16_rows(bf16p(dy), bf16p(x), s, f32p(mean), f32p(var), f32p(weight), eps, f32p(sums),
+                                    f32p(count), static_cast<uint16_t*>(dx));
   KESTREL_DISPATCH_CPU_FLOAT(t, T, "batch_norm backward", {
     backward_apply_typed(static_cast<const T*>(dy), static_cast<const T*>(x), s,
                          static_cast<const T*>(mean), static_cast<const T*>(var),

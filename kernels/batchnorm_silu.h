@@ -18,6 +18,8 @@
 
 namespace kestrel::kernels {
 
+// t: float32 or float64 (x, y and the per-channel buffers all of t), or bfloat16 (x and y as raw
+// bfloat16 bits, the per-channel buffers float32; y rounded once).
 void batch_norm_silu_forward_cpu(DType t, const void* x, BatchNormShape s, const void* mean,
                                  const void* var, const void* weight, const void* bias,
                                  double eps, void* y);
@@ -27,5 +29,14 @@ void batch_norm_silu_forward_cpu(DType t, const void* x, BatchNormShape s, const
 void batch_norm_silu_backward_reduce_cpu(DType t, const void* dy, const void* x, BatchNormShape s,
                                          const void* mean, const void* var, const void* weight,
                                          const void* bias, double eps, void* g, void* sums);
+
+// The whole backward on bfloat16 activations (dy, x, dx raw bits; statistics, parameters and sums
+// float32): sums as above, and dx (when not null) in a second pass that recomputes g from dy and x
+// rather than storing it (g in float32 would double the traffic of bfloat16 activations), then BN's
+// input gradient as batch_norm_backward_apply_cpu forms it, rounded once. count: the rows the batch
+// statistics cover; null for eval-mode statistics (constants for the gradient).
+void batch_norm_silu_backward_cpu_bf16(const uint16_t* dy, const uint16_t* x, BatchNormShape s, const float* mean,
+                                       const float* var, const float* weight, const float* bias, double eps,
+                                       const float* count, float* sums, uint16_t* dx);
 
 }  // namespace kestrel::kernels

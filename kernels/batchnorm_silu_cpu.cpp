@@ -6,6 +6,7 @@
 
 #include "kernels/batchnorm_cpu_common.h"
 #include "kernels/batchnorm_silu.h"
+#include "kernels/bf16_operands.h"
 #include "kernels/cpu_simd.h"
 #include "kernels/dispatch.h"
 #include "kernels/elementwise.h"
@@ -17,18 +18,29 @@ using namespace bn_cpu;
 
 // y = silu(x a + b): BN's normalisation as one float multiply-add per element with per-channel
 // a = weight * invstd and b = bias - mean * a (rounded from double once), as PyTorch's CPU batch
-// norm computes it.
-KESTREL_CPU_CLONES void bn_silu_rows_f32(const float* x, int64_t rows, int64_t C, const float* a,
-                                         const float* b, float* y) {
+// norm computes it. Written once over the activations' storage S (float32, or bfloat16 bits read
+// exactly and written rounded once), compiled per ISA by the wrappers.
+template <class S>
+[[gnu::always_inline]] inline void bn_silu_rows(const S* x, int64_t rows, int64_t C, const float* a, const float* b,
+                                                S* y) {
   for (int64_t r = 0; r < rows; ++r) {
-    const float* xr = x + r * C;
-    float* yr = y + r * C;
+    const S* xr = x + r * C;
+    S* yr = y + r * C;
 #pragma omp simd
     for (int64_t c = 0; c < C; ++c) {
-      const float z = xr[c] * a[c] + b[c];
-      yr[c] = z * sigmoid_approx(z);
+      const float z = as_float(xr[c]) * a[c] + b[c];
+      yr[c] = stored_as<S>(z * sigmoid_approx(z));
     }
   }
+}
+
+KESTREL_CPU_CLONES void bn_silu_rows_f32(const float* x, int64_t rows, int64_t C, const float* a, const float* b,
+                                         float* y) {
+  bn_silu_rows(x, rows, C, a, b, y);
+}
+KESTREL_CPU_CLONES void bn_silu_rows_bf16(const uint16_t* x, int64_t rows, int64_t C, const float* a,
+                                          const float* b, uint16_t* y) {
+  bn_silu_rows(x, rows, C, a, b, y);
 }
 
 // The per-channel a and b of x a + b from BN's double constants.
@@ -43,25 +55,25 @@ struct AffineF32 {
 };
 
 // g = dy * silu'(z) with z = x a + b; sg[c] += g, sg_xmu[c] += g * (x - mean[c]); sg and sg_xmu
-// start at zero. Four rows add into the sums at a time (pairwise), as the statistics pass does
-// (batchnorm_cpu.cpp): the sums live in memory, and with few channels updating them every row
-// cost as much as the data.
-KESTREL_CPU_CLONES void bn_silu_grad_sums_f32(const float* dy, const float* x, int64_t rows,
-                                              int64_t C, const double* mean, const float* a,
-                                              const float* b, float* g, double* sg,
-                                              double* sg_xmu) {
+// start at zero; g is written out when kStoreG (float32: the buffer becomes dx; bfloat16
+// recomputes g in its second pass instead, bn_silu_dx_rows). Four rows add into the sums at a
+// time (pairwise), as the statistics pass does (batchnorm_cpu.cpp): the sums live in memory, and
+// with few channels updating them every row cost as much as the data.
+template <class S, bool kStoreG>
+[[gnu::always_inline]] inline void bn_silu_grad_sums(const S* dy, const S* x, int64_t rows, int64_t C,
+                                                     const double* mean, const float* a, const float* b, float* g,
+                                                     double* sg, double* sg_xmu) {
   int64_t r = 0;
   for (; r + 4 <= rows; r += 4) {
-    const float* d0 = dy + r * C;
-    const float* x0 = x + r * C;
-    float* g0 = g + r * C;
+    const S* d0 = dy + r * C;
+    const S* x0 = x + r * C;
 #pragma omp simd
     for (int64_t c = 0; c < C; ++c) {
       double s = 0, sx = 0;
       for (int i = 0; i < 4; ++i) {  // unrolled: i is a compile-time count
-        const float xv = x0[i * C + c];
-        const float gv = d0[i * C + c] * silu_grad_approx(xv * a[c] + b[c]);
-        g0[i * C + c] = gv;
+        const float xv = as_float(x0[i * C + c]);
+        const float gv = as_float(d0[i * C + c]) * silu_grad_approx(xv * a[c] + b[c]);
+        if constexpr (kStoreG) g[(r + i) * C + c] = gv;
         s += gv;
         sx += double(gv) * (double(xv) - mean[c]);
       }
@@ -70,16 +82,46 @@ KESTREL_CPU_CLONES void bn_silu_grad_sums_f32(const float* dy, const float* x, i
     }
   }
   for (; r < rows; ++r) {
-    const float* dr = dy + r * C;
-    const float* xr = x + r * C;
-    float* gr = g + r * C;
+    const S* dr = dy + r * C;
+    const S* xr = x + r * C;
 #pragma omp simd
     for (int64_t c = 0; c < C; ++c) {
-      const float z = xr[c] * a[c] + b[c];
-      const float gv = dr[c] * silu_grad_approx(z);
-      gr[c] = gv;
+      const float xv = as_float(xr[c]);
+      const float gv = as_float(dr[c]) * silu_grad_approx(xv * a[c] + b[c]);
+      if constexpr (kStoreG) g[r * C + c] = gv;
       sg[c] += gv;
-      sg_xmu[c] += double(gv) * (double(xr[c]) - mean[c]);
+      sg_xmu[c] += double(gv) * (double(xv) - mean[c]);
+    }
+  }
+}
+
+KESTREL_CPU_CLONES void bn_silu_grad_sums_f32(const float* dy, const float* x, int64_t rows, int64_t C,
+                                              const double* mean, const float* a, const float* b, float* g,
+                                              double* sg, double* sg_xmu) {
+  bn_silu_grad_sums<float, true>(dy, x, rows, C, mean, a, b, g, sg, sg_xmu);
+}
+KESTREL_CPU_CLONES void bn_silu_grad_sums_bf16(const uint16_t* dy, const uint16_t* x, int64_t rows, int64_t C,
+                                               const double* mean, const float* a, const float* b, double* sg,
+                                               double* sg_xmu) {
+  bn_silu_grad_sums<uint16_t, false>(dy, x, rows, C, mean, a, b, nullptr, sg, sg_xmu);
+}
+
+// dx = BN's input gradient of g = dy * silu'(x a + b), g recomputed in float exactly as
+// bn_silu_grad_sums computed it (so float32's stored g and bfloat16's recomputed g agree), BN's step
+// in float (as CUDA's kernels compute it; the result is rounded to bfloat16's 8 bits, where
+// float32's path keeps double), rounded once.
+KESTREL_CPU_CLONES void bn_silu_dx_rows_bf16(const uint16_t* dy, const uint16_t* x, int64_t rows, int64_t C,
+                                             const float* a, const float* b, const float* mean, const float* k1,
+                                             const float* mean_dy, const float* k2, uint16_t* dx) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const uint16_t* dr = dy + r * C;
+    const uint16_t* xr = x + r * C;
+    uint16_t* out = dx + r * C;
+#pragma omp simd
+    for (int64_t c = 0; c < C; ++c) {
+      const float xv = as_float(xr[c]);
+      const float gv = as_float(dr[c]) * silu_grad_approx(xv * a[c] + b[c]);
+      out[c] = stored_as<uint16_t>(batch_norm_dx_fn<float>(gv, xv, mean[c], k1[c], mean_dy[c], k2[c]));
     }
   }
 }
@@ -122,11 +164,60 @@ void backward_reduce_typed(const T* dy, const T* x, BatchNormShape s, const T* m
   write_backward_sums(total, var, C, eps, sums);
 }
 
+void forward_bf16(const uint16_t* x, BatchNormShape s, const float* mean, const float* var, const float* weight,
+                  const float* bias, double eps, uint16_t* y) {
+  const int64_t C = s.channels;
+  const std::vector<double> scale = channel_scale(var, weight, C, eps);
+  const std::vector<double> m = to_double(mean, C), b = to_double(bias, C);
+  const AffineF32 f(m.data(), scale.data(), b.data(), C);
+  parallel_chunks(s.rows, chunk_rows(s), [&](int64_t lo, int64_t hi) {
+    bn_silu_rows_bf16(x + lo * C, hi - lo, C, f.a.data(), f.b.data(), y + lo * C);
+  });
+}
+
 }  // namespace
+
+void batch_norm_silu_backward_cpu_bf16(const uint16_t* dy, const uint16_t* x, BatchNormShape s, const float* mean,
+                                       const float* var, const float* weight, const float* bias, double eps,
+                                       const float* count, float* sums, uint16_t* dx) {
+  const int64_t C = s.channels;
+  const std::vector<double> scale = channel_scale(var, weight, C, eps);
+  const std::vector<double> m = to_double(mean, C), b = to_double(bias, C);
+  const AffineF32 f(m.data(), scale.data(), b.data(), C);
+  // channel_sum_pairs<float>: the fixed chunks in parallel (its per-element reference never runs).
+  const std::vector<double> total = channel_sum_pairs<float>(
+      s,
+      [&](auto lo, auto hi, double* sg, double* sg_xmu) {
+        bn_silu_grad_sums_bf16(dy + lo * C, x + lo * C, hi - lo, C, m.data(), f.a.data(), f.b.data(), sg, sg_xmu);
+      },
+      [](int64_t, int64_t, double&, double&) {});
+  write_backward_sums(total, var, C, eps, sums);
+  if (!dx) return;
+  // BN's backward constants, formed in double as batch_norm_backward_apply_cpu forms them, then
+  // rounded to float for the float step.
+  const std::vector<double> invstd = channel_invstd(var, C, eps);
+  std::vector<float> mf(C), k1(C), mean_dy(C, 0.0f), k2(C, 0.0f);
+  for (int64_t c = 0; c < C; ++c) {
+    mf[c] = mean[c];
+    k1[c] = float(double(weight[c]) * invstd[c]);
+    if (count) {
+      mean_dy[c] = float(double(sums[c]) / double(*count));
+      k2[c] = float(invstd[c] * double(sums[C + c]) / double(*count));
+    }
+  }
+  parallel_chunks(s.rows, chunk_rows(s), [&](int64_t lo, int64_t hi) {
+    bn_silu_dx_rows_bf16(dy + lo * C, x + lo * C, hi - lo, C, f.a.data(), f.b.data(), mf.data(), k1.data(),
+                         mean_dy.data(), k2.data(), dx + lo * C);
+  });
+}
 
 void batch_norm_silu_forward_cpu(DType t, const void* x, BatchNormShape s, const void* mean,
                                  const void* var, const void* weight, const void* bias,
                                  double eps, void* y) {
+  if (t == DType::BF16)
+    return forward_bf16(static_cast<const uint16_t*>(x), s, static_cast<const float*>(mean),
+                        static_cast<const float*>(var), static_cast<const float*>(weight),
+                        static_cast<const float*>(bias), eps, static_cast<uint16_t*>(y));
   KESTREL_DISPATCH_CPU_FLOAT(t, T, "batch_norm_silu", {
     forward_typed(static_cast<const T*>(x), s, static_cast<const T*>(mean),
                   static_cast<const T*>(var), static_cast<const T*>(weight),

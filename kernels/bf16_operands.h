@@ -30,10 +30,23 @@ KESTREL_HD inline float bf16_to_float(uint16_t bits) {
 // v rounded to the nearest bfloat16 value, as a float.
 KESTREL_HD inline float round_to_bf16(float v) { return bf16_to_float(bf16_bits(v)); }
 
+// The CPU's activation storage types, for kernels written once over both: float32 itself, or
+// bfloat16 as its raw bits (uint16_t). as_float reads a stored value exactly; stored_as<S> writes a
+// float, rounding once (to nearest, ties to even) for bfloat16.
+KESTREL_HD inline float as_float(float v) { return v; }
+KESTREL_HD inline float as_float(uint16_t bits) { return bf16_to_float(bits); }
+template <class S>
+KESTREL_HD inline S stored_as(float v) {
+  if constexpr (sizeof(S) == sizeof(uint16_t)) return bf16_bits(v);
+  else return v;
+}
+
 // dst[i] = round_to_bf16(src[i]) (dst may be src); n contiguous values, OpenMP threads.
 void round_to_bf16_cpu(const float* src, float* dst, int64_t n);
 // dst[i] = bf16_bits(src[i]): the bfloat16 values themselves.
 void float_to_bf16_cpu(const float* src, uint16_t* dst, int64_t n);
+// dst[i] = bf16_to_float(src[i]) (exact).
+void bf16_to_float_cpu(const uint16_t* src, float* dst, int64_t n);
 
 // Whether this CPU runs bfloat16 arithmetic natively: AVX-512 BF16 or AMX-BF16, with the operating
 // system saving their registers (XCR0), and oneDNN allowed to use them (its effective ISA, which

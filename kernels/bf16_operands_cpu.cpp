@@ -25,6 +25,10 @@ KESTREL_CPU_CLONES void bits_range(const float* src, uint16_t* dst, int64_t n) {
   for (int64_t i = 0; i < n; ++i) dst[i] = bf16_bits(src[i]);
 }
 
+KESTREL_CPU_CLONES void widen_range(const uint16_t* src, float* dst, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) dst[i] = bf16_to_float(src[i]);
+}
+
 constexpr int64_t kChunk = int64_t(1) << 15;
 
 }  // namespace
@@ -37,6 +41,11 @@ void round_to_bf16_cpu(const float* src, float* dst, int64_t n) {
 void float_to_bf16_cpu(const float* src, uint16_t* dst, int64_t n) {
 #pragma omp parallel for schedule(static) if (n > 2 * kChunk)
   for (int64_t b = 0; b < n; b += kChunk) bits_range(src + b, dst + b, std::min(kChunk, n - b));
+}
+
+void bf16_to_float_cpu(const uint16_t* src, float* dst, int64_t n) {
+#pragma omp parallel for schedule(static) if (n > 2 * kChunk)
+  for (int64_t b = 0; b < n; b += kChunk) widen_range(src + b, dst + b, std::min(kChunk, n - b));
 }
 
 CpuBf16Support cpu_bf16_support() {

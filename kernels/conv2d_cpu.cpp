@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kernels/conv2d.h"
+#include "kernels/bf16_operands.h"
 #include "kernels/dispatch.h"
 
 namespace kestrel::kernels {
@@ -160,6 +161,14 @@ void conv2d_backward_filter_cpu(DType t, const Conv2dShape& s, const void* x, co
 
 void conv2d_backward_bias_cpu(DType t, int64_t rows, int64_t channels, const void* dy_,
                               void* db_) {
+  if (t == DType::BF16) {  // bfloat16 activations: the float32 bias's gradient, summed in double
+    const auto* dy = static_cast<const uint16_t*>(dy_);
+    std::vector<double> acc(channels, 0.0);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < channels; ++c) acc[c] += bf16_to_float(dy[r * channels + c]);
+    for (int64_t c = 0; c < channels; ++c) static_cast<float*>(db_)[c] = static_cast<float>(acc[c]);
+    return;
+  }
   KESTREL_DISPATCH_CPU_FLOAT(t, T, "conv2d bias backward", {
     const T* dy = static_cast<const T*>(dy_);
     T* db = static_cast<T*>(db_);

@@ -35,8 +35,9 @@ constexpr memory::data_type kBf16 = memory::data_type::bf16;
 constexpr size_t kMaxCachedFilterBytes = size_t(512) << 20;
 
 // The operands' type: float32, or bfloat16 (x, w and dy in bfloat16; y, dx, dw and the bias in
-// float32, accumulated in float32), or bfloat16 in and out (inference on bfloat16 activations:
-// x and y bfloat16, w rounded by its reorder, the bias float32, accumulated in float32).
+// float32, accumulated in float32), or bfloat16 in and out (bfloat16 activations: x, y, dy and dx
+// bfloat16, w rounded by its reorder, the bias float32, accumulated in float32; backward-weights
+// of bfloat16 activations is the Bf16 pass, its dw float32).
 enum class Operands : uint8_t { F32, Bf16, Bf16InOut };
 
 // One configuration of one pass: the shape, the pass, whether a bias (or its gradient) goes
@@ -290,9 +291,9 @@ class DnnlConv {
     const auto algo = dnnl::algorithm::convolution_direct;
     // Operands in their type (x, w, dy); results, the bias and its gradient in float32.
     const memory::data_type ot = operand_type(operands);
-    KESTREL_CHECK(operands != Operands::Bf16InOut || pass == ConvPass::Forward,
-                  "conv2d through oneDNN: bfloat16 results go with the forward pass only");
-    const memory::desc x_md = src_md(s, ot), dy_md = dst_md(s, ot), dx_md = src_md(s),
+    KESTREL_CHECK(operands != Operands::Bf16InOut || pass != ConvPass::BackwardFilter,
+                  "conv2d through oneDNN: the filter gradient stays float32 (use Operands::Bf16)");
+    const memory::desc x_md = src_md(s, ot), dy_md = dst_md(s, ot), dx_md = src_md(s, result_type(operands)),
                        y_md = dst_md(s, result_type(operands));
     KESTREL_CHECK(act == ConvActivation::None || pass == ConvPass::Forward,
                   "conv2d through oneDNN: an activation post-op goes with the forward pass only");
@@ -551,7 +552,7 @@ void forward(const Conv2dShape& s, Operands o, const void* x, const float* w, We
 }
 
 void backward_data(const Conv2dShape& s, Operands o, const void* dy, const float* w,
-                   WeightVersion wv, float* dx) {
+                   WeightVersion wv, void* dx) {
   checked(ConvPass::BackwardData, s, [&] {
     DnnlConv& dnnl = DnnlConv::instance();
     const Primitive& p = dnnl.primitive(ConvPass::BackwardData, s, false, ConvActivation::None, o);
@@ -559,7 +560,7 @@ void backward_data(const Conv2dShape& s, Operands o, const void* dy, const float
         dnnl.filter(p, ConvPass::BackwardData, s, w, wv, ConvActivation::None, o);
     dnnl.run(p.conv, {{DNNL_ARG_DIFF_DST, wrap(dst_md(s, operand_type(o)), dy)},
                      {DNNL_ARG_WEIGHTS, *filter},
-                     {DNNL_ARG_DIFF_SRC, wrap(src_md(s), dx)}});
+                     {DNNL_ARG_DIFF_SRC, wrap(src_md(s, result_type(o)), dx)}});
   });
 }
 
@@ -628,6 +629,11 @@ void conv2d_forward_dnnl_bf16_io(const Conv2dShape& s, const uint16_t* x, const 
 void conv2d_backward_data_dnnl_bf16(const Conv2dShape& s, const uint16_t* dy, const float* w,
                                     float* dx) {
   backward_data(s, Operands::Bf16, dy, w, kUncachedWeights, dx);
+}
+
+void conv2d_backward_data_dnnl_bf16_io(const Conv2dShape& s, const uint16_t* dy, const float* w, WeightVersion wv,
+                                       uint16_t* dx) {
+  backward_data(s, Operands::Bf16InOut, dy, w, wv, dx);
 }
 
 void conv2d_backward_filter_dnnl_bf16(const Conv2dShape& s, const uint16_t* x, const uint16_t* dy,

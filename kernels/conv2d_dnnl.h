@@ -66,13 +66,18 @@ void conv2d_backward_filter_dnnl(const Conv2dShape& s, const float* x, const flo
 // change every step).
 void conv2d_forward_dnnl_bf16(const Conv2dShape& s, const uint16_t* x, const float* w,
                               const float* bias, float* y);
-// Inference on bfloat16 activations: x and y bfloat16 bits, w the float32 OHWI filter (its reorder,
-// rounding it to bfloat16, cached by version as conv2d_forward_dnnl's), the bias float32, float32
-// accumulation, the activation applied before y is rounded.
+// bfloat16 activations (inference, and training's forward): x and y bfloat16 bits, w the float32
+// OHWI filter (its reorder, rounding it to bfloat16, cached by version as conv2d_forward_dnnl's),
+// the bias float32, float32 accumulation, the activation applied before y is rounded.
 void conv2d_forward_dnnl_bf16_io(const Conv2dShape& s, const uint16_t* x, const float* w, WeightVersion wv,
                                  const float* bias, uint16_t* y, ConvActivation act = ConvActivation::None);
 void conv2d_backward_data_dnnl_bf16(const Conv2dShape& s, const uint16_t* dy, const float* w,
                                     float* dx);
+// Training on bfloat16 activations: dy and dx bfloat16 bits, w the float32 OHWI filter (its reorder
+// cached by version), float32 accumulation, dx rounded once. (The forward is
+// conv2d_forward_dnnl_bf16_io, backward-weights conv2d_backward_filter_dnnl_bf16.)
+void conv2d_backward_data_dnnl_bf16_io(const Conv2dShape& s, const uint16_t* dy, const float* w, WeightVersion wv,
+                                       uint16_t* dx);
 void conv2d_backward_filter_dnnl_bf16(const Conv2dShape& s, const uint16_t* x, const uint16_t* dy,
                                       float* dw);
 std::string conv2d_dnnl_implementation_bf16(ConvPass pass, const Conv2dShape& s);

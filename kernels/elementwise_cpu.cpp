@@ -35,30 +35,34 @@ KESTREL_CPU_CLONES void sigmoid_backward_f32(const float* y, const float* dy, fl
   for (int64_t i = 0; i < n; ++i) dx[i] = dy[i] * sigmoid_grad_fn(y[i]);
 }
 
-KESTREL_CPU_CLONES void binary_f32(Binary op, const float* a, const float* b, float* out,
-                                   int64_t n, float alpha) {
+// out = alpha * (a op b) over values stored as S (float32, or bfloat16 bits: the float32 op on the
+// exact values, rounded once to nearest even), one loop per op so that each vectorises.
+template <class S>
+[[gnu::always_inline]] inline void binary_values(Binary op, const S* a, const S* b, S* out, int64_t n, float alpha) {
   switch (op) {
     case Binary::Add:
 #pragma omp simd
-      for (int64_t i = 0; i < n; ++i) out[i] = alpha * (a[i] + b[i]);
+      for (int64_t i = 0; i < n; ++i) out[i] = stored_as<S>(alpha * (as_float(a[i]) + as_float(b[i])));
       break;
     case Binary::Sub:
 #pragma omp simd
-      for (int64_t i = 0; i < n; ++i) out[i] = alpha * (a[i] - b[i]);
+      for (int64_t i = 0; i < n; ++i) out[i] = stored_as<S>(alpha * (as_float(a[i]) - as_float(b[i])));
       break;
     case Binary::Mul:
 #pragma omp simd
-      for (int64_t i = 0; i < n; ++i) out[i] = alpha * (a[i] * b[i]);
+      for (int64_t i = 0; i < n; ++i) out[i] = stored_as<S>(alpha * (as_float(a[i]) * as_float(b[i])));
       break;
   }
 }
 
-// bfloat16 activations (the CPU's bfloat16 inference): the float32 op on the exact values, rounded
-// once, to nearest even.
-KESTREL_CPU_CLONES void binary_bf16(Binary op, const uint16_t* a, const uint16_t* b, uint16_t* out,
-                                    int64_t n, float alpha) {
-#pragma omp simd
-  for (int64_t i = 0; i < n; ++i) out[i] = bf16_bits(alpha * binary_fn(op, bf16_to_float(a[i]), bf16_to_float(b[i])));
+KESTREL_CPU_CLONES void binary_f32(Binary op, const float* a, const float* b, float* out, int64_t n, float alpha) {
+  binary_values(op, a, b, out, n, alpha);
+}
+
+// bfloat16 activations (the CPU's --amp bf16 and --half).
+KESTREL_CPU_CLONES void binary_bf16(Binary op, const uint16_t* a, const uint16_t* b, uint16_t* out, int64_t n,
+                                    float alpha) {
+  binary_values(op, a, b, out, n, alpha);
 }
 
 // kernel(op, a, b, out, count, alpha) over n values of storage type S, in parallel chunks.

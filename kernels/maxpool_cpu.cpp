@@ -9,10 +9,6 @@ namespace {
 // Rows per parallel chunk: about 32K elements, so that a chunk outweighs waking a thread.
 int64_t rows_per_chunk(int64_t row_elements) { return std::max<int64_t>(1, 32768 / std::max<int64_t>(row_elements, 1)); }
 
-// A stored value as a float: float32 itself, or bfloat16 bits.
-inline float as_float(float v) { return v; }
-inline float as_float(uint16_t bits) { return bf16_to_float(bits); }
-
 // The forward of one output row, values stored as S (float, or bfloat16 bits: the maximum is one
 // of the inputs, copied as it is): the same scan and tie/NaN rule as maxpool_choose, with the
 // channel loop innermost so it vectorises (NHWC: a window tap is C contiguous values).
@@ -98,18 +94,20 @@ void maxpool2d_forward_cpu(DType t, const void* x_, void* y_, uint8_t* window, c
 // keeps its fixed order.
 void maxpool2d_backward_cpu(DType t, const void* dy_, const uint8_t* window, void* dx_,
                             const PoolShape& s) {
-  KESTREL_DISPATCH_CPU_FLOAT(t, T, "max_pool2d backward", {
-    const T* dy = static_cast<const T*>(dy_);
-    T* dx = static_cast<T*>(dx_);
+  // Over T's stored values: bfloat16 as its bits, summed in float and rounded once.
+  auto rows = [&]<class T>(const T* dy, T* dx) {
     parallel_chunks(s.n * s.h, rows_per_chunk(s.w * s.c), [&](int64_t begin, int64_t end) {
       for (int64_t r = begin; r < end; ++r) {
         const int64_t n = r / s.h, h = r % s.h;
         T* out = dx + r * s.w * s.c;
         for (int64_t w = 0; w < s.w; ++w)
-          for (int64_t c = 0; c < s.c; ++c) out[w * s.c + c] = maxpool_input_grad(dy, window, s, n, h, w, c);
+          for (int64_t c = 0; c < s.c; ++c) out[w * s.c + c] = from_acc<T>(maxpool_input_grad(dy, window, s, n, h, w, c));
       }
     });
-  });
+  };
+  if (t == DType::BF16)
+    return rows(static_cast<const bf16*>(dy_), static_cast<bf16*>(dx_));
+  KESTREL_DISPATCH_CPU_FLOAT(t, T, "max_pool2d backward", { rows(static_cast<const T*>(dy_), static_cast<T*>(dx_)); });
 }
 
 }  // namespace kestrel::kernels

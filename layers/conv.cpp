@@ -12,10 +12,13 @@
 namespace kestrel::layers {
 namespace {
 
-// bfloat16 activations on the CPU without gradients: val's and detect's --half there.
-bool cpu_bf16_inference(const Tensor& x) {
-  return x.device().is_cpu() && x.dtype() == DType::BF16 && !autograd::grad_enabled();
-}
+// bfloat16 activations on the CPU (its --amp bf16, and val's and detect's --half there): the
+// convolution takes the float32 weights as they are, rounded by its filter reorder, and in
+// training gives the float32 weights their gradients directly (CUDA casts them to the activations'
+// type instead, through an autograd cast).
+bool cpu_bf16(const Tensor& x) { return x.device().is_cpu() && x.dtype() == DType::BF16; }
+
+bool cpu_bf16_inference(const Tensor& x) { return cpu_bf16(x) && !autograd::grad_enabled(); }
 
 }  // namespace
 
@@ -43,7 +46,7 @@ Tensor Conv2d::forward_with(const Tensor& x, Tensor w, Tensor b) {
   // Inference on the CPU's bfloat16 activations (the Detect head's convolutions): the float32
   // weights as they are, rounded by the convolution's filter reorder.
   if (cpu_bf16_inference(x)) return forward_inference(x, w, b, ops::ConvActivation::None, kernels::kUncachedWeights);
-  if (x.dtype() != w.dtype()) {  // mixed precision: compute in the activations' type
+  if (x.dtype() != w.dtype() && !cpu_bf16(x)) {  // mixed precision: compute in the activations' type
     w = w.to(x.dtype());
     if (b.defined()) b = b.to(x.dtype());
   }
@@ -58,7 +61,7 @@ Tensor Conv2d::forward_with(const Tensor& x, Tensor w, Tensor b) {
 
 Tensor Conv2d::forward_inference(const Tensor& x, Tensor w, Tensor b, ops::ConvActivation act,
                                  kernels::WeightVersion version) {
-  if (x.dtype() != w.dtype() && !cpu_bf16_inference(x)) {  // mixed precision: compute in the activations' type
+  if (x.dtype() != w.dtype() && !cpu_bf16(x)) {  // mixed precision: compute in the activations' type
     w = w.to(x.dtype());
     if (b.defined()) b = b.to(x.dtype());
     version = kernels::kUncachedWeights;

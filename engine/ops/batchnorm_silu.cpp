@@ -19,6 +19,7 @@ struct BatchNormSiluBackward : autograd::Node, bn_steps::SavedForward {
     const Tensor xs = x.unpack(), w = weight.unpack(), b = bias.unpack();
     const Tensor mu = mean.unpack(), v = var.unpack(), n = count.unpack();
     const Tensor dy = bn_steps::checked_grad(grads[0], xs, "batch_norm_silu");
+    if (xs.dtype() == DType::BF16) return apply_bf16(dy, xs, w, b, mu, v, n);
     const kernels::BatchNormShape s = shape_of(xs);
     // g = dy * silu'(z) and BN's sums over it in one pass; g's buffer then becomes dx in place.
     Tensor g = Tensor::empty_like(xs);
@@ -40,6 +41,24 @@ struct BatchNormSiluBackward : autograd::Node, bn_steps::SavedForward {
                                                training ? n.data_ptr() : nullptr, g.data_ptr());
       dx = g;
     }
+    const bn_steps::ParamGrads d = bn_steps::param_grads(
+        sums, s.channels, next_edges[1].fn != nullptr, next_edges[2].fn != nullptr);
+    return {dx, d.weight, d.bias};
+  }
+  // bfloat16 activations: sums and dx in one kernel call (g recomputed, not stored).
+  std::vector<Tensor> apply_bf16(const Tensor& dy, const Tensor& xs, const Tensor& w, const Tensor& b,
+                                 const Tensor& mu, const Tensor& v, const Tensor& n) {
+    const kernels::BatchNormShape s = shape_of(xs);
+    Tensor sums = Tensor::empty({2 * s.channels}, DType::F32);
+    Tensor dx = next_edges[0].fn ? Tensor::empty_like(xs) : Tensor();
+    if (xs.numel() > 0)
+      kernels::batch_norm_silu_backward_cpu_bf16(
+          static_cast<const uint16_t*>(dy.data_ptr()), static_cast<const uint16_t*>(xs.data_ptr()), s,
+          mu.data<float>(), v.data<float>(), w.data<float>(), b.data<float>(), eps,
+          n.defined() ? n.data<float>() : nullptr, sums.data<float>(),
+          dx.defined() ? static_cast<uint16_t*>(dx.data_ptr()) : nullptr);
+    else
+      sums.zero_();
     const bn_steps::ParamGrads d = bn_steps::param_grads(
         sums, s.channels, next_edges[1].fn != nullptr, next_edges[2].fn != nullptr);
     return {dx, d.weight, d.bias};

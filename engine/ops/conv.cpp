@@ -241,8 +241,10 @@ struct Conv2dBackward : autograd::Node {
   autograd::SavedTensor w;  // kept only when the input needs a gradient
   // The version the forward pass gave w's contents (oneDNN only), for backward-data's lookup.
   WeightVersion w_version = kernels::kUncachedWeights;
+  bool bf16_activations = false;  // the CPU's bfloat16 activations: x and dy bfloat16, w float32
   std::vector<Tensor> apply(std::vector<Tensor>& g) override {
     Tensor dy = dense(g[0]);
+    if (bf16_activations) return apply_bf16_activations(dy);
     if (params.operands != ConvOperands::Float32) return apply_bf16(dy);
     Tensor dx = next_edges[0].fn ? backward_data(dy, w.unpack(), x_shape, params, w_version)
                                  : Tensor();
@@ -261,6 +263,24 @@ struct Conv2dBackward : autograd::Node {
             filter ? backward_filter_bf16(x.unpack(), dyq, w_shape, params) : Tensor(),
             next_edges[2].fn ? conv2d_backward_bias(dy) : Tensor()};
   }
+  // dx bfloat16 from oneDNN's bf16 backward-data, dw and the bias gradient float32.
+  std::vector<Tensor> apply_bf16_activations(const Tensor& dy) {
+    const Conv2dShape s = conv_shape(x_shape, w_shape, params);
+    KESTREL_CHECK(dy.dtype() == DType::BF16, "conv2d backward on bfloat16 activations: the output gradient must be "
+                  "bfloat16 too, got ", dy.describe());
+    check_output_grad("conv2d backward", dy, s);
+    Tensor dx, dw;
+    if (next_edges[0].fn) {
+      dx = Tensor::empty(x_shape, DType::BF16, dy.device());
+      kernels::conv2d_backward_data_dnnl_bf16_io(s, bf16_bits(dy), w.unpack().data<float>(), w_version,
+                                                 static_cast<uint16_t*>(dx.data_ptr()));
+    }
+    if (next_edges[1].fn) {
+      dw = Tensor::empty(w_shape, DType::F32, dy.device());
+      kernels::conv2d_backward_filter_dnnl_bf16(s, bf16_bits(x.unpack()), bf16_bits(dy), dw.data<float>());
+    }
+    return {dx, dw, next_edges[2].fn ? conv2d_backward_bias(dy) : Tensor()};
+  }
   void release_saved() override {
     x.release();
     w.release();
@@ -271,9 +291,11 @@ struct Conv2dBackward : autograd::Node {
 // Gives y (the convolution of x_, w_, b_) its backward node, which keeps x (for dw) and w (for dx;
 // wv names its contents) only where the other operand needs a gradient.
 void record_backward(const Tensor& x_, const Tensor& w_, const Tensor& b_, const Conv2dParams& p,
-                     const Tensor& x, const Tensor& w, WeightVersion wv, const Tensor& y) {
+                     const Tensor& x, const Tensor& w, WeightVersion wv, const Tensor& y,
+                     bool bf16_activations = false) {
   if (auto node = autograd::make_node<Conv2dBackward>({&x_, &w_, &b_})) {
     node->params = p;
+    node->bf16_activations = bf16_activations;
     node->x_shape = x_.shape();
     node->w_shape = w_.shape();
     if (w_.requires_grad()) node->x = autograd::SavedTensor(x);
@@ -322,11 +344,9 @@ Tensor conv2d_bf16(const Tensor& x_, const Tensor& w_, const Tensor& b_, const C
   return o.y;
 }
 
-// Inference on the CPU's bfloat16 activations: x and y bfloat16, w and b float32 (oneDNN rounds
-// w as it reorders it, a reorder cached by wv), float32 accumulation, the activation applied before
-// y is rounded.
-Tensor conv2d_inference_bf16(const Tensor& x_, const Tensor& w_, const Tensor& b_, const Conv2dParams& p,
-                             ConvActivation act, WeightVersion wv) {
+// The checked operands of a convolution on the CPU's bfloat16 activations: x (and y) bfloat16, w and b
+// float32 (oneDNN rounds w as it reorders it), on a CPU with bfloat16 arithmetic.
+ForwardOperands bf16_activation_operands(const Tensor& x_, const Tensor& w_, const Tensor& b_, const Conv2dParams& p) {
   KESTREL_CHECK(w_.defined() && w_.device().is_cpu() && w_.dtype() == DType::F32 &&
                     (!b_.defined() || (b_.device().is_cpu() && b_.dtype() == DType::F32)),
                 "conv2d on bfloat16 activations takes the float32 weights and bias, on the CPU; got ",
@@ -334,24 +354,52 @@ Tensor conv2d_inference_bf16(const Tensor& x_, const Tensor& w_, const Tensor& b
   KESTREL_CHECK(cpu_has_native_bf16(),
                 "conv2d: bfloat16 activations need a CPU with AVX-512 BF16 or AMX, which this one lacks; "
                 "run in float32");
+  KESTREL_CHECK(p.operands == ConvOperands::Float32, "conv2d: bfloat16 operands round float32 activations; the ",
+                "activations ", x_.describe(), " are bfloat16 already");
   const Conv2dShape s = conv_shape(x_.shape(), w_.shape(), p);
   if (b_.defined())
     KESTREL_CHECK(b_.dim() == 1 && b_.size(0) == s.o, "conv2d: the bias must be [", s.o, "] to match the weight ",
                   w_.describe(), ", got ", b_.describe());
-  const profiler::Scope timed("Conv2d", profiler::Phase::Forward);
-  const Tensor x = dense(x_), w = dense(w_), b = b_.defined() ? dense(b_) : Tensor();
-  if (w.data_ptr() != w_.data_ptr()) wv = kernels::kUncachedWeights;  // a copy: the version is not its
-  Tensor y = Tensor::empty({s.n, s.out_h(), s.out_w(), s.o}, DType::BF16, x.device());
-  kernels::conv2d_forward_dnnl_bf16_io(s, bf16_bits(x), w.data<float>(), wv, b.defined() ? b.data<float>() : nullptr,
-                                       static_cast<uint16_t*>(y.data_ptr()),
+  const Tensor x = dense(x_);
+  return {s, x, dense(w_), b_.defined() ? dense(b_) : Tensor(),
+          Tensor::empty({s.n, s.out_h(), s.out_w(), s.o}, DType::BF16, x.device())};
+}
+
+// y = act(conv(x, w) + b) on bfloat16 activations, y rounded once after the activation.
+void forward_bf16_activations(const ForwardOperands& o, WeightVersion wv, ConvActivation act) {
+  kernels::conv2d_forward_dnnl_bf16_io(o.s, bf16_bits(o.x), o.w.data<float>(), wv,
+                                       o.b.defined() ? o.b.data<float>() : nullptr,
+                                       static_cast<uint16_t*>(o.y.data_ptr()),
                                        act == ConvActivation::Silu ? kernels::ConvActivation::Silu
                                                                    : kernels::ConvActivation::None);
-  return y;
+}
+
+// Training's convolution on the CPU's bfloat16 activations (--amp bf16): y bfloat16; its backward
+// gives dx in bfloat16 and dw, db in float32 (Conv2dBackward::apply_bf16_activations).
+Tensor conv2d_bf16_activations(const Tensor& x_, const Tensor& w_, const Tensor& b_, const Conv2dParams& p) {
+  const profiler::Scope timed("Conv2d", profiler::Phase::Forward);
+  const ForwardOperands o = bf16_activation_operands(x_, w_, b_, p);
+  // A fresh version per forward, as float32's: one reorder per pass per optimizer step.
+  const WeightVersion wv = kernels::conv2d_dnnl_new_weight_version();
+  forward_bf16_activations(o, wv, ConvActivation::None);
+  record_backward(x_, w_, b_, p, o.x, o.w, wv, o.y, /*bf16_activations=*/true);
+  return o.y;
+}
+
+// Inference on the CPU's bfloat16 activations, the filter's reorder cached by wv.
+Tensor conv2d_inference_bf16(const Tensor& x_, const Tensor& w_, const Tensor& b_, const Conv2dParams& p,
+                             ConvActivation act, WeightVersion wv) {
+  const profiler::Scope timed("Conv2d", profiler::Phase::Forward);
+  const ForwardOperands o = bf16_activation_operands(x_, w_, b_, p);
+  if (o.w.data_ptr() != w_.data_ptr()) wv = kernels::kUncachedWeights;  // a copy: the version is not its
+  forward_bf16_activations(o, wv, act);
+  return o.y;
 }
 
 }  // namespace
 
 Tensor conv2d(const Tensor& x_, const Tensor& w_, const Tensor& b_, const Conv2dParams& p) {
+  if (x_.defined() && x_.device().is_cpu() && x_.dtype() == DType::BF16) return conv2d_bf16_activations(x_, w_, b_, p);
   if (p.operands != ConvOperands::Float32) return conv2d_bf16(x_, w_, b_, p);
   const profiler::Scope timed("Conv2d", profiler::Phase::Forward);
   const ForwardOperands o = forward_operands(x_, w_, b_, p);
@@ -429,10 +477,12 @@ Tensor conv2d_backward_bias(const Tensor& dy_) {
   KESTREL_CHECK(dy_.defined() && dy_.dim() == 4,
                 "conv2d backward-bias: the output gradient must be 4-D NHWC, got ",
                 dy_.defined() ? dy_.describe() : "an undefined tensor");
-  check_kernel_dtype("conv2d backward-bias", dy_);
+  // bfloat16 activations on the CPU: the float32 bias's gradient.
+  const bool cpu_bf16 = dy_.device().is_cpu() && dy_.dtype() == DType::BF16;
+  if (!cpu_bf16) check_kernel_dtype("conv2d backward-bias", dy_);
   Tensor dy = dense(dy_);
   const int64_t rows = dy.size(0) * dy.size(1) * dy.size(2), channels = dy.size(3);
-  Tensor db = Tensor::empty({channels}, dy.dtype(), dy.device());
+  Tensor db = Tensor::empty({channels}, cpu_bf16 ? DType::F32 : dy.dtype(), dy.device());
   launch(
       dy.device(),
       [&] {

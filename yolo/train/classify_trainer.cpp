@@ -250,7 +250,9 @@ int train_classifier(const ClassifyTrainOptions& requested, ClassifyTrainResults
   const Device device = pick_device(o.device, rank.world > 1 ? rank.local : -1);
   out.line(startup_line(device));
   if (rank.world > 1) rank.group = dist::init_process_group(device.is_cuda() ? "nccl" : "gloo", dopt, device);
-  const Precision precision = pick_precision(o.amp, device);
+  // The head's pooling, linear layer and cross-entropy have no bfloat16 CPU kernels: on the CPU,
+  // --amp bf16 rounds the convolutions' operands and keeps float32 activations.
+  const Precision precision = pick_precision(o.amp, device, CpuMixed::Operands);
   const DType compute = precision.activations;
   const uint64_t seed = static_cast<uint64_t>(o.seed);  // the model's and the data order's, every rank
 

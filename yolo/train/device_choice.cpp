@@ -32,7 +32,7 @@ std::string Precision::describe() const {
 
 namespace {
 
-Precision cpu_precision(AmpMode amp) {
+Precision cpu_precision(AmpMode amp, CpuMixed mixed) {
   Precision p;
   if (amp == AmpMode::Auto || amp == AmpMode::Off) return p;
   if (amp == AmpMode::Bf16Emulated) {
@@ -49,14 +49,17 @@ Precision cpu_precision(AmpMode amp) {
                     : "which this CPU lacks: oneDNN has no bfloat16 convolution for it, and float32 is "
                       "the fast path here. ",
                 "Use --amp off (or --amp bf16-emulated to check bf16 training's numbers, slower)");
-  p.conv_operands = ops::ConvOperands::Bfloat16;
+  if (mixed == CpuMixed::Activations)
+    p.activations = DType::BF16;
+  else
+    p.conv_operands = ops::ConvOperands::Bfloat16;
   return p;
 }
 
 }  // namespace
 
-Precision pick_precision(AmpMode amp, Device device) {
-  if (device.is_cpu()) return cpu_precision(amp);
+Precision pick_precision(AmpMode amp, Device device, CpuMixed cpu_mixed) {
+  if (device.is_cpu()) return cpu_precision(amp, cpu_mixed);
   Precision p;
   switch (amp) {
     case AmpMode::Off: return p;

@@ -9,7 +9,7 @@ namespace kestrel::yolo {
 StepLoss SegmentationObjective::forward(const Tensor& x, const Tensor& targets, const Tensor& masks) const {
   KESTREL_CHECK(masks.defined(), "segmentation's training step needs the batch's label masks");
   const SegmentationModel::Output out = model_.forward(x);
-  const SegDeviceLoss loss = loss_.forward(out.raw, out.protos, targets, masks);
+  const SegDeviceLoss loss = loss_.forward(loss_inputs(out.raw), loss_input(out.protos), targets, masks);
   autograd::NoGradGuard no_grad;
   const Device device = loss.summary.device();
   const Tensor box = loss.summary.slice(0, kernels::kSummaryBox, kernels::kSummaryBox + 1);

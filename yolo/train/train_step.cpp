@@ -21,9 +21,18 @@ struct TrainStep::Graph {
   StepStatusQueue::Captured status;  // the static outputs it writes
 };
 
+Tensor loss_input(const Tensor& t) {
+  return t.device().is_cpu() && t.dtype() == DType::BF16 ? t.to(DType::F32) : t;
+}
+
+std::vector<Tensor> loss_inputs(std::vector<Tensor> ts) {
+  for (Tensor& t : ts) t = loss_input(t);
+  return ts;
+}
+
 StepLoss DetectionObjective::forward(const Tensor& x, const Tensor& targets, const Tensor& masks) const {
   KESTREL_CHECK(!masks.defined(), "DetectionObjective: detection takes no masks");
-  const DeviceLoss loss = loss_.forward(model_.forward(x), targets);
+  const DeviceLoss loss = loss_.forward(loss_inputs(model_.forward(x)), targets);
   const Tensor items = loss.summary.slice(0, kernels::kSummaryBox, kernels::kSummaryBox + 3);
   return {loss.total, items, items};
 }

@@ -59,6 +59,12 @@ class StepObjective {
   virtual StepLoss forward(const Tensor& x, const Tensor& targets, const Tensor& masks) const = 0;
 };
 
+// What the loss reads: t itself, or on the CPU float32 in place of bfloat16 activations (--amp bf16
+// there), through an autograd cast whose backward rounds the float32 gradient to bfloat16 once.
+// CUDA's loss kernels read the activations' type as it is.
+Tensor loss_input(const Tensor& t);
+std::vector<Tensor> loss_inputs(std::vector<Tensor> ts);
+
 class DetectionObjective : public StepObjective {
  public:
   DetectionObjective(DetectionModel& model, const ComputeLoss& loss) : model_(model), loss_(loss) {}

@@ -70,9 +70,7 @@ class DetectTask : public TrainTask {
     // The training loss, as the loss items validation averages (val/box_loss, obj, cls).
     const ComputeLoss& loss = *loss_;
     const ValResult v = validator_->run(*ema_, [&loss](std::vector<Tensor> raw, const Tensor& targets) {
-      for (Tensor& r : raw)  // the CPU's bfloat16 validation (--amp bf16): the loss reads float32
-        if (r.device().is_cpu() && r.dtype() == DType::BF16) r = r.to(DType::F32);
-      const LossResult l = loss(raw, targets);
+      const LossResult l = loss(loss_inputs(std::move(raw)), targets);  // the CPU's bfloat16 validation
       return ValLossItems{l.box, l.obj, l.cls};
     });
     const ValMetrics& m = v.metrics;

@@ -256,11 +256,10 @@ void Trainer::build_validator() {
     vopt.img_size = img_size_;
     vopt.batch_size = batch * 2;
     vopt.single_cls = options_.single_cls;
-    vopt.compute_dtype = compute_;
-    // --amp bf16 on the CPU: detection validates on bfloat16 activations, as val --half there
-    // (the reference validates in float16 during GPU training).
-    if (device_.is_cpu() && precision_.conv_operands == ops::ConvOperands::Bfloat16 && !task_->polygons())
-      vopt.compute_dtype = DType::BF16;
+    // Validation runs in the training's activation type, as the reference validates in float16
+    // during GPU training; on the CPU, detection's --amp bf16 validates on bfloat16 activations (as
+    // val --half there) and segmentation in float32 (as segment val --half there).
+    vopt.compute_dtype = device_.is_cpu() && task_->polygons() ? DType::F32 : compute_;
     // As the reference's val loader in training: twice the batch and twice the workers.
     vopt.workers = data::dataloader_workers(cores(), dist::local_world_size(dist::process_environment()),
                                             int64_t{batch} * 2, static_cast<int64_t>(val_split.records.size()),

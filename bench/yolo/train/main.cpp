@@ -48,6 +48,7 @@ int to_int(const std::string& flag, const std::string& v) {
 
 const char* kUsage =
     "usage: train_step --model M[,M2] --img-size S --batch-size B[,B2] --amp bf16|fp16|off|bf16-emulated[,..]\n"
+    "                  (--amp bf16-operands: the CPU's float32 activations with bfloat16 convolution operands)\n"
     "                  --device cpu|0 --iters N [--warmup K] [--data D.yaml|synthetic] [--workers W]\n"
     "                  [--profile]   per-op forward/backward/update time table on stderr\n"
     "                  [--forward-only]   inference instead: eval mode, no gradients, BN folded\n"

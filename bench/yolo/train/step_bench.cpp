@@ -143,11 +143,13 @@ StepResult run_step_bench(const StepConfig& c) {
   KESTREL_CHECK(c.task == "detect", "train_step --task: detect, classify or segment, got '", c.task, "'");
   KESTREL_CHECK(c.iters > 0 && c.warmup >= 0 && c.batch > 0 && c.img_size > 0,
                 "train_step: --iters, --batch-size and --img-size must be > 0 and --warmup >= 0");
-  const yolo::Precision precision = yolo::pick_precision(yolo::parse_amp_mode(c.amp), c.device);
-  // Inference with --amp bf16 on the CPU runs on bfloat16 activations, as val/detect --half there.
-  const DType compute = c.forward_only && c.device.is_cpu() && precision.conv_operands == ops::ConvOperands::Bfloat16
-                            ? DType::BF16
-                            : precision.activations;
+  // bf16-operands: the CPU's former --amp bf16 (float32 activations, bfloat16 convolution operands),
+  // which classification's training still runs, for comparison with bfloat16 activations.
+  const bool operands = c.amp == "bf16-operands";
+  const yolo::Precision precision =
+      yolo::pick_precision(yolo::parse_amp_mode(operands ? "bf16" : c.amp), c.device,
+                           operands ? yolo::CpuMixed::Operands : yolo::CpuMixed::Activations);
+  const DType compute = precision.activations;
   const yolo::ModelConfig mcfg = yolo::load_model_config(model_path(c.model));
 
   // The pipeline's stride only shapes rect batches, which training with mosaic does not use.

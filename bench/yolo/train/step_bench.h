@@ -14,7 +14,7 @@ struct StepConfig {
   std::string model;  // a yaml path, or a name under models/ ("yolov5s")
   int img_size = 640;
   int batch = 16;
-  std::string amp = "off";  // bf16, fp16 or off
+  std::string amp = "off";  // bf16, fp16, off, bf16-emulated or bf16-operands (CPU)
   Device device = Device::cpu();
   int iters = 10;
   int warmup = 2;

@@ -4,7 +4,6 @@
 // model against its float32 forward. Skipped on CPUs without bfloat16 arithmetic, where --half
 // stays float32 (the last test).
 #include <cmath>
-#include <cstring>
 #include <vector>
 
 #include "engine/autograd.h"
@@ -17,6 +16,7 @@
 #include "kernels/bf16_operands.h"
 #include "kernels/conv2d_dnnl.h"
 #include "layers/conv.h"
+#include "tests/support/bf16_values.h"
 #include "tests/support/testing.h"
 #include "yolo/model/model.h"
 #include "yolo/model/model_config.h"
@@ -25,33 +25,12 @@ using namespace kestrel;
 using kestrel::testing::all_close;
 using kestrel::testing::random_tensor;
 
-namespace {
-
-bool native_bf16() { return kernels::cpu_bf16_support().native(); }
+using kestrel::testing::bits_equal;
+using kestrel::testing::representable;
+using kestrel::testing::rounded;
 
 #define SKIP_WITHOUT_BF16() \
-  if (!native_bf16()) GTEST_SKIP() << "this CPU has no AVX-512 BF16 or AMX: --half stays float32 on it"
-
-// float32 values that bfloat16 holds exactly (so the float32 and bfloat16 ops read the same).
-Tensor representable(const Shape& shape, uint64_t seed, double lo = -2.0, double hi = 2.0) {
-  Tensor t = random_tensor(shape, seed, DType::F32, lo, hi);
-  kernels::round_to_bf16_cpu(t.data<float>(), t.data<float>(), t.numel());
-  return t;
-}
-
-// float32 results rounded to bfloat16, as the bfloat16 ops must give them.
-Tensor rounded(const Tensor& f32) {
-  Tensor t = f32.contiguous().clone();
-  kernels::round_to_bf16_cpu(t.data<float>(), t.data<float>(), t.numel());
-  return t;
-}
-
-bool bits_equal(const Tensor& a, const Tensor& b) {
-  return a.shape() == b.shape() && a.dtype() == b.dtype() &&
-         std::memcmp(a.contiguous().data_ptr(), b.contiguous().data_ptr(), a.numel() * a.element_size()) == 0;
-}
-
-}  // namespace
+  if (!kestrel::testing::native_bf16()) GTEST_SKIP() << "this CPU has no AVX-512 BF16 or AMX: --half stays float32 on it"
 
 TEST(Bf16Inference, DataMovementAndMaxPoolAreExact) {
   SKIP_WITHOUT_BF16();

@@ -24,12 +24,17 @@ TEST(Precision, CpuDefaultsToFloat32) {
   }
 }
 
-TEST(Precision, CpuBf16IsBfloat16ConvolutionsWhereTheCpuHasThemAndRefusedElsewhere) {
+TEST(Precision, CpuBf16IsBfloat16ActivationsWhereTheCpuHasThemAndRefusedElsewhere) {
   if (kernels::cpu_bf16_support().native()) {
     const Precision p = pick_precision(AmpMode::Bf16, Device::cpu());
-    EXPECT_EQ(p.activations, DType::F32);
-    EXPECT_EQ(p.conv_operands, ops::ConvOperands::Bfloat16);
-    EXPECT_EQ(p.describe(), "float32 activations, bfloat16 convolutions");
+    EXPECT_EQ(p.activations, DType::BF16);
+    EXPECT_EQ(p.conv_operands, ops::ConvOperands::Float32);
+    EXPECT_EQ(p.describe(), "bfloat16");
+    // Classification's choice: float32 activations, bfloat16 convolution operands.
+    const Precision o = pick_precision(AmpMode::Bf16, Device::cpu(), CpuMixed::Operands);
+    EXPECT_EQ(o.activations, DType::F32);
+    EXPECT_EQ(o.conv_operands, ops::ConvOperands::Bfloat16);
+    EXPECT_EQ(o.describe(), "float32 activations, bfloat16 convolutions");
     return;
   }
   const std::string e = error_of([] { pick_precision(AmpMode::Bf16, Device::cpu()); });
