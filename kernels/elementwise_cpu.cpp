@@ -14,25 +14,39 @@ namespace {
 // 128 KiB of float per chunk: the smaller activations of a step run on the calling thread alone.
 constexpr int64_t kGrain = int64_t(1) << 15;
 
-KESTREL_CPU_CLONES void silu_forward_f32(const float* x, float* y, int64_t n) {
+// The activations over values stored as S (float32, or bfloat16 bits read exactly and rounded once:
+// the CPU's bfloat16 activations, where SyncBN runs BN and SiLU as two ops), one loop per op so that
+// each vectorises; compiled per ISA by the wrappers.
+template <class S>
+[[gnu::always_inline]] inline void unary_values(Unary op, const S* x, S* y, int64_t n) {
+  if (op == Unary::Silu) {
 #pragma omp simd
-  for (int64_t i = 0; i < n; ++i) y[i] = x[i] * sigmoid_approx(x[i]);
+    for (int64_t i = 0; i < n; ++i) y[i] = stored_as<S>(as_float(x[i]) * sigmoid_approx(as_float(x[i])));
+  } else {
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) y[i] = stored_as<S>(sigmoid_approx(as_float(x[i])));
+  }
 }
 
-KESTREL_CPU_CLONES void sigmoid_forward_f32(const float* x, float* y, int64_t n) {
+// dx from the saved x (SiLU) or y (sigmoid) and dy.
+template <class S>
+[[gnu::always_inline]] inline void unary_grad_values(Unary op, const S* saved, const S* dy, S* dx, int64_t n) {
+  if (op == Unary::Silu) {
 #pragma omp simd
-  for (int64_t i = 0; i < n; ++i) y[i] = sigmoid_approx(x[i]);
+    for (int64_t i = 0; i < n; ++i) dx[i] = stored_as<S>(as_float(dy[i]) * silu_grad_approx(as_float(saved[i])));
+  } else {
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) dx[i] = stored_as<S>(as_float(dy[i]) * sigmoid_grad_fn(as_float(saved[i])));
+  }
 }
 
-KESTREL_CPU_CLONES void silu_backward_f32(const float* x, const float* dy, float* dx, int64_t n) {
-#pragma omp simd
-  for (int64_t i = 0; i < n; ++i) dx[i] = dy[i] * silu_grad_approx(x[i]);
+KESTREL_CPU_CLONES void unary_f32(Unary op, const float* x, float* y, int64_t n) { unary_values(op, x, y, n); }
+KESTREL_CPU_CLONES void unary_bf16(Unary op, const uint16_t* x, uint16_t* y, int64_t n) { unary_values(op, x, y, n); }
+KESTREL_CPU_CLONES void unary_grad_f32(Unary op, const float* saved, const float* dy, float* dx, int64_t n) {
+  unary_grad_values(op, saved, dy, dx, n);
 }
-
-KESTREL_CPU_CLONES void sigmoid_backward_f32(const float* y, const float* dy, float* dx,
-                                             int64_t n) {
-#pragma omp simd
-  for (int64_t i = 0; i < n; ++i) dx[i] = dy[i] * sigmoid_grad_fn(y[i]);
+KESTREL_CPU_CLONES void unary_grad_bf16(Unary op, const uint16_t* saved, const uint16_t* dy, uint16_t* dx, int64_t n) {
+  unary_grad_values(op, saved, dy, dx, n);
 }
 
 // out = alpha * (a op b) over values stored as S (float32, or bfloat16 bits: the float32 op on the
@@ -83,17 +97,13 @@ KESTREL_CPU_CLONES void affine_f32(const float* a, float* out, int64_t n, float 
 }  // namespace
 
 void unary_forward_cpu(Unary op, DType t, const void* x_, void* y_, int64_t n) {
-  if (t == DType::F32) {
-    const float* x = static_cast<const float*>(x_);
-    float* y = static_cast<float*>(y_);
-    parallel_chunks(n, kGrain, [&](int64_t b, int64_t e) {
-      if (op == Unary::Silu)
-        silu_forward_f32(x + b, y + b, e - b);
-      else
-        sigmoid_forward_f32(x + b, y + b, e - b);
-    });
-    return;
-  }
+  auto chunks = [&]<class S>(void (*kernel)(Unary, const S*, S*, int64_t)) {
+    const S* x = static_cast<const S*>(x_);
+    S* y = static_cast<S*>(y_);
+    parallel_chunks(n, kGrain, [&](int64_t b, int64_t e) { kernel(op, x + b, y + b, e - b); });
+  };
+  if (t == DType::F32) return chunks(unary_f32);
+  if (t == DType::BF16) return chunks(unary_bf16);
   KESTREL_DISPATCH_CPU_FLOAT(t, T, "activation", {
     const T* x = static_cast<const T*>(x_);
     T* y = static_cast<T*>(y_);
@@ -106,18 +116,14 @@ void unary_forward_cpu(Unary op, DType t, const void* x_, void* y_, int64_t n) {
 
 void unary_backward_cpu(Unary op, DType t, const void* saved_, const void* dy_, void* dx_,
                         int64_t n) {
-  if (t == DType::F32) {
-    const float* saved = static_cast<const float*>(saved_);
-    const float* dy = static_cast<const float*>(dy_);
-    float* dx = static_cast<float*>(dx_);
-    parallel_chunks(n, kGrain, [&](int64_t b, int64_t e) {
-      if (op == Unary::Silu)
-        silu_backward_f32(saved + b, dy + b, dx + b, e - b);
-      else
-        sigmoid_backward_f32(saved + b, dy + b, dx + b, e - b);
-    });
-    return;
-  }
+  auto chunks = [&]<class S>(void (*kernel)(Unary, const S*, const S*, S*, int64_t)) {
+    const S* saved = static_cast<const S*>(saved_);
+    const S* dy = static_cast<const S*>(dy_);
+    S* dx = static_cast<S*>(dx_);
+    parallel_chunks(n, kGrain, [&](int64_t b, int64_t e) { kernel(op, saved + b, dy + b, dx + b, e - b); });
+  };
+  if (t == DType::F32) return chunks(unary_grad_f32);
+  if (t == DType::BF16) return chunks(unary_grad_bf16);
   KESTREL_DISPATCH_CPU_FLOAT(t, T, "activation backward", {
     const T* saved = static_cast<const T*>(saved_);
     const T* dy = static_cast<const T*>(dy_);

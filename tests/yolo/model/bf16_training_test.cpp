@@ -170,6 +170,28 @@ TEST(Bf16Training, UpsampleMaxPoolConcatAndAddBackwardRoundOnce) {
   EXPECT_TRUE(bits_equal(xp.grad(), xpf.grad().to(DType::BF16)));
 }
 
+// SiLU and sigmoid as ops of their own (SyncBN runs BN, then SiLU): float32's values, rounded once.
+TEST(Bf16Training, ActivationsRoundTheFloatResultOnce) {
+  SKIP_WITHOUT_BF16();
+  const Tensor a = representable({3, 5, 7, 24}, 16, -6.0, 6.0), dy = representable({3, 5, 7, 24}, 17);
+  for (bool silu : {true, false}) {
+    SCOPED_TRACE(silu ? "silu" : "sigmoid");
+    Tensor x = a.clone().to(DType::BF16).set_requires_grad(), xf = a.clone().set_requires_grad();
+    const Tensor y = silu ? ops::silu(x) : ops::sigmoid(x), yf = silu ? ops::silu(xf) : ops::sigmoid(xf);
+    EXPECT_TRUE(bits_equal(y, yf.to(DType::BF16)));
+    weighted_sum(y, dy).backward();
+    // sigmoid's backward reads its output, which bfloat16 stored rounded: float32's from that output.
+    if (silu) {
+      weighted_sum(yf, dy).backward();
+      EXPECT_TRUE(bits_equal(x.grad(), xf.grad().to(DType::BF16)));
+    } else {
+      Tensor yr = yf.detach().to(DType::BF16).to(DType::F32);
+      const Tensor expected = ops::mul(dy, ops::mul(yr, ops::sub(Tensor::ones(yr.shape()), yr)));
+      EXPECT_TRUE(all_close(x.grad().to(DType::F32), expected, 1e-7, 1.0 / 256));
+    }
+  }
+}
+
 // The casts around bfloat16 activations (the input, the loss's float32 view, their gradients) take
 // a vectorised path: the same bits as the per-value rule.
 TEST(Bf16Training, CastsRoundToNearestEvenAndWidenExactly) {
