@@ -6,7 +6,8 @@
 //   (4) backward reduce -> sums [sum(dy)[C], sum(dy * xhat)[C]]        (SyncBN: all-reduce these)
 //   (5) backward apply dx = w * invstd * (dy - sum_dy / M - xhat * sum_dy_xhat / M)
 // Activations are of the storage type T; statistics, parameters and sums are of the parameter type
-// P: T itself on the CPU (float or double), float on CUDA (T float, half or bfloat16).
+// P: T itself on the CPU for float and double, float for the CPU's bfloat16 activations (passed as
+// raw bits) and on CUDA (T float, half or bfloat16).
 #pragma once
 #include <cuda_runtime.h>
 

@@ -35,8 +35,8 @@ template <class T> KESTREL_HD inline T binary_fn(Binary op, T a, T b) {
   return T(0);
 }
 
-// All buffers contiguous with n elements, of the same dtype (float/double on the CPU,
-// float/half/bfloat16 on CUDA, computed in float).
+// All buffers contiguous with n elements, of the same dtype (float/double/bfloat16 on the CPU,
+// float/half/bfloat16 on CUDA; the 16-bit types computed in float and rounded once).
 void unary_forward_cpu(Unary op, DType t, const void* x, void* y, int64_t n);
 void unary_forward_cuda(Unary op, DType t, const void* x, void* y, int64_t n, cudaStream_t s);
 // dx = dy * f'(x). For Sigmoid `saved` is the output y, for Silu the input x.

@@ -95,14 +95,14 @@ KESTREL_HD inline acc_t<T> maxpool_input_grad(const T* dy, const uint8_t* window
 }
 
 // y [n, out_h, out_w, c] (each output a copy of its chosen input element); window, if not null,
-// receives each output's window index for backward. CPU: float and double; CUDA: float, half
-// and bfloat16.
+// receives each output's window index for backward. CPU: float, double and bfloat16; CUDA:
+// float, half and bfloat16.
 void maxpool2d_forward_cpu(DType t, const void* x, void* y, uint8_t* window, const PoolShape& s);
 void maxpool2d_forward_cuda(DType t, const void* x, void* y, uint8_t* window, const PoolShape& s,
                             cudaStream_t stream);
 
-// dx [n, h, w, c] from dy [n, out_h, out_w, c] and forward's window indices; CUDA sums in float
-// and rounds once.
+// dx [n, h, w, c] from dy [n, out_h, out_w, c] and forward's window indices; bfloat16 and half
+// sum in float and round once.
 void maxpool2d_backward_cpu(DType t, const void* dy, const uint8_t* window, void* dx,
                             const PoolShape& s);
 void maxpool2d_backward_cuda(DType t, const void* dy, const uint8_t* window, void* dx,

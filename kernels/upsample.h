@@ -39,8 +39,8 @@ void upsample2x_forward_cpu(size_t elem_size, const void* x, void* y, const Upsa
 void upsample2x_forward_cuda(size_t elem_size, const void* x, void* y, const Upsample2xShape& s,
                              cudaStream_t stream);
 
-// dx [n, h, w, c] from dy [n, 2h, 2w, c]. CPU: float and double; CUDA: float, half and bfloat16,
-// summed in float and rounded once.
+// dx [n, h, w, c] from dy [n, 2h, 2w, c]. CPU: float, double and bfloat16; CUDA: float, half and
+// bfloat16; the 16-bit types summed in float and rounded once.
 void upsample2x_backward_cpu(DType t, const void* dy, void* dx, const Upsample2xShape& s);
 void upsample2x_backward_cuda(DType t, const void* dy, void* dx, const Upsample2xShape& s,
                               cudaStream_t stream);

@@ -3,7 +3,8 @@
 # timed by Kestrel's build/train_step, the reference v7.0 on PyPI's newest PyTorch (fp32 and bf16
 # autocast), the reference on Debian's PyTorch 1.13 (fp32), and, for inference, ONNX Runtime on
 # `kestrel export`'s ONNX. Where the CPU has AVX-512 BF16 or AMX-BF16 (/proc/cpuinfo), the
-# training rows also time Kestrel with --amp bf16 (bfloat16 convolutions). Runs alternate within each round (the order rotates every round), all
+# training rows also time Kestrel with --amp bf16 (bfloat16 activations) and with bfloat16
+# convolution operands on float32 activations (train_step --amp bf16-operands, the former mode). Runs alternate within each round (the order rotates every round), all
 # at the same thread count; every run's JSON line goes to OUT.jsonl tagged with its round and
 # anchor, and summarize_anchors.py turns it into medians, spreads and ratios.
 #
@@ -89,6 +90,8 @@ train_anchor() {  # round row args anchor
                --iters "$train_iters" --warmup "$train_warmup" ;;
     kestrel-bf16) run "$round" kestrel-bf16 "$row" "$train_step" $args --amp bf16 --device cpu \
                --iters "$train_iters" --warmup "$train_warmup" ;;
+    kestrel-bf16-operands) run "$round" kestrel-bf16-operands "$row" "$train_step" $args --amp bf16-operands \
+               --device cpu --iters "$train_iters" --warmup "$train_warmup" ;;
     torch-fp32) run "$round" torch-fp32 "$row" "$bench_python" "${reference[@]}" $args \
                --iters "$train_iters" --warmup "$train_warmup" ;;
     torch-bf16) run "$round" torch-bf16 "$row" "$bench_python" "${reference[@]}" $args --amp bf16 \
@@ -119,7 +122,7 @@ rotate() {  # k items... -> the items rotated left by k
 onnx=""
 [[ $only == train ]] || onnx=$(export_onnx yolov5s 640)
 kestrel_bf16=""
-[[ $(cat /proc/cpuinfo) =~ avx512_bf16|amx_bf16 ]] && kestrel_bf16=kestrel-bf16
+[[ $(cat /proc/cpuinfo) =~ avx512_bf16|amx_bf16 ]] && kestrel_bf16="kestrel-bf16 kestrel-bf16-operands"
 # Debian's PyTorch 1.13 (python3-torch) where it is installed; without it that anchor is left out
 # of the sitting (said here), the others run.
 torch113=torch113-fp32

@@ -17,7 +17,10 @@ import json
 import statistics
 import sys
 
-ANCHORS = [("kestrel", "Kestrel fp32"), ("kestrel-bf16", "Kestrel bf16"), ("torch-fp32", "PyTorch 2.15 fp32"),
+# kestrel-bf16: bfloat16 activations (--amp bf16 on the CPU since session 22); kestrel-bf16-operands:
+# float32 activations with bfloat16 convolution operands (the CPU's --amp bf16 before it).
+ANCHORS = [("kestrel", "Kestrel fp32"), ("kestrel-bf16", "Kestrel bf16"),
+           ("kestrel-bf16-operands", "Kestrel bf16 operands"), ("torch-fp32", "PyTorch 2.15 fp32"),
            ("torch-bf16", "PyTorch 2.15 bf16 autocast"), ("torch113-fp32", "PyTorch 1.13 fp32"),
            ("onnxruntime", "ONNX Runtime")]
 
@@ -47,7 +50,7 @@ def limit_shares(runs, results, rows):
     shared VM one process now and then finds its two vCPUs on one physical core and measures half."""
     best = {}
     for (row, anchor), lines in results.items():
-        precision = {"kestrel": "fp32", "kestrel-bf16": "bf16"}.get(anchor)
+        precision = {"kestrel": "fp32", "kestrel-bf16": "bf16", "kestrel-bf16-operands": "bf16"}.get(anchor)
         for r in lines if precision else []:
             if r.get("peak_gflops") and (precision == "fp32" or r.get("amp") != "off"):
                 best[precision] = max(best.get(precision, 0.0), float(r["peak_gflops"]))
@@ -70,7 +73,7 @@ def limit_shares(runs, results, rows):
             continue
         shares = {}
         for anchor, precision in (("kestrel", "fp32"), ("torch-fp32", "fp32"), ("kestrel-bf16", "bf16"),
-                                  ("torch-bf16", "bf16")):
+                                  ("kestrel-bf16-operands", "bf16"), ("torch-bf16", "bf16")):
             times = runs.get((row, anchor))
             if not times or precision not in limits:
                 continue
@@ -86,7 +89,7 @@ def main():
     results = {}
     runs = load(sys.argv[1], results)
     rows = list(dict.fromkeys(row for row, _ in runs))
-    others = [a for a in ANCHORS if a[0] not in ("kestrel", "kestrel-bf16")]
+    others = [a for a in ANCHORS if a[0] not in ("kestrel", "kestrel-bf16", "kestrel-bf16-operands")]
     print("| row | " + " | ".join(f"{label} ms (spread)" for _, label in ANCHORS) +
           " | " + " | ".join(f"Kestrel fp32 vs {label}" for _, label in others) + " |")
     print("|---" * (1 + len(ANCHORS) + len(others)) + "|")
@@ -106,7 +109,7 @@ def main():
     bf16_rows = [row for row in rows if "kestrel-bf16" in all_medians[row]]
     if bf16_rows:
         versus = [("torch-fp32", "PyTorch 2.15 fp32"), ("torch-bf16", "PyTorch 2.15 bf16 autocast"),
-                  ("kestrel", "Kestrel fp32")]
+                  ("kestrel", "Kestrel fp32"), ("kestrel-bf16-operands", "Kestrel bf16 operands")]
         print()
         print("| row | " + " | ".join(f"Kestrel bf16 vs {label}" for _, label in versus) + " |")
         print("|---" * (1 + len(versus)) + "|")
@@ -115,7 +118,7 @@ def main():
     shares = limit_shares(runs, results, rows)
     if shares:
         columns = [("kestrel", "Kestrel fp32"), ("torch-fp32", "PyTorch fp32"), ("kestrel-bf16", "Kestrel bf16"),
-                   ("torch-bf16", "PyTorch bf16 autocast")]
+                   ("kestrel-bf16-operands", "Kestrel bf16 operands"), ("torch-bf16", "PyTorch bf16 autocast")]
         print()
         print("| row | GFLOP an image (forward) | " + " | ".join(f"{label}: share of the limit" for _, label in columns) + " |")
         print("|---" * (2 + len(columns)) + "|")
