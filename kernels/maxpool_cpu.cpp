@@ -1,3 +1,6 @@
+#include <algorithm>
+#include <vector>
+
 #include "kernels/bf16_operands.h"
 #include "kernels/cpu_simd.h"
 #include "kernels/dispatch.h"
@@ -90,24 +93,64 @@ void maxpool2d_forward_cpu(DType t, const void* x_, void* y_, uint8_t* window, c
   });
 }
 
-// A gather per input element (no write conflicts), so rows run in parallel; the sum per element
-// keeps its fixed order.
+namespace {
+
+// One image's backward as a scatter: each output's gradient added, in float, to the input element
+// its window chose, outputs in row-major (oh, ow) order. Every input element thus receives the
+// additions of maxpool_input_grad's gather (windows in (oh, ow) order, starting from zero) in the
+// same order: the same float sums, without the gather's per-element window search. acc: the
+// image's h * w * c floats.
+template <class S>
+void scatter_image(const S* dy, const uint8_t* window, const PoolShape& s, int64_t n, float* acc) {
+  const int64_t C = s.c, W = s.w;
+  std::fill(acc, acc + s.h * W * C, 0.0f);
+  for (int64_t oh = 0; oh < s.out_h; ++oh)
+    for (int64_t ow = 0; ow < s.out_w; ++ow) {
+      const int64_t o = ((n * s.out_h + oh) * s.out_w + ow) * C;
+      // The window's corner (possibly in the padding): tap kh * K + kw lies at pixel corner + kh W + kw.
+      const int64_t corner = (oh * s.stride - s.pad) * W + (ow * s.stride - s.pad);
+      for (int64_t c = 0; c < C; ++c) {
+        const int64_t tap = window[o + c];
+        acc[(corner + (tap / s.kernel) * W + tap % s.kernel) * C + c] += as_float(dy[o + c]);
+      }
+    }
+}
+
+}  // namespace
+
+// float32 and bfloat16: a scatter per image (scatter_image), images in parallel, bfloat16 rounded
+// once from the float sums; float64 (the reference) gathers per input element. Both sum each
+// element's gradients in the same order.
 void maxpool2d_backward_cpu(DType t, const void* dy_, const uint8_t* window, void* dx_,
                             const PoolShape& s) {
-  // Over T's stored values: bfloat16 as its bits, summed in float and rounded once.
-  auto rows = [&]<class T>(const T* dy, T* dx) {
-    parallel_chunks(s.n * s.h, rows_per_chunk(s.w * s.c), [&](int64_t begin, int64_t end) {
-      for (int64_t r = begin; r < end; ++r) {
-        const int64_t n = r / s.h, h = r % s.h;
-        T* out = dx + r * s.w * s.c;
-        for (int64_t w = 0; w < s.w; ++w)
-          for (int64_t c = 0; c < s.c; ++c) out[w * s.c + c] = from_acc<T>(maxpool_input_grad(dy, window, s, n, h, w, c));
+  const int64_t image = s.h * s.w * s.c;
+  if (t == DType::F32) {
+    parallel_chunks(s.n, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t n = begin; n < end; ++n)
+        scatter_image(static_cast<const float*>(dy_), window, s, n, static_cast<float*>(dx_) + n * image);
+    });
+    return;
+  }
+  if (t == DType::BF16) {
+    parallel_chunks(s.n, 1, [&](int64_t begin, int64_t end) {
+      std::vector<float> acc(image);
+      for (int64_t n = begin; n < end; ++n) {
+        scatter_image(static_cast<const uint16_t*>(dy_), window, s, n, acc.data());
+        uint16_t* dx = static_cast<uint16_t*>(dx_) + n * image;
+        for (int64_t i = 0; i < image; ++i) dx[i] = bf16_bits(acc[i]);
       }
     });
-  };
-  if (t == DType::BF16)
-    return rows(static_cast<const bf16*>(dy_), static_cast<bf16*>(dx_));
-  KESTREL_DISPATCH_CPU_FLOAT(t, T, "max_pool2d backward", { rows(static_cast<const T*>(dy_), static_cast<T*>(dx_)); });
+    return;
+  }
+  KESTREL_DISPATCH_CPU_FLOAT(t, T, "max_pool2d backward", {
+    const T* dy = static_cast<const T*>(dy_);
+    T* dx = static_cast<T*>(dx_);
+    for (int64_t r = 0; r < s.n * s.h; ++r) {
+      const int64_t n = r / s.h, h = r % s.h;
+      for (int64_t w = 0; w < s.w; ++w)
+        for (int64_t c = 0; c < s.c; ++c) dx[(r * s.w + w) * s.c + c] = maxpool_input_grad(dy, window, s, n, h, w, c);
+    }
+  });
 }
 
 }  // namespace kestrel::kernels

@@ -11,6 +11,7 @@
 
 #include "engine/ops/elementwise.h"
 #include "engine/ops/pool.h"
+#include "kernels/maxpool.h"
 #include "tests/support/testing.h"
 
 using namespace kestrel;
@@ -146,6 +147,31 @@ TEST_P(PoolConfigs, GradientMatchesFiniteDifferences) {
   auto f = [p](const std::vector<Tensor>& in) { return ops::max_pool2d(in[0], p.k, p.s, p.p); };
   EXPECT_TRUE(gradcheck(f, {distinct_values({1, 6, 7, 2}, 3).set_requires_grad()}));
   EXPECT_TRUE(gradcheck(f, {distinct_values({2, 5, 5, 1}, 4).set_requires_grad()}));
+}
+
+// The float32 (and bfloat16) backward scatters each output's gradient; every input element must still
+// receive its sum in the gather's order (kernels::maxpool_input_grad, what CUDA runs): the same bits,
+// on gradients whose sums round.
+TEST_P(PoolConfigs, FloatBackwardIsTheSharedGatherBitForBit) {
+  const Pool p = GetParam();
+  kernels::PoolShape g;
+  g.n = 2, g.h = 9, g.w = 11, g.c = 5, g.kernel = p.k, g.stride = p.s, g.pad = p.p;
+  g.out_h = kernels::pool_out_size(g.h, p.k, p.s, p.p);
+  g.out_w = kernels::pool_out_size(g.w, p.k, p.s, p.p);
+  // Few distinct values: many ties, so windows share their choices and inputs collect several terms.
+  std::vector<float> x(g.n * g.h * g.w * g.c), y(g.n * g.out_h * g.out_w * g.c), dy(y.size()), dx(x.size());
+  std::vector<uint8_t> window(y.size());
+  std::mt19937 rng(5);
+  for (float& v : x) v = float(rng() % 4);
+  for (float& v : dy) v = std::uniform_real_distribution<float>(-1.0f, 1.0f)(rng) * 1e3f;
+  kernels::maxpool2d_forward_cpu(DType::F32, x.data(), y.data(), window.data(), g);
+  kernels::maxpool2d_backward_cpu(DType::F32, dy.data(), window.data(), dx.data(), g);
+  size_t i = 0;
+  for (int64_t n = 0; n < g.n; ++n)
+    for (int64_t h = 0; h < g.h; ++h)
+      for (int64_t w = 0; w < g.w; ++w)
+        for (int64_t c = 0; c < g.c; ++c, ++i)
+          ASSERT_EQ(dx[i], kernels::maxpool_input_grad(dy.data(), window.data(), g, n, h, w, c)) << "input " << i;
 }
 
 INSTANTIATE_TEST_SUITE_P(Configs, PoolConfigs,
