@@ -3,7 +3,9 @@
 // (statistics, apply) then SiLU, and SiLU backward then BN's reduce and apply. Bytes per iteration
 // count activation-sized reads and writes. Fused forward: x twice, y once. Fused backward: dy and
 // x, then g and x, writing g and dx. The separate ops move more: forward x twice, z written, read
-// and y written (5); backward z and dy read, g written, then g and x twice, dx written (7).
+// and y written (5); backward z and dy read, g written, then g and x twice, dx written (7). On
+// bfloat16 activations (the CPU's --amp bf16; mode 2) the fused ops move 2-byte values: forward x
+// twice and y once, backward dy and x twice (g recomputed) and dx once (5).
 #include "bench/kernels/bench_common.h"
 #include "engine/ops/batchnorm.h"
 #include "engine/ops/batchnorm_silu.h"
@@ -57,13 +59,16 @@ Setup make_setup(const Act& a) {
 
 std::string label(const Act& a) { return str(a.batch, "x", a.h, "x", a.w, "x", a.c); }
 
-// fused: 0 = BN then SiLU as separate ops, 1 = the fused op.
+const char* mode_name(int64_t mode) { return mode == 0 ? " separate" : mode == 1 ? " fused" : " fused bf16"; }
+
+// mode: 0 = BN then SiLU as separate ops, 1 = the fused op, 2 = the fused op on bfloat16 activations.
 void BM_BatchNormSiluForwardTrain(benchmark::State& state) {
   const Act a = kActs[state.range(0)];
-  const bool fused = state.range(1) != 0;
-  bench::Case c(state, Device::cpu(), DType::F32, label(a) + (fused ? " fused" : " separate"));
+  const bool fused = state.range(1) != 0, bf16 = state.range(1) == 2;
+  bench::Case c(state, Device::cpu(), DType::F32, label(a) + mode_name(state.range(1)));
   if (c.skipped()) return;
-  const Setup s = make_setup(a);
+  Setup s = make_setup(a);
+  if (bf16) s.x = s.x.to(DType::BF16);
   c.run([&] {
     if (fused)
       ops::batch_norm_silu(s.x, s.weight, s.bias, s.running_mean, s.running_var, true, 0.03, 1e-3);
@@ -71,20 +76,25 @@ void BM_BatchNormSiluForwardTrain(benchmark::State& state) {
       ops::silu(ops::batch_norm(s.x, s.weight, s.bias, s.running_mean, s.running_var, true, 0.03,
                                 1e-3));
   });
-  c.report_bytes((fused ? 3.0 : 5.0) * s.x.numel() * sizeof(float));
+  c.report_bytes((fused ? 3.0 : 5.0) * s.x.numel() * s.x.element_size());
 }
 
 void BM_BatchNormSiluBackward(benchmark::State& state) {
   const Act a = kActs[state.range(0)];
-  const bool fused = state.range(1) != 0;
-  bench::Case c(state, Device::cpu(), DType::F32, label(a) + (fused ? " fused" : " separate"));
+  const bool fused = state.range(1) != 0, bf16 = state.range(1) == 2;
+  bench::Case c(state, Device::cpu(), DType::F32, label(a) + mode_name(state.range(1)));
   if (c.skipped()) return;
   Setup s = make_setup(a);
   const float* m = s.moments.data<float>();
   const float *mean = m + 1, *var = m + 1 + a.c;
   const DType t = DType::F32;
+  const Tensor dy16 = s.dy.to(DType::BF16), x16 = s.x.to(DType::BF16), dx16 = Tensor::empty_like(x16);
+  auto bits = [](const Tensor& b) { return static_cast<uint16_t*>(b.data_ptr()); };
   c.run([&] {
-    if (fused) {
+    if (bf16) {
+      kernels::batch_norm_silu_backward_cpu_bf16(bits(dy16), bits(x16), s.shape, mean, var, s.weight.data<float>(),
+                                                 s.bias.data<float>(), 1e-3, m, s.sums.data<float>(), bits(dx16));
+    } else if (fused) {
       kernels::batch_norm_silu_backward_reduce_cpu(t, s.dy.data_ptr(), s.x.data_ptr(), s.shape,
                                                    mean, var, s.weight.data_ptr(),
                                                    s.bias.data_ptr(), 1e-3, s.g.data_ptr(),
@@ -103,12 +113,12 @@ void BM_BatchNormSiluBackward(benchmark::State& state) {
                                              s.dx.data_ptr());
     }
   });
-  c.report_bytes((fused ? 6.0 : 7.0) * s.x.numel() * sizeof(float));
+  c.report_bytes(bf16 ? 5.0 * s.x.numel() * 2 : (fused ? 6.0 : 7.0) * s.x.numel() * sizeof(float));
 }
 
 void Args(benchmark::internal::Benchmark* b) {
   for (int act = 0; act < int(std::size(kActs)); ++act)
-    for (int fused : {0, 1}) b->Args({act, fused});
+    for (int mode : {0, 1, 2}) b->Args({act, mode});
   b->UseManualTime()->Unit(benchmark::kMillisecond);
 }
 

@@ -3,7 +3,9 @@
 // OH = (H + 2 * pad_h - KH) / stride_h + 1 (likewise OW).
 //
 // CPU: float32 through oneDNN (kernels/conv2d_dnnl.h), optionally on bfloat16 operands
-// (Conv2dParams::operands), float64 through the im2col + BLAS reference that the gradient checks
+// (Conv2dParams::operands), bfloat16 activations (--amp bf16: x, y, dy and dx bfloat16, the float32
+// weight and bias taken as they are and given float32 gradients; oneDNN's bf16 kernels, on CPUs
+// with AVX-512 BF16 or AMX), float64 through the im2col + BLAS reference that the gradient checks
 // use. CUDA: float32 / float16 / bfloat16 through cuDNN with
 // float accumulation; the first call of a configuration times cuDNN's algorithms (a few
 // milliseconds to seconds, once per process), later calls reuse the choice and allocate nothing
@@ -17,7 +19,7 @@
 
 namespace kestrel::ops {
 
-// What a CPU float32 convolution multiplies (the CPU's mixed precision, --amp bf16):
+// What a CPU float32 convolution multiplies (classification's --amp bf16 on the CPU, --amp bf16-emulated):
 // - Float32: x and w as they are.
 // - Bfloat16: x, w and, in backward, dy rounded to bfloat16 and run through oneDNN's bf16 kernels,
 //   accumulated in float32; y, dx, dw and db stay float32 (db from the float32 dy). Needs a CPU
