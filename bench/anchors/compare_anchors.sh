@@ -48,7 +48,8 @@ onnx_runner=("$root/bench/onnxruntime/inference_onnxruntime.py" --threads "$thre
 # The ONNX anchor's model: random-init yolov5s from the reference's Model, exported by Kestrel.
 export_onnx() {  # model size -> path
   local pt=$scratch/$1_$2.pt
-  (cd "$yolov5" && "$debian_python" - "$1" "$pt" "$root/bench/pytorch" <<'PY'
+  # Written by PyPI's PyTorch (Debian's python3-torch may be missing; Kestrel reads both's files).
+  (cd "$yolov5" && "$bench_python" - "$1" "$pt" "$root/bench/pytorch" <<'PY'
 import sys
 sys.path.insert(0, sys.argv[3])
 import reference_shims

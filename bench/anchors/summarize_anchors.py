@@ -73,7 +73,8 @@ def limit_shares(runs, results, rows):
             continue
         shares = {}
         for anchor, precision in (("kestrel", "fp32"), ("torch-fp32", "fp32"), ("kestrel-bf16", "bf16"),
-                                  ("kestrel-bf16-operands", "bf16"), ("torch-bf16", "bf16")):
+                                  ("kestrel-bf16-operands", "bf16"), ("torch-bf16", "bf16"),
+                                  ("onnxruntime", "fp32")):
             times = runs.get((row, anchor))
             if not times or precision not in limits:
                 continue
@@ -118,7 +119,8 @@ def main():
     shares = limit_shares(runs, results, rows)
     if shares:
         columns = [("kestrel", "Kestrel fp32"), ("torch-fp32", "PyTorch fp32"), ("kestrel-bf16", "Kestrel bf16"),
-                   ("kestrel-bf16-operands", "Kestrel bf16 operands"), ("torch-bf16", "PyTorch bf16 autocast")]
+                   ("kestrel-bf16-operands", "Kestrel bf16 operands"), ("torch-bf16", "PyTorch bf16 autocast"),
+                   ("onnxruntime", "ONNX Runtime")]
         print()
         print("| row | GFLOP an image (forward) | " + " | ".join(f"{label}: share of the limit" for _, label in columns) + " |")
         print("|---" * (2 + len(columns)) + "|")
