@@ -252,25 +252,16 @@ template <class T>
 void backward_apply_typed(const T* dy, const T* x, BatchNormShape s, const T* mean, const T* var,
                           const T* weight, double eps, const T* sums, const T* count_, T* dx) {
   const int64_t C = s.channels;
-  const std::vector<double> invstd = channel_invstd(var, C, eps);
-  std::vector<double> k1(C), mean_dy(C, 0.0), k2(C, 0.0);
-  const double count = sums ? double(*count_) : 0.0;
-  for (int64_t c = 0; c < C; ++c) {
-    k1[c] = double(weight[c]) * invstd[c];
-    if (sums) {
-      mean_dy[c] = double(sums[c]) / count;
-      k2[c] = invstd[c] * double(sums[C + c]) / count;
-    }
-  }
+  const BackwardConstants k = backward_constants(var, weight, C, eps, sums, count_);
   const std::vector<double> m = to_double(mean, C);
   map_rows<T>(
       s,
       [&](auto lo, auto hi) {
-        backward_apply_f32(dy + lo * C, x + lo * C, hi - lo, C, m.data(), k1.data(),
-                           mean_dy.data(), k2.data(), dx + lo * C);
+        backward_apply_f32(dy + lo * C, x + lo * C, hi - lo, C, m.data(), k.k1.data(),
+                           k.mean_dy.data(), k.k2.data(), dx + lo * C);
       },
       [&](int64_t i, int64_t c) {
-        dx[i] = T(batch_norm_dx_fn<double>(dy[i], x[i], m[c], k1[c], mean_dy[c], k2[c]));
+        dx[i] = T(batch_norm_dx_fn<double>(dy[i], x[i], m[c], k.k1[c], k.mean_dy[c], k.k2[c]));
       });
 }
 
@@ -305,22 +296,13 @@ void backward_apply_bf16_rows(const uint16_t* dy, const uint16_t* x, BatchNormSh
                               const float* var, const float* weight, double eps, const float* sums,
                               const float* count_, uint16_t* dx) {
   const int64_t C = s.channels;
-  const std::vector<double> invstd = channel_invstd(var, C, eps);
-  std::vector<double> k1(C), mean_dy(C, 0.0), k2(C, 0.0);
-  const double count = sums ? double(*count_) : 0.0;
-  for (int64_t c = 0; c < C; ++c) {
-    k1[c] = double(weight[c]) * invstd[c];
-    if (sums) {
-      mean_dy[c] = double(sums[c]) / count;
-      k2[c] = invstd[c] * double(sums[C + c]) / count;
-    }
-  }
+  const BackwardConstants k = backward_constants(var, weight, C, eps, sums, count_);
   const std::vector<double> m = to_double(mean, C);
   map_rows<float>(
       s,
       [&](auto lo, auto hi) {
-        backward_apply_bf16(dy + lo * C, x + lo * C, hi - lo, C, m.data(), k1.data(), mean_dy.data(), k2.data(),
-                            dx + lo * C);
+        backward_apply_bf16(dy + lo * C, x + lo * C, hi - lo, C, m.data(), k.k1.data(), k.mean_dy.data(),
+                            k.k2.data(), dx + lo * C);
       },
       [](int64_t, int64_t) {});
 }

@@ -100,4 +100,26 @@ void write_backward_sums(const std::vector<double>& total, const T* var, int64_t
   }
 }
 
+// BN's backward-apply constants per channel, in double: k1 = w * invstd, and from the backward sums
+// mean_dy = sum(dy) / count and k2 = invstd * sum(dy * xhat) / count (zero where sums is null: eval
+// mode, constant statistics). P is the parameters' type.
+struct BackwardConstants {
+  std::vector<double> k1, mean_dy, k2;
+};
+template <class P>
+BackwardConstants backward_constants(const P* var, const P* weight, int64_t C, double eps, const P* sums,
+                                     const P* count) {
+  const std::vector<double> invstd = channel_invstd(var, C, eps);
+  BackwardConstants k{std::vector<double>(C), std::vector<double>(C, 0.0), std::vector<double>(C, 0.0)};
+  const double n = sums ? double(*count) : 0.0;
+  for (int64_t c = 0; c < C; ++c) {
+    k.k1[c] = double(weight[c]) * invstd[c];
+    if (sums) {
+      k.mean_dy[c] = double(sums[c]) / n;
+      k.k2[c] = invstd[c] * double(sums[C + c]) / n;
+    }
+  }
+  return k;
+}
+
 }  // namespace kestrel::kernels::bn_cpu

@@ -195,16 +195,9 @@ void batch_norm_silu_backward_cpu_bf16(const uint16_t* dy, const uint16_t* x, Ba
   if (!dx) return;
   // BN's backward constants, formed in double as batch_norm_backward_apply_cpu forms them, then
   // rounded to float for the float step.
-  const std::vector<double> invstd = channel_invstd(var, C, eps);
-  std::vector<float> mf(C), k1(C), mean_dy(C, 0.0f), k2(C, 0.0f);
-  for (int64_t c = 0; c < C; ++c) {
-    mf[c] = mean[c];
-    k1[c] = float(double(weight[c]) * invstd[c]);
-    if (count) {
-      mean_dy[c] = float(double(sums[c]) / double(*count));
-      k2[c] = float(invstd[c] * double(sums[C + c]) / double(*count));
-    }
-  }
+  const BackwardConstants k = backward_constants(var, weight, C, eps, count ? sums : nullptr, count);
+  std::vector<float> mf(mean, mean + C), k1(k.k1.begin(), k.k1.end()), mean_dy(k.mean_dy.begin(), k.mean_dy.end()),
+      k2(k.k2.begin(), k.k2.end());
   parallel_chunks(s.rows, chunk_rows(s), [&](int64_t lo, int64_t hi) {
     bn_silu_dx_rows_bf16(dy + lo * C, x + lo * C, hi - lo, C, f.a.data(), f.b.data(), mf.data(), k1.data(),
                          mean_dy.data(), k2.data(), dx + lo * C);
