@@ -1,6 +1,7 @@
 // Fused batch norm + SiLU on the CPU (see batchnorm_silu.h). The chunking, the double sums and the
 // chunk-ordered merge of partial sums are those of batchnorm_cpu.cpp, so the result does not
 // depend on the thread count; z itself is one float multiply-add per element.
+#include <numeric>
 #include <type_traits>
 #include <vector>
 
@@ -164,14 +165,39 @@ void backward_reduce_typed(const T* dy, const T* x, BatchNormShape s, const T* m
   write_backward_sums(total, var, C, eps, sums);
 }
 
+// Rows of fewer than 32 channels (yolov5n's 16), grouped k at a time into one row of k C with the
+// per-channel constants tiled k times: the vectoriser sizes the bfloat16 loops at 32 lanes (their
+// 2-byte values), so a 16-channel row alone ran in the loop's remainder. Only for loops that sum
+// nothing across rows, so each element's arithmetic, and its bits, stay the same.
+int64_t rows_per_group(int64_t C) { return C >= 32 ? 1 : 32 / std::gcd(C, int64_t(32)); }
+
+std::vector<float> tiled(const float* v, int64_t C, int64_t k) {
+  std::vector<float> t(k * C);
+  for (int64_t i = 0; i < k * C; ++i) t[i] = v[i % C];
+  return t;
+}
+
+// rows(first_row, row_count, channels, constants) over [lo, hi): whole groups of k rows with the
+// tiled constants, then the rows left over with the plain ones.
+template <class Rows>
+void grouped_rows(int64_t lo, int64_t hi, int64_t C, int64_t k, Rows&& rows) {
+  const int64_t whole = (hi - lo) / k * k;
+  if (whole > 0) rows(lo, whole / k, k * C, true);
+  if (whole < hi - lo) rows(lo + whole, hi - lo - whole, C, false);
+}
+
 void forward_bf16(const uint16_t* x, BatchNormShape s, const float* mean, const float* var, const float* weight,
                   const float* bias, double eps, uint16_t* y) {
-  const int64_t C = s.channels;
+  const int64_t C = s.channels, k = rows_per_group(C);
   const std::vector<double> scale = channel_scale(var, weight, C, eps);
   const std::vector<double> m = to_double(mean, C), b = to_double(bias, C);
   const AffineF32 f(m.data(), scale.data(), b.data(), C);
+  const std::vector<float> a_k = tiled(f.a.data(), C, k), b_k = tiled(f.b.data(), C, k);
   parallel_chunks(s.rows, chunk_rows(s), [&](int64_t lo, int64_t hi) {
-    bn_silu_rows_bf16(x + lo * C, hi - lo, C, f.a.data(), f.b.data(), y + lo * C);
+    grouped_rows(lo, hi, C, k, [&](int64_t r, int64_t n, int64_t width, bool group) {
+      bn_silu_rows_bf16(x + r * C, n, width, group ? a_k.data() : f.a.data(), group ? b_k.data() : f.b.data(),
+                        y + r * C);
+    });
   });
 }
 
@@ -196,11 +222,28 @@ void batch_norm_silu_backward_cpu_bf16(const uint16_t* dy, const uint16_t* x, Ba
   // BN's backward constants, formed in double as batch_norm_backward_apply_cpu forms them, then
   // rounded to float for the float step.
   const BackwardConstants k = backward_constants(var, weight, C, eps, count ? sums : nullptr, count);
-  std::vector<float> mf(mean, mean + C), k1(k.k1.begin(), k.k1.end()), mean_dy(k.mean_dy.begin(), k.mean_dy.end()),
-      k2(k.k2.begin(), k.k2.end());
+  // Tiled for grouped rows (rows_per_group): a, b, mean, k1, mean_dy, k2, each k C long.
+  const int64_t g = rows_per_group(C);
+  std::vector<float> c32(6 * C);
+  for (int64_t c = 0; c < C; ++c) {
+    c32[c] = f.a[c];
+    c32[C + c] = f.b[c];
+    c32[2 * C + c] = mean[c];
+    c32[3 * C + c] = float(k.k1[c]);
+    c32[4 * C + c] = float(k.mean_dy[c]);
+    c32[5 * C + c] = float(k.k2[c]);
+  }
+  std::vector<float> grouped(6 * g * C);
+  for (int j = 0; j < 6; ++j) {
+    const std::vector<float> t = tiled(c32.data() + j * C, C, g);
+    std::copy(t.begin(), t.end(), grouped.begin() + j * g * C);
+  }
   parallel_chunks(s.rows, chunk_rows(s), [&](int64_t lo, int64_t hi) {
-    bn_silu_dx_rows_bf16(dy + lo * C, x + lo * C, hi - lo, C, f.a.data(), f.b.data(), mf.data(), k1.data(),
-                         mean_dy.data(), k2.data(), dx + lo * C);
+    grouped_rows(lo, hi, C, g, [&](int64_t r, int64_t n, int64_t width, bool group) {
+      const float* p = group ? grouped.data() : c32.data();
+      bn_silu_dx_rows_bf16(dy + r * C, x + r * C, n, width, p, p + width, p + 2 * width, p + 3 * width,
+                           p + 4 * width, p + 5 * width, dx + r * C);
+    });
   });
 }
 
