@@ -96,6 +96,12 @@ TEST(Layout, ImagesToInputScalesEveryByteValue) {
   std::vector<double> d = ops::images_to_input(images, DType::F64, 0.5).to_vector<double>();
   for (size_t i = 0; i < bytes.size(); ++i) ASSERT_EQ(d[i], bytes[i] * 0.5);
   EXPECT_EQ(ops::images_to_input(images, DType::F32).shape(), images.shape());
+  // A batch of several of the conversion's parallel chunks (2^16 values each), every value.
+  std::vector<uint8_t> many(3 * 65536 + 123);
+  for (size_t i = 0; i < many.size(); ++i) many[i] = static_cast<uint8_t>((i * 7) % 256);
+  const std::vector<float> g =
+      ops::images_to_input(Tensor::from_vector(many, {1, 1, int64_t(many.size()) / 3, 3}), DType::F32).to_vector<float>();
+  for (size_t i = 0; i < many.size(); ++i) ASSERT_EQ(g[i], static_cast<float>(many[i]) / 255.0f) << i;
 }
 
 TEST(Layout, ImagesToInputOfANonContiguousBatch) {
