@@ -266,29 +266,25 @@ void backward_apply_typed(const T* dy, const T* x, BatchNormShape s, const T* me
 }
 
 // bfloat16 activations (x, y, dy, dx as raw bits) with float32 statistics and parameters: the same
-// double arithmetic per element as float32, over the same fixed chunks (channel_sum_pairs<float>
-// and map_rows<float> pick the chunked path; their per-element reference lambdas never run), the
-// results rounded once to bfloat16.
+// double arithmetic per element as float32, over the same fixed chunks, the results rounded once to
+// bfloat16.
 void forward_bf16(const uint16_t* x, BatchNormShape s, const float* mean, const float* var, const float* weight,
                   const float* bias, double eps, uint16_t* y) {
   const int64_t C = s.channels;
   const std::vector<double> scale = channel_scale(var, weight, C, eps);
   const std::vector<double> m = to_double(mean, C), b = to_double(bias, C);
-  map_rows<float>(
-      s, [&](auto lo, auto hi) { normalize_bf16(x + lo * C, hi - lo, C, m.data(), scale.data(), b.data(), y + lo * C); },
-      [](int64_t, int64_t) {});
+  chunked_rows(s, [&](int64_t lo, int64_t hi) {
+    normalize_bf16(x + lo * C, hi - lo, C, m.data(), scale.data(), b.data(), y + lo * C);
+  });
 }
 
 void backward_reduce_bf16(const uint16_t* dy, const uint16_t* x, BatchNormShape s, const float* mean,
                           const float* var, double eps, float* sums) {
   const int64_t C = s.channels;
   const std::vector<double> m = to_double(mean, C);
-  const std::vector<double> total = channel_sum_pairs<float>(
-      s,
-      [&](auto lo, auto hi, double* sum_dy, double* sum_dy_xmu) {
-        backward_sums_bf16(dy + lo * C, x + lo * C, hi - lo, C, m.data(), sum_dy, sum_dy_xmu);
-      },
-      [](int64_t, int64_t, double&, double&) {});
+  const std::vector<double> total = chunked_sum_pairs(s, [&](int64_t lo, int64_t hi, double* sum_dy, double* sum_dy_xmu) {
+    backward_sums_bf16(dy + lo * C, x + lo * C, hi - lo, C, m.data(), sum_dy, sum_dy_xmu);
+  });
   write_backward_sums(total, var, C, eps, sums);
 }
 
@@ -298,13 +294,10 @@ void backward_apply_bf16_rows(const uint16_t* dy, const uint16_t* x, BatchNormSh
   const int64_t C = s.channels;
   const BackwardConstants k = backward_constants(var, weight, C, eps, sums, count_);
   const std::vector<double> m = to_double(mean, C);
-  map_rows<float>(
-      s,
-      [&](auto lo, auto hi) {
-        backward_apply_bf16(dy + lo * C, x + lo * C, hi - lo, C, m.data(), k.k1.data(), k.mean_dy.data(),
-                            k.k2.data(), dx + lo * C);
-      },
-      [](int64_t, int64_t) {});
+  chunked_rows(s, [&](int64_t lo, int64_t hi) {
+    backward_apply_bf16(dy + lo * C, x + lo * C, hi - lo, C, m.data(), k.k1.data(), k.mean_dy.data(), k.k2.data(),
+                        dx + lo * C);
+  });
 }
 
 const float* f32p(const void* p) { return static_cast<const float*>(p); }

@@ -52,6 +52,26 @@ inline std::vector<double> sum_partials(const std::vector<double>& partial, int6
   return total;
 }
 
+// The vectorised passes (float32, and the CPU's bfloat16 activations): rows(lo, hi) on the fixed
+// row chunks, in parallel.
+template <class Rows>
+void chunked_rows(BatchNormShape s, Rows&& rows) {
+  parallel_chunks(s.rows, chunk_rows(s), rows);
+}
+
+// Two per-channel sums over the fixed chunks, as 2C doubles (a[C], then b[C]): each chunk's
+// rows(lo, hi, a, b) adds into partials of its own (zeroed), merged in chunk order.
+template <class Rows>
+std::vector<double> chunked_sum_pairs(BatchNormShape s, Rows&& rows) {
+  const int64_t C = s.channels, per = chunk_rows(s), chunks = chunk_count(s);
+  std::vector<double> partial(chunks * 2 * C, 0.0);
+  parallel_chunks(s.rows, per, [&](int64_t lo, int64_t hi) {
+    double* p = partial.data() + (lo / per) * 2 * C;
+    rows(lo, hi, p, p + C);
+  });
+  return sum_partials(partial, chunks, 2 * C);
+}
+
 // A channel-wise pass over [rows, C]: float32 calls `rows_f32(lo, hi)` on the fixed row chunks,
 // in parallel (the vectorised kernels); other types call `element(i, c)` for every element in
 // order (the double reference). Pass `rows_f32` as a generic lambda (`auto lo, auto hi`), so that
@@ -59,7 +79,7 @@ inline std::vector<double> sum_partials(const std::vector<double>& partial, int6
 template <class T, class RowsF32, class Element>
 void map_rows(BatchNormShape s, RowsF32&& rows_f32, Element&& element) {
   if constexpr (std::is_same_v<T, float>) {
-    parallel_chunks(s.rows, chunk_rows(s), rows_f32);
+    chunked_rows(s, rows_f32);
   } else {
     for (int64_t r = 0; r < s.rows; ++r)
       for (int64_t c = 0; c < s.channels; ++c) element(r * s.channels + c, c);
@@ -67,20 +87,14 @@ void map_rows(BatchNormShape s, RowsF32&& rows_f32, Element&& element) {
 }
 
 // Two per-channel sums over [rows, C], returned as 2C doubles (a[C], then b[C]). float32: each
-// chunk's `rows_f32(lo, hi, a, b)` adds into partials of its own (zeroed), merged in chunk order;
-// other types: `element(i, c, a_c, b_c)` adds into the totals' references, element by element.
+// chunk's `rows_f32(lo, hi, a, b)` adds into partials of its own (chunked_sum_pairs); other types:
+// `element(i, c, a_c, b_c)` adds into the totals' references, element by element.
 template <class T, class RowsF32, class Element>
 std::vector<double> channel_sum_pairs(BatchNormShape s, RowsF32&& rows_f32, Element&& element) {
-  const int64_t C = s.channels;
   if constexpr (std::is_same_v<T, float>) {
-    const int64_t per = chunk_rows(s), chunks = chunk_count(s);
-    std::vector<double> partial(chunks * 2 * C, 0.0);
-    parallel_chunks(s.rows, per, [&](int64_t lo, int64_t hi) {
-      double* p = partial.data() + (lo / per) * 2 * C;
-      rows_f32(lo, hi, p, p + C);
-    });
-    return sum_partials(partial, chunks, 2 * C);
+    return chunked_sum_pairs(s, rows_f32);
   } else {
+    const int64_t C = s.channels;
     std::vector<double> total(2 * C, 0.0);
     for (int64_t r = 0; r < s.rows; ++r)
       for (int64_t c = 0; c < C; ++c) element(r * C + c, c, total[c], total[C + c]);

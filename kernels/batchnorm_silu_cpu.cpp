@@ -193,7 +193,7 @@ void forward_bf16(const uint16_t* x, BatchNormShape s, const float* mean, const 
   const std::vector<double> m = to_double(mean, C), b = to_double(bias, C);
   const AffineF32 f(m.data(), scale.data(), b.data(), C);
   const std::vector<float> a_k = tiled(f.a.data(), C, k), b_k = tiled(f.b.data(), C, k);
-  parallel_chunks(s.rows, chunk_rows(s), [&](int64_t lo, int64_t hi) {
+  chunked_rows(s, [&](int64_t lo, int64_t hi) {
     grouped_rows(lo, hi, C, k, [&](int64_t r, int64_t n, int64_t width, bool group) {
       bn_silu_rows_bf16(x + r * C, n, width, group ? a_k.data() : f.a.data(), group ? b_k.data() : f.b.data(),
                         y + r * C);
@@ -210,13 +210,9 @@ void batch_norm_silu_backward_cpu_bf16(const uint16_t* dy, const uint16_t* x, Ba
   const std::vector<double> scale = channel_scale(var, weight, C, eps);
   const std::vector<double> m = to_double(mean, C), b = to_double(bias, C);
   const AffineF32 f(m.data(), scale.data(), b.data(), C);
-  // channel_sum_pairs<float>: the fixed chunks in parallel (its per-element reference never runs).
-  const std::vector<double> total = channel_sum_pairs<float>(
-      s,
-      [&](auto lo, auto hi, double* sg, double* sg_xmu) {
-        bn_silu_grad_sums_bf16(dy + lo * C, x + lo * C, hi - lo, C, m.data(), f.a.data(), f.b.data(), sg, sg_xmu);
-      },
-      [](int64_t, int64_t, double&, double&) {});
+  const std::vector<double> total = chunked_sum_pairs(s, [&](int64_t lo, int64_t hi, double* sg, double* sg_xmu) {
+    bn_silu_grad_sums_bf16(dy + lo * C, x + lo * C, hi - lo, C, m.data(), f.a.data(), f.b.data(), sg, sg_xmu);
+  });
   write_backward_sums(total, var, C, eps, sums);
   if (!dx) return;
   // BN's backward constants, formed in double as batch_norm_backward_apply_cpu forms them, then
@@ -238,7 +234,7 @@ void batch_norm_silu_backward_cpu_bf16(const uint16_t* dy, const uint16_t* x, Ba
     const std::vector<float> t = tiled(c32.data() + j * C, C, g);
     std::copy(t.begin(), t.end(), grouped.begin() + j * g * C);
   }
-  parallel_chunks(s.rows, chunk_rows(s), [&](int64_t lo, int64_t hi) {
+  chunked_rows(s, [&](int64_t lo, int64_t hi) {
     grouped_rows(lo, hi, C, g, [&](int64_t r, int64_t n, int64_t width, bool group) {
       const float* p = group ? grouped.data() : c32.data();
       bn_silu_dx_rows_bf16(dy + r * C, x + r * C, n, width, p, p + width, p + 2 * width, p + 3 * width,

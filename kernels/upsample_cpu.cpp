@@ -1,7 +1,6 @@
 #include <cstring>
 #include <initializer_list>
 
-#include "kernels/bf16_operands.h"
 #include "kernels/dispatch.h"
 #include "kernels/upsample.h"
 
@@ -22,29 +21,19 @@ void upsample2x_forward_cpu(size_t elem_size, const void* x_, void* y_, const Up
 }
 
 void upsample2x_backward_cpu(DType t, const void* dy_, void* dx_, const Upsample2xShape& s) {
-  if (t == DType::BF16) {  // bfloat16 bits: summed in float and rounded once, as CUDA does
-    const auto* dy = static_cast<const uint16_t*>(dy_);
-    auto* dx = static_cast<uint16_t*>(dx_);
-    const int64_t pixels = s.n * s.h * s.w, c = s.c, below = 2 * s.w * c;
-    for (int64_t p = 0; p < pixels; ++p) {
-      const uint16_t* top = dy + upsample2x_first_target(p, s.w) * c;
-      for (int64_t ch = 0; ch < c; ++ch)
-        dx[p * c + ch] = bf16_bits(upsample2x_block_sum(as_float(top[ch]), as_float(top[c + ch]),
-                                                        as_float(top[below + ch]), as_float(top[below + c + ch])));
-    }
-    return;
-  }
-  KESTREL_DISPATCH_CPU_FLOAT(t, T, "upsample_nearest2x backward", {
-    const T* dy = static_cast<const T*>(dy_);
-    T* dx = static_cast<T*>(dx_);
+  // Over T's stored values; bfloat16 summed in float and rounded once (to_acc / from_acc, as CUDA).
+  auto sum_blocks = [&]<class T>(const T* dy, T* dx) {
     const int64_t pixels = s.n * s.h * s.w, c = s.c, below = 2 * s.w * c;
     for (int64_t p = 0; p < pixels; ++p) {
       const T* top = dy + upsample2x_first_target(p, s.w) * c;
       for (int64_t ch = 0; ch < c; ++ch)
-        dx[p * c + ch] =
-            upsample2x_block_sum(top[ch], top[c + ch], top[below + ch], top[below + c + ch]);
+        dx[p * c + ch] = from_acc<T>(upsample2x_block_sum(to_acc(top[ch]), to_acc(top[c + ch]), to_acc(top[below + ch]),
+                                                          to_acc(top[below + c + ch])));
     }
-  });
+  };
+  if (t == DType::BF16) return sum_blocks(static_cast<const bf16*>(dy_), static_cast<bf16*>(dx_));
+  KESTREL_DISPATCH_CPU_FLOAT(t, T, "upsample_nearest2x backward",
+                             { sum_blocks(static_cast<const T*>(dy_), static_cast<T*>(dx_)); });
 }
 
 }  // namespace kestrel::kernels
